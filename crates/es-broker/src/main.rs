@@ -1,0 +1,2 @@
+//! es-broker
+fn main() {}

@@ -1,0 +1,1 @@
+//! Kafka wire codecs: frames and record batches.

@@ -1,0 +1,2 @@
+//! es-kafka: the Kafka protocol layer.
+pub mod codec;

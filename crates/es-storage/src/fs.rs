@@ -1,0 +1,122 @@
+//! The file-system seam: every byte es-storage reads or writes goes through
+//! [`Fs`] and [`FileHandle`], so tests can swap the real disk for
+//! [`crate::simfs::SimFs`], which crashes, tears writes, fails fsyncs and fills up.
+//!
+//! The trait is deliberately small: positional reads and writes, `set_len`,
+//! `sync_data`, and the directory operations that recovery and the atomic
+//! metadata replace need.
+
+use std::fs::{DirBuilder, File, OpenOptions};
+use std::io;
+use std::os::unix::fs::{DirBuilderExt, FileExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// Mode of every file es creates: readable and writable by the broker's user only.
+pub const FILE_MODE: u32 = 0o600;
+/// Mode of every directory es creates.
+pub const DIR_MODE: u32 = 0o700;
+
+/// An open file.
+pub trait FileHandle: Send + Sync + std::fmt::Debug {
+    /// Reads up to `buf.len()` bytes at `pos`; returns how many were read (0 at end).
+    fn read_at(&self, buf: &mut [u8], pos: u64) -> io::Result<usize>;
+    /// Writes all of `buf` at `pos`. On error some prefix may have been written.
+    fn write_all_at(&self, buf: &[u8], pos: u64) -> io::Result<()>;
+    /// Makes every write so far durable (fdatasync).
+    fn sync_data(&self) -> io::Result<()>;
+    /// Truncates or extends the file.
+    fn set_len(&self, len: u64) -> io::Result<()>;
+    /// Current length.
+    fn len(&self) -> io::Result<u64>;
+}
+
+/// A file system.
+pub trait Fs: Send + Sync + std::fmt::Debug {
+    /// Opens an existing file for reading and writing.
+    fn open(&self, path: &Path) -> io::Result<Arc<dyn FileHandle>>;
+    /// Creates a new file (mode 0600), failing if it exists.
+    fn create_new(&self, path: &Path) -> io::Result<Arc<dyn FileHandle>>;
+    /// Creates a directory and its parents (mode 0700).
+    fn create_dir_all(&self, path: &Path) -> io::Result<()>;
+    /// Lists the names in a directory.
+    fn list(&self, dir: &Path) -> io::Result<Vec<String>>;
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
+    fn remove_file(&self, path: &Path) -> io::Result<()>;
+    /// Removes a directory and everything in it.
+    fn remove_dir_all(&self, path: &Path) -> io::Result<()>;
+    /// Makes the directory's entries (creates, renames, removes) durable.
+    fn sync_dir(&self, dir: &Path) -> io::Result<()>;
+    fn exists(&self, path: &Path) -> bool;
+}
+
+/// The real file system.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct RealFs;
+
+#[derive(Debug)]
+struct RealFile(File);
+
+impl FileHandle for RealFile {
+    fn read_at(&self, buf: &mut [u8], pos: u64) -> io::Result<usize> {
+        loop {
+            match self.0.read_at(buf, pos) {
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                r => return r,
+            }
+        }
+    }
+    fn write_all_at(&self, buf: &[u8], pos: u64) -> io::Result<()> {
+        self.0.write_all_at(buf, pos)
+    }
+    fn sync_data(&self) -> io::Result<()> {
+        self.0.sync_data()
+    }
+    fn set_len(&self, len: u64) -> io::Result<()> {
+        self.0.set_len(len)
+    }
+    fn len(&self) -> io::Result<u64> {
+        Ok(self.0.metadata()?.len())
+    }
+}
+
+impl Fs for RealFs {
+    fn open(&self, path: &Path) -> io::Result<Arc<dyn FileHandle>> {
+        Ok(Arc::new(RealFile(OpenOptions::new().read(true).write(true).open(path)?)))
+    }
+    fn create_new(&self, path: &Path) -> io::Result<Arc<dyn FileHandle>> {
+        let f = OpenOptions::new().read(true).write(true).create_new(true).mode(FILE_MODE).open(path)?;
+        Ok(Arc::new(RealFile(f)))
+    }
+    fn create_dir_all(&self, path: &Path) -> io::Result<()> {
+        DirBuilder::new().recursive(true).mode(DIR_MODE).create(path)
+    }
+    fn list(&self, dir: &Path) -> io::Result<Vec<String>> {
+        let mut out = Vec::new();
+        for e in std::fs::read_dir(dir)? {
+            out.push(e?.file_name().to_string_lossy().into_owned());
+        }
+        out.sort();
+        Ok(out)
+    }
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        std::fs::rename(from, to)
+    }
+    fn remove_file(&self, path: &Path) -> io::Result<()> {
+        std::fs::remove_file(path)
+    }
+    fn remove_dir_all(&self, path: &Path) -> io::Result<()> {
+        std::fs::remove_dir_all(path)
+    }
+    fn sync_dir(&self, dir: &Path) -> io::Result<()> {
+        File::open(dir)?.sync_all()
+    }
+    fn exists(&self, path: &Path) -> bool {
+        path.exists()
+    }
+}
+
+/// Joins a directory and a file name.
+pub fn join(dir: &Path, name: &str) -> PathBuf {
+    dir.join(name)
+}

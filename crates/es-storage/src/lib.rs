@@ -1,0 +1,19 @@
+//! es-storage: the partition log.
+//!
+//! A partition is a directory of segments; a segment is a `.log` file of
+//! length-prefixed, CRC-checked records (see [`record`]) and an `.index` file
+//! of 16-byte sparse entries. This crate owns the disk format, group-commit
+//! durability, crash recovery, retention and compaction, and atomic metadata
+//! files. It knows nothing of Kafka and nothing of tokio: its API is blocking
+//! and thread-safe, and callers on an async runtime call it from blocking threads.
+
+pub mod batch;
+pub mod error;
+pub mod fs;
+pub mod meta;
+pub mod record;
+
+pub use batch::RecordBatchBuf;
+pub use error::{Result, StorageError};
+pub use fs::{FileHandle, Fs, RealFs};
+pub use record::{ProducerInfo, RecordIter, RecordMeta, RecordView};

@@ -1,0 +1,573 @@
+//! The on-disk record: the documented format byte for byte, plus the one extension.
+//!
+//! ```text
+//! record_len   u32   bytes that follow; top bit set = extension section present
+//! offset       u64
+//! timestamp_ms i64
+//! [ext_len u32 | ext bytes]            only when the top bit of record_len is set
+//! key_len      i32   -1 = no key
+//! key          [u8]
+//! value_len    u32
+//! value        [u8]
+//! crc32        u32   CRC-32C over offset .. end of value (extension included;
+//!                    with the extension bit set it starts at record_len)
+//! ```
+//!
+//! The extension (see docs/storage.md) carries what Kafka records need and the
+//! documented format lacks: a null value (distinct from an empty one), producer
+//! id / epoch / sequence, the transactional and control flags, and headers. A
+//! record that needs none of it is exactly the documented format.
+//!
+//! Invariant: [`decode`] checks that the length is plausible and the CRC matches
+//! before it hands out any field, and it never allocates: a [`RecordView`]
+//! borrows from the buffer it was decoded from.
+
+use std::fmt;
+
+/// Size of the `record_len` prefix.
+pub const LEN_PREFIX_BYTES: usize = 4;
+/// Top bit of `record_len`: an extension section follows `timestamp_ms`.
+pub const EXT_BIT: u32 = 0x8000_0000;
+/// offset + timestamp + key_len + value_len + crc, the smallest possible body.
+pub const BODY_BYTES_MIN: usize = 8 + 8 + 4 + 4 + 4;
+/// The largest record body es writes or accepts when reading (256 MiB).
+/// Anything larger is corruption, not data.
+pub const BODY_BYTES_MAX: usize = 256 * 1024 * 1024;
+/// Bytes from the start of a record to its `offset` field.
+pub const OFFSET_FIELD_POS: usize = 4;
+/// Bytes from the start of a record to its `timestamp_ms` field.
+pub const TIMESTAMP_FIELD_POS: usize = 12;
+
+/// Extension flag: the value is null (a Kafka tombstone); `value_len` is 0.
+pub const EXT_VALUE_NULL: u8 = 0x01;
+/// Extension flag: producer id (i64), epoch (i16) and sequence (i32) follow.
+pub const EXT_PRODUCER: u8 = 0x02;
+/// Extension flag: the record belongs to a transaction.
+pub const EXT_TRANSACTIONAL: u8 = 0x04;
+/// Extension flag: the record is a Kafka control record (commit/abort marker).
+pub const EXT_CONTROL: u8 = 0x08;
+/// Extension flag: a header list follows (count u32, then per header
+/// key_len u32, key, value_len i32 (-1 = null), value).
+pub const EXT_HEADERS: u8 = 0x10;
+const EXT_KNOWN: u8 = EXT_VALUE_NULL | EXT_PRODUCER | EXT_TRANSACTIONAL | EXT_CONTROL | EXT_HEADERS;
+const PRODUCER_BYTES: usize = 8 + 2 + 4;
+
+/// Producer identity of an idempotent or transactional record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ProducerInfo {
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    /// This record's own sequence number (a Kafka batch's base sequence plus
+    /// the record's offset delta).
+    pub sequence: i32,
+}
+
+/// Everything in the extension section except headers and the null value.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RecordMeta {
+    pub producer: Option<ProducerInfo>,
+    pub transactional: bool,
+    pub control: bool,
+}
+
+/// Why bytes are not a record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DecodeError {
+    /// The buffer ends before the record does; `needed` bytes from the record's
+    /// start would hold it (only reported when the length itself is plausible).
+    Incomplete { needed: usize },
+    /// The bytes cannot be a valid record.
+    Corrupt(&'static str),
+}
+
+impl fmt::Display for DecodeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DecodeError::Incomplete { needed } => write!(f, "incomplete record ({needed} bytes needed)"),
+            DecodeError::Corrupt(why) => write!(f, "corrupt record: {why}"),
+        }
+    }
+}
+
+impl std::error::Error for DecodeError {}
+
+/// A decoded record, borrowing from the buffer it was decoded from.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct RecordView<'a> {
+    pub offset: u64,
+    pub timestamp_ms: i64,
+    pub key: Option<&'a [u8]>,
+    pub value: Option<&'a [u8]>,
+    pub meta: RecordMeta,
+    /// Raw header section (without the count); iterate with [`RecordView::headers`].
+    headers_raw: &'a [u8],
+    header_count: u32,
+    /// Total bytes of this record on disk, prefix and CRC included.
+    pub encoded_len: usize,
+}
+
+impl fmt::Debug for RecordView<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RecordView")
+            .field("offset", &self.offset)
+            .field("timestamp_ms", &self.timestamp_ms)
+            .field("key_len", &self.key.map(<[u8]>::len))
+            .field("value_len", &self.value.map(<[u8]>::len))
+            .field("meta", &self.meta)
+            .field("header_count", &self.header_count)
+            .finish()
+    }
+}
+
+impl<'a> RecordView<'a> {
+    /// Number of headers.
+    pub fn header_count(&self) -> u32 {
+        self.header_count
+    }
+
+    /// The headers in order, as (key, value) with a null value as `None`.
+    pub fn headers(&self) -> HeaderIter<'a> {
+        HeaderIter { rest: self.headers_raw, left: self.header_count }
+    }
+}
+
+/// Iterator over a record's headers; the section was validated by [`decode`].
+#[derive(Clone, Debug)]
+pub struct HeaderIter<'a> {
+    rest: &'a [u8],
+    left: u32,
+}
+
+impl<'a> Iterator for HeaderIter<'a> {
+    type Item = (&'a [u8], Option<&'a [u8]>);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.left == 0 {
+            return None;
+        }
+        // decode() has validated the whole section, so these reads cannot fail;
+        // parse_header still returns None instead of panicking if they did.
+        let (k, v, used) = parse_header(self.rest)?;
+        self.rest = &self.rest[used..];
+        self.left -= 1;
+        Some((k, v))
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.left as usize, Some(self.left as usize))
+    }
+}
+
+fn parse_header(b: &[u8]) -> Option<(&[u8], Option<&[u8]>, usize)> {
+    let kl = u32::from_be_bytes(b.get(0..4)?.try_into().ok()?) as usize;
+    let key = b.get(4..4usize.checked_add(kl)?)?;
+    let p = 4 + kl;
+    let vl = i32::from_be_bytes(b.get(p..p + 4)?.try_into().ok()?);
+    let p = p + 4;
+    if vl < 0 {
+        if vl != -1 {
+            return None;
+        }
+        return Some((key, None, p));
+    }
+    let vl = vl as usize;
+    let value = b.get(p..p.checked_add(vl)?)?;
+    Some((key, Some(value), p + vl))
+}
+
+/// Reads the length prefix at the start of `buf` and returns the full encoded
+/// size of the record (prefix and CRC included) if it is plausible.
+pub fn peek_len(buf: &[u8]) -> Result<usize, DecodeError> {
+    let Some(prefix) = buf.get(0..LEN_PREFIX_BYTES) else {
+        return Err(DecodeError::Incomplete { needed: LEN_PREFIX_BYTES });
+    };
+    let raw = u32::from_be_bytes([prefix[0], prefix[1], prefix[2], prefix[3]]);
+    let body = (raw & !EXT_BIT) as usize;
+    let min = if raw & EXT_BIT != 0 { BODY_BYTES_MIN + 4 + 1 } else { BODY_BYTES_MIN };
+    if body < min {
+        return Err(DecodeError::Corrupt("record_len below the minimum"));
+    }
+    if body > BODY_BYTES_MAX {
+        return Err(DecodeError::Corrupt("record_len above the maximum"));
+    }
+    Ok(LEN_PREFIX_BYTES + body)
+}
+
+/// Where the CRC starts: at `offset` for a documented record; at `record_len`
+/// for one with the extension, so that a flipped extension bit cannot turn one
+/// kind of record into the other without the CRC noticing.
+fn crc_start(has_ext: bool) -> usize {
+    if has_ext {
+        0
+    } else {
+        LEN_PREFIX_BYTES
+    }
+}
+
+fn be_u32(b: &[u8], p: usize) -> u32 {
+    u32::from_be_bytes([b[p], b[p + 1], b[p + 2], b[p + 3]])
+}
+
+fn be_u64(b: &[u8], p: usize) -> u64 {
+    let mut a = [0u8; 8];
+    a.copy_from_slice(&b[p..p + 8]);
+    u64::from_be_bytes(a)
+}
+
+/// Decodes the record at the start of `buf`. The length is checked for
+/// plausibility, then the CRC over exactly that length, and only then are the
+/// fields parsed; every field must end exactly where `record_len` says.
+pub fn decode(buf: &[u8]) -> Result<RecordView<'_>, DecodeError> {
+    let total = peek_len(buf)?;
+    if buf.len() < total {
+        return Err(DecodeError::Incomplete { needed: total });
+    }
+    let rec = &buf[..total];
+    let has_ext = be_u32(rec, 0) & EXT_BIT != 0;
+    let crc_pos = total - 4;
+    let stored_crc = be_u32(rec, crc_pos);
+    if crc32c::crc32c(&rec[crc_start(has_ext)..crc_pos]) != stored_crc {
+        return Err(DecodeError::Corrupt("CRC-32C mismatch"));
+    }
+    // From here the bytes are what the writer wrote; still check every bound,
+    // since a CRC is not a proof against a buggy or hostile writer.
+    let offset = be_u64(rec, OFFSET_FIELD_POS);
+    let timestamp_ms = be_u64(rec, TIMESTAMP_FIELD_POS) as i64;
+    let mut p = TIMESTAMP_FIELD_POS + 8;
+    let mut meta = RecordMeta::default();
+    let mut value_null = false;
+    let mut headers_raw: &[u8] = &[];
+    let mut header_count = 0u32;
+    if has_ext {
+        let ext_len = be_u32(rec, p) as usize;
+        p += 4;
+        let ext_end = p.checked_add(ext_len).filter(|&e| e + 4 + 4 + 4 <= total).ok_or(DecodeError::Corrupt("extension longer than the record"))?;
+        let ext = &rec[p..ext_end];
+        let (&flags, mut e) = ext.split_first().ok_or(DecodeError::Corrupt("empty extension"))?;
+        if flags & !EXT_KNOWN != 0 {
+            return Err(DecodeError::Corrupt("unknown extension flag"));
+        }
+        value_null = flags & EXT_VALUE_NULL != 0;
+        meta.transactional = flags & EXT_TRANSACTIONAL != 0;
+        meta.control = flags & EXT_CONTROL != 0;
+        if flags & EXT_PRODUCER != 0 {
+            if e.len() < PRODUCER_BYTES {
+                return Err(DecodeError::Corrupt("truncated producer fields"));
+            }
+            meta.producer = Some(ProducerInfo {
+                producer_id: be_u64(e, 0) as i64,
+                producer_epoch: i16::from_be_bytes([e[8], e[9]]),
+                sequence: be_u32(e, 10) as i32,
+            });
+            e = &e[PRODUCER_BYTES..];
+        }
+        if flags & EXT_HEADERS != 0 {
+            if e.len() < 4 {
+                return Err(DecodeError::Corrupt("truncated header count"));
+            }
+            header_count = be_u32(e, 0);
+            let mut rest = &e[4..];
+            let start = rest;
+            for _ in 0..header_count {
+                let (_, _, used) = parse_header(rest).ok_or(DecodeError::Corrupt("malformed header"))?;
+                rest = &rest[used..];
+            }
+            headers_raw = &start[..start.len() - rest.len()];
+            e = rest;
+        }
+        if !e.is_empty() {
+            return Err(DecodeError::Corrupt("extension length disagrees with its fields"));
+        }
+        p = ext_end;
+    }
+    // key_len, key, value_len, value, crc must fill the rest exactly.
+    if p + 4 > crc_pos {
+        return Err(DecodeError::Corrupt("record too short for key_len"));
+    }
+    let key_len = be_u32(rec, p) as i32;
+    p += 4;
+    let key = if key_len < 0 {
+        if key_len != -1 {
+            return Err(DecodeError::Corrupt("negative key_len other than -1"));
+        }
+        None
+    } else {
+        let end = p.checked_add(key_len as usize).filter(|&e| e + 4 <= crc_pos).ok_or(DecodeError::Corrupt("key longer than the record"))?;
+        let k = &rec[p..end];
+        p = end;
+        Some(k)
+    };
+    let value_len = be_u32(rec, p) as usize;
+    p += 4;
+    if p.checked_add(value_len) != Some(crc_pos) {
+        return Err(DecodeError::Corrupt("value does not end where record_len says"));
+    }
+    let value = if value_null {
+        if value_len != 0 {
+            return Err(DecodeError::Corrupt("null value with a length"));
+        }
+        None
+    } else {
+        Some(&rec[p..crc_pos])
+    };
+    Ok(RecordView { offset, timestamp_ms, key, value, meta, headers_raw, header_count, encoded_len: total })
+}
+
+/// Iterates the records in a buffer of whole records (a read from a segment).
+/// Stops with an error at the first record that does not decode.
+#[derive(Clone, Debug)]
+pub struct RecordIter<'a> {
+    buf: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> RecordIter<'a> {
+    pub fn new(buf: &'a [u8]) -> Self {
+        RecordIter { buf, pos: 0 }
+    }
+
+    /// Bytes consumed so far.
+    pub fn position(&self) -> usize {
+        self.pos
+    }
+}
+
+impl<'a> Iterator for RecordIter<'a> {
+    type Item = Result<RecordView<'a>, DecodeError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.pos >= self.buf.len() {
+            return None;
+        }
+        match decode(&self.buf[self.pos..]) {
+            Ok(r) => {
+                self.pos += r.encoded_len;
+                Some(Ok(r))
+            }
+            Err(e) => {
+                self.pos = self.buf.len();
+                Some(Err(e))
+            }
+        }
+    }
+}
+
+/// Encoded size of a record with these fields.
+pub fn encoded_len<'h, H>(key: Option<&[u8]>, value: Option<&[u8]>, headers: H, meta: &RecordMeta) -> usize
+where
+    H: IntoIterator<Item = (&'h [u8], Option<&'h [u8]>)>,
+{
+    let mut n = LEN_PREFIX_BYTES + BODY_BYTES_MIN + key.map_or(0, <[u8]>::len) + value.map_or(0, <[u8]>::len);
+    let mut ext = 0usize;
+    let mut headers_present = false;
+    let mut hbytes = 4usize;
+    for (k, v) in headers {
+        headers_present = true;
+        hbytes += 4 + k.len() + 4 + v.map_or(0, <[u8]>::len);
+    }
+    if headers_present {
+        ext += hbytes;
+    }
+    if meta.producer.is_some() {
+        ext += PRODUCER_BYTES;
+    }
+    if ext > 0 || value.is_none() || meta.transactional || meta.control {
+        n += 4 + 1 + ext;
+    }
+    n
+}
+
+/// Appends one record to `out` with a zero CRC; [`seal`] fills the offset and
+/// CRC later (the partition assigns offsets under its write lock). Returns the
+/// record's encoded length. No allocation beyond growing `out`.
+pub fn encode_unsealed<'h, H>(out: &mut Vec<u8>, timestamp_ms: i64, key: Option<&[u8]>, value: Option<&[u8]>, headers: H, meta: &RecordMeta) -> usize
+where
+    H: IntoIterator<Item = (&'h [u8], Option<&'h [u8]>)>,
+{
+    let start = out.len();
+    out.extend_from_slice(&[0u8; 4]); // record_len, patched below
+    out.extend_from_slice(&0u64.to_be_bytes()); // offset, set by seal()
+    out.extend_from_slice(&timestamp_ms.to_be_bytes());
+    let mut flags = 0u8;
+    if value.is_none() {
+        flags |= EXT_VALUE_NULL;
+    }
+    if meta.transactional {
+        flags |= EXT_TRANSACTIONAL;
+    }
+    if meta.control {
+        flags |= EXT_CONTROL;
+    }
+    if meta.producer.is_some() {
+        flags |= EXT_PRODUCER;
+    }
+    // Reserve the extension; dropped again below if nothing goes in it.
+    let ext_pos = out.len();
+    out.extend_from_slice(&[0u8; 5]);
+    if let Some(p) = meta.producer {
+        out.extend_from_slice(&p.producer_id.to_be_bytes());
+        out.extend_from_slice(&p.producer_epoch.to_be_bytes());
+        out.extend_from_slice(&p.sequence.to_be_bytes());
+    }
+    let count_pos = out.len();
+    out.extend_from_slice(&[0u8; 4]);
+    let mut count = 0u32;
+    for (k, v) in headers {
+        count += 1;
+        out.extend_from_slice(&(k.len() as u32).to_be_bytes());
+        out.extend_from_slice(k);
+        match v {
+            Some(v) => {
+                out.extend_from_slice(&(v.len() as i32).to_be_bytes());
+                out.extend_from_slice(v);
+            }
+            None => out.extend_from_slice(&(-1i32).to_be_bytes()),
+        }
+    }
+    if count > 0 {
+        flags |= EXT_HEADERS;
+        out[count_pos..count_pos + 4].copy_from_slice(&count.to_be_bytes());
+    } else {
+        out.truncate(count_pos);
+    }
+    let has_ext = flags != 0;
+    if has_ext {
+        let ext_len = (out.len() - ext_pos - 4) as u32;
+        out[ext_pos..ext_pos + 4].copy_from_slice(&ext_len.to_be_bytes());
+        out[ext_pos + 4] = flags;
+    } else {
+        out.truncate(ext_pos);
+    }
+    match key {
+        Some(k) => {
+            out.extend_from_slice(&(k.len() as i32).to_be_bytes());
+            out.extend_from_slice(k);
+        }
+        None => out.extend_from_slice(&(-1i32).to_be_bytes()),
+    }
+    let v = value.unwrap_or(&[]);
+    out.extend_from_slice(&(v.len() as u32).to_be_bytes());
+    out.extend_from_slice(v);
+    out.extend_from_slice(&[0u8; 4]); // crc, set by seal()
+    let total = out.len() - start;
+    let mut len = (total - LEN_PREFIX_BYTES) as u32;
+    if has_ext {
+        len |= EXT_BIT;
+    }
+    out[start..start + 4].copy_from_slice(&len.to_be_bytes());
+    total
+}
+
+/// Writes `offset` into the record at the start of `rec` (exactly one encoded
+/// record) and computes its CRC.
+pub fn seal(rec: &mut [u8], offset: u64) {
+    let n = rec.len();
+    rec[OFFSET_FIELD_POS..OFFSET_FIELD_POS + 8].copy_from_slice(&offset.to_be_bytes());
+    let has_ext = rec[0] & 0x80 != 0;
+    let crc = crc32c::crc32c(&rec[crc_start(has_ext)..n - 4]);
+    rec[n - 4..].copy_from_slice(&crc.to_be_bytes());
+}
+
+/// Overwrites the timestamp of an encoded record (before [`seal`]).
+pub fn set_timestamp(rec: &mut [u8], timestamp_ms: i64) {
+    rec[TIMESTAMP_FIELD_POS..TIMESTAMP_FIELD_POS + 8].copy_from_slice(&timestamp_ms.to_be_bytes());
+}
+
+/// Encodes a complete, sealed record (tests and tools; the hot path uses
+/// [`RecordBatchBuf`](crate::batch::RecordBatchBuf)).
+pub fn encode<'h, H>(out: &mut Vec<u8>, offset: u64, timestamp_ms: i64, key: Option<&[u8]>, value: Option<&[u8]>, headers: H, meta: &RecordMeta) -> usize
+where
+    H: IntoIterator<Item = (&'h [u8], Option<&'h [u8]>)>,
+{
+    let start = out.len();
+    let n = encode_unsealed(out, timestamp_ms, key, value, headers, meta);
+    seal(&mut out[start..], offset);
+    n
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    type Hdrs = Vec<(Vec<u8>, Option<Vec<u8>>)>;
+
+    fn arb_meta() -> impl Strategy<Value = RecordMeta> {
+        (proptest::option::of((any::<i64>(), any::<i16>(), any::<i32>())), any::<bool>(), any::<bool>()).prop_map(|(p, t, c)| RecordMeta {
+            producer: p.map(|(producer_id, producer_epoch, sequence)| ProducerInfo { producer_id, producer_epoch, sequence }),
+            transactional: t,
+            control: c,
+        })
+    }
+
+    fn bytes() -> impl Strategy<Value = Vec<u8>> {
+        proptest::collection::vec(any::<u8>(), 0..64)
+    }
+
+    fn arb_headers() -> impl Strategy<Value = Hdrs> {
+        proptest::collection::vec((bytes(), proptest::option::of(bytes())), 0..4)
+    }
+
+    fn enc(off: u64, ts: i64, k: &Option<Vec<u8>>, v: &Option<Vec<u8>>, h: &Hdrs, m: &RecordMeta) -> Vec<u8> {
+        let mut out = Vec::new();
+        let n = encode(&mut out, off, ts, k.as_deref(), v.as_deref(), h.iter().map(|(a, b)| (a.as_slice(), b.as_deref())), m);
+        assert_eq!(n, out.len());
+        assert_eq!(n, encoded_len(k.as_deref(), v.as_deref(), h.iter().map(|(a, b)| (a.as_slice(), b.as_deref())), m));
+        out
+    }
+
+    #[test]
+    fn plain_record_is_the_documented_format() {
+        let out = enc(7, 1000, &Some(b"k".to_vec()), &Some(b"vv".to_vec()), &vec![], &RecordMeta::default());
+        let mut want = Vec::new();
+        let body_len = 8 + 8 + 4 + 1 + 4 + 2 + 4;
+        want.extend_from_slice(&(body_len as u32).to_be_bytes());
+        want.extend_from_slice(&7u64.to_be_bytes());
+        want.extend_from_slice(&1000i64.to_be_bytes());
+        want.extend_from_slice(&1i32.to_be_bytes());
+        want.extend_from_slice(b"k");
+        want.extend_from_slice(&2u32.to_be_bytes());
+        want.extend_from_slice(b"vv");
+        let crc = crc32c::crc32c(&want[4..]);
+        want.extend_from_slice(&crc.to_be_bytes());
+        assert_eq!(out, want);
+    }
+
+    #[test]
+    fn implausible_lengths_are_rejected_before_reading() {
+        assert!(matches!(decode(&[0, 0, 0, 3]), Err(DecodeError::Corrupt(_))));
+        assert!(matches!(decode(&[0x7f, 0xff, 0xff, 0xff]), Err(DecodeError::Corrupt(_))));
+        assert!(matches!(decode(&[0, 0]), Err(DecodeError::Incomplete { .. })));
+        assert!(matches!(decode(&[0, 0, 0, 40, 1]), Err(DecodeError::Incomplete { needed: 44 })));
+    }
+
+    proptest! {
+        #[test]
+        fn round_trips(off in any::<u64>(), ts in any::<i64>(), k in proptest::option::of(bytes()), v in proptest::option::of(bytes()), h in arb_headers(), m in arb_meta()) {
+            let out = enc(off, ts, &k, &v, &h, &m);
+            let r = decode(&out).expect("decodes");
+            prop_assert_eq!(r.encoded_len, out.len());
+            prop_assert_eq!(r.offset, off);
+            prop_assert_eq!(r.timestamp_ms, ts);
+            prop_assert_eq!(r.key, k.as_deref());
+            prop_assert_eq!(r.value, v.as_deref());
+            prop_assert_eq!(r.meta, m);
+            let got: Hdrs = r.headers().map(|(a, b)| (a.to_vec(), b.map(<[u8]>::to_vec))).collect();
+            prop_assert_eq!(got, h.clone());
+            let plain = v.is_some() && h.is_empty() && m == RecordMeta::default();
+            prop_assert_eq!(out[0] & 0x80 == 0, plain);
+        }
+
+        #[test]
+        fn any_flipped_bit_is_detected(k in proptest::option::of(bytes()), v in proptest::option::of(bytes()), h in arb_headers(), m in arb_meta(), bit in any::<proptest::sample::Index>()) {
+            let out = enc(42, 1, &k, &v, &h, &m);
+            let mut bad = out.clone();
+            let i = bit.index(out.len() * 8);
+            bad[i / 8] ^= 1 << (i % 8);
+            match decode(&bad) {
+                Err(_) => {}
+                Ok(r) => prop_assert!(false, "flipped bit {} accepted: {:?}", i, r),
+            }
+        }
+    }
+}
