@@ -120,3 +120,21 @@ impl Fs for RealFs {
 pub fn join(dir: &Path, name: &str) -> PathBuf {
     dir.join(name)
 }
+
+/// Creates `path` and any missing parents (mode 0700), fsyncing each parent
+/// whose entries changed, so the new directories survive a crash.
+pub fn create_dir_durable(fs: &dyn Fs, path: &Path) -> io::Result<()> {
+    if fs.exists(path) {
+        return Ok(());
+    }
+    if let Some(parent) = path.parent() {
+        if !parent.as_os_str().is_empty() {
+            create_dir_durable(fs, parent)?;
+        }
+    }
+    fs.create_dir_all(path)?;
+    match path.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => fs.sync_dir(parent),
+        _ => Ok(()),
+    }
+}

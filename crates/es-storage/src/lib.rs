@@ -17,3 +17,9 @@ pub use batch::RecordBatchBuf;
 pub use error::{Result, StorageError};
 pub use fs::{FileHandle, Fs, RealFs};
 pub use record::{ProducerInfo, RecordIter, RecordMeta, RecordView};
+pub mod index;
+pub mod partition;
+pub mod segment;
+pub mod simfs;
+
+pub use partition::{AppendInfo, FlushPolicy, Partition, PartitionConfig, ReadChunk, RecoveryReport};

@@ -1,0 +1,644 @@
+//! A partition: a directory of segments, the writer, group commit and reads.
+//!
+//! Three watermarks, as offsets (exclusive ends):
+//! - *written*: appended with one `write` per append, possibly not yet on disk;
+//! - *durable*: covered by an fsync;
+//! - *high watermark*: what readers may see and producers have been told.
+//!   With `flush.every_records == 1` it is the durable mark (nothing is shown
+//!   that a crash could take back); otherwise it is the written mark.
+//!
+//! Locks: `writer` (a mutex) serialises appends, rolls and segment-list
+//! changes. `commit` (a mutex + condvar) holds the watermarks and the group
+//! commit state; an fsync runs with neither lock held, so appends continue
+//! while it runs and the next fsync covers all of them. Readers take a
+//! snapshot of the segment list and the high watermark and never block the
+//! writer. Lock order: writer, then commit.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use parking_lot::{Condvar, Mutex, RwLock};
+
+use crate::batch::RecordBatchBuf;
+use crate::error::{Result, StorageError};
+use crate::fs::Fs;
+use crate::index::{IndexEntry, IndexPolicy, INDEX_INTERVAL_BYTES};
+use crate::record::{self, DecodeError};
+use crate::segment::{self, read_exact_at, Segment, SegmentRecovery};
+
+/// When appends are made durable.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FlushPolicy {
+    /// 1: fsync before every acknowledgement (group commit). N: fsync once N
+    /// records are waiting, and at least every `interval`.
+    pub every_records: u64,
+    pub interval: Duration,
+}
+
+impl Default for FlushPolicy {
+    fn default() -> Self {
+        FlushPolicy { every_records: 1, interval: Duration::from_secs(1) }
+    }
+}
+
+/// Per-partition settings (Kafka's topic configs that storage understands).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PartitionConfig {
+    /// Roll the active segment before it would exceed this (Kafka `segment.bytes`).
+    pub segment_bytes: u64,
+    /// Roll the active segment once it is this old (Kafka `segment.ms`).
+    pub segment_ms: i64,
+    /// Bytes of log between index entries.
+    pub index_interval_bytes: u64,
+    pub flush: FlushPolicy,
+}
+
+/// Smallest `segment_bytes` honoured (1 KiB, for tests).
+pub const SEGMENT_BYTES_MIN: u64 = 1024;
+
+impl Default for PartitionConfig {
+    fn default() -> Self {
+        PartitionConfig { segment_bytes: 1 << 30, segment_ms: 7 * 24 * 3600 * 1000, index_interval_bytes: INDEX_INTERVAL_BYTES, flush: FlushPolicy::default() }
+    }
+}
+
+/// Offsets of one append.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AppendInfo {
+    pub base_offset: u64,
+    pub last_offset: u64,
+}
+
+/// The result of a read.
+#[derive(Clone, Debug)]
+pub struct ReadChunk {
+    /// Whole on-disk records; the first has an offset >= the one asked for.
+    /// Decode with [`crate::record::RecordIter`].
+    pub data: Bytes,
+    pub log_start_offset: u64,
+    pub high_watermark: u64,
+    pub log_end_offset: u64,
+}
+
+/// What recovery did when the partition opened.
+#[derive(Clone, Debug, Default)]
+pub struct RecoveryReport {
+    pub segments: Vec<SegmentRecovery>,
+}
+
+/// A position in the log: exclusive end offset and the byte end within the
+/// segment that holds it.
+#[derive(Clone, Debug)]
+struct Mark {
+    offset: u64,
+    segment: Arc<Segment>,
+    pos: u64,
+}
+
+struct CommitState {
+    written: Mark,
+    durable: Mark,
+    syncing: bool,
+    /// Set after a failed fsync or unrepairable write: no more writes.
+    fenced: Option<String>,
+    closed: bool,
+    last_sync: Instant,
+}
+
+struct Writer {
+    /// Roll time of the active segment.
+    active_created: Instant,
+}
+
+/// Listener called with the new high watermark.
+pub type Listener = Box<dyn Fn(u64) + Send + Sync>;
+
+/// A partition log.
+pub struct Partition {
+    fs: Arc<dyn Fs>,
+    dir: PathBuf,
+    name: String,
+    config: RwLock<PartitionConfig>,
+    writer: Mutex<Writer>,
+    segments: RwLock<Arc<Vec<Arc<Segment>>>>,
+    commit: Mutex<CommitState>,
+    synced: Condvar,
+    log_start: std::sync::atomic::AtomicU64,
+    listener: RwLock<Option<Listener>>,
+}
+
+impl std::fmt::Debug for Partition {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Partition").field("dir", &self.dir).finish_non_exhaustive()
+    }
+}
+
+pub(crate) fn now_ms() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
+}
+
+impl Partition {
+    /// Opens (creating if missing) the partition in `dir` and recovers it.
+    pub fn open(fs: Arc<dyn Fs>, dir: PathBuf, config: PartitionConfig) -> Result<Arc<Partition>> {
+        Self::open_with_report(fs, dir, config).map(|(p, _)| p)
+    }
+
+    /// Like [`Partition::open`], also returning what recovery did.
+    pub fn open_with_report(fs: Arc<dyn Fs>, dir: PathBuf, mut config: PartitionConfig) -> Result<(Arc<Partition>, RecoveryReport)> {
+        config.segment_bytes = config.segment_bytes.max(SEGMENT_BYTES_MIN);
+        config.flush.every_records = config.flush.every_records.max(1);
+        crate::fs::create_dir_durable(&*fs, &dir)?;
+        let names = fs.list(&dir)?;
+        let mut bases: Vec<u64> = names.iter().filter_map(|n| segment::parse_log_name(n)).collect();
+        bases.sort_unstable();
+        // An index without its log is left over from a removed segment.
+        for n in &names {
+            if let Some(stem) = n.strip_suffix(segment::INDEX_SUFFIX) {
+                if stem.len() == segment::NAME_DIGITS && stem.parse::<u64>().map_or(true, |b| !bases.contains(&b)) {
+                    fs.remove_file(&dir.join(n))?;
+                }
+            }
+        }
+        let now = now_ms();
+        let mut report = RecoveryReport::default();
+        let mut segs: Vec<Arc<Segment>> = Vec::with_capacity(bases.len() + 1);
+        for (i, &base) in bases.iter().enumerate() {
+            let active = i + 1 == bases.len();
+            let (seg, rep) = Segment::open_and_recover(&*fs, &dir, base, active, now)?;
+            report.segments.push(rep);
+            segs.push(Arc::new(seg));
+        }
+        if segs.is_empty() {
+            segs.push(Arc::new(Segment::create(&*fs, &dir, 0, now)?));
+            fs.sync_dir(&dir)?;
+        }
+        let active = segs.last().cloned().ok_or_else(|| StorageError::Invalid("no segment".into()))?;
+        // The next offset continues after the highest valid record.
+        let next = segs.iter().map(|s| s.end_offset()).max().unwrap_or(0).max(active.base_offset);
+        let start = segs.first().map_or(0, |s| s.base_offset);
+        let mark = Mark { offset: next, segment: active.clone(), pos: active.valid_len() };
+        let name = dir.display().to_string();
+        let p = Partition {
+            fs,
+            dir,
+            name,
+            config: RwLock::new(config),
+            writer: Mutex::new(Writer { active_created: Instant::now() }),
+            segments: RwLock::new(Arc::new(segs)),
+            commit: Mutex::new(CommitState { written: mark.clone(), durable: mark, syncing: false, fenced: None, closed: false, last_sync: Instant::now() }),
+            synced: Condvar::new(),
+            log_start: std::sync::atomic::AtomicU64::new(start),
+            listener: RwLock::new(None),
+        };
+        Ok((Arc::new(p), report))
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn config(&self) -> PartitionConfig {
+        *self.config.read()
+    }
+
+    pub fn set_config(&self, mut config: PartitionConfig) {
+        config.segment_bytes = config.segment_bytes.max(SEGMENT_BYTES_MIN);
+        config.flush.every_records = config.flush.every_records.max(1);
+        *self.config.write() = config;
+    }
+
+    /// Registers the function told about every new high watermark.
+    pub fn set_listener(&self, f: Listener) {
+        *self.listener.write() = Some(f);
+    }
+
+    fn notify(&self, hw: u64) {
+        if let Some(f) = self.listener.read().as_ref() {
+            f(hw);
+        }
+    }
+
+    /// A snapshot of the segment list (oldest first).
+    pub fn segments(&self) -> Arc<Vec<Arc<Segment>>> {
+        self.segments.read().clone()
+    }
+
+    pub fn log_start_offset(&self) -> u64 {
+        self.log_start.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// The next offset to be assigned.
+    pub fn log_end_offset(&self) -> u64 {
+        self.commit.lock().written.offset
+    }
+
+    /// The offset up to which records are visible to readers.
+    pub fn high_watermark(&self) -> u64 {
+        let c = self.commit.lock();
+        self.visible(&c).offset
+    }
+
+    fn visible<'a>(&self, c: &'a CommitState) -> &'a Mark {
+        if self.config.read().flush.every_records <= 1 {
+            &c.durable
+        } else {
+            &c.written
+        }
+    }
+
+    /// Total bytes of log in all segments.
+    pub fn size_bytes(&self) -> u64 {
+        self.segments().iter().map(|s| s.valid_len()).sum()
+    }
+
+    /// Appends the records in `batch` with one write to the active segment (and
+    /// one to its index). The records are not yet durable: call
+    /// [`Partition::wait_durable`] before acknowledging them.
+    pub fn append(&self, batch: &mut RecordBatchBuf) -> Result<AppendInfo> {
+        if batch.is_empty() {
+            return Err(StorageError::Invalid("empty append".into()));
+        }
+        let count = batch.len() as u64;
+        let bytes_len = batch.bytes_len() as u64;
+        let config = self.config();
+        let mut w = self.writer.lock();
+        let (base_offset, mut active) = {
+            let c = self.commit.lock();
+            if let Some(why) = &c.fenced {
+                return Err(StorageError::Fenced(format!("{}: {why}", self.name)));
+            }
+            if c.closed {
+                return Err(StorageError::Closed);
+            }
+            (c.written.offset, c.written.segment.clone())
+        };
+        let size = active.valid_len();
+        let age = w.active_created.elapsed().as_millis() as i64;
+        if size > 0 && (size + bytes_len > config.segment_bytes || age >= config.segment_ms) {
+            active = self.roll(&mut w, base_offset)?;
+        }
+        let pos0 = active.valid_len();
+        batch.seal(base_offset);
+        // Index entries for this append.
+        let policy = IndexPolicy { interval_bytes: config.index_interval_bytes };
+        let mut last = active.last_index_entry();
+        let mut entries: Vec<IndexEntry> = Vec::new();
+        for i in 0..count as usize {
+            let at = pos0 + batch.record_start(i) as u64;
+            if policy.wants_entry(last, at) {
+                let e = IndexEntry { relative_offset: base_offset + i as u64 - active.base_offset, position: at };
+                entries.push(e);
+                last = Some(e);
+            }
+        }
+        let data = batch.as_bytes();
+        if let Err(e) = active.log.write_all_at(data, pos0) {
+            self.undo_write(&active, pos0, None, &e);
+            return Err(e.into());
+        }
+        if !entries.is_empty() {
+            let mut ib = Vec::with_capacity(entries.len() * crate::index::ENTRY_BYTES);
+            for e in &entries {
+                e.encode(&mut ib);
+            }
+            let ipos = active.index_bytes();
+            if let Err(e) = active.index_file.write_all_at(&ib, ipos) {
+                self.undo_write(&active, pos0, Some(ipos), &e);
+                return Err(e.into());
+            }
+        }
+        let new_len = pos0 + bytes_len;
+        let last_offset = base_offset + count - 1;
+        active.note_append(new_len, last_offset + 1, batch.max_timestamp_ms(), &entries);
+        let hw = {
+            let mut c = self.commit.lock();
+            c.written = Mark { offset: last_offset + 1, segment: active, pos: new_len };
+            if config.flush.every_records > 1 {
+                Some(c.written.offset)
+            } else {
+                None
+            }
+        };
+        drop(w);
+        if let Some(hw) = hw {
+            self.notify(hw);
+        }
+        Ok(AppendInfo { base_offset, last_offset })
+    }
+
+    /// Cuts a failed write's partial bytes off the files; fences the partition
+    /// if that is impossible.
+    fn undo_write(&self, seg: &Segment, log_len: u64, index_len: Option<u64>, err: &std::io::Error) {
+        let mut ok = seg.log.set_len(log_len).is_ok();
+        if let Some(il) = index_len {
+            ok &= seg.index_file.set_len(il).is_ok();
+        }
+        if ok {
+            tracing::warn!(partition = %self.name, error = %err, "append failed; partial bytes cut off");
+        } else {
+            tracing::error!(partition = %self.name, error = %err, "append failed and partial bytes could not be cut off; partition fenced until restart");
+            self.commit.lock().fenced = Some(format!("write failed and could not be undone: {err}"));
+        }
+    }
+
+    /// Seals the active segment (fsync log, index and directory) and starts a
+    /// new one at `next_offset`. Called with the writer lock held.
+    fn roll(&self, w: &mut Writer, next_offset: u64) -> Result<Arc<Segment>> {
+        let old = self.commit.lock().written.segment.clone();
+        let sealed = (|| -> Result<Arc<Segment>> {
+            old.log.sync_data()?;
+            old.index_file.sync_data()?;
+            let seg = Arc::new(Segment::create(&*self.fs, &self.dir, next_offset, now_ms())?);
+            self.fs.sync_dir(&self.dir)?;
+            Ok(seg)
+        })();
+        let seg = match sealed {
+            Ok(s) => s,
+            Err(e) => {
+                self.commit.lock().fenced = Some(format!("segment roll failed: {e}"));
+                self.synced.notify_all();
+                return Err(e);
+            }
+        };
+        {
+            let mut list: Vec<Arc<Segment>> = self.segments.read().as_ref().clone();
+            list.push(seg.clone());
+            *self.segments.write() = Arc::new(list);
+        }
+        let hw = {
+            let mut c = self.commit.lock();
+            // Everything written so far is now durable (the old segment was synced).
+            let m = Mark { offset: next_offset, segment: seg.clone(), pos: 0 };
+            c.written = m.clone();
+            if c.durable.offset <= next_offset {
+                c.durable = m;
+            }
+            c.last_sync = Instant::now();
+            c.durable.offset
+        };
+        self.synced.notify_all();
+        self.notify(hw);
+        w.active_created = Instant::now();
+        tracing::debug!(partition = %self.name, base_offset = next_offset, "rolled a new segment");
+        Ok(seg)
+    }
+
+    /// Blocks until the records below `end_offset` are as durable as the flush
+    /// policy promises: with `every_records == 1` covered by an fsync (shared
+    /// with every other waiter: group commit); otherwise fsynced only once
+    /// `every_records` records are waiting.
+    pub fn wait_durable(&self, end_offset: u64) -> Result<()> {
+        let every = self.config().flush.every_records;
+        if every > 1 {
+            let pending = {
+                let c = self.commit.lock();
+                if let Some(why) = &c.fenced {
+                    return Err(StorageError::Fenced(format!("{}: {why}", self.name)));
+                }
+                c.written.offset - c.durable.offset
+            };
+            if pending >= every {
+                self.sync_up_to(u64::MAX)?;
+            }
+            return Ok(());
+        }
+        self.sync_up_to(end_offset)
+    }
+
+    /// Group commit: returns once `durable >= target` (clamped to written).
+    fn sync_up_to(&self, target: u64) -> Result<()> {
+        let mut c = self.commit.lock();
+        let target = target.min(c.written.offset);
+        loop {
+            if c.durable.offset >= target {
+                return Ok(());
+            }
+            if let Some(why) = &c.fenced {
+                return Err(StorageError::Fenced(format!("{}: {why}", self.name)));
+            }
+            if !c.syncing {
+                break;
+            }
+            self.synced.wait(&mut c);
+        }
+        // We are the syncer: cover the newest data we can see.
+        c.syncing = true;
+        let goal = c.written.clone();
+        drop(c);
+        let res = goal.segment.log.sync_data();
+        let mut c = self.commit.lock();
+        c.syncing = false;
+        let out = match res {
+            Ok(()) => {
+                if goal.offset > c.durable.offset {
+                    c.durable = goal;
+                }
+                c.last_sync = Instant::now();
+                Ok(c.durable.offset)
+            }
+            Err(e) => {
+                tracing::error!(partition = %self.name, error = %e, "fsync failed; partition fenced until restart");
+                c.fenced = Some(format!("fsync failed: {e}"));
+                Err(StorageError::Fenced(format!("{}: fsync failed: {e}", self.name)))
+            }
+        };
+        drop(c);
+        self.synced.notify_all();
+        match out {
+            Ok(hw) => {
+                if self.config().flush.every_records <= 1 {
+                    self.notify(hw);
+                }
+                if hw >= target {
+                    Ok(())
+                } else {
+                    self.sync_up_to(target)
+                }
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Makes everything written so far durable.
+    pub fn flush(&self) -> Result<()> {
+        self.sync_up_to(u64::MAX)
+    }
+
+    /// Flushes if unsynced records are older than the flush interval (call it
+    /// periodically; meaningful when `every_records > 1`).
+    pub fn flush_if_due(&self) -> Result<()> {
+        let interval = self.config().flush.interval;
+        let due = {
+            let c = self.commit.lock();
+            c.written.offset > c.durable.offset && c.last_sync.elapsed() >= interval && c.fenced.is_none()
+        };
+        if due {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    /// Syncs and closes: later appends fail with `Closed`.
+    pub fn close(&self) -> Result<()> {
+        let _w = self.writer.lock();
+        let r = self.flush();
+        let c = self.commit.lock();
+        let seg = c.written.segment.clone();
+        drop(c);
+        let r2 = seg.index_file.sync_data();
+        self.commit.lock().closed = true;
+        r?;
+        r2?;
+        Ok(())
+    }
+
+    /// Reads whole records starting at the first offset >= `offset`, up to
+    /// about `max_bytes` (always at least one record if one is visible).
+    pub fn read(&self, offset: u64, max_bytes: usize) -> Result<ReadChunk> {
+        let (hw, log_end) = {
+            let c = self.commit.lock();
+            (self.visible(&c).clone(), c.written.offset)
+        };
+        let log_start = self.log_start_offset();
+        let chunk = |data: Bytes| ReadChunk { data, log_start_offset: log_start, high_watermark: hw.offset, log_end_offset: log_end };
+        if offset < log_start || offset > hw.offset {
+            return Err(StorageError::OffsetOutOfRange { offset, log_start, log_end: hw.offset });
+        }
+        if offset == hw.offset {
+            return Ok(chunk(Bytes::new()));
+        }
+        let segs = self.segments();
+        let first = segs.partition_point(|s| s.base_offset <= offset).saturating_sub(1);
+        for seg in &segs[first..] {
+            if seg.base_offset >= hw.offset && !Arc::ptr_eq(seg, &hw.segment) {
+                break;
+            }
+            let limit = if Arc::ptr_eq(seg, &hw.segment) { hw.pos } else { seg.valid_len() };
+            let data = self.read_segment(seg, offset, limit, max_bytes.max(1), hw.offset)?;
+            if !data.is_empty() {
+                return Ok(chunk(data));
+            }
+            if Arc::ptr_eq(seg, &hw.segment) {
+                break;
+            }
+        }
+        Ok(chunk(Bytes::new()))
+    }
+
+    fn read_segment(&self, seg: &Segment, offset: u64, limit: u64, max_bytes: usize, hw: u64) -> Result<Bytes> {
+        let start = seg.lookup(offset);
+        if start >= limit {
+            return Ok(Bytes::new());
+        }
+        // One window: the index gap (about 4 KiB) plus what was asked for.
+        let span = (limit - start) as usize;
+        let want = span.min(max_bytes.saturating_add(self.config().index_interval_bytes as usize + 64)).max(span.min(64 * 1024));
+        let mut buf = vec![0u8; want];
+        read_exact_at(&*seg.log, &mut buf, start)?;
+        let mut p = 0usize;
+        let mut from = None;
+        let mut to = 0usize;
+        loop {
+            if p >= buf.len() {
+                break;
+            }
+            match record::decode(&buf[p..]) {
+                Ok(r) => {
+                    if r.offset >= hw {
+                        break;
+                    }
+                    if r.offset >= offset {
+                        let s = *from.get_or_insert(p);
+                        if p + r.encoded_len - s > max_bytes && p > s {
+                            break;
+                        }
+                        to = p + r.encoded_len;
+                    }
+                    p += r.encoded_len;
+                }
+                Err(DecodeError::Incomplete { needed }) => {
+                    let at = start + p as u64;
+                    if at + needed as u64 > limit {
+                        return Err(seg.corrupt(at, "record runs past the visible end"));
+                    }
+                    if from.is_some() {
+                        break;
+                    }
+                    // Nothing found yet: read further (the first record may be large).
+                    let grow = needed.max(want.min(limit as usize - at as usize));
+                    let mut more = vec![0u8; grow];
+                    read_exact_at(&*seg.log, &mut more, at)?;
+                    buf.truncate(p);
+                    buf.extend_from_slice(&more);
+                }
+                Err(DecodeError::Corrupt(why)) => {
+                    if from.is_some() {
+                        break;
+                    }
+                    return Err(seg.corrupt(start + p as u64, why));
+                }
+            }
+        }
+        let Some(s) = from else { return Ok(Bytes::new()) };
+        Ok(Bytes::from(buf).slice(s..to))
+    }
+
+    /// The first record with a timestamp >= `ts`: (offset, timestamp).
+    pub fn offset_for_timestamp(&self, ts: i64) -> Result<Option<(u64, i64)>> {
+        let hw = self.high_watermark();
+        let segs = self.segments();
+        for seg in segs.iter() {
+            match seg.max_timestamp_ms()? {
+                Some(m) if m >= ts => {}
+                _ => continue,
+            }
+            let mut found = None;
+            seg.for_each_record(seg.valid_len(), |r| {
+                if r.offset >= hw {
+                    return false;
+                }
+                if r.timestamp_ms >= ts && r.offset >= self.log_start_offset() {
+                    found = Some((r.offset, r.timestamp_ms));
+                    return false;
+                }
+                true
+            })?;
+            if found.is_some() {
+                return Ok(found);
+            }
+        }
+        Ok(None)
+    }
+
+    /// The record with the largest timestamp (the earliest such): (offset, timestamp).
+    pub fn max_timestamp(&self) -> Result<Option<(u64, i64)>> {
+        let hw = self.high_watermark();
+        let segs = self.segments();
+        let mut best: Option<(u64, i64)> = None;
+        let mut best_seg = None;
+        for (i, seg) in segs.iter().enumerate() {
+            if let Some(m) = seg.max_timestamp_ms()? {
+                if best.is_none_or(|b| m > b.1) {
+                    best = Some((0, m));
+                    best_seg = Some(i);
+                }
+            }
+        }
+        let Some(i) = best_seg else { return Ok(None) };
+        let Some((_, m)) = best else { return Ok(None) };
+        let mut found = None;
+        segs[i].for_each_record(segs[i].valid_len(), |r| {
+            if r.offset >= hw {
+                return false;
+            }
+            if r.timestamp_ms == m {
+                found = Some((r.offset, m));
+                return false;
+            }
+            true
+        })?;
+        Ok(found)
+    }
+}

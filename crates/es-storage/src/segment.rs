@@ -1,0 +1,435 @@
+//! One segment: a `.log` file of records and its `.index`, named after the
+//! segment's base offset padded to 20 digits.
+//!
+//! A `Segment` owns its two file handles for its whole life. The partition
+//! shares segments with readers through `Arc`, so a segment that retention or
+//! compaction unlinks keeps serving the readers that already hold it, from the
+//! same bytes. Only the partition's writer mutates a segment (under the
+//! partition's write lock); readers see the in-memory index through a lock
+//! and never read past the limits the partition gives them.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use parking_lot::RwLock;
+
+use crate::error::{Result, StorageError};
+use crate::fs::{FileHandle, Fs};
+use crate::index::{self, IndexEntry, ENTRY_BYTES};
+use crate::record::{self, DecodeError};
+
+/// Extension of segment log files.
+pub const LOG_SUFFIX: &str = ".log";
+/// Extension of segment index files.
+pub const INDEX_SUFFIX: &str = ".index";
+/// Digits of the zero-padded base offset in segment file names.
+pub const NAME_DIGITS: usize = 20;
+/// Bytes read per system call when scanning a segment.
+pub const SCAN_WINDOW_BYTES: usize = 1024 * 1024;
+
+/// File stem of a segment with this base offset.
+pub fn file_stem(base_offset: u64) -> String {
+    format!("{base_offset:0width$}", width = NAME_DIGITS)
+}
+
+/// Parses a segment file name (`<20 digits>.log`) into its base offset.
+pub fn parse_log_name(name: &str) -> Option<u64> {
+    let stem = name.strip_suffix(LOG_SUFFIX)?;
+    if stem.len() != NAME_DIGITS || !stem.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    stem.parse().ok()
+}
+
+/// A segment of a partition.
+#[derive(Debug)]
+pub struct Segment {
+    pub base_offset: u64,
+    pub log_path: PathBuf,
+    pub index_path: PathBuf,
+    pub(crate) log: Arc<dyn FileHandle>,
+    pub(crate) index_file: Arc<dyn FileHandle>,
+    /// Bytes of valid records in the log (a sealed segment with a corrupt record
+    /// stops there; the rest of the file is left in place but never served).
+    valid_len: AtomicU64,
+    /// Offset after the last valid record (== base_offset when empty).
+    end_offset: AtomicU64,
+    /// Largest record timestamp, or i64::MIN when unknown / empty.
+    max_timestamp_ms: AtomicI64,
+    /// Whether `max_timestamp_ms` covers every record.
+    max_timestamp_exact: std::sync::atomic::AtomicBool,
+    /// Wall-clock time the segment was created or opened as active.
+    pub created_ms: i64,
+    index: RwLock<Vec<IndexEntry>>,
+    index_bytes: AtomicU64,
+}
+
+/// What recovery found in a segment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SegmentRecovery {
+    pub base_offset: u64,
+    /// Whether the segment had to be scanned in full.
+    pub scanned: bool,
+    /// Bytes cut off the end (active segment, torn tail).
+    pub truncated_bytes: u64,
+    /// A corrupt record in a sealed segment: its position and why.
+    pub corrupt_at: Option<(u64, String)>,
+    pub records: Option<u64>,
+}
+
+impl Segment {
+    /// Creates a new empty segment (both files must not exist).
+    pub fn create(fs: &dyn Fs, dir: &Path, base_offset: u64, now_ms: i64) -> Result<Segment> {
+        let stem = file_stem(base_offset);
+        let log_path = dir.join(format!("{stem}{LOG_SUFFIX}"));
+        let index_path = dir.join(format!("{stem}{INDEX_SUFFIX}"));
+        let log = fs.create_new(&log_path)?;
+        let index_file = match fs.create_new(&index_path) {
+            Ok(f) => f,
+            Err(e) => {
+                let _ = fs.remove_file(&log_path);
+                return Err(e.into());
+            }
+        };
+        Ok(Segment::from_parts(base_offset, log_path, index_path, log, index_file, now_ms))
+    }
+
+    fn from_parts(base_offset: u64, log_path: PathBuf, index_path: PathBuf, log: Arc<dyn FileHandle>, index_file: Arc<dyn FileHandle>, now_ms: i64) -> Segment {
+        Segment {
+            base_offset,
+            log_path,
+            index_path,
+            log,
+            index_file,
+            valid_len: AtomicU64::new(0),
+            end_offset: AtomicU64::new(base_offset),
+            max_timestamp_ms: AtomicI64::new(i64::MIN),
+            max_timestamp_exact: std::sync::atomic::AtomicBool::new(true),
+            created_ms: now_ms,
+            index: RwLock::new(Vec::new()),
+            index_bytes: AtomicU64::new(0),
+        }
+    }
+
+    /// Opens an existing segment and recovers it. A sealed segment is checked
+    /// against its index and trusted if it passes; the active one (and any that
+    /// fails) is scanned in full. Torn tails are cut only from the active segment.
+    pub fn open_and_recover(fs: &dyn Fs, dir: &Path, base_offset: u64, active: bool, now_ms: i64) -> Result<(Segment, SegmentRecovery)> {
+        let stem = file_stem(base_offset);
+        let log_path = dir.join(format!("{stem}{LOG_SUFFIX}"));
+        let index_path = dir.join(format!("{stem}{INDEX_SUFFIX}"));
+        let log = fs.open(&log_path)?;
+        let index_file = if fs.exists(&index_path) { fs.open(&index_path)? } else { fs.create_new(&index_path)? };
+        let seg = Segment::from_parts(base_offset, log_path, index_path, log, index_file, now_ms);
+        let mut rep = SegmentRecovery { base_offset, scanned: false, truncated_bytes: 0, corrupt_at: None, records: None };
+        let file_len = seg.log.len()?;
+        if !active {
+            if let Some((entries, end_offset, tail_max_ts)) = seg.check_against_index(file_len)? {
+                seg.valid_len.store(file_len, Ordering::Release);
+                seg.end_offset.store(end_offset, Ordering::Release);
+                seg.max_timestamp_ms.store(tail_max_ts, Ordering::Release);
+                seg.max_timestamp_exact.store(false, Ordering::Release);
+                seg.index_bytes.store((entries.len() * ENTRY_BYTES) as u64, Ordering::Release);
+                *seg.index.write() = entries;
+                return Ok((seg, rep));
+            }
+        }
+        // Full scan: rebuild the index from the log.
+        rep.scanned = true;
+        let scan = seg.scan_full(file_len)?;
+        rep.records = Some(scan.records);
+        if let Some((pos, why)) = scan.error {
+            if active {
+                // A torn tail from a crash mid-write: never acknowledged, cut it.
+                seg.log.set_len(pos)?;
+                seg.log.sync_data()?;
+                rep.truncated_bytes = file_len - pos;
+                if rep.truncated_bytes > 0 {
+                    tracing::warn!(file = %seg.log_path.display(), position = pos, bytes = rep.truncated_bytes, %why, "cut a torn tail off the active segment");
+                }
+            } else {
+                tracing::error!(file = %seg.log_path.display(), position = pos, %why, "corrupt record in a sealed segment; the rest of this segment is skipped and the file left in place");
+                rep.corrupt_at = Some((pos, why));
+            }
+        }
+        seg.valid_len.store(scan.valid_len, Ordering::Release);
+        seg.end_offset.store(scan.end_offset, Ordering::Release);
+        seg.max_timestamp_ms.store(scan.max_ts, Ordering::Release);
+        seg.max_timestamp_exact.store(true, Ordering::Release);
+        // Rewrite the index file to match the scan.
+        let mut bytes = Vec::with_capacity(scan.entries.len() * ENTRY_BYTES);
+        for e in &scan.entries {
+            e.encode(&mut bytes);
+        }
+        seg.index_file.set_len(0)?;
+        seg.index_file.write_all_at(&bytes, 0)?;
+        seg.index_file.sync_data()?;
+        seg.index_bytes.store(bytes.len() as u64, Ordering::Release);
+        *seg.index.write() = scan.entries;
+        Ok((seg, rep))
+    }
+
+    /// The storage document's cheap check: the first record and everything
+    /// after the last index entry decode, pass their CRC and end exactly at the
+    /// end of the file. Returns the entries, the end offset and the largest
+    /// timestamp seen in the tail when it passes.
+    fn check_against_index(&self, file_len: u64) -> Result<Option<(Vec<IndexEntry>, u64, i64)>> {
+        let ilen = self.index_file.len()?;
+        if ilen > file_len.saturating_mul(2) + ENTRY_BYTES as u64 {
+            return Ok(None); // implausible: more index than log
+        }
+        let mut ibuf = vec![0u8; ilen as usize];
+        read_exact_at(&*self.index_file, &mut ibuf, 0)?;
+        let Some(entries) = index::parse(&ibuf) else { return Ok(None) };
+        if file_len == 0 {
+            return Ok(if entries.is_empty() { Some((entries, self.base_offset, i64::MIN)) } else { None });
+        }
+        let Some(last) = entries.last().copied() else { return Ok(None) };
+        if last.position >= file_len {
+            return Ok(None);
+        }
+        // First record.
+        let first = match self.read_record_at(0, file_len)? {
+            Some(v) => v,
+            None => return Ok(None),
+        };
+        if first.0 != self.base_offset {
+            return Ok(None);
+        }
+        // Everything after the last entry, to the end of the file exactly.
+        let mut pos = last.position;
+        let mut expect = self.base_offset + last.relative_offset;
+        let mut max_ts = i64::MIN;
+        let mut end = None;
+        let mut buf = Vec::new();
+        while pos < file_len {
+            let want = ((file_len - pos) as usize).min(SCAN_WINDOW_BYTES);
+            buf.resize(want, 0);
+            read_exact_at(&*self.log, &mut buf, pos)?;
+            let mut p = 0usize;
+            loop {
+                match record::decode(&buf[p..]) {
+                    Ok(r) => {
+                        if r.offset < expect {
+                            return Ok(None);
+                        }
+                        if pos + p as u64 == last.position && r.offset != expect {
+                            return Ok(None);
+                        }
+                        expect = r.offset + 1;
+                        max_ts = max_ts.max(r.timestamp_ms);
+                        end = Some(r.offset + 1);
+                        p += r.encoded_len;
+                    }
+                    Err(DecodeError::Incomplete { needed }) => {
+                        if pos + p as u64 + needed as u64 > file_len {
+                            return Ok(None); // runs past the end of the file
+                        }
+                        if p == 0 {
+                            // A record bigger than the window: read it whole.
+                            buf.resize(needed, 0);
+                            read_exact_at(&*self.log, &mut buf, pos)?;
+                            continue;
+                        }
+                        break;
+                    }
+                    Err(DecodeError::Corrupt(_)) => return Ok(None),
+                }
+                if p >= buf.len() {
+                    break;
+                }
+            }
+            pos += p as u64;
+        }
+        match end {
+            Some(e) if pos == file_len => Ok(Some((entries, e, max_ts))),
+            _ => Ok(None),
+        }
+    }
+
+    /// Decodes the record at `pos`: (offset, timestamp, encoded length).
+    fn read_record_at(&self, pos: u64, limit: u64) -> Result<Option<(u64, i64, usize)>> {
+        let mut head = [0u8; 4];
+        if pos + 4 > limit {
+            return Ok(None);
+        }
+        read_exact_at(&*self.log, &mut head, pos)?;
+        let Ok(total) = record::peek_len(&head) else { return Ok(None) };
+        if pos + total as u64 > limit {
+            return Ok(None);
+        }
+        let mut buf = vec![0u8; total];
+        read_exact_at(&*self.log, &mut buf, pos)?;
+        Ok(record::decode(&buf).ok().map(|r| (r.offset, r.timestamp_ms, r.encoded_len)))
+    }
+
+    fn scan_full(&self, file_len: u64) -> Result<FullScan> {
+        let policy = index::IndexPolicy { interval_bytes: index::INDEX_INTERVAL_BYTES };
+        let mut out = FullScan { entries: Vec::new(), valid_len: 0, end_offset: self.base_offset, max_ts: i64::MIN, records: 0, error: None };
+        let mut pos = 0u64;
+        let mut buf = Vec::new();
+        let mut expect_min = self.base_offset;
+        'outer: while pos < file_len {
+            let want = ((file_len - pos) as usize).min(SCAN_WINDOW_BYTES);
+            buf.resize(want, 0);
+            read_exact_at(&*self.log, &mut buf, pos)?;
+            let mut p = 0usize;
+            while p < buf.len() {
+                match record::decode(&buf[p..]) {
+                    Ok(r) => {
+                        if r.offset < expect_min || (out.records == 0 && r.offset != self.base_offset) {
+                            out.error = Some((pos + p as u64, format!("offset {} out of order", r.offset)));
+                            break 'outer;
+                        }
+                        let at = pos + p as u64;
+                        if policy.wants_entry(out.entries.last().copied(), at) {
+                            out.entries.push(IndexEntry { relative_offset: r.offset - self.base_offset, position: at });
+                        }
+                        expect_min = r.offset + 1;
+                        out.end_offset = r.offset + 1;
+                        out.max_ts = out.max_ts.max(r.timestamp_ms);
+                        out.records += 1;
+                        p += r.encoded_len;
+                        out.valid_len = pos + p as u64;
+                    }
+                    Err(DecodeError::Incomplete { needed }) => {
+                        let at = pos + p as u64;
+                        if at + needed as u64 > file_len {
+                            out.error = Some((at, format!("record of {needed} bytes runs past the end of the file")));
+                            break 'outer;
+                        }
+                        if p == 0 {
+                            buf.resize(needed, 0);
+                            read_exact_at(&*self.log, &mut buf, pos)?;
+                            continue;
+                        }
+                        break;
+                    }
+                    Err(DecodeError::Corrupt(why)) => {
+                        out.error = Some((pos + p as u64, why.to_string()));
+                        break 'outer;
+                    }
+                }
+            }
+            pos += p as u64;
+        }
+        Ok(out)
+    }
+
+    /// Bytes of valid records.
+    pub fn valid_len(&self) -> u64 {
+        self.valid_len.load(Ordering::Acquire)
+    }
+
+    /// Offset after the last record.
+    pub fn end_offset(&self) -> u64 {
+        self.end_offset.load(Ordering::Acquire)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.valid_len() == 0
+    }
+
+    /// Largest timestamp in the segment, scanning it once if only part was read
+    /// at recovery. `None` for an empty segment.
+    pub fn max_timestamp_ms(&self) -> Result<Option<i64>> {
+        if !self.max_timestamp_exact.load(Ordering::Acquire) {
+            let mut max = i64::MIN;
+            self.for_each_record(self.valid_len(), |r| {
+                max = max.max(r.timestamp_ms);
+                true
+            })?;
+            self.max_timestamp_ms.fetch_max(max, Ordering::AcqRel);
+            self.max_timestamp_exact.store(true, Ordering::Release);
+        }
+        let v = self.max_timestamp_ms.load(Ordering::Acquire);
+        Ok(if v == i64::MIN && self.is_empty() { None } else { Some(v) })
+    }
+
+    /// Position to start reading for `offset`: the last index entry at or before it.
+    pub fn lookup(&self, offset: u64) -> u64 {
+        let rel = offset.saturating_sub(self.base_offset);
+        index::lookup(&self.index.read(), rel).map_or(0, |e| e.position)
+    }
+
+    /// Last index entry, if any.
+    pub(crate) fn last_index_entry(&self) -> Option<IndexEntry> {
+        self.index.read().last().copied()
+    }
+
+    pub(crate) fn index_bytes(&self) -> u64 {
+        self.index_bytes.load(Ordering::Acquire)
+    }
+
+    /// Records a successful append (writer only, under the partition lock).
+    pub(crate) fn note_append(&self, new_len: u64, end_offset: u64, max_ts: i64, new_entries: &[IndexEntry]) {
+        if !new_entries.is_empty() {
+            self.index.write().extend_from_slice(new_entries);
+            self.index_bytes.fetch_add((new_entries.len() * ENTRY_BYTES) as u64, Ordering::AcqRel);
+        }
+        self.max_timestamp_ms.fetch_max(max_ts, Ordering::AcqRel);
+        self.end_offset.store(end_offset, Ordering::Release);
+        self.valid_len.store(new_len, Ordering::Release);
+    }
+
+    /// Calls `f` for every record below byte `limit`, in order, until it returns
+    /// false. Reads in windows of [`SCAN_WINDOW_BYTES`].
+    pub fn for_each_record(&self, limit: u64, mut f: impl FnMut(&record::RecordView<'_>) -> bool) -> Result<()> {
+        let mut pos = 0u64;
+        let mut buf = Vec::new();
+        while pos < limit {
+            let want = ((limit - pos) as usize).min(SCAN_WINDOW_BYTES);
+            buf.resize(want, 0);
+            read_exact_at(&*self.log, &mut buf, pos)?;
+            let mut p = 0usize;
+            while p < buf.len() {
+                match record::decode(&buf[p..]) {
+                    Ok(r) => {
+                        if !f(&r) {
+                            return Ok(());
+                        }
+                        p += r.encoded_len;
+                    }
+                    Err(DecodeError::Incomplete { needed }) if p == 0 => {
+                        if pos + needed as u64 > limit {
+                            return Err(self.corrupt(pos, "record runs past the valid end"));
+                        }
+                        buf.resize(needed, 0);
+                        read_exact_at(&*self.log, &mut buf, pos)?;
+                    }
+                    Err(DecodeError::Incomplete { .. }) => break,
+                    Err(DecodeError::Corrupt(why)) => return Err(self.corrupt(pos + p as u64, why)),
+                }
+            }
+            pos += p as u64;
+        }
+        Ok(())
+    }
+
+    pub(crate) fn corrupt(&self, position: u64, why: &str) -> StorageError {
+        StorageError::Corrupt { file: self.log_path.display().to_string(), position, why: why.to_string() }
+    }
+}
+
+struct FullScan {
+    entries: Vec<IndexEntry>,
+    valid_len: u64,
+    end_offset: u64,
+    max_ts: i64,
+    records: u64,
+    error: Option<(u64, String)>,
+}
+
+/// Reads exactly `buf.len()` bytes at `pos`; a short file is an error.
+pub fn read_exact_at(f: &dyn FileHandle, buf: &mut [u8], pos: u64) -> Result<()> {
+    let mut done = 0usize;
+    while done < buf.len() {
+        let n = f.read_at(&mut buf[done..], pos + done as u64)?;
+        if n == 0 {
+            return Err(StorageError::Io(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "file shorter than expected")));
+        }
+        done += n;
+    }
+    Ok(())
+}
