@@ -22,12 +22,22 @@ impl RecordBatchBuf {
     }
 
     pub fn with_capacity(bytes: usize, records: usize) -> Self {
-        RecordBatchBuf { buf: Vec::with_capacity(bytes), starts: Vec::with_capacity(records), max_timestamp_ms: i64::MIN }
+        RecordBatchBuf {
+            buf: Vec::with_capacity(bytes),
+            starts: Vec::with_capacity(records),
+            max_timestamp_ms: i64::MIN,
+        }
     }
 
     /// Appends one record. Headers are (key, value) pairs, a null value as `None`.
-    pub fn push<'h, H>(&mut self, timestamp_ms: i64, key: Option<&[u8]>, value: Option<&[u8]>, headers: H, meta: &RecordMeta)
-    where
+    pub fn push<'h, H>(
+        &mut self,
+        timestamp_ms: i64,
+        key: Option<&[u8]>,
+        value: Option<&[u8]>,
+        headers: H,
+        meta: &RecordMeta,
+    ) where
         H: IntoIterator<Item = (&'h [u8], Option<&'h [u8]>)>,
     {
         if self.starts.is_empty() {
@@ -74,7 +84,10 @@ impl RecordBatchBuf {
 
     fn bounds(&self, i: usize) -> (usize, usize) {
         let s = self.starts[i] as usize;
-        let e = self.starts.get(i + 1).map_or(self.buf.len(), |&n| n as usize);
+        let e = self
+            .starts
+            .get(i + 1)
+            .map_or(self.buf.len(), |&n| n as usize);
         (s, e)
     }
 

@@ -12,9 +12,17 @@ pub enum StorageError {
     #[error("partition {0} is fenced after an I/O failure; restart to recover")]
     Fenced(String),
     #[error("offset {offset} is out of range [{log_start}, {log_end}]")]
-    OffsetOutOfRange { offset: u64, log_start: u64, log_end: u64 },
+    OffsetOutOfRange {
+        offset: u64,
+        log_start: u64,
+        log_end: u64,
+    },
     #[error("corrupt data in {file} at byte {position}: {why}")]
-    Corrupt { file: String, position: u64, why: String },
+    Corrupt {
+        file: String,
+        position: u64,
+        why: String,
+    },
     #[error("record of {0} bytes is too large")]
     RecordTooLarge(usize),
     #[error("partition is closed")]

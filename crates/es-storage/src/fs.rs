@@ -29,6 +29,10 @@ pub trait FileHandle: Send + Sync + std::fmt::Debug {
     fn set_len(&self, len: u64) -> io::Result<()>;
     /// Current length.
     fn len(&self) -> io::Result<u64>;
+    /// Whether the file is empty.
+    fn is_empty(&self) -> io::Result<bool> {
+        Ok(self.len()? == 0)
+    }
 }
 
 /// A file system.
@@ -82,14 +86,24 @@ impl FileHandle for RealFile {
 
 impl Fs for RealFs {
     fn open(&self, path: &Path) -> io::Result<Arc<dyn FileHandle>> {
-        Ok(Arc::new(RealFile(OpenOptions::new().read(true).write(true).open(path)?)))
+        Ok(Arc::new(RealFile(
+            OpenOptions::new().read(true).write(true).open(path)?,
+        )))
     }
     fn create_new(&self, path: &Path) -> io::Result<Arc<dyn FileHandle>> {
-        let f = OpenOptions::new().read(true).write(true).create_new(true).mode(FILE_MODE).open(path)?;
+        let f = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .mode(FILE_MODE)
+            .open(path)?;
         Ok(Arc::new(RealFile(f)))
     }
     fn create_dir_all(&self, path: &Path) -> io::Result<()> {
-        DirBuilder::new().recursive(true).mode(DIR_MODE).create(path)
+        DirBuilder::new()
+            .recursive(true)
+            .mode(DIR_MODE)
+            .create(path)
     }
     fn list(&self, dir: &Path) -> io::Result<Vec<String>> {
         let mut out = Vec::new();

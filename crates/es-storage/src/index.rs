@@ -35,7 +35,7 @@ impl IndexEntry {
 /// Parses an `.index` file. Returns `None` unless the bytes are whole entries
 /// with strictly increasing offsets and positions, the first one (0, 0).
 pub fn parse(bytes: &[u8]) -> Option<Vec<IndexEntry>> {
-    if bytes.len() % ENTRY_BYTES != 0 {
+    if !bytes.len().is_multiple_of(ENTRY_BYTES) {
         return None;
     }
     let mut out = Vec::with_capacity(bytes.len() / ENTRY_BYTES);
@@ -53,7 +53,10 @@ pub fn parse(bytes: &[u8]) -> Option<Vec<IndexEntry>> {
         } else if relative_offset != 0 || position != 0 {
             return None;
         }
-        out.push(IndexEntry { relative_offset, position });
+        out.push(IndexEntry {
+            relative_offset,
+            position,
+        });
     }
     Some(out)
 }
@@ -110,11 +113,23 @@ mod tests {
     fn parse_rejects_bad_files() {
         assert_eq!(parse(&[0u8; 15]), None);
         let mut b = Vec::new();
-        IndexEntry { relative_offset: 1, position: 0 }.encode(&mut b);
+        IndexEntry {
+            relative_offset: 1,
+            position: 0,
+        }
+        .encode(&mut b);
         assert_eq!(parse(&b), None);
         let mut b = Vec::new();
-        IndexEntry { relative_offset: 0, position: 0 }.encode(&mut b);
-        IndexEntry { relative_offset: 0, position: 10 }.encode(&mut b);
+        IndexEntry {
+            relative_offset: 0,
+            position: 0,
+        }
+        .encode(&mut b);
+        IndexEntry {
+            relative_offset: 0,
+            position: 10,
+        }
+        .encode(&mut b);
         assert_eq!(parse(&b), None);
         assert_eq!(parse(&[]), Some(vec![]));
     }

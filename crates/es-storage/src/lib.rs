@@ -22,4 +22,6 @@ pub mod partition;
 pub mod segment;
 pub mod simfs;
 
-pub use partition::{AppendInfo, FlushPolicy, Partition, PartitionConfig, ReadChunk, RecoveryReport};
+pub use partition::{
+    AppendInfo, FlushPolicy, Partition, PartitionConfig, ReadChunk, RecoveryReport,
+};

@@ -22,8 +22,13 @@ static TEMP_SEQ: AtomicU64 = AtomicU64::new(0);
 
 /// Atomically replaces `path` with `bytes`.
 pub fn write_atomic(fs: &dyn Fs, path: &Path, bytes: &[u8]) -> Result<()> {
-    let dir = path.parent().ok_or_else(|| StorageError::Invalid(format!("{} has no parent", path.display())))?;
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let dir = path
+        .parent()
+        .ok_or_else(|| StorageError::Invalid(format!("{} has no parent", path.display())))?;
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
     let seq = TEMP_SEQ.fetch_add(1, Ordering::Relaxed);
     let tmp = dir.join(format!(".{name}.{}.{seq}{TEMP_SUFFIX}", std::process::id()));
     let f = fs.create_new(&tmp)?;
@@ -43,7 +48,10 @@ pub fn write_atomic(fs: &dyn Fs, path: &Path, bytes: &[u8]) -> Result<()> {
 
 /// Serialises `value` as pretty JSON and replaces `path` atomically.
 pub fn write_json<T: Serialize>(fs: &dyn Fs, path: &Path, value: &T) -> Result<()> {
-    let bytes = serde_json::to_vec_pretty(value).map_err(|e| StorageError::Metadata { file: path.display().to_string(), why: e.to_string() })?;
+    let bytes = serde_json::to_vec_pretty(value).map_err(|e| StorageError::Metadata {
+        file: path.display().to_string(),
+        why: e.to_string(),
+    })?;
     write_atomic(fs, path, &bytes)
 }
 
@@ -52,7 +60,10 @@ pub fn read_file(fs: &dyn Fs, path: &Path) -> Result<Vec<u8>> {
     let f = fs.open(path)?;
     let len = f.len()?;
     if len > META_BYTES_MAX {
-        return Err(StorageError::Metadata { file: path.display().to_string(), why: format!("{len} bytes is over the limit") });
+        return Err(StorageError::Metadata {
+            file: path.display().to_string(),
+            why: format!("{len} bytes is over the limit"),
+        });
     }
     let mut buf = vec![0u8; len as usize];
     let mut done = 0;
@@ -73,7 +84,12 @@ pub fn read_json<T: DeserializeOwned>(fs: &dyn Fs, path: &Path) -> Result<Option
         return Ok(None);
     }
     let bytes = read_file(fs, path)?;
-    serde_json::from_slice(&bytes).map(Some).map_err(|e| StorageError::Metadata { file: path.display().to_string(), why: e.to_string() })
+    serde_json::from_slice(&bytes)
+        .map(Some)
+        .map_err(|e| StorageError::Metadata {
+            file: path.display().to_string(),
+            why: e.to_string(),
+        })
 }
 
 /// Removes leftover temporary files in `dir` (from a crash mid-replace).

@@ -39,7 +39,10 @@ pub struct FlushPolicy {
 
 impl Default for FlushPolicy {
     fn default() -> Self {
-        FlushPolicy { every_records: 1, interval: Duration::from_secs(1) }
+        FlushPolicy {
+            every_records: 1,
+            interval: Duration::from_secs(1),
+        }
     }
 }
 
@@ -60,7 +63,12 @@ pub const SEGMENT_BYTES_MIN: u64 = 1024;
 
 impl Default for PartitionConfig {
     fn default() -> Self {
-        PartitionConfig { segment_bytes: 1 << 30, segment_ms: 7 * 24 * 3600 * 1000, index_interval_bytes: INDEX_INTERVAL_BYTES, flush: FlushPolicy::default() }
+        PartitionConfig {
+            segment_bytes: 1 << 30,
+            segment_ms: 7 * 24 * 3600 * 1000,
+            index_interval_bytes: INDEX_INTERVAL_BYTES,
+            flush: FlushPolicy::default(),
+        }
     }
 }
 
@@ -131,12 +139,16 @@ pub struct Partition {
 
 impl std::fmt::Debug for Partition {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Partition").field("dir", &self.dir).finish_non_exhaustive()
+        f.debug_struct("Partition")
+            .field("dir", &self.dir)
+            .finish_non_exhaustive()
     }
 }
 
 pub(crate) fn now_ms() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
 }
 
 impl Partition {
@@ -146,17 +158,26 @@ impl Partition {
     }
 
     /// Like [`Partition::open`], also returning what recovery did.
-    pub fn open_with_report(fs: Arc<dyn Fs>, dir: PathBuf, mut config: PartitionConfig) -> Result<(Arc<Partition>, RecoveryReport)> {
+    pub fn open_with_report(
+        fs: Arc<dyn Fs>,
+        dir: PathBuf,
+        mut config: PartitionConfig,
+    ) -> Result<(Arc<Partition>, RecoveryReport)> {
         config.segment_bytes = config.segment_bytes.max(SEGMENT_BYTES_MIN);
         config.flush.every_records = config.flush.every_records.max(1);
         crate::fs::create_dir_durable(&*fs, &dir)?;
         let names = fs.list(&dir)?;
-        let mut bases: Vec<u64> = names.iter().filter_map(|n| segment::parse_log_name(n)).collect();
+        let mut bases: Vec<u64> = names
+            .iter()
+            .filter_map(|n| segment::parse_log_name(n))
+            .collect();
         bases.sort_unstable();
         // An index without its log is left over from a removed segment.
         for n in &names {
             if let Some(stem) = n.strip_suffix(segment::INDEX_SUFFIX) {
-                if stem.len() == segment::NAME_DIGITS && stem.parse::<u64>().map_or(true, |b| !bases.contains(&b)) {
+                if stem.len() == segment::NAME_DIGITS
+                    && stem.parse::<u64>().map_or(true, |b| !bases.contains(&b))
+                {
                     fs.remove_file(&dir.join(n))?;
                 }
             }
@@ -174,20 +195,41 @@ impl Partition {
             segs.push(Arc::new(Segment::create(&*fs, &dir, 0, now)?));
             fs.sync_dir(&dir)?;
         }
-        let active = segs.last().cloned().ok_or_else(|| StorageError::Invalid("no segment".into()))?;
+        let active = segs
+            .last()
+            .cloned()
+            .ok_or_else(|| StorageError::Invalid("no segment".into()))?;
         // The next offset continues after the highest valid record.
-        let next = segs.iter().map(|s| s.end_offset()).max().unwrap_or(0).max(active.base_offset);
+        let next = segs
+            .iter()
+            .map(|s| s.end_offset())
+            .max()
+            .unwrap_or(0)
+            .max(active.base_offset);
         let start = segs.first().map_or(0, |s| s.base_offset);
-        let mark = Mark { offset: next, segment: active.clone(), pos: active.valid_len() };
+        let mark = Mark {
+            offset: next,
+            segment: active.clone(),
+            pos: active.valid_len(),
+        };
         let name = dir.display().to_string();
         let p = Partition {
             fs,
             dir,
             name,
             config: RwLock::new(config),
-            writer: Mutex::new(Writer { active_created: Instant::now() }),
+            writer: Mutex::new(Writer {
+                active_created: Instant::now(),
+            }),
             segments: RwLock::new(Arc::new(segs)),
-            commit: Mutex::new(CommitState { written: mark.clone(), durable: mark, syncing: false, fenced: None, closed: false, last_sync: Instant::now() }),
+            commit: Mutex::new(CommitState {
+                written: mark.clone(),
+                durable: mark,
+                syncing: false,
+                fenced: None,
+                closed: false,
+                last_sync: Instant::now(),
+            }),
             synced: Condvar::new(),
             log_start: std::sync::atomic::AtomicU64::new(start),
             listener: RwLock::new(None),
@@ -282,13 +324,18 @@ impl Partition {
         let pos0 = active.valid_len();
         batch.seal(base_offset);
         // Index entries for this append.
-        let policy = IndexPolicy { interval_bytes: config.index_interval_bytes };
+        let policy = IndexPolicy {
+            interval_bytes: config.index_interval_bytes,
+        };
         let mut last = active.last_index_entry();
         let mut entries: Vec<IndexEntry> = Vec::new();
         for i in 0..count as usize {
             let at = pos0 + batch.record_start(i) as u64;
             if policy.wants_entry(last, at) {
-                let e = IndexEntry { relative_offset: base_offset + i as u64 - active.base_offset, position: at };
+                let e = IndexEntry {
+                    relative_offset: base_offset + i as u64 - active.base_offset,
+                    position: at,
+                };
                 entries.push(e);
                 last = Some(e);
             }
@@ -314,7 +361,11 @@ impl Partition {
         active.note_append(new_len, last_offset + 1, batch.max_timestamp_ms(), &entries);
         let hw = {
             let mut c = self.commit.lock();
-            c.written = Mark { offset: last_offset + 1, segment: active, pos: new_len };
+            c.written = Mark {
+                offset: last_offset + 1,
+                segment: active,
+                pos: new_len,
+            };
             if config.flush.every_records > 1 {
                 Some(c.written.offset)
             } else {
@@ -325,12 +376,21 @@ impl Partition {
         if let Some(hw) = hw {
             self.notify(hw);
         }
-        Ok(AppendInfo { base_offset, last_offset })
+        Ok(AppendInfo {
+            base_offset,
+            last_offset,
+        })
     }
 
     /// Cuts a failed write's partial bytes off the files; fences the partition
     /// if that is impossible.
-    fn undo_write(&self, seg: &Segment, log_len: u64, index_len: Option<u64>, err: &std::io::Error) {
+    fn undo_write(
+        &self,
+        seg: &Segment,
+        log_len: u64,
+        index_len: Option<u64>,
+        err: &std::io::Error,
+    ) {
         let mut ok = seg.log.set_len(log_len).is_ok();
         if let Some(il) = index_len {
             ok &= seg.index_file.set_len(il).is_ok();
@@ -339,7 +399,8 @@ impl Partition {
             tracing::warn!(partition = %self.name, error = %err, "append failed; partial bytes cut off");
         } else {
             tracing::error!(partition = %self.name, error = %err, "append failed and partial bytes could not be cut off; partition fenced until restart");
-            self.commit.lock().fenced = Some(format!("write failed and could not be undone: {err}"));
+            self.commit.lock().fenced =
+                Some(format!("write failed and could not be undone: {err}"));
         }
     }
 
@@ -350,7 +411,12 @@ impl Partition {
         let sealed = (|| -> Result<Arc<Segment>> {
             old.log.sync_data()?;
             old.index_file.sync_data()?;
-            let seg = Arc::new(Segment::create(&*self.fs, &self.dir, next_offset, now_ms())?);
+            let seg = Arc::new(Segment::create(
+                &*self.fs,
+                &self.dir,
+                next_offset,
+                now_ms(),
+            )?);
             self.fs.sync_dir(&self.dir)?;
             Ok(seg)
         })();
@@ -370,7 +436,11 @@ impl Partition {
         let hw = {
             let mut c = self.commit.lock();
             // Everything written so far is now durable (the old segment was synced).
-            let m = Mark { offset: next_offset, segment: seg.clone(), pos: 0 };
+            let m = Mark {
+                offset: next_offset,
+                segment: seg.clone(),
+                pos: 0,
+            };
             c.written = m.clone();
             if c.durable.offset <= next_offset {
                 c.durable = m;
@@ -441,7 +511,10 @@ impl Partition {
             Err(e) => {
                 tracing::error!(partition = %self.name, error = %e, "fsync failed; partition fenced until restart");
                 c.fenced = Some(format!("fsync failed: {e}"));
-                Err(StorageError::Fenced(format!("{}: fsync failed: {e}", self.name)))
+                Err(StorageError::Fenced(format!(
+                    "{}: fsync failed: {e}",
+                    self.name
+                )))
             }
         };
         drop(c);
@@ -472,7 +545,9 @@ impl Partition {
         let interval = self.config().flush.interval;
         let due = {
             let c = self.commit.lock();
-            c.written.offset > c.durable.offset && c.last_sync.elapsed() >= interval && c.fenced.is_none()
+            c.written.offset > c.durable.offset
+                && c.last_sync.elapsed() >= interval
+                && c.fenced.is_none()
         };
         if due {
             self.flush()?;
@@ -502,20 +577,35 @@ impl Partition {
             (self.visible(&c).clone(), c.written.offset)
         };
         let log_start = self.log_start_offset();
-        let chunk = |data: Bytes| ReadChunk { data, log_start_offset: log_start, high_watermark: hw.offset, log_end_offset: log_end };
+        let chunk = |data: Bytes| ReadChunk {
+            data,
+            log_start_offset: log_start,
+            high_watermark: hw.offset,
+            log_end_offset: log_end,
+        };
         if offset < log_start || offset > hw.offset {
-            return Err(StorageError::OffsetOutOfRange { offset, log_start, log_end: hw.offset });
+            return Err(StorageError::OffsetOutOfRange {
+                offset,
+                log_start,
+                log_end: hw.offset,
+            });
         }
         if offset == hw.offset {
             return Ok(chunk(Bytes::new()));
         }
         let segs = self.segments();
-        let first = segs.partition_point(|s| s.base_offset <= offset).saturating_sub(1);
+        let first = segs
+            .partition_point(|s| s.base_offset <= offset)
+            .saturating_sub(1);
         for seg in &segs[first..] {
             if seg.base_offset >= hw.offset && !Arc::ptr_eq(seg, &hw.segment) {
                 break;
             }
-            let limit = if Arc::ptr_eq(seg, &hw.segment) { hw.pos } else { seg.valid_len() };
+            let limit = if Arc::ptr_eq(seg, &hw.segment) {
+                hw.pos
+            } else {
+                seg.valid_len()
+            };
             let data = self.read_segment(seg, offset, limit, max_bytes.max(1), hw.offset)?;
             if !data.is_empty() {
                 return Ok(chunk(data));
@@ -527,14 +617,23 @@ impl Partition {
         Ok(chunk(Bytes::new()))
     }
 
-    fn read_segment(&self, seg: &Segment, offset: u64, limit: u64, max_bytes: usize, hw: u64) -> Result<Bytes> {
+    fn read_segment(
+        &self,
+        seg: &Segment,
+        offset: u64,
+        limit: u64,
+        max_bytes: usize,
+        hw: u64,
+    ) -> Result<Bytes> {
         let start = seg.lookup(offset);
         if start >= limit {
             return Ok(Bytes::new());
         }
         // One window: the index gap (about 4 KiB) plus what was asked for.
         let span = (limit - start) as usize;
-        let want = span.min(max_bytes.saturating_add(self.config().index_interval_bytes as usize + 64)).max(span.min(64 * 1024));
+        let want = span
+            .min(max_bytes.saturating_add(self.config().index_interval_bytes as usize + 64))
+            .max(span.min(64 * 1024));
         let mut buf = vec![0u8; want];
         read_exact_at(&*seg.log, &mut buf, start)?;
         let mut p = 0usize;
@@ -581,7 +680,9 @@ impl Partition {
                 }
             }
         }
-        let Some(s) = from else { return Ok(Bytes::new()) };
+        let Some(s) = from else {
+            return Ok(Bytes::new());
+        };
         Ok(Bytes::from(buf).slice(s..to))
     }
 

@@ -83,7 +83,9 @@ pub enum DecodeError {
 impl fmt::Display for DecodeError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            DecodeError::Incomplete { needed } => write!(f, "incomplete record ({needed} bytes needed)"),
+            DecodeError::Incomplete { needed } => {
+                write!(f, "incomplete record ({needed} bytes needed)")
+            }
             DecodeError::Corrupt(why) => write!(f, "corrupt record: {why}"),
         }
     }
@@ -127,7 +129,10 @@ impl<'a> RecordView<'a> {
 
     /// The headers in order, as (key, value) with a null value as `None`.
     pub fn headers(&self) -> HeaderIter<'a> {
-        HeaderIter { rest: self.headers_raw, left: self.header_count }
+        HeaderIter {
+            rest: self.headers_raw,
+            left: self.header_count,
+        }
     }
 }
 
@@ -158,7 +163,10 @@ impl<'a> Iterator for HeaderIter<'a> {
     }
 }
 
-fn parse_header(b: &[u8]) -> Option<(&[u8], Option<&[u8]>, usize)> {
+/// A header's key, value and encoded length.
+type ParsedHeader<'a> = (&'a [u8], Option<&'a [u8]>, usize);
+
+fn parse_header(b: &[u8]) -> Option<ParsedHeader<'_>> {
     let kl = u32::from_be_bytes(b.get(0..4)?.try_into().ok()?) as usize;
     let key = b.get(4..4usize.checked_add(kl)?)?;
     let p = 4 + kl;
@@ -179,11 +187,17 @@ fn parse_header(b: &[u8]) -> Option<(&[u8], Option<&[u8]>, usize)> {
 /// size of the record (prefix and CRC included) if it is plausible.
 pub fn peek_len(buf: &[u8]) -> Result<usize, DecodeError> {
     let Some(prefix) = buf.get(0..LEN_PREFIX_BYTES) else {
-        return Err(DecodeError::Incomplete { needed: LEN_PREFIX_BYTES });
+        return Err(DecodeError::Incomplete {
+            needed: LEN_PREFIX_BYTES,
+        });
     };
     let raw = u32::from_be_bytes([prefix[0], prefix[1], prefix[2], prefix[3]]);
     let body = (raw & !EXT_BIT) as usize;
-    let min = if raw & EXT_BIT != 0 { BODY_BYTES_MIN + 4 + 1 } else { BODY_BYTES_MIN };
+    let min = if raw & EXT_BIT != 0 {
+        BODY_BYTES_MIN + 4 + 1
+    } else {
+        BODY_BYTES_MIN
+    };
     if body < min {
         return Err(DecodeError::Corrupt("record_len below the minimum"));
     }
@@ -241,9 +255,14 @@ pub fn decode(buf: &[u8]) -> Result<RecordView<'_>, DecodeError> {
     if has_ext {
         let ext_len = be_u32(rec, p) as usize;
         p += 4;
-        let ext_end = p.checked_add(ext_len).filter(|&e| e + 4 + 4 + 4 <= total).ok_or(DecodeError::Corrupt("extension longer than the record"))?;
+        let ext_end = p
+            .checked_add(ext_len)
+            .filter(|&e| e + 4 + 4 + 4 <= total)
+            .ok_or(DecodeError::Corrupt("extension longer than the record"))?;
         let ext = &rec[p..ext_end];
-        let (&flags, mut e) = ext.split_first().ok_or(DecodeError::Corrupt("empty extension"))?;
+        let (&flags, mut e) = ext
+            .split_first()
+            .ok_or(DecodeError::Corrupt("empty extension"))?;
         if flags & !EXT_KNOWN != 0 {
             return Err(DecodeError::Corrupt("unknown extension flag"));
         }
@@ -269,14 +288,17 @@ pub fn decode(buf: &[u8]) -> Result<RecordView<'_>, DecodeError> {
             let mut rest = &e[4..];
             let start = rest;
             for _ in 0..header_count {
-                let (_, _, used) = parse_header(rest).ok_or(DecodeError::Corrupt("malformed header"))?;
+                let (_, _, used) =
+                    parse_header(rest).ok_or(DecodeError::Corrupt("malformed header"))?;
                 rest = &rest[used..];
             }
             headers_raw = &start[..start.len() - rest.len()];
             e = rest;
         }
         if !e.is_empty() {
-            return Err(DecodeError::Corrupt("extension length disagrees with its fields"));
+            return Err(DecodeError::Corrupt(
+                "extension length disagrees with its fields",
+            ));
         }
         p = ext_end;
     }
@@ -292,7 +314,10 @@ pub fn decode(buf: &[u8]) -> Result<RecordView<'_>, DecodeError> {
         }
         None
     } else {
-        let end = p.checked_add(key_len as usize).filter(|&e| e + 4 <= crc_pos).ok_or(DecodeError::Corrupt("key longer than the record"))?;
+        let end = p
+            .checked_add(key_len as usize)
+            .filter(|&e| e + 4 <= crc_pos)
+            .ok_or(DecodeError::Corrupt("key longer than the record"))?;
         let k = &rec[p..end];
         p = end;
         Some(k)
@@ -300,7 +325,9 @@ pub fn decode(buf: &[u8]) -> Result<RecordView<'_>, DecodeError> {
     let value_len = be_u32(rec, p) as usize;
     p += 4;
     if p.checked_add(value_len) != Some(crc_pos) {
-        return Err(DecodeError::Corrupt("value does not end where record_len says"));
+        return Err(DecodeError::Corrupt(
+            "value does not end where record_len says",
+        ));
     }
     let value = if value_null {
         if value_len != 0 {
@@ -310,7 +337,16 @@ pub fn decode(buf: &[u8]) -> Result<RecordView<'_>, DecodeError> {
     } else {
         Some(&rec[p..crc_pos])
     };
-    Ok(RecordView { offset, timestamp_ms, key, value, meta, headers_raw, header_count, encoded_len: total })
+    Ok(RecordView {
+        offset,
+        timestamp_ms,
+        key,
+        value,
+        meta,
+        headers_raw,
+        header_count,
+        encoded_len: total,
+    })
 }
 
 /// Iterates the records in a buffer of whole records (a read from a segment).
@@ -353,11 +389,19 @@ impl<'a> Iterator for RecordIter<'a> {
 }
 
 /// Encoded size of a record with these fields.
-pub fn encoded_len<'h, H>(key: Option<&[u8]>, value: Option<&[u8]>, headers: H, meta: &RecordMeta) -> usize
+pub fn encoded_len<'h, H>(
+    key: Option<&[u8]>,
+    value: Option<&[u8]>,
+    headers: H,
+    meta: &RecordMeta,
+) -> usize
 where
     H: IntoIterator<Item = (&'h [u8], Option<&'h [u8]>)>,
 {
-    let mut n = LEN_PREFIX_BYTES + BODY_BYTES_MIN + key.map_or(0, <[u8]>::len) + value.map_or(0, <[u8]>::len);
+    let mut n = LEN_PREFIX_BYTES
+        + BODY_BYTES_MIN
+        + key.map_or(0, <[u8]>::len)
+        + value.map_or(0, <[u8]>::len);
     let mut ext = 0usize;
     let mut headers_present = false;
     let mut hbytes = 4usize;
@@ -380,7 +424,14 @@ where
 /// Appends one record to `out` with a zero CRC; [`seal`] fills the offset and
 /// CRC later (the partition assigns offsets under its write lock). Returns the
 /// record's encoded length. No allocation beyond growing `out`.
-pub fn encode_unsealed<'h, H>(out: &mut Vec<u8>, timestamp_ms: i64, key: Option<&[u8]>, value: Option<&[u8]>, headers: H, meta: &RecordMeta) -> usize
+pub fn encode_unsealed<'h, H>(
+    out: &mut Vec<u8>,
+    timestamp_ms: i64,
+    key: Option<&[u8]>,
+    value: Option<&[u8]>,
+    headers: H,
+    meta: &RecordMeta,
+) -> usize
 where
     H: IntoIterator<Item = (&'h [u8], Option<&'h [u8]>)>,
 {
@@ -475,7 +526,15 @@ pub fn set_timestamp(rec: &mut [u8], timestamp_ms: i64) {
 
 /// Encodes a complete, sealed record (tests and tools; the hot path uses
 /// [`RecordBatchBuf`](crate::batch::RecordBatchBuf)).
-pub fn encode<'h, H>(out: &mut Vec<u8>, offset: u64, timestamp_ms: i64, key: Option<&[u8]>, value: Option<&[u8]>, headers: H, meta: &RecordMeta) -> usize
+pub fn encode<'h, H>(
+    out: &mut Vec<u8>,
+    offset: u64,
+    timestamp_ms: i64,
+    key: Option<&[u8]>,
+    value: Option<&[u8]>,
+    headers: H,
+    meta: &RecordMeta,
+) -> usize
 where
     H: IntoIterator<Item = (&'h [u8], Option<&'h [u8]>)>,
 {
@@ -493,11 +552,20 @@ mod tests {
     type Hdrs = Vec<(Vec<u8>, Option<Vec<u8>>)>;
 
     fn arb_meta() -> impl Strategy<Value = RecordMeta> {
-        (proptest::option::of((any::<i64>(), any::<i16>(), any::<i32>())), any::<bool>(), any::<bool>()).prop_map(|(p, t, c)| RecordMeta {
-            producer: p.map(|(producer_id, producer_epoch, sequence)| ProducerInfo { producer_id, producer_epoch, sequence }),
-            transactional: t,
-            control: c,
-        })
+        (
+            proptest::option::of((any::<i64>(), any::<i16>(), any::<i32>())),
+            any::<bool>(),
+            any::<bool>(),
+        )
+            .prop_map(|(p, t, c)| RecordMeta {
+                producer: p.map(|(producer_id, producer_epoch, sequence)| ProducerInfo {
+                    producer_id,
+                    producer_epoch,
+                    sequence,
+                }),
+                transactional: t,
+                control: c,
+            })
     }
 
     fn bytes() -> impl Strategy<Value = Vec<u8>> {
@@ -508,17 +576,47 @@ mod tests {
         proptest::collection::vec((bytes(), proptest::option::of(bytes())), 0..4)
     }
 
-    fn enc(off: u64, ts: i64, k: &Option<Vec<u8>>, v: &Option<Vec<u8>>, h: &Hdrs, m: &RecordMeta) -> Vec<u8> {
+    fn enc(
+        off: u64,
+        ts: i64,
+        k: &Option<Vec<u8>>,
+        v: &Option<Vec<u8>>,
+        h: &Hdrs,
+        m: &RecordMeta,
+    ) -> Vec<u8> {
         let mut out = Vec::new();
-        let n = encode(&mut out, off, ts, k.as_deref(), v.as_deref(), h.iter().map(|(a, b)| (a.as_slice(), b.as_deref())), m);
+        let n = encode(
+            &mut out,
+            off,
+            ts,
+            k.as_deref(),
+            v.as_deref(),
+            h.iter().map(|(a, b)| (a.as_slice(), b.as_deref())),
+            m,
+        );
         assert_eq!(n, out.len());
-        assert_eq!(n, encoded_len(k.as_deref(), v.as_deref(), h.iter().map(|(a, b)| (a.as_slice(), b.as_deref())), m));
+        assert_eq!(
+            n,
+            encoded_len(
+                k.as_deref(),
+                v.as_deref(),
+                h.iter().map(|(a, b)| (a.as_slice(), b.as_deref())),
+                m
+            )
+        );
         out
     }
 
     #[test]
     fn plain_record_is_the_documented_format() {
-        let out = enc(7, 1000, &Some(b"k".to_vec()), &Some(b"vv".to_vec()), &vec![], &RecordMeta::default());
+        let out = enc(
+            7,
+            1000,
+            &Some(b"k".to_vec()),
+            &Some(b"vv".to_vec()),
+            &vec![],
+            &RecordMeta::default(),
+        );
         let mut want = Vec::new();
         let body_len = 8 + 8 + 4 + 1 + 4 + 2 + 4;
         want.extend_from_slice(&(body_len as u32).to_be_bytes());
@@ -535,10 +633,22 @@ mod tests {
 
     #[test]
     fn implausible_lengths_are_rejected_before_reading() {
-        assert!(matches!(decode(&[0, 0, 0, 3]), Err(DecodeError::Corrupt(_))));
-        assert!(matches!(decode(&[0x7f, 0xff, 0xff, 0xff]), Err(DecodeError::Corrupt(_))));
-        assert!(matches!(decode(&[0, 0]), Err(DecodeError::Incomplete { .. })));
-        assert!(matches!(decode(&[0, 0, 0, 40, 1]), Err(DecodeError::Incomplete { needed: 44 })));
+        assert!(matches!(
+            decode(&[0, 0, 0, 3]),
+            Err(DecodeError::Corrupt(_))
+        ));
+        assert!(matches!(
+            decode(&[0x7f, 0xff, 0xff, 0xff]),
+            Err(DecodeError::Corrupt(_))
+        ));
+        assert!(matches!(
+            decode(&[0, 0]),
+            Err(DecodeError::Incomplete { .. })
+        ));
+        assert!(matches!(
+            decode(&[0, 0, 0, 40, 1]),
+            Err(DecodeError::Incomplete { needed: 44 })
+        ));
     }
 
     proptest! {

@@ -92,10 +92,24 @@ impl Segment {
                 return Err(e.into());
             }
         };
-        Ok(Segment::from_parts(base_offset, log_path, index_path, log, index_file, now_ms))
+        Ok(Segment::from_parts(
+            base_offset,
+            log_path,
+            index_path,
+            log,
+            index_file,
+            now_ms,
+        ))
     }
 
-    fn from_parts(base_offset: u64, log_path: PathBuf, index_path: PathBuf, log: Arc<dyn FileHandle>, index_file: Arc<dyn FileHandle>, now_ms: i64) -> Segment {
+    fn from_parts(
+        base_offset: u64,
+        log_path: PathBuf,
+        index_path: PathBuf,
+        log: Arc<dyn FileHandle>,
+        index_file: Arc<dyn FileHandle>,
+        now_ms: i64,
+    ) -> Segment {
         Segment {
             base_offset,
             log_path,
@@ -115,14 +129,30 @@ impl Segment {
     /// Opens an existing segment and recovers it. A sealed segment is checked
     /// against its index and trusted if it passes; the active one (and any that
     /// fails) is scanned in full. Torn tails are cut only from the active segment.
-    pub fn open_and_recover(fs: &dyn Fs, dir: &Path, base_offset: u64, active: bool, now_ms: i64) -> Result<(Segment, SegmentRecovery)> {
+    pub fn open_and_recover(
+        fs: &dyn Fs,
+        dir: &Path,
+        base_offset: u64,
+        active: bool,
+        now_ms: i64,
+    ) -> Result<(Segment, SegmentRecovery)> {
         let stem = file_stem(base_offset);
         let log_path = dir.join(format!("{stem}{LOG_SUFFIX}"));
         let index_path = dir.join(format!("{stem}{INDEX_SUFFIX}"));
         let log = fs.open(&log_path)?;
-        let index_file = if fs.exists(&index_path) { fs.open(&index_path)? } else { fs.create_new(&index_path)? };
+        let index_file = if fs.exists(&index_path) {
+            fs.open(&index_path)?
+        } else {
+            fs.create_new(&index_path)?
+        };
         let seg = Segment::from_parts(base_offset, log_path, index_path, log, index_file, now_ms);
-        let mut rep = SegmentRecovery { base_offset, scanned: false, truncated_bytes: 0, corrupt_at: None, records: None };
+        let mut rep = SegmentRecovery {
+            base_offset,
+            scanned: false,
+            truncated_bytes: 0,
+            corrupt_at: None,
+            records: None,
+        };
         let file_len = seg.log.len()?;
         if !active {
             if let Some((entries, end_offset, tail_max_ts)) = seg.check_against_index(file_len)? {
@@ -130,7 +160,8 @@ impl Segment {
                 seg.end_offset.store(end_offset, Ordering::Release);
                 seg.max_timestamp_ms.store(tail_max_ts, Ordering::Release);
                 seg.max_timestamp_exact.store(false, Ordering::Release);
-                seg.index_bytes.store((entries.len() * ENTRY_BYTES) as u64, Ordering::Release);
+                seg.index_bytes
+                    .store((entries.len() * ENTRY_BYTES) as u64, Ordering::Release);
                 *seg.index.write() = entries;
                 return Ok((seg, rep));
             }
@@ -181,11 +212,19 @@ impl Segment {
         }
         let mut ibuf = vec![0u8; ilen as usize];
         read_exact_at(&*self.index_file, &mut ibuf, 0)?;
-        let Some(entries) = index::parse(&ibuf) else { return Ok(None) };
+        let Some(entries) = index::parse(&ibuf) else {
+            return Ok(None);
+        };
         if file_len == 0 {
-            return Ok(if entries.is_empty() { Some((entries, self.base_offset, i64::MIN)) } else { None });
+            return Ok(if entries.is_empty() {
+                Some((entries, self.base_offset, i64::MIN))
+            } else {
+                None
+            });
         }
-        let Some(last) = entries.last().copied() else { return Ok(None) };
+        let Some(last) = entries.last().copied() else {
+            return Ok(None);
+        };
         if last.position >= file_len {
             return Ok(None);
         }
@@ -255,18 +294,31 @@ impl Segment {
             return Ok(None);
         }
         read_exact_at(&*self.log, &mut head, pos)?;
-        let Ok(total) = record::peek_len(&head) else { return Ok(None) };
+        let Ok(total) = record::peek_len(&head) else {
+            return Ok(None);
+        };
         if pos + total as u64 > limit {
             return Ok(None);
         }
         let mut buf = vec![0u8; total];
         read_exact_at(&*self.log, &mut buf, pos)?;
-        Ok(record::decode(&buf).ok().map(|r| (r.offset, r.timestamp_ms, r.encoded_len)))
+        Ok(record::decode(&buf)
+            .ok()
+            .map(|r| (r.offset, r.timestamp_ms, r.encoded_len)))
     }
 
     fn scan_full(&self, file_len: u64) -> Result<FullScan> {
-        let policy = index::IndexPolicy { interval_bytes: index::INDEX_INTERVAL_BYTES };
-        let mut out = FullScan { entries: Vec::new(), valid_len: 0, end_offset: self.base_offset, max_ts: i64::MIN, records: 0, error: None };
+        let policy = index::IndexPolicy {
+            interval_bytes: index::INDEX_INTERVAL_BYTES,
+        };
+        let mut out = FullScan {
+            entries: Vec::new(),
+            valid_len: 0,
+            end_offset: self.base_offset,
+            max_ts: i64::MIN,
+            records: 0,
+            error: None,
+        };
         let mut pos = 0u64;
         let mut buf = Vec::new();
         let mut expect_min = self.base_offset;
@@ -278,13 +330,19 @@ impl Segment {
             while p < buf.len() {
                 match record::decode(&buf[p..]) {
                     Ok(r) => {
-                        if r.offset < expect_min || (out.records == 0 && r.offset != self.base_offset) {
-                            out.error = Some((pos + p as u64, format!("offset {} out of order", r.offset)));
+                        if r.offset < expect_min
+                            || (out.records == 0 && r.offset != self.base_offset)
+                        {
+                            out.error =
+                                Some((pos + p as u64, format!("offset {} out of order", r.offset)));
                             break 'outer;
                         }
                         let at = pos + p as u64;
                         if policy.wants_entry(out.entries.last().copied(), at) {
-                            out.entries.push(IndexEntry { relative_offset: r.offset - self.base_offset, position: at });
+                            out.entries.push(IndexEntry {
+                                relative_offset: r.offset - self.base_offset,
+                                position: at,
+                            });
                         }
                         expect_min = r.offset + 1;
                         out.end_offset = r.offset + 1;
@@ -296,7 +354,10 @@ impl Segment {
                     Err(DecodeError::Incomplete { needed }) => {
                         let at = pos + p as u64;
                         if at + needed as u64 > file_len {
-                            out.error = Some((at, format!("record of {needed} bytes runs past the end of the file")));
+                            out.error = Some((
+                                at,
+                                format!("record of {needed} bytes runs past the end of the file"),
+                            ));
                             break 'outer;
                         }
                         if p == 0 {
@@ -344,7 +405,11 @@ impl Segment {
             self.max_timestamp_exact.store(true, Ordering::Release);
         }
         let v = self.max_timestamp_ms.load(Ordering::Acquire);
-        Ok(if v == i64::MIN && self.is_empty() { None } else { Some(v) })
+        Ok(if v == i64::MIN && self.is_empty() {
+            None
+        } else {
+            Some(v)
+        })
     }
 
     /// Position to start reading for `offset`: the last index entry at or before it.
@@ -363,10 +428,17 @@ impl Segment {
     }
 
     /// Records a successful append (writer only, under the partition lock).
-    pub(crate) fn note_append(&self, new_len: u64, end_offset: u64, max_ts: i64, new_entries: &[IndexEntry]) {
+    pub(crate) fn note_append(
+        &self,
+        new_len: u64,
+        end_offset: u64,
+        max_ts: i64,
+        new_entries: &[IndexEntry],
+    ) {
         if !new_entries.is_empty() {
             self.index.write().extend_from_slice(new_entries);
-            self.index_bytes.fetch_add((new_entries.len() * ENTRY_BYTES) as u64, Ordering::AcqRel);
+            self.index_bytes
+                .fetch_add((new_entries.len() * ENTRY_BYTES) as u64, Ordering::AcqRel);
         }
         self.max_timestamp_ms.fetch_max(max_ts, Ordering::AcqRel);
         self.end_offset.store(end_offset, Ordering::Release);
@@ -375,7 +447,11 @@ impl Segment {
 
     /// Calls `f` for every record below byte `limit`, in order, until it returns
     /// false. Reads in windows of [`SCAN_WINDOW_BYTES`].
-    pub fn for_each_record(&self, limit: u64, mut f: impl FnMut(&record::RecordView<'_>) -> bool) -> Result<()> {
+    pub fn for_each_record(
+        &self,
+        limit: u64,
+        mut f: impl FnMut(&record::RecordView<'_>) -> bool,
+    ) -> Result<()> {
         let mut pos = 0u64;
         let mut buf = Vec::new();
         while pos < limit {
@@ -408,7 +484,11 @@ impl Segment {
     }
 
     pub(crate) fn corrupt(&self, position: u64, why: &str) -> StorageError {
-        StorageError::Corrupt { file: self.log_path.display().to_string(), position, why: why.to_string() }
+        StorageError::Corrupt {
+            file: self.log_path.display().to_string(),
+            position,
+            why: why.to_string(),
+        }
     }
 }
 
@@ -427,7 +507,10 @@ pub fn read_exact_at(f: &dyn FileHandle, buf: &mut [u8], pos: u64) -> Result<()>
     while done < buf.len() {
         let n = f.read_at(&mut buf[done..], pos + done as u64)?;
         if n == 0 {
-            return Err(StorageError::Io(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "file shorter than expected")));
+            return Err(StorageError::Io(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                "file shorter than expected",
+            )));
         }
         done += n;
     }

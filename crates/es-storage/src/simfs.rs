@@ -81,8 +81,15 @@ fn norm(p: &Path) -> PathBuf {
 
 fn split(p: &Path) -> io::Result<(PathBuf, String)> {
     let p = norm(p);
-    let name = p.file_name().ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no file name"))?.to_string_lossy().into_owned();
-    let parent = p.parent().map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("/"));
+    let name = p
+        .file_name()
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no file name"))?
+        .to_string_lossy()
+        .into_owned();
+    let parent = p
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from("/"));
     Ok((parent, name))
 }
 
@@ -135,7 +142,9 @@ impl State {
         // Walk the durable tree from the root.
         let mut stack = vec![PathBuf::from("/")];
         while let Some(d) = stack.pop() {
-            let Some(dd) = self.dirs.get(&d) else { continue };
+            let Some(dd) = self.dirs.get(&d) else {
+                continue;
+            };
             let mut nd = DirData::default();
             for (name, e) in &dd.durable {
                 match e {
@@ -143,15 +152,26 @@ impl State {
                     Entry::File(id) => {
                         if let Some(f) = self.files.get(id) {
                             let mut bytes = f.durable.clone();
-                            if tear != Tear::None && f.live.len() > bytes.len() && f.live.starts_with(&bytes) {
+                            if tear != Tear::None
+                                && f.live.len() > bytes.len()
+                                && f.live.starts_with(&bytes)
+                            {
                                 rng ^= rng << 13;
                                 rng ^= rng >> 7;
                                 rng ^= rng << 17;
                                 let extra = f.live.len() - bytes.len();
                                 let keep = (rng % (extra as u64 + 1)) as usize;
-                                bytes.extend_from_slice(&f.live[f.durable.len()..f.durable.len() + keep]);
+                                bytes.extend_from_slice(
+                                    &f.live[f.durable.len()..f.durable.len() + keep],
+                                );
                             }
-                            out.files.insert(*id, FileData { live: bytes.clone(), durable: bytes });
+                            out.files.insert(
+                                *id,
+                                FileData {
+                                    live: bytes.clone(),
+                                    durable: bytes,
+                                },
+                            );
                         }
                     }
                 }
@@ -168,7 +188,10 @@ impl State {
 impl SimFs {
     pub fn new() -> SimFs {
         let fs = SimFs::default();
-        fs.st.lock().dirs.insert(PathBuf::from("/"), DirData::default());
+        fs.st
+            .lock()
+            .dirs
+            .insert(PathBuf::from("/"), DirData::default());
         fs
     }
 
@@ -207,14 +230,20 @@ impl SimFs {
             Some(c) => c.image(tear),
             None => st.image(tear),
         };
-        SimFs { st: Arc::new(Mutex::new(img)) }
+        SimFs {
+            st: Arc::new(Mutex::new(img)),
+        }
     }
 
     /// Current contents of a file, for assertions.
     pub fn read_all(&self, p: &Path) -> io::Result<Vec<u8>> {
         let st = self.st.lock();
         match st.lookup(p) {
-            Some(Entry::File(id)) => Ok(st.files.get(&id).map(|f| f.live.clone()).unwrap_or_default()),
+            Some(Entry::File(id)) => Ok(st
+                .files
+                .get(&id)
+                .map(|f| f.live.clone())
+                .unwrap_or_default()),
             _ => Err(io::Error::from(io::ErrorKind::NotFound)),
         }
     }
@@ -224,7 +253,10 @@ impl SimFs {
         let mut st = self.st.lock();
         match st.lookup(p) {
             Some(Entry::File(id)) => {
-                let f = st.files.get_mut(&id).ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))?;
+                let f = st
+                    .files
+                    .get_mut(&id)
+                    .ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))?;
                 if pos < f.live.len() {
                     f.live[pos] ^= xor;
                 }
@@ -248,7 +280,10 @@ impl FileHandle for SimHandle {
     fn read_at(&self, buf: &mut [u8], pos: u64) -> io::Result<usize> {
         let st = self.st.lock();
         st.check()?;
-        let f = st.files.get(&self.id).ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))?;
+        let f = st
+            .files
+            .get(&self.id)
+            .ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))?;
         let pos = pos as usize;
         if pos >= f.live.len() {
             return Ok(0);
@@ -263,7 +298,10 @@ impl FileHandle for SimHandle {
         st.check()?;
         let used = st.used_bytes();
         let cap = st.capacity_bytes;
-        let f = st.files.get_mut(&self.id).ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))?;
+        let f = st
+            .files
+            .get_mut(&self.id)
+            .ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))?;
         let pos = pos as usize;
         let end = pos + buf.len();
         let growth = end.saturating_sub(f.live.len()) as u64;
@@ -298,7 +336,10 @@ impl FileHandle for SimHandle {
     fn set_len(&self, len: u64) -> io::Result<()> {
         let mut st = self.st.lock();
         st.check()?;
-        let f = st.files.get_mut(&self.id).ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))?;
+        let f = st
+            .files
+            .get_mut(&self.id)
+            .ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))?;
         f.live.resize(len as usize, 0);
         Ok(())
     }
@@ -315,7 +356,10 @@ impl Fs for SimFs {
         let st = self.st.lock();
         st.check()?;
         match st.lookup(path) {
-            Some(Entry::File(id)) => Ok(Arc::new(SimHandle { st: self.st.clone(), id })),
+            Some(Entry::File(id)) => Ok(Arc::new(SimHandle {
+                st: self.st.clone(),
+                id,
+            })),
             Some(Entry::Dir) => Err(io::Error::other("is a directory")),
             None => Err(io::Error::from(io::ErrorKind::NotFound)),
         }
@@ -326,14 +370,20 @@ impl Fs for SimFs {
         st.check()?;
         let (parent, name) = split(path)?;
         let id = st.next_id;
-        let dir = st.dirs.get_mut(&parent).ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))?;
+        let dir = st
+            .dirs
+            .get_mut(&parent)
+            .ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))?;
         if dir.live.contains_key(&name) {
             return Err(io::Error::from(io::ErrorKind::AlreadyExists));
         }
         dir.live.insert(name, Entry::File(id));
         st.next_id += 1;
         st.files.insert(id, FileData::default());
-        Ok(Arc::new(SimHandle { st: self.st.clone(), id }))
+        Ok(Arc::new(SimHandle {
+            st: self.st.clone(),
+            id,
+        }))
     }
 
     fn create_dir_all(&self, path: &Path) -> io::Result<()> {
@@ -344,7 +394,10 @@ impl Fs for SimFs {
         for c in p.components().skip(1) {
             let name = c.as_os_str().to_string_lossy().into_owned();
             let next = cur.join(&name);
-            let dir = st.dirs.get_mut(&cur).ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))?;
+            let dir = st
+                .dirs
+                .get_mut(&cur)
+                .ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))?;
             match dir.live.get(&name) {
                 Some(Entry::Dir) => {}
                 Some(Entry::File(_)) => return Err(io::Error::from(io::ErrorKind::AlreadyExists)),
@@ -361,7 +414,10 @@ impl Fs for SimFs {
     fn list(&self, dir: &Path) -> io::Result<Vec<String>> {
         let st = self.st.lock();
         st.check()?;
-        let d = st.dirs.get(&norm(dir)).ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))?;
+        let d = st
+            .dirs
+            .get(&norm(dir))
+            .ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))?;
         Ok(d.live.keys().cloned().collect())
     }
 
@@ -370,11 +426,19 @@ impl Fs for SimFs {
         st.check()?;
         let (fp, fname) = split(from)?;
         let (tp, tname) = split(to)?;
-        let e = st.dirs.get_mut(&fp).and_then(|d| d.live.remove(&fname)).ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))?;
+        let e = st
+            .dirs
+            .get_mut(&fp)
+            .and_then(|d| d.live.remove(&fname))
+            .ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))?;
         if e == Entry::Dir {
             return Err(io::Error::other("renaming directories is not simulated"));
         }
-        st.dirs.get_mut(&tp).ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))?.live.insert(tname, e);
+        st.dirs
+            .get_mut(&tp)
+            .ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))?
+            .live
+            .insert(tname, e);
         Ok(())
     }
 
@@ -393,14 +457,20 @@ impl Fs for SimFs {
         let mut st = self.st.lock();
         st.check()?;
         let (parent, name) = split(path)?;
-        st.dirs.get_mut(&parent).and_then(|d| d.live.remove(&name)).ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))?;
+        st.dirs
+            .get_mut(&parent)
+            .and_then(|d| d.live.remove(&name))
+            .ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))?;
         Ok(())
     }
 
     fn sync_dir(&self, dir: &Path) -> io::Result<()> {
         let mut st = self.st.lock();
         st.sync_point()?;
-        let d = st.dirs.get_mut(&norm(dir)).ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))?;
+        let d = st
+            .dirs
+            .get_mut(&norm(dir))
+            .ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))?;
         d.durable = d.live.clone();
         Ok(())
     }

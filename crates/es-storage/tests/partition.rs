@@ -1,0 +1,479 @@
+//! Partition behaviour on the real file system and on the simulated one:
+//! append/read, rolls, index spacing, recovery of torn and corrupt segments,
+//! many concurrent writers, and failed writes and fsyncs.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use es_storage::fs::Fs;
+use es_storage::simfs::{SimFs, Tear};
+use es_storage::{
+    FlushPolicy, Partition, PartitionConfig, RealFs, RecordBatchBuf, RecordIter, RecordMeta,
+    StorageError,
+};
+
+fn batch(values: &[Vec<u8>]) -> RecordBatchBuf {
+    let mut b = RecordBatchBuf::new();
+    for v in values {
+        b.push(
+            1_700_000_000_000,
+            Some(b"k"),
+            Some(v),
+            std::iter::empty(),
+            &RecordMeta::default(),
+        );
+    }
+    b
+}
+
+fn val(i: u64, len: usize) -> Vec<u8> {
+    let mut v = format!("value-{i}-").into_bytes();
+    v.resize(len, b'x');
+    v
+}
+
+/// Reads every visible record: (offset, value).
+fn read_all(p: &Partition) -> Vec<(u64, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut next = p.log_start_offset();
+    loop {
+        let c = p.read(next, 64 * 1024).expect("read");
+        if c.data.is_empty() {
+            break;
+        }
+        for r in RecordIter::new(&c.data) {
+            let r = r.expect("valid record");
+            assert!(r.offset >= next);
+            out.push((r.offset, r.value.expect("value").to_vec()));
+            next = r.offset + 1;
+        }
+    }
+    out
+}
+
+fn small_segments() -> PartitionConfig {
+    PartitionConfig {
+        segment_bytes: 8 * 1024,
+        ..PartitionConfig::default()
+    }
+}
+
+#[test]
+fn append_read_roll_and_reopen_on_disk() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let dir = tmp.path().join("topics/t/0");
+    let fs: Arc<dyn Fs> = Arc::new(RealFs);
+    let p = Partition::open(fs.clone(), dir.clone(), small_segments()).expect("open");
+    let mut want = Vec::new();
+    for i in 0..50u64 {
+        let vals: Vec<Vec<u8>> = (0..10).map(|j| val(i * 10 + j, 256)).collect();
+        let info = p.append(&mut batch(&vals)).expect("append");
+        assert_eq!(info.base_offset, i * 10);
+        assert_eq!(info.last_offset, i * 10 + 9);
+        p.wait_durable(info.last_offset + 1).expect("durable");
+        want.extend(
+            vals.into_iter()
+                .enumerate()
+                .map(|(j, v)| (i * 10 + j as u64, v)),
+        );
+    }
+    assert!(p.segments().len() > 10, "segments rolled at 8 KiB");
+    assert_eq!(read_all(&p), want);
+    // Reads from the middle land on the exact offset.
+    let c = p.read(137, 300).expect("read");
+    let first = RecordIter::new(&c.data)
+        .next()
+        .expect("one")
+        .expect("valid");
+    assert_eq!(first.offset, 137);
+    assert_eq!(c.high_watermark, 500);
+    // Beyond the end is out of range; at the end is empty.
+    assert!(matches!(
+        p.read(501, 10),
+        Err(StorageError::OffsetOutOfRange { .. })
+    ));
+    assert!(p.read(500, 10).expect("read").data.is_empty());
+    p.close().expect("close");
+    drop(p);
+    let (p, rep) = Partition::open_with_report(fs, dir.clone(), small_segments()).expect("reopen");
+    assert_eq!(read_all(&p), want);
+    // Sealed segments were trusted from their index, the active one scanned.
+    let scanned: Vec<bool> = rep.segments.iter().map(|s| s.scanned).collect();
+    assert!(
+        scanned[..scanned.len() - 1].iter().all(|s| !s),
+        "{scanned:?}"
+    );
+    assert_eq!(scanned.last(), Some(&true));
+    assert_eq!(p.log_end_offset(), 500);
+    // The documented layout: 20-digit names, modes private.
+    let names: Vec<String> = std::fs::read_dir(&dir)
+        .expect("ls")
+        .map(|e| e.expect("e").file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(names.contains(&"00000000000000000000.log".to_string()));
+    assert!(names.contains(&"00000000000000000000.index".to_string()));
+    use std::os::unix::fs::PermissionsExt;
+    for n in &names {
+        let m = std::fs::metadata(dir.join(n))
+            .expect("meta")
+            .permissions()
+            .mode();
+        assert_eq!(m & 0o077, 0, "{n} mode {m:o}");
+    }
+    let m = std::fs::metadata(&dir).expect("meta").permissions().mode();
+    assert_eq!(m & 0o077, 0);
+}
+
+#[test]
+fn index_entries_every_4_kib_and_lookups_scan_little() {
+    let fs = SimFs::new();
+    let dir = PathBuf::from("/d/p");
+    let p = Partition::open(
+        Arc::new(fs.clone()),
+        dir.clone(),
+        PartitionConfig::default(),
+    )
+    .expect("open");
+    for i in 0..200u64 {
+        let mut b = batch(&[val(i, 300)]);
+        let info = p.append(&mut b).expect("append");
+        p.wait_durable(info.last_offset + 1).expect("sync");
+    }
+    let idx = fs
+        .read_all(&dir.join("00000000000000000000.index"))
+        .expect("index");
+    let entries: Vec<(u64, u64)> = idx
+        .chunks_exact(16)
+        .map(|c| {
+            (
+                u64::from_be_bytes(c[..8].try_into().expect("8")),
+                u64::from_be_bytes(c[8..].try_into().expect("8")),
+            )
+        })
+        .collect();
+    assert_eq!(entries[0], (0, 0));
+    for w in entries.windows(2) {
+        assert!(
+            w[1].1 - w[0].1 >= 4096 && w[1].1 - w[0].1 < 4096 + 400,
+            "{w:?}"
+        );
+    }
+    let log = fs
+        .read_all(&dir.join("00000000000000000000.log"))
+        .expect("log");
+    assert!(entries.len() >= log.len() / 4096 - 1);
+    // Every entry points at the record with that offset.
+    for (rel, pos) in &entries {
+        let r = es_storage::record::decode(&log[*pos as usize..]).expect("record at entry");
+        assert_eq!(r.offset, *rel);
+    }
+}
+
+#[test]
+fn torn_tail_of_the_active_segment_is_cut() {
+    let fs = SimFs::new();
+    let dir = PathBuf::from("/d/p");
+    let p = Partition::open(
+        Arc::new(fs.clone()),
+        dir.clone(),
+        PartitionConfig::default(),
+    )
+    .expect("open");
+    for i in 0..20u64 {
+        let info = p.append(&mut batch(&[val(i, 100)])).expect("append");
+        p.wait_durable(info.last_offset + 1).expect("sync");
+    }
+    // Unsynced appends, then a crash that keeps a random prefix of them.
+    for i in 20..30u64 {
+        p.append(&mut batch(&[val(i, 100), val(i, 77)]))
+            .expect("append");
+    }
+    for seed in 1..40u64 {
+        let img = fs.crash_image(Tear::Prefix(seed));
+        let (q, rep) = Partition::open_with_report(
+            Arc::new(img.clone()),
+            dir.clone(),
+            PartitionConfig::default(),
+        )
+        .expect("recover");
+        let got = read_all(&q);
+        assert!(got.len() >= 20, "acknowledged records survive");
+        for (i, (o, _)) in got.iter().enumerate() {
+            assert_eq!(*o, i as u64);
+        }
+        assert_eq!(q.log_end_offset(), got.len() as u64);
+        let cut = rep.segments.last().expect("seg").truncated_bytes;
+        // Recovering again finds nothing more to do and the same records.
+        let (q2, rep2) =
+            Partition::open_with_report(Arc::new(img), dir.clone(), PartitionConfig::default())
+                .expect("recover twice");
+        assert_eq!(read_all(&q2), got);
+        assert_eq!(
+            rep2.segments.last().expect("seg").truncated_bytes,
+            0,
+            "seed {seed}: second recovery cut again (first cut {cut})"
+        );
+    }
+}
+
+#[test]
+fn corrupt_record_in_a_sealed_segment_skips_only_its_rest() {
+    let fs = SimFs::new();
+    let dir = PathBuf::from("/d/p");
+    let cfg = PartitionConfig {
+        segment_bytes: 2048,
+        ..PartitionConfig::default()
+    };
+    let p = Partition::open(Arc::new(fs.clone()), dir.clone(), cfg).expect("open");
+    for i in 0..60u64 {
+        let info = p.append(&mut batch(&[val(i, 200)])).expect("append");
+        p.wait_durable(info.last_offset + 1).expect("sync");
+    }
+    let segs = p.segments();
+    assert!(segs.len() >= 3);
+    let victim = segs[1].clone();
+    let (vbase, vend) = (victim.base_offset, victim.end_offset());
+    drop(p);
+    // Flip a byte inside the second record of the second segment.
+    let rec_len = 4 + 28 + 1 + 200;
+    fs.corrupt(&victim.log_path, rec_len + 40, 0x55)
+        .expect("corrupt");
+    let (q, rep) =
+        Partition::open_with_report(Arc::new(fs.clone()), dir.clone(), cfg).expect("recover");
+    let bad = rep
+        .segments
+        .iter()
+        .find(|s| s.base_offset == vbase)
+        .expect("victim");
+    assert_eq!(bad.corrupt_at.as_ref().map(|c| c.0), Some(rec_len as u64));
+    let got: Vec<u64> = read_all(&q).into_iter().map(|(o, _)| o).collect();
+    let want: Vec<u64> = (0..60u64).filter(|o| *o <= vbase || *o >= vend).collect();
+    assert_eq!(got, want);
+    assert_eq!(q.log_end_offset(), 60);
+    // The file was left in place, untouched.
+    assert_eq!(
+        fs.read_all(&victim.log_path).expect("still there").len() as u64,
+        victim.valid_len()
+    );
+}
+
+#[test]
+fn many_concurrent_writers_get_unique_contiguous_readable_offsets() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let fs: Arc<dyn Fs> = Arc::new(RealFs);
+    let cfg = PartitionConfig {
+        segment_bytes: 64 * 1024,
+        ..PartitionConfig::default()
+    };
+    let p = Partition::open(fs, tmp.path().join("p"), cfg).expect("open");
+    let threads = 16;
+    let per = 40;
+    let mut handles = Vec::new();
+    for t in 0..threads {
+        let p = p.clone();
+        handles.push(std::thread::spawn(move || {
+            let mut acked = Vec::new();
+            for i in 0..per {
+                let v = format!("t{t}-{i}").into_bytes();
+                let info = p
+                    .append(&mut batch(&[v.clone(), v.clone()]))
+                    .expect("append");
+                p.wait_durable(info.last_offset + 1).expect("durable");
+                assert!(p.high_watermark() > info.last_offset);
+                acked.push((info.base_offset, v));
+            }
+            acked
+        }));
+    }
+    let mut acked: Vec<(u64, Vec<u8>)> = handles
+        .into_iter()
+        .flat_map(|h| h.join().expect("join"))
+        .collect();
+    acked.sort();
+    let all = read_all(&p);
+    assert_eq!(all.len(), threads * per * 2);
+    for (i, (o, _)) in all.iter().enumerate() {
+        assert_eq!(*o, i as u64, "contiguous");
+    }
+    for (base, v) in &acked {
+        assert_eq!(&all[*base as usize].1, v);
+        assert_eq!(&all[*base as usize + 1].1, v);
+    }
+}
+
+#[test]
+fn failed_partial_write_is_cut_off_and_the_partition_keeps_working() {
+    let fs = SimFs::new();
+    let dir = PathBuf::from("/d/p");
+    let p = Partition::open(
+        Arc::new(fs.clone()),
+        dir.clone(),
+        PartitionConfig::default(),
+    )
+    .expect("open");
+    let info = p.append(&mut batch(&[val(0, 100)])).expect("append");
+    p.wait_durable(info.last_offset + 1).expect("sync");
+    let used = fs
+        .read_all(&dir.join("00000000000000000000.log"))
+        .expect("log")
+        .len() as u64;
+    fs.set_capacity(Some(used + 16 + 50)); // the index entry + half a record
+    let err = p.append(&mut batch(&[val(1, 100)])).expect_err("disk full");
+    assert!(
+        matches!(err, StorageError::Io(ref e) if e.raw_os_error() == Some(libc::ENOSPC)),
+        "{err}"
+    );
+    assert_eq!(
+        fs.read_all(&dir.join("00000000000000000000.log"))
+            .expect("log")
+            .len() as u64,
+        used,
+        "partial bytes cut off"
+    );
+    fs.set_capacity(None);
+    let info = p
+        .append(&mut batch(&[val(1, 100)]))
+        .expect("append after space returns");
+    assert_eq!(info.base_offset, 1);
+    p.wait_durable(2).expect("sync");
+    assert_eq!(read_all(&p).len(), 2);
+}
+
+#[test]
+fn failed_fsync_fences_the_partition_until_restart() {
+    let fs = SimFs::new();
+    let dir = PathBuf::from("/d/p");
+    let p = Partition::open(
+        Arc::new(fs.clone()),
+        dir.clone(),
+        PartitionConfig::default(),
+    )
+    .expect("open");
+    let info = p.append(&mut batch(&[val(0, 100)])).expect("append");
+    p.wait_durable(info.last_offset + 1).expect("sync");
+    fs.fail_sync_at(fs.sync_count() + 1);
+    let info = p.append(&mut batch(&[val(1, 100)])).expect("append");
+    assert!(matches!(
+        p.wait_durable(info.last_offset + 1),
+        Err(StorageError::Fenced(_))
+    ));
+    assert!(matches!(
+        p.append(&mut batch(&[val(2, 100)])),
+        Err(StorageError::Fenced(_))
+    ));
+    assert_eq!(p.high_watermark(), 1, "nothing unsynced becomes visible");
+    drop(p);
+    let img = fs.crash_image(Tear::None);
+    let q = Partition::open(Arc::new(img), dir, PartitionConfig::default()).expect("restart");
+    assert_eq!(read_all(&q).len(), 1);
+    let info = q
+        .append(&mut batch(&[val(1, 100)]))
+        .expect("writes again after restart");
+    assert_eq!(info.base_offset, 1);
+}
+
+#[test]
+fn flush_every_n_records_syncs_in_groups() {
+    let fs = SimFs::new();
+    let dir = PathBuf::from("/d/p");
+    let cfg = PartitionConfig {
+        flush: FlushPolicy {
+            every_records: 10,
+            interval: std::time::Duration::from_secs(3600),
+        },
+        ..PartitionConfig::default()
+    };
+    let p = Partition::open(Arc::new(fs.clone()), dir.clone(), cfg).expect("open");
+    let before = fs.sync_count();
+    for i in 0..35u64 {
+        let info = p.append(&mut batch(&[val(i, 10)])).expect("append");
+        p.wait_durable(info.last_offset + 1).expect("ok");
+        assert_eq!(p.high_watermark(), i + 1, "visible at once in this mode");
+    }
+    assert_eq!(fs.sync_count() - before, 3);
+    let img = fs.crash_image(Tear::None);
+    let q = Partition::open(Arc::new(img), dir, cfg).expect("recover");
+    assert_eq!(read_all(&q).len(), 30, "the last 5 were never synced");
+}
+
+#[test]
+fn read_honours_max_bytes_but_returns_at_least_one_record() {
+    let fs = SimFs::new();
+    let p = Partition::open(
+        Arc::new(fs),
+        Path::new("/p").to_path_buf(),
+        PartitionConfig::default(),
+    )
+    .expect("open");
+    let info = p
+        .append(&mut batch(&[val(0, 10_000), val(1, 10), val(2, 10)]))
+        .expect("append");
+    p.wait_durable(info.last_offset + 1).expect("sync");
+    let c = p.read(0, 100).expect("read");
+    let recs: Vec<_> = RecordIter::new(&c.data)
+        .collect::<Result<_, _>>()
+        .expect("valid");
+    assert_eq!(recs.len(), 1);
+    let c = p.read(1, 1 << 20).expect("read");
+    assert_eq!(RecordIter::new(&c.data).count(), 2);
+}
+
+#[test]
+fn a_removed_segment_keeps_serving_readers_holding_it() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let fs: Arc<dyn Fs> = Arc::new(RealFs);
+    let p = Partition::open(
+        fs,
+        tmp.path().join("p"),
+        PartitionConfig {
+            segment_bytes: 1024,
+            ..PartitionConfig::default()
+        },
+    )
+    .expect("open");
+    for i in 0..20u64 {
+        let info = p.append(&mut batch(&[val(i, 300)])).expect("append");
+        p.wait_durable(info.last_offset + 1).expect("sync");
+    }
+    let segs = p.segments();
+    let first = segs[0].clone();
+    std::fs::remove_file(&first.log_path).expect("unlink");
+    let mut n = 0;
+    first
+        .for_each_record(first.valid_len(), |_| {
+            n += 1;
+            true
+        })
+        .expect("still readable through the open handle");
+    assert!(n > 0);
+}
+
+#[test]
+fn timestamps_are_searchable() {
+    let fs = SimFs::new();
+    let p = Partition::open(
+        Arc::new(fs),
+        PathBuf::from("/p"),
+        PartitionConfig {
+            segment_bytes: 1024,
+            ..PartitionConfig::default()
+        },
+    )
+    .expect("open");
+    for i in 0..30i64 {
+        let mut b = RecordBatchBuf::new();
+        b.push(
+            1000 + i * 10,
+            None,
+            Some(b"v"),
+            std::iter::empty(),
+            &RecordMeta::default(),
+        );
+        let info = p.append(&mut b).expect("append");
+        p.wait_durable(info.last_offset + 1).expect("sync");
+    }
+    assert_eq!(p.offset_for_timestamp(1000).expect("ts"), Some((0, 1000)));
+    assert_eq!(p.offset_for_timestamp(1055).expect("ts"), Some((6, 1060)));
+    assert_eq!(p.offset_for_timestamp(5000).expect("ts"), None);
+    assert_eq!(p.max_timestamp().expect("max"), Some((29, 1290)));
+}
