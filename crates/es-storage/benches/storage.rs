@@ -19,14 +19,25 @@ use es_storage::{Partition, PartitionConfig, RealFs, RecordBatchBuf, RecordMeta}
 const RECORD_BYTES: usize = 256;
 
 fn secs() -> Duration {
-    Duration::from_secs_f64(std::env::var("ES_BENCH_SECS").ok().and_then(|s| s.parse().ok()).unwrap_or(2.0))
+    Duration::from_secs_f64(
+        std::env::var("ES_BENCH_SECS")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(2.0),
+    )
 }
 
 fn make_batch(n: usize) -> RecordBatchBuf {
     let v = vec![b'x'; RECORD_BYTES];
     let mut b = RecordBatchBuf::with_capacity(n * (RECORD_BYTES + 40), n);
     for _ in 0..n {
-        b.push(1_700_000_000_000, None, Some(&v), std::iter::empty(), &RecordMeta::default());
+        b.push(
+            1_700_000_000_000,
+            None,
+            Some(&v),
+            std::iter::empty(),
+            &RecordMeta::default(),
+        );
     }
     b
 }
@@ -58,7 +69,12 @@ fn run_threads(threads: usize, op: impl Fn() + Send + Sync + 'static) -> f64 {
 
 fn main() {
     // `cargo bench` passes --bench; `cargo test --benches` passes nothing useful: run either way.
-    let tmp = tempfile::Builder::new().prefix("es-storage-bench").tempdir_in(std::env::var("ES_BENCH_DIR").unwrap_or_else(|_| env!("CARGO_TARGET_TMPDIR").into())).expect("tmp");
+    let tmp = tempfile::Builder::new()
+        .prefix("es-storage-bench")
+        .tempdir_in(
+            std::env::var("ES_BENCH_DIR").unwrap_or_else(|_| env!("CARGO_TARGET_TMPDIR").into()),
+        )
+        .expect("tmp");
     let encoded = make_batch(1).bytes_len();
     println!("es-storage bench: {RECORD_BYTES}-byte values ({encoded} bytes per record on disk), {:?} per case, dir {}", secs(), tmp.path().display());
     println!();
@@ -67,7 +83,13 @@ fn main() {
     for n in [1usize, 10, 100, 1000] {
         let bytes = vec![0u8; n * encoded];
         let path = tmp.path().join(format!("raw-{n}"));
-        let f = Mutex::new(OpenOptions::new().create(true).append(true).open(&path).expect("open"));
+        let f = Mutex::new(
+            OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&path)
+                .expect("open"),
+        );
         let f = Arc::new(f);
         let len = bytes.len();
         let rate = run_threads(1, move || {
@@ -75,17 +97,26 @@ fn main() {
             f.write_all(&bytes).expect("write");
             f.sync_data().expect("fdatasync");
         });
-        println!("{:>10} {:>12.0} {:>10.1}", len, rate, rate * len as f64 / 1e6);
+        println!(
+            "{:>10} {:>12.0} {:>10.1}",
+            len,
+            rate,
+            rate * len as f64 / 1e6
+        );
         let _ = std::fs::remove_file(&path);
     }
     println!();
     println!("es-storage: append + wait_durable (fsync before ack, group commit)");
-    println!("{:>8} {:>9} {:>12} {:>12} {:>10}", "records", "appenders", "appends/s", "records/s", "MB/s");
+    println!(
+        "{:>8} {:>9} {:>12} {:>12} {:>10}",
+        "records", "appenders", "appends/s", "records/s", "MB/s"
+    );
     let mut group_16x1 = 0.0;
     for n in [1usize, 10, 100, 1000] {
         for threads in [1usize, 4, 16] {
             let dir = tmp.path().join(format!("p-{n}-{threads}"));
-            let p = Partition::open(Arc::new(RealFs), dir.clone(), PartitionConfig::default()).expect("open");
+            let p = Partition::open(Arc::new(RealFs), dir.clone(), PartitionConfig::default())
+                .expect("open");
             let template = make_batch(n);
             let rate = run_threads(threads, move || {
                 let mut b = template.clone();
@@ -95,14 +126,27 @@ fn main() {
             if n == 1 && threads == 16 {
                 group_16x1 = rate;
             }
-            println!("{:>8} {:>9} {:>12.0} {:>12.0} {:>10.1}", n, threads, rate, rate * n as f64, rate * (n * encoded) as f64 / 1e6);
+            println!(
+                "{:>8} {:>9} {:>12.0} {:>12.0} {:>10.1}",
+                n,
+                threads,
+                rate,
+                rate * n as f64,
+                rate * (n * encoded) as f64 / 1e6
+            );
             let _ = std::fs::remove_dir_all(&dir);
         }
     }
     println!();
     // Baseline: 16 appenders, each write + its own fdatasync under the lock.
     let path = tmp.path().join("alone");
-    let f = Arc::new(Mutex::new(OpenOptions::new().create(true).append(true).open(&path).expect("open")));
+    let f = Arc::new(Mutex::new(
+        OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .expect("open"),
+    ));
     let one = make_batch(1).as_bytes().to_vec();
     let alone = run_threads(16, move || {
         let mut f = f.lock().expect("lock");

@@ -8,6 +8,7 @@
 //! and thread-safe, and callers on an async runtime call it from blocking threads.
 
 pub mod batch;
+pub mod compaction;
 pub mod error;
 pub mod fs;
 pub mod meta;
@@ -22,6 +23,7 @@ pub mod partition;
 pub mod segment;
 pub mod simfs;
 
+pub use compaction::{CompactionPolicy, CompactionReport, RetentionPolicy, RetentionReport};
 pub use partition::{
     AppendInfo, FlushPolicy, Partition, PartitionConfig, ReadChunk, RecoveryReport,
 };

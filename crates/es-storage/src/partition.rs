@@ -99,15 +99,15 @@ pub struct RecoveryReport {
 /// A position in the log: exclusive end offset and the byte end within the
 /// segment that holds it.
 #[derive(Clone, Debug)]
-struct Mark {
-    offset: u64,
-    segment: Arc<Segment>,
-    pos: u64,
+pub(crate) struct Mark {
+    pub(crate) offset: u64,
+    pub(crate) segment: Arc<Segment>,
+    pub(crate) pos: u64,
 }
 
-struct CommitState {
-    written: Mark,
-    durable: Mark,
+pub(crate) struct CommitState {
+    pub(crate) written: Mark,
+    pub(crate) durable: Mark,
     syncing: bool,
     /// Set after a failed fsync or unrepairable write: no more writes.
     fenced: Option<String>,
@@ -115,7 +115,7 @@ struct CommitState {
     last_sync: Instant,
 }
 
-struct Writer {
+pub(crate) struct Writer {
     /// Roll time of the active segment.
     active_created: Instant,
 }
@@ -125,15 +125,15 @@ pub type Listener = Box<dyn Fn(u64) + Send + Sync>;
 
 /// A partition log.
 pub struct Partition {
-    fs: Arc<dyn Fs>,
-    dir: PathBuf,
-    name: String,
+    pub(crate) fs: Arc<dyn Fs>,
+    pub(crate) dir: PathBuf,
+    pub(crate) name: String,
     config: RwLock<PartitionConfig>,
-    writer: Mutex<Writer>,
-    segments: RwLock<Arc<Vec<Arc<Segment>>>>,
-    commit: Mutex<CommitState>,
+    pub(crate) writer: Mutex<Writer>,
+    pub(crate) segments: RwLock<Arc<Vec<Arc<Segment>>>>,
+    pub(crate) commit: Mutex<CommitState>,
     synced: Condvar,
-    log_start: std::sync::atomic::AtomicU64,
+    pub(crate) log_start: std::sync::atomic::AtomicU64,
     listener: RwLock<Option<Listener>>,
 }
 
@@ -166,6 +166,10 @@ impl Partition {
         config.segment_bytes = config.segment_bytes.max(SEGMENT_BYTES_MIN);
         config.flush.every_records = config.flush.every_records.max(1);
         crate::fs::create_dir_durable(&*fs, &dir)?;
+        crate::compaction::recover_swap(&*fs, &dir)?;
+        let state: crate::compaction::PartitionState =
+            crate::meta::read_json(&*fs, &dir.join(crate::compaction::STATE_FILE))?
+                .unwrap_or_default();
         let names = fs.list(&dir)?;
         let mut bases: Vec<u64> = names
             .iter()
@@ -206,7 +210,8 @@ impl Partition {
             .max()
             .unwrap_or(0)
             .max(active.base_offset);
-        let start = segs.first().map_or(0, |s| s.base_offset);
+        let first_base = segs.first().map_or(0, |s| s.base_offset);
+        let start = state.log_start_offset.unwrap_or(first_base).min(next);
         let mark = Mark {
             offset: next,
             segment: active.clone(),

@@ -126,6 +126,30 @@ impl Segment {
         }
     }
 
+    /// A segment whose files were just written whole (compaction output):
+    /// `log` / `index_file` are open handles, the paths their final names.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn from_written(
+        base_offset: u64,
+        log_path: PathBuf,
+        index_path: PathBuf,
+        log: Arc<dyn FileHandle>,
+        index_file: Arc<dyn FileHandle>,
+        valid_len: u64,
+        end_offset: u64,
+        max_ts: i64,
+        entries: Vec<IndexEntry>,
+    ) -> Segment {
+        let seg = Segment::from_parts(base_offset, log_path, index_path, log, index_file, 0);
+        seg.valid_len.store(valid_len, Ordering::Release);
+        seg.end_offset.store(end_offset, Ordering::Release);
+        seg.max_timestamp_ms.store(max_ts, Ordering::Release);
+        seg.index_bytes
+            .store((entries.len() * ENTRY_BYTES) as u64, Ordering::Release);
+        *seg.index.write() = entries;
+        seg
+    }
+
     /// Opens an existing segment and recovers it. A sealed segment is checked
     /// against its index and trusted if it passes; the active one (and any that
     /// fails) is scanned in full. Torn tails are cut only from the active segment.

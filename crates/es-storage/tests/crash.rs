@@ -72,7 +72,8 @@ fn workload(fs: &SimFs, dir: &Path, records: u64) -> u64 {
 }
 
 fn recover(fs: &SimFs, dir: &Path) -> Vec<(u64, Vec<u8>)> {
-    let p = Partition::open(Arc::new(fs.clone()), dir.to_path_buf(), cfg()).expect("recovery succeeds");
+    let p =
+        Partition::open(Arc::new(fs.clone()), dir.to_path_buf(), cfg()).expect("recovery succeeds");
     let mut out = Vec::new();
     let mut off = p.log_start_offset();
     loop {

@@ -1,0 +1,656 @@
+//! Retention, compaction, DeleteRecords and the safe replacement of segments.
+//!
+//! Retention deletes the oldest sealed segments (by age, by size, or wholly
+//! below the log start offset), copying each to cold storage first when asked.
+//! Compaction keeps the newest record of each key (and every record without
+//! a key) across the sealed segments, at its original offset, in two
+//! streaming passes: the first remembers each key's newest offset, the second
+//! copies the survivors into new segments. The active segment is never
+//! touched by either.
+//!
+//! Compaction replaces segments in four steps, as the storage document says:
+//! 1. write the result to `*.cleaned` files and fsync them;
+//! 2. under the partition's write lock, check the sealed segments are exactly
+//!    the ones that were read (else cancel);
+//! 3. write `compaction.marker` (the plan) atomically;
+//! 4. rename the results into place, delete the replaced segments, fsync the
+//!    directory, remove the marker, publish the new segment list.
+//!
+//! [`recover_swap`] runs at every open: with a marker it finishes the plan,
+//! without one it deletes stray `*.cleaned` files, so the new segments and
+//! the ones they replace never coexist.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Result, StorageError};
+use crate::fs::Fs;
+use crate::index::{IndexEntry, IndexPolicy};
+use crate::meta;
+use crate::partition::Partition;
+use crate::record::RecordView;
+use crate::segment::{self, Segment, INDEX_SUFFIX, LOG_SUFFIX};
+
+/// Per-partition state kept beside the segments, replaced atomically.
+pub const STATE_FILE: &str = "partition.json";
+/// The plan of a segment swap in progress.
+pub const MARKER_FILE: &str = "compaction.marker";
+/// Suffix of compaction output before the swap.
+pub const CLEANED_SUFFIX: &str = ".cleaned";
+
+/// Durable partition state besides the segments.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct PartitionState {
+    /// Moved by DeleteRecords and retention; absent = first segment's base.
+    #[serde(default)]
+    pub log_start_offset: Option<u64>,
+    /// Offset up to which the log has been compacted.
+    #[serde(default)]
+    pub cleaned_up_to: Option<u64>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct SwapPlan {
+    replace: Vec<u64>,
+    with: Vec<u64>,
+}
+
+fn seg_path(dir: &Path, base: u64, suffix: &str) -> PathBuf {
+    dir.join(format!("{}{suffix}", segment::file_stem(base)))
+}
+
+fn cleaned_path(dir: &Path, base: u64, suffix: &str) -> PathBuf {
+    dir.join(format!(
+        "{}{suffix}{CLEANED_SUFFIX}",
+        segment::file_stem(base)
+    ))
+}
+
+/// Finishes or rolls back a segment swap interrupted by a crash.
+pub fn recover_swap(fs: &dyn Fs, dir: &Path) -> Result<()> {
+    let marker = dir.join(MARKER_FILE);
+    if fs.exists(&marker) {
+        let plan: SwapPlan = meta::read_json(fs, &marker)?
+            .ok_or_else(|| StorageError::Invalid("marker vanished".into()))?;
+        tracing::warn!(dir = %dir.display(), replace = ?plan.replace, with = ?plan.with, "finishing an interrupted segment swap");
+        finish_swap(fs, dir, &plan)?;
+    }
+    let mut removed = false;
+    for name in fs.list(dir)? {
+        if name.ends_with(CLEANED_SUFFIX) {
+            fs.remove_file(&dir.join(&name))?;
+            removed = true;
+        }
+    }
+    meta::remove_temp_files(fs, dir)?;
+    if removed {
+        fs.sync_dir(dir)?;
+    }
+    Ok(())
+}
+
+/// Step 4 of a swap (also run by recovery): idempotent.
+fn finish_swap(fs: &dyn Fs, dir: &Path, plan: &SwapPlan) -> Result<()> {
+    for &b in &plan.with {
+        for suffix in [LOG_SUFFIX, INDEX_SUFFIX] {
+            let c = cleaned_path(dir, b, suffix);
+            if fs.exists(&c) {
+                fs.rename(&c, &seg_path(dir, b, suffix))?;
+            }
+        }
+    }
+    fs.sync_dir(dir)?;
+    for &b in &plan.replace {
+        if plan.with.contains(&b) {
+            continue;
+        }
+        for suffix in [LOG_SUFFIX, INDEX_SUFFIX] {
+            let p = seg_path(dir, b, suffix);
+            if fs.exists(&p) {
+                fs.remove_file(&p)?;
+            }
+        }
+    }
+    fs.sync_dir(dir)?;
+    fs.remove_file(&dir.join(MARKER_FILE))?;
+    fs.sync_dir(dir)?;
+    Ok(())
+}
+
+/// Retention settings of a partition (Kafka's topic configs).
+#[derive(Clone, Debug, Default)]
+pub struct RetentionPolicy {
+    /// `retention.ms`; `None` (Kafka's -1) = keep forever.
+    pub retention_ms: Option<i64>,
+    /// `retention.bytes`; `None` (Kafka's -1) = no size limit.
+    pub retention_bytes: Option<u64>,
+    /// With `--cold-storage-dir`: the directory this partition's segments are
+    /// copied to (and fsynced) before they are deleted.
+    pub cold_dir: Option<PathBuf>,
+}
+
+/// What a retention pass did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RetentionReport {
+    pub deleted_segments: Vec<u64>,
+    pub deleted_bytes: u64,
+    pub log_start_offset: u64,
+    /// A cold copy failed; the segment stays and is retried next pass.
+    pub cold_copy_failed: bool,
+}
+
+/// Compaction settings (Kafka's topic configs).
+#[derive(Clone, Debug)]
+pub struct CompactionPolicy {
+    /// `delete.retention.ms`: how long a tombstone is kept.
+    pub delete_retention_ms: i64,
+    /// `min.cleanable.dirty.ratio`.
+    pub min_cleanable_dirty_ratio: f64,
+    /// Records at or above this offset are not compacted (the last stable
+    /// offset: open transactions are never cleaned).
+    pub stable_offset: u64,
+    /// Classifies a control record: `Some(true)` aborts its producer's open
+    /// transaction, `Some(false)` commits it, `None` is neither.
+    pub control_kind: fn(&RecordView<'_>) -> Option<bool>,
+}
+
+impl Default for CompactionPolicy {
+    fn default() -> Self {
+        CompactionPolicy {
+            delete_retention_ms: 24 * 3600 * 1000,
+            min_cleanable_dirty_ratio: 0.5,
+            stable_offset: u64::MAX,
+            control_kind: |_| None,
+        }
+    }
+}
+
+/// What a compaction pass did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CompactionReport {
+    /// Why nothing was rewritten, if nothing was.
+    pub skipped: Option<&'static str>,
+    pub records_read: u64,
+    pub records_dropped: u64,
+    pub segments_replaced: usize,
+    pub segments_written: usize,
+}
+
+impl Partition {
+    fn load_state(&self) -> Result<PartitionState> {
+        Ok(meta::read_json(&*self.fs, &self.dir.join(STATE_FILE))?.unwrap_or_default())
+    }
+
+    fn store_state(&self, st: &PartitionState) -> Result<()> {
+        meta::write_json(&*self.fs, &self.dir.join(STATE_FILE), st)
+    }
+
+    /// Kafka's DeleteRecords: moves the log start offset to `offset`
+    /// durably. Returns the new low watermark.
+    pub fn delete_records_before(&self, offset: u64) -> Result<u64> {
+        let _w = self.writer.lock();
+        let hw = self.high_watermark();
+        let start = self.log_start_offset();
+        if offset > hw {
+            return Err(StorageError::OffsetOutOfRange {
+                offset,
+                log_start: start,
+                log_end: hw,
+            });
+        }
+        if offset <= start {
+            return Ok(start);
+        }
+        let mut st = self.load_state()?;
+        st.log_start_offset = Some(offset);
+        self.store_state(&st)?;
+        self.log_start.store(offset, Ordering::Release);
+        tracing::info!(partition = %self.name, log_start_offset = offset, "records deleted");
+        Ok(offset)
+    }
+
+    /// One retention pass: deletes the oldest sealed segments that are wholly
+    /// below the log start offset, older than `retention_ms`, or over
+    /// `retention_bytes`. The active segment is never deleted.
+    pub fn enforce_retention(
+        &self,
+        policy: &RetentionPolicy,
+        now_ms: i64,
+    ) -> Result<RetentionReport> {
+        let segs = self.segments();
+        let log_start = self.log_start_offset();
+        let total: u64 = segs.iter().map(|s| s.valid_len()).sum();
+        let mut excess = policy.retention_bytes.map(|b| total.saturating_sub(b));
+        let mut doomed: Vec<Arc<Segment>> = Vec::new();
+        for (i, seg) in segs.iter().enumerate().take(segs.len().saturating_sub(1)) {
+            let next_base = segs[i + 1].base_offset;
+            let below_start = next_base <= log_start;
+            let too_old = match policy.retention_ms {
+                Some(ms) => seg
+                    .max_timestamp_ms()?
+                    .is_none_or(|m| m < now_ms.saturating_sub(ms)),
+                None => false,
+            };
+            let too_big = match excess {
+                Some(x) => x >= seg.valid_len() && x > 0,
+                None => false,
+            };
+            if !(below_start || too_old || too_big) {
+                break;
+            }
+            if let Some(x) = excess.as_mut() {
+                *x = x.saturating_sub(seg.valid_len());
+            }
+            doomed.push(seg.clone());
+        }
+        let mut report = RetentionReport {
+            log_start_offset: log_start,
+            ..RetentionReport::default()
+        };
+        if doomed.is_empty() {
+            return Ok(report);
+        }
+        // Cold copies first, outside the write lock; a failure keeps that
+        // segment and everything after it.
+        if let Some(cold) = &policy.cold_dir {
+            let mut ok = 0;
+            for seg in &doomed {
+                match self.copy_cold(seg, cold) {
+                    Ok(()) => ok += 1,
+                    Err(e) => {
+                        tracing::warn!(partition = %self.name, segment = seg.base_offset, error = %e, "cold copy failed; segment kept, retried next pass");
+                        report.cold_copy_failed = true;
+                        break;
+                    }
+                }
+            }
+            doomed.truncate(ok);
+            if doomed.is_empty() {
+                return Ok(report);
+            }
+        }
+        let _w = self.writer.lock();
+        let now = self.segments();
+        if now.len() <= doomed.len()
+            || !doomed
+                .iter()
+                .zip(now.iter())
+                .all(|(a, b)| Arc::ptr_eq(a, b))
+        {
+            return Ok(report); // the list changed (compaction); next pass
+        }
+        let remaining: Vec<Arc<Segment>> = now[doomed.len()..].to_vec();
+        let new_start = remaining[0].base_offset.max(self.log_start_offset());
+        let mut st = self.load_state()?;
+        st.log_start_offset = Some(new_start);
+        self.store_state(&st)?;
+        self.log_start.store(new_start, Ordering::Release);
+        *self.segments.write() = Arc::new(remaining);
+        for seg in &doomed {
+            self.fs.remove_file(&seg.log_path)?;
+            self.fs.remove_file(&seg.index_path)?;
+            report.deleted_segments.push(seg.base_offset);
+            report.deleted_bytes += seg.valid_len();
+        }
+        self.fs.sync_dir(&self.dir)?;
+        report.log_start_offset = new_start;
+        tracing::info!(partition = %self.name, segments = ?report.deleted_segments, bytes = report.deleted_bytes, log_start_offset = new_start, "retention deleted segments");
+        Ok(report)
+    }
+
+    fn copy_cold(&self, seg: &Segment, cold: &Path) -> Result<()> {
+        crate::fs::create_dir_durable(&*self.fs, cold)?;
+        for (src, path) in [
+            (&seg.log, &seg.log_path),
+            (&seg.index_file, &seg.index_path),
+        ] {
+            let name = path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let dst = cold.join(&name);
+            if self.fs.exists(&dst) {
+                self.fs.remove_file(&dst)?;
+            }
+            let out = self.fs.create_new(&dst)?;
+            let len = src.len()?;
+            let mut pos = 0u64;
+            let mut buf = vec![0u8; segment::SCAN_WINDOW_BYTES];
+            while pos < len {
+                let n = ((len - pos) as usize).min(buf.len());
+                segment::read_exact_at(&**src, &mut buf[..n], pos)?;
+                out.write_all_at(&buf[..n], pos)?;
+                pos += n as u64;
+            }
+            out.sync_data()?;
+        }
+        self.fs.sync_dir(cold)?;
+        Ok(())
+    }
+
+    /// One compaction pass over the sealed segments below the stable offset.
+    pub fn compact(&self, policy: &CompactionPolicy, now_ms: i64) -> Result<CompactionReport> {
+        let mut report = CompactionReport::default();
+        let all = self.segments();
+        let sealed: Vec<Arc<Segment>> = all[..all.len().saturating_sub(1)]
+            .iter()
+            .filter(|s| s.end_offset() <= policy.stable_offset)
+            .cloned()
+            .collect();
+        // Only a prefix of the sealed segments: stop at the first one not below the stable offset.
+        let sealed: Vec<Arc<Segment>> = sealed
+            .iter()
+            .zip(all.iter())
+            .take_while(|(a, b)| Arc::ptr_eq(a, b))
+            .map(|(a, _)| a.clone())
+            .collect();
+        if sealed.is_empty() {
+            report.skipped = Some("no sealed segments");
+            return Ok(report);
+        }
+        let mut st = self.load_state()?;
+        let total: u64 = sealed.iter().map(|s| s.valid_len()).sum();
+        let cleaned_to = st.cleaned_up_to.unwrap_or(0);
+        let dirty: u64 = sealed
+            .iter()
+            .filter(|s| s.base_offset >= cleaned_to)
+            .map(|s| s.valid_len())
+            .sum();
+        if total == 0 || (dirty as f64 / total as f64) < policy.min_cleanable_dirty_ratio {
+            report.skipped = Some("dirty ratio below min.cleanable.dirty.ratio");
+            return Ok(report);
+        }
+        // An unreadable tail (found at recovery) aborts: compaction would lose it.
+        for s in &sealed {
+            if s.log.len()? != s.valid_len() {
+                return Err(s.corrupt(s.valid_len(), "unreadable record; compaction aborted"));
+            }
+        }
+        let log_start = self.log_start_offset();
+        // Pass 1: aborted transactions, then each key's newest offset.
+        let mut open_txn: HashMap<i64, u64> = HashMap::new();
+        let mut aborted: HashMap<i64, Vec<(u64, u64)>> = HashMap::new();
+        let mut any_txn = false;
+        for s in &sealed {
+            s.for_each_record(s.valid_len(), |r| {
+                if let Some(p) = r.meta.producer {
+                    if r.meta.control {
+                        let start = open_txn.remove(&p.producer_id);
+                        if let (Some(start), Some(true)) = (start, (policy.control_kind)(r)) {
+                            aborted
+                                .entry(p.producer_id)
+                                .or_default()
+                                .push((start, r.offset));
+                        }
+                    } else if r.meta.transactional {
+                        any_txn = true;
+                        open_txn.entry(p.producer_id).or_insert(r.offset);
+                    }
+                }
+                true
+            })?;
+        }
+        let is_aborted = |r: &RecordView<'_>| -> bool {
+            match r.meta.producer {
+                Some(p) if r.meta.transactional && !r.meta.control => aborted
+                    .get(&p.producer_id)
+                    .is_some_and(|v| v.iter().any(|&(a, b)| a <= r.offset && r.offset < b)),
+                _ => false,
+            }
+        };
+        let is_open = |r: &RecordView<'_>| -> bool {
+            match r.meta.producer {
+                Some(p) if r.meta.transactional && !r.meta.control => {
+                    open_txn.get(&p.producer_id).is_some_and(|&s| r.offset >= s)
+                }
+                _ => false,
+            }
+        };
+        let _ = any_txn;
+        let mut newest: HashMap<Vec<u8>, u64> = HashMap::new();
+        for s in &sealed {
+            s.for_each_record(s.valid_len(), |r| {
+                report.records_read += 1;
+                if let Some(k) = r.key {
+                    if !r.meta.control && !is_aborted(r) && !is_open(r) {
+                        match newest.get_mut(k) {
+                            Some(o) => *o = r.offset,
+                            None => {
+                                newest.insert(k.to_vec(), r.offset);
+                            }
+                        }
+                    }
+                }
+                true
+            })?;
+        }
+        let survives = |r: &RecordView<'_>| -> bool {
+            if r.offset < log_start {
+                return false;
+            }
+            if r.meta.control {
+                return true;
+            }
+            if is_aborted(r) {
+                return false;
+            }
+            if is_open(r) {
+                return true;
+            }
+            match r.key {
+                None => true,
+                Some(k) => {
+                    if newest.get(k) != Some(&r.offset) {
+                        return false;
+                    }
+                    // A tombstone is itself dropped after delete.retention.ms.
+                    !(r.value.is_none()
+                        && now_ms.saturating_sub(r.timestamp_ms) > policy.delete_retention_ms)
+                }
+            }
+        };
+        let mut drops = 0u64;
+        for s in &sealed {
+            s.for_each_record(s.valid_len(), |r| {
+                if !survives(r) {
+                    drops += 1;
+                }
+                true
+            })?;
+        }
+        let new_cleaned = sealed.last().map_or(0, |s| s.end_offset());
+        if drops == 0 {
+            report.skipped = Some("nothing to drop");
+            st.cleaned_up_to = Some(new_cleaned);
+            self.store_state(&st)?;
+            return Ok(report);
+        }
+        report.records_dropped = drops;
+        // Pass 2: copy the survivors into new segments (step 1).
+        let outputs = match self.write_survivors(&sealed, &survives) {
+            Ok(o) => o,
+            Err(e) => {
+                let _ = recover_swap(&*self.fs, &self.dir);
+                return Err(e);
+            }
+        };
+        // Step 2: under the write lock, nothing moved.
+        let w = self.writer.lock();
+        let now = self.segments();
+        let unchanged = now.len() == all.len()
+            && now.iter().zip(all.iter()).all(|(a, b)| Arc::ptr_eq(a, b))
+            && self.log_start_offset() == log_start;
+        if !unchanged {
+            drop(w);
+            for o in &outputs {
+                let _ = self
+                    .fs
+                    .remove_file(&cleaned_path(&self.dir, o.base_offset, LOG_SUFFIX));
+                let _ = self
+                    .fs
+                    .remove_file(&cleaned_path(&self.dir, o.base_offset, INDEX_SUFFIX));
+            }
+            report.skipped = Some("segments changed during the pass; swap cancelled");
+            report.records_dropped = 0;
+            return Ok(report);
+        }
+        // Step 3: the plan, durable.
+        let plan = SwapPlan {
+            replace: sealed.iter().map(|s| s.base_offset).collect(),
+            with: outputs.iter().map(|o| o.base_offset).collect(),
+        };
+        meta::write_json(&*self.fs, &self.dir.join(MARKER_FILE), &plan)?;
+        // Step 4: swap, delete, fsync, publish.
+        finish_swap(&*self.fs, &self.dir, &plan)?;
+        let mut list: Vec<Arc<Segment>> = outputs.into_iter().map(Arc::new).collect();
+        list.extend(now[sealed.len()..].iter().cloned());
+        report.segments_replaced = sealed.len();
+        report.segments_written = list.len() - (now.len() - sealed.len());
+        *self.segments.write() = Arc::new(list);
+        drop(w);
+        st.cleaned_up_to = Some(new_cleaned);
+        self.store_state(&st)?;
+        tracing::info!(partition = %self.name, read = report.records_read, dropped = report.records_dropped, replaced = report.segments_replaced, written = report.segments_written, "compacted");
+        Ok(report)
+    }
+
+    /// Writes surviving records of `sealed` to `*.cleaned` files, rolling at
+    /// `segment_bytes`; fsyncs them. Returns the new segments (final names).
+    fn write_survivors(
+        &self,
+        sealed: &[Arc<Segment>],
+        survives: &dyn Fn(&RecordView<'_>) -> bool,
+    ) -> Result<Vec<Segment>> {
+        let cfg = self.config();
+        let policy = IndexPolicy {
+            interval_bytes: cfg.index_interval_bytes,
+        };
+        let mut outs: Vec<Segment> = Vec::new();
+        struct Cur {
+            base: u64,
+            log: Arc<dyn crate::fs::FileHandle>,
+            index: Arc<dyn crate::fs::FileHandle>,
+            buf: Vec<u8>,
+            written: u64,
+            entries: Vec<IndexEntry>,
+            end: u64,
+            max_ts: i64,
+        }
+        let finish = |c: Cur, outs: &mut Vec<Segment>, fs: &dyn Fs, dir: &Path| -> Result<()> {
+            c.log.write_all_at(&c.buf, c.written)?;
+            let len = c.written + c.buf.len() as u64;
+            let mut ib = Vec::new();
+            for e in &c.entries {
+                e.encode(&mut ib);
+            }
+            c.index.write_all_at(&ib, 0)?;
+            c.log.sync_data()?;
+            c.index.sync_data()?;
+            let _ = fs;
+            outs.push(Segment::from_written(
+                c.base,
+                seg_path(dir, c.base, LOG_SUFFIX),
+                seg_path(dir, c.base, INDEX_SUFFIX),
+                c.log,
+                c.index,
+                len,
+                c.end,
+                c.max_ts,
+                c.entries,
+            ));
+            Ok(())
+        };
+        let mut cur: Option<Cur> = None;
+        let mut err: Option<StorageError> = None;
+        for s in sealed {
+            s.for_each_record(s.valid_len(), |r| {
+                if !survives(r) {
+                    return true;
+                }
+                let raw_len = r.encoded_len as u64;
+                let need_new = match &cur {
+                    None => true,
+                    Some(c) => {
+                        c.written + c.buf.len() as u64 + raw_len > cfg.segment_bytes
+                            && c.written + c.buf.len() as u64 > 0
+                    }
+                };
+                if need_new {
+                    if let Some(c) = cur.take() {
+                        if let Err(e) = finish(c, &mut outs, &*self.fs, &self.dir) {
+                            err = Some(e);
+                            return false;
+                        }
+                    }
+                    let mk = || -> Result<Cur> {
+                        let log = self
+                            .fs
+                            .create_new(&cleaned_path(&self.dir, r.offset, LOG_SUFFIX))?;
+                        let index =
+                            self.fs
+                                .create_new(&cleaned_path(&self.dir, r.offset, INDEX_SUFFIX))?;
+                        Ok(Cur {
+                            base: r.offset,
+                            log,
+                            index,
+                            buf: Vec::new(),
+                            written: 0,
+                            entries: Vec::new(),
+                            end: r.offset,
+                            max_ts: i64::MIN,
+                        })
+                    };
+                    match mk() {
+                        Ok(c) => cur = Some(c),
+                        Err(e) => {
+                            err = Some(e);
+                            return false;
+                        }
+                    }
+                }
+                let Some(c) = cur.as_mut() else { return false };
+                let at = c.written + c.buf.len() as u64;
+                if policy.wants_entry(c.entries.last().copied(), at) {
+                    c.entries.push(IndexEntry {
+                        relative_offset: r.offset - c.base,
+                        position: at,
+                    });
+                }
+                // Re-encode from the view: the same bytes, CRC included.
+                let start = c.buf.len();
+                crate::record::encode(
+                    &mut c.buf,
+                    r.offset,
+                    r.timestamp_ms,
+                    r.key,
+                    r.value,
+                    r.headers(),
+                    &r.meta,
+                );
+                debug_assert_eq!(c.buf.len() - start, r.encoded_len);
+                c.end = r.offset + 1;
+                c.max_ts = c.max_ts.max(r.timestamp_ms);
+                if c.buf.len() >= segment::SCAN_WINDOW_BYTES {
+                    if let Err(e) = c.log.write_all_at(&c.buf, c.written) {
+                        err = Some(e.into());
+                        return false;
+                    }
+                    c.written += c.buf.len() as u64;
+                    c.buf.clear();
+                }
+                true
+            })?;
+            if let Some(e) = err.take() {
+                return Err(e);
+            }
+        }
+        if let Some(c) = cur.take() {
+            finish(c, &mut outs, &*self.fs, &self.dir)?;
+        }
+        Ok(outs)
+    }
+}

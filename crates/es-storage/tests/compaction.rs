@@ -1,0 +1,456 @@
+//! Retention, compaction and DeleteRecords: compaction against a model under
+//! random workloads with tombstones, a crash at every sync point of the swap,
+//! retention by size and age with cold copies, and a durable log start offset.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use es_storage::simfs::{SimFs, Tear};
+use es_storage::{
+    CompactionPolicy, Partition, PartitionConfig, RecordBatchBuf, RecordIter, RecordMeta,
+    RetentionPolicy, StorageError,
+};
+use proptest::prelude::*;
+
+type Rec = (u64, Option<Vec<u8>>, Option<Vec<u8>>, i64);
+
+fn cfg() -> PartitionConfig {
+    PartitionConfig {
+        segment_bytes: 1024,
+        ..PartitionConfig::default()
+    }
+}
+
+fn read_all(p: &Partition) -> Vec<Rec> {
+    let mut out = Vec::new();
+    let mut off = p.log_start_offset();
+    loop {
+        let c = p.read(off, 1 << 20).expect("read");
+        if c.data.is_empty() {
+            break;
+        }
+        for r in RecordIter::new(&c.data) {
+            let r = r.expect("valid");
+            out.push((
+                r.offset,
+                r.key.map(<[u8]>::to_vec),
+                r.value.map(<[u8]>::to_vec),
+                r.timestamp_ms,
+            ));
+            off = r.offset + 1;
+        }
+    }
+    out
+}
+
+/// Writes (key, value) records one append each; None key = keyless, None value = tombstone.
+fn fill(p: &Partition, recs: &[(Option<u8>, Option<u16>)], ts: i64) {
+    for (k, v) in recs {
+        let key = k.map(|k| format!("key-{k}").into_bytes());
+        let val = v.map(|v| format!("value-{v}-{}", "p".repeat((v % 50) as usize)).into_bytes());
+        let mut b = RecordBatchBuf::new();
+        b.push(
+            ts,
+            key.as_deref(),
+            val.as_deref(),
+            std::iter::empty(),
+            &RecordMeta::default(),
+        );
+        let info = p.append(&mut b).expect("append");
+        p.wait_durable(info.last_offset + 1).expect("durable");
+    }
+}
+
+/// Newest value per key, folding records in offset order.
+fn fold(recs: &[Rec]) -> BTreeMap<Vec<u8>, Option<Vec<u8>>> {
+    let mut m = BTreeMap::new();
+    for (_, k, v, _) in recs {
+        if let Some(k) = k {
+            m.insert(k.clone(), v.clone());
+        }
+    }
+    m
+}
+
+fn policy(delete_retention_ms: i64) -> CompactionPolicy {
+    CompactionPolicy {
+        delete_retention_ms,
+        min_cleanable_dirty_ratio: 0.0,
+        ..CompactionPolicy::default()
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+    #[test]
+    fn compaction_matches_the_model(recs in proptest::collection::vec((proptest::option::weighted(0.9, 0u8..12), proptest::option::weighted(0.85, any::<u16>())), 1..250), drop_tombstones in any::<bool>()) {
+        let fs = SimFs::new();
+        let dir = PathBuf::from("/p");
+        let p = Partition::open(Arc::new(fs.clone()), dir.clone(), cfg()).expect("open");
+        fill(&p, &recs, 1_000);
+        let before = read_all(&p);
+        let active_base = p.segments().last().expect("active").base_offset;
+        let now = if drop_tombstones { 1_000_000 } else { 1_000 };
+        p.compact(&policy(1000), now).expect("compact");
+        let after = read_all(&p);
+        // The model: in the sealed part, keyless records and each key's newest
+        // record survive (tombstones too, unless expired); the active segment is untouched.
+        let mut newest = BTreeMap::new();
+        for (o, k, _, _) in before.iter().filter(|r| r.0 < active_base) {
+            if let Some(k) = k { newest.insert(k.clone(), *o); }
+        }
+        let want: Vec<Rec> = before.iter().filter(|(o, k, v, _)| {
+            if *o >= active_base { return true; }
+            match k {
+                None => true,
+                Some(k) => newest.get(k) == Some(o) && !(v.is_none() && drop_tombstones),
+            }
+        }).cloned().collect();
+        prop_assert_eq!(&after, &want);
+        // Reading the compacted log gives the same newest value per key (dropped tombstones aside).
+        let mut f_before = fold(&before);
+        let mut f_after = fold(&after);
+        f_before.retain(|_, v| v.is_some());
+        f_after.retain(|_, v| v.is_some());
+        prop_assert_eq!(f_before, f_after);
+        // And it survives a reopen, passing recovery's checks.
+        drop(p);
+        let q = Partition::open(Arc::new(fs.crash_image(Tear::None)), dir, cfg()).expect("reopen");
+        prop_assert_eq!(read_all(&q), want);
+    }
+}
+
+fn workload() -> Vec<(Option<u8>, Option<u16>)> {
+    (0..120u16)
+        .map(|i| {
+            (
+                Some((i % 9) as u8),
+                if i % 17 == 0 { None } else { Some(i) },
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn crash_at_every_sync_point_of_a_swap() {
+    let dir = PathBuf::from("/data/topics/t/0");
+    let setup = || {
+        let fs = SimFs::new();
+        let p = Partition::open(Arc::new(fs.clone()), dir.clone(), cfg()).expect("open");
+        fill(&p, &workload(), 1_000);
+        (fs, p)
+    };
+    let (fs0, p0) = setup();
+    let original = read_all(&p0);
+    let s0 = fs0.sync_count();
+    let rep = p0.compact(&policy(1000), 1_000).expect("compact");
+    assert!(
+        rep.records_dropped > 0 && rep.segments_replaced > 1,
+        "{rep:?}"
+    );
+    let compacted = read_all(&p0);
+    let syncs = fs0.sync_count() - s0;
+    assert!(syncs >= 5, "{syncs} sync points");
+    for k in 1..=syncs {
+        for tear in [Tear::None, Tear::Prefix(k)] {
+            let (fs, p) = setup();
+            fs.crash_at_sync(s0 + k);
+            assert!(
+                p.compact(&policy(1000), 1_000).is_err(),
+                "k={k}: the crash interrupts the pass"
+            );
+            let img = fs.crash_image(tear);
+            let q = Partition::open(Arc::new(img.clone()), dir.clone(), cfg()).expect("recover");
+            let got = read_all(&q);
+            assert!(
+                got == original || got == compacted,
+                "k={k} {tear:?}: a mix of old and new segments ({} records)",
+                got.len()
+            );
+            let names = img.clone();
+            drop(q);
+            let q2 = Partition::open(Arc::new(names), dir.clone(), cfg()).expect("recover twice");
+            assert_eq!(
+                read_all(&q2),
+                got,
+                "k={k}: recovering twice gives the same state"
+            );
+            // No marker or cleaned files are left behind.
+            let left: Vec<String> = es_storage::fs::Fs::list(&img, &dir)
+                .expect("ls")
+                .into_iter()
+                .filter(|n| n.ends_with(".cleaned") || n == "compaction.marker")
+                .collect();
+            assert!(left.is_empty(), "k={k}: {left:?}");
+        }
+    }
+}
+
+#[test]
+fn a_pass_that_drops_nothing_is_skipped_and_dirty_ratio_is_honoured() {
+    let fs = SimFs::new();
+    let p = Partition::open(Arc::new(fs.clone()), PathBuf::from("/p"), cfg()).expect("open");
+    let unique: Vec<(Option<u8>, Option<u16>)> = (0..40u16).map(|i| (None, Some(i))).collect();
+    fill(&p, &unique, 1);
+    let rep = p.compact(&policy(1000), 1).expect("compact");
+    assert_eq!(rep.skipped, Some("nothing to drop"));
+    // Everything is clean now: with a ratio of 0.5 the next pass is skipped.
+    let rep = p
+        .compact(
+            &CompactionPolicy {
+                min_cleanable_dirty_ratio: 0.5,
+                ..policy(1000)
+            },
+            1,
+        )
+        .expect("compact");
+    assert_eq!(
+        rep.skipped,
+        Some("dirty ratio below min.cleanable.dirty.ratio")
+    );
+}
+
+#[test]
+fn fetch_from_a_compacted_offset_returns_the_next_survivor() {
+    let fs = SimFs::new();
+    let p = Partition::open(Arc::new(fs), PathBuf::from("/p"), cfg()).expect("open");
+    fill(&p, &workload(), 1_000);
+    p.compact(&policy(1000), 1_000).expect("compact");
+    let after = read_all(&p);
+    // The keys cycle, so the survivors of the sealed part are its last few
+    // records: everything from 0 up to the first survivor was compacted away.
+    let first_survivor = after[0].0;
+    assert!(first_survivor > 0);
+    assert_eq!(p.log_start_offset(), 0);
+    for asked in [0, first_survivor / 2, first_survivor] {
+        let c = p.read(asked, 1 << 20).expect("read a compacted offset");
+        let first = RecordIter::new(&c.data)
+            .next()
+            .expect("record")
+            .expect("valid");
+        assert_eq!(first.offset, first_survivor);
+    }
+}
+
+#[test]
+fn unreadable_record_aborts_compaction() {
+    let fs = SimFs::new();
+    let dir = PathBuf::from("/p");
+    let p = Partition::open(Arc::new(fs.clone()), dir.clone(), cfg()).expect("open");
+    fill(&p, &workload(), 1_000);
+    let victim = p.segments()[1].log_path.clone();
+    drop(p);
+    fs.corrupt(&victim, 60, 0xff).expect("corrupt");
+    let p = Partition::open(Arc::new(fs.clone()), dir, cfg()).expect("open");
+    let before = read_all(&p);
+    assert!(matches!(
+        p.compact(&policy(1000), 1_000),
+        Err(StorageError::Corrupt { .. })
+    ));
+    assert_eq!(read_all(&p), before);
+}
+
+fn dir_names(fs: &SimFs, d: &Path) -> Vec<String> {
+    es_storage::fs::Fs::list(fs, d).unwrap_or_default()
+}
+
+#[test]
+fn retention_by_size_and_age_with_cold_copies() {
+    let fs = SimFs::new();
+    let dir = PathBuf::from("/data/topics/t/0");
+    let cold = PathBuf::from("/cold/t/0");
+    let p = Partition::open(Arc::new(fs.clone()), dir.clone(), cfg()).expect("open");
+    let recs: Vec<(Option<u8>, Option<u16>)> = (0..100u16).map(|i| (None, Some(i))).collect();
+    fill(&p, &recs[..50], 1_000);
+    fill(&p, &recs[50..], 5_000);
+    let size = p.size_bytes();
+    let nsegs = p.segments().len();
+    // By size: the oldest sealed segments go until under the limit.
+    let rep = p
+        .enforce_retention(
+            &RetentionPolicy {
+                retention_bytes: Some(size / 2),
+                cold_dir: Some(cold.clone()),
+                ..RetentionPolicy::default()
+            },
+            10_000,
+        )
+        .expect("retention");
+    assert!(!rep.deleted_segments.is_empty());
+    assert!(
+        p.size_bytes() <= size / 2 + 1024,
+        "under the limit give or take a segment"
+    );
+    assert_eq!(p.log_start_offset(), p.segments()[0].base_offset);
+    assert_eq!(rep.log_start_offset, p.log_start_offset());
+    for b in &rep.deleted_segments {
+        let n = format!("{b:020}.log");
+        assert!(dir_names(&fs, &cold).contains(&n), "cold copy of {n}");
+        assert!(!dir_names(&fs, &dir).contains(&n));
+    }
+    assert!(matches!(
+        p.read(0, 100),
+        Err(StorageError::OffsetOutOfRange { .. })
+    ));
+    // By age: everything written at t=1000 is older than 2000 ms at t=4000.
+    let rep = p
+        .enforce_retention(
+            &RetentionPolicy {
+                retention_ms: Some(2_000),
+                ..RetentionPolicy::default()
+            },
+            4_000,
+        )
+        .expect("retention");
+    let left = read_all(&p);
+    assert!(
+        left.iter()
+            .all(|r| r.3 == 5_000 || r.0 >= p.segments()[0].base_offset),
+        "{rep:?}"
+    );
+    assert!(left.iter().any(|r| r.3 == 5_000));
+    // The active segment is never deleted.
+    let rep = p
+        .enforce_retention(
+            &RetentionPolicy {
+                retention_ms: Some(0),
+                ..RetentionPolicy::default()
+            },
+            1_000_000,
+        )
+        .expect("retention");
+    assert_eq!(p.segments().len(), 1, "{rep:?} of {nsegs}");
+    assert_eq!(read_all(&p).last().map(|r| r.0), Some(99));
+    // The log start offset survives a crash.
+    let start = p.log_start_offset();
+    let q = Partition::open(Arc::new(fs.crash_image(Tear::None)), dir, cfg()).expect("reopen");
+    assert_eq!(q.log_start_offset(), start);
+}
+
+#[test]
+fn failed_cold_copy_keeps_the_segment() {
+    let fs = SimFs::new();
+    let dir = PathBuf::from("/d/p");
+    let p = Partition::open(Arc::new(fs.clone()), dir.clone(), cfg()).expect("open");
+    fill(
+        &p,
+        &(0..40u16).map(|i| (None, Some(i))).collect::<Vec<_>>(),
+        1,
+    );
+    let n = p.segments().len();
+    fs.fail_sync_at(fs.sync_count() + 1);
+    let rep = p
+        .enforce_retention(
+            &RetentionPolicy {
+                retention_ms: Some(0),
+                cold_dir: Some(PathBuf::from("/cold")),
+                ..RetentionPolicy::default()
+            },
+            10,
+        )
+        .expect("pass");
+    assert!(rep.cold_copy_failed);
+    assert!(rep.deleted_segments.is_empty());
+    assert_eq!(p.segments().len(), n);
+    let rep = p
+        .enforce_retention(
+            &RetentionPolicy {
+                retention_ms: Some(0),
+                cold_dir: Some(PathBuf::from("/cold")),
+                ..RetentionPolicy::default()
+            },
+            10,
+        )
+        .expect("retry");
+    assert_eq!(rep.deleted_segments.len(), n - 1);
+}
+
+#[test]
+fn delete_records_moves_the_log_start_durably() {
+    let fs = SimFs::new();
+    let dir = PathBuf::from("/d/p");
+    let p = Partition::open(Arc::new(fs.clone()), dir.clone(), cfg()).expect("open");
+    fill(
+        &p,
+        &(0..40u16).map(|i| (None, Some(i))).collect::<Vec<_>>(),
+        1,
+    );
+    assert_eq!(p.delete_records_before(17).expect("delete"), 17);
+    assert!(matches!(
+        p.read(16, 100),
+        Err(StorageError::OffsetOutOfRange { .. })
+    ));
+    assert_eq!(read_all(&p)[0].0, 17);
+    assert!(matches!(
+        p.delete_records_before(41),
+        Err(StorageError::OffsetOutOfRange { .. })
+    ));
+    let q = Partition::open(Arc::new(fs.crash_image(Tear::None)), dir, cfg()).expect("reopen");
+    assert_eq!(q.log_start_offset(), 17);
+    assert_eq!(read_all(&q)[0].0, 17);
+    // Retention removes the segments wholly below it.
+    q.enforce_retention(&RetentionPolicy::default(), 0)
+        .expect("retention");
+    assert!(q.segments()[0].base_offset <= 17);
+    assert!(q.segments().get(1).is_none_or(|s| s.base_offset > 17));
+}
+
+#[test]
+fn aborted_transactional_records_are_dropped_and_do_not_shadow_committed_values() {
+    let fs = SimFs::new();
+    let p = Partition::open(Arc::new(fs), PathBuf::from("/p"), cfg()).expect("open");
+    let push = |key: Option<&[u8]>, value: &[u8], meta: RecordMeta| {
+        let mut b = RecordBatchBuf::new();
+        b.push(1, key, Some(value), std::iter::empty(), &meta);
+        let info = p.append(&mut b).expect("append");
+        p.wait_durable(info.last_offset + 1).expect("durable");
+    };
+    let txn = |pid: i64, control: bool| RecordMeta {
+        producer: Some(es_storage::ProducerInfo {
+            producer_id: pid,
+            producer_epoch: 0,
+            sequence: 0,
+        }),
+        transactional: true,
+        control,
+    };
+    push(Some(b"k"), b"committed-old", RecordMeta::default());
+    push(Some(b"k"), b"aborted-new", txn(7, false));
+    push(Some(b"m"), b"aborted-m", txn(7, false));
+    push(Some(b"\x00\x00\x00\x00"), b"abort-marker", txn(7, true)); // type 0 = abort
+    push(Some(b"z"), b"committed-txn", txn(8, false));
+    push(Some(b"\x00\x00\x00\x01"), b"commit-marker", txn(8, true)); // type 1 = commit
+                                                                     // Seal all of it.
+    for i in 0..30u16 {
+        push(
+            None,
+            format!("filler-{i}-{}", "f".repeat(60)).as_bytes(),
+            RecordMeta::default(),
+        );
+    }
+    let kind: fn(&es_storage::RecordView<'_>) -> Option<bool> =
+        |r| r.key.and_then(|k| k.get(3)).map(|t| *t == 0);
+    p.compact(
+        &CompactionPolicy {
+            control_kind: kind,
+            ..policy(1000)
+        },
+        1,
+    )
+    .expect("compact");
+    let vals: Vec<Vec<u8>> = read_all(&p)
+        .into_iter()
+        .filter_map(|r| r.2)
+        .filter(|v| !v.starts_with(b"filler"))
+        .collect();
+    assert_eq!(
+        vals,
+        vec![
+            b"committed-old".to_vec(),
+            b"abort-marker".to_vec(),
+            b"committed-txn".to_vec(),
+            b"commit-marker".to_vec()
+        ]
+    );
+}
