@@ -1,2 +1,235 @@
-//! es-broker
-fn main() {}
+//! es-broker: the binary. It parses the command line (a stable contract, see
+//! DESIGN.md), sets up logging, opens the data directory, binds the listener,
+//! runs the periodic flush task, and shuts down gracefully on SIGTERM/SIGINT:
+//! stop accepting, finish in-flight requests, then sync and close every
+//! partition. Everything Kafka-specific lives in es-kafka; everything on
+//! disk in es-storage.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use clap::{ArgAction, Parser};
+use es_kafka::broker::{split_host_port, Broker, BrokerConfig};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+/// How long shutdown waits for open connections to finish their requests.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A Kafka-compatible message broker.
+#[derive(Debug, Parser)]
+#[command(name = "es-broker", version, about)]
+struct Args {
+    /// Directory holding topics and broker metadata.
+    #[arg(long, default_value = "./data")]
+    data_dir: PathBuf,
+    /// Address to listen on (port 0 picks a free port).
+    #[arg(long, default_value = "127.0.0.1:9092")]
+    listen: String,
+    /// HOST:PORT clients are told to connect to (default: the listen address).
+    #[arg(long)]
+    advertised_listener: Option<String>,
+    /// Fsync once this many records wait; 1 = fsync before every acknowledgement.
+    #[arg(long, default_value_t = 1)]
+    flush_every_records: u64,
+    /// Fsync at least this often (e.g. 1s, 250ms, 2m).
+    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    flush_interval: Duration,
+    /// Where retention copies segments before deleting them.
+    #[arg(long)]
+    cold_storage_dir: Option<PathBuf>,
+    /// Create unknown topics on Metadata/Produce (Kafka's auto.create.topics.enable).
+    #[arg(long, default_value_t = true, action = ArgAction::Set)]
+    auto_create_topics: bool,
+    /// Partitions of an auto-created topic (Kafka's num.partitions).
+    #[arg(long, default_value_t = 1)]
+    default_partitions: i32,
+    /// Log level or tracing filter (error, warn, info, debug, trace).
+    #[arg(long, default_value = "info")]
+    log_level: String,
+}
+
+/// Parses `1s`, `250ms`, `2m`, `1h`, or a bare number of seconds.
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("{s:?} is not a duration like 1s or 250ms"))?;
+    let d = match unit {
+        "ms" => Duration::from_millis(n),
+        "" | "s" => Duration::from_secs(n),
+        "m" => Duration::from_secs(n.saturating_mul(60)),
+        "h" => Duration::from_secs(n.saturating_mul(3600)),
+        other => {
+            return Err(format!(
+                "unknown duration unit {other:?} (use ms, s, m or h)"
+            ))
+        }
+    };
+    if d.is_zero() {
+        return Err("the flush interval must be positive".into());
+    }
+    Ok(d)
+}
+
+fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    let filter = tracing_subscriber::EnvFilter::try_new(&args.log_level)
+        .with_context(|| format!("bad --log-level {:?}", args.log_level))?;
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_target(false)
+        .init();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("es-broker")
+        .build()
+        .context("starting the runtime")?;
+    rt.block_on(run(args))
+}
+
+async fn run(args: Args) -> anyhow::Result<()> {
+    if args.default_partitions < 1 {
+        bail!("--default-partitions must be at least 1");
+    }
+    if args.flush_every_records < 1 {
+        bail!("--flush-every-records must be at least 1");
+    }
+    let listener = TcpListener::bind(&args.listen)
+        .await
+        .with_context(|| format!("binding {}", args.listen))?;
+    let local = listener.local_addr().context("reading the bound address")?;
+    let advertised = match &args.advertised_listener {
+        Some(a) => split_host_port(a)
+            .with_context(|| format!("--advertised-listener {a:?} is not HOST:PORT"))?,
+        None => (local.ip().to_string(), i32::from(local.port())),
+    };
+    let mut config = BrokerConfig::new(args.data_dir.clone(), &local.to_string());
+    config.advertised_host = advertised.0;
+    config.advertised_port = advertised.1;
+    config.auto_create_topics = args.auto_create_topics;
+    config.default_partitions = args.default_partitions;
+    config.flush_every_records = args.flush_every_records;
+    config.flush_interval = args.flush_interval;
+    config.cold_storage_dir = args.cold_storage_dir.clone();
+
+    tracing::info!(data_dir = %args.data_dir.display(), "opening data directory");
+    let broker = tokio::task::spawn_blocking(move || Broker::open(config))
+        .await
+        .context("opening the data directory")?
+        .context("opening the data directory")?;
+    tracing::info!(
+        cluster_id = broker.cluster_id(),
+        node_id = broker.node_id(),
+        topics = broker.topics().len(),
+        "broker ready"
+    );
+    if let Some(dir) = &args.cold_storage_dir {
+        tracing::info!(dir = %dir.display(), "cold storage directory configured");
+    }
+
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let flusher = tokio::spawn(flush_loop(
+        broker.clone(),
+        args.flush_interval,
+        stop_rx.clone(),
+    ));
+    tokio::spawn(async move {
+        wait_for_signal().await;
+        let _ = stop_tx.send(true);
+    });
+
+    tracing::info!(
+        "listening on {local} (advertised as {}:{})",
+        broker.config().advertised_host,
+        broker.config().advertised_port
+    );
+    es_kafka::server::run(broker.clone(), listener, stop_rx, DRAIN_TIMEOUT).await;
+
+    let _ = flusher.await;
+    tracing::info!("closing partitions");
+    let b = broker.clone();
+    tokio::task::spawn_blocking(move || b.close())
+        .await
+        .context("closing partitions")?
+        .context("closing partitions")?;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// Runs every partition's time-based flush once per interval until shutdown.
+async fn flush_loop(broker: Arc<Broker>, interval: Duration, mut stop: watch::Receiver<bool>) {
+    let mut tick = tokio::time::interval(interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = stop.changed() => return,
+        }
+        let b = broker.clone();
+        if let Err(e) = tokio::task::spawn_blocking(move || b.flush_due()).await {
+            tracing::error!(error = %e, "flush task failed");
+        }
+    }
+}
+
+async fn wait_for_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = match signal(SignalKind::terminate()) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot watch SIGTERM; only SIGINT stops the broker");
+            let _ = tokio::signal::ctrl_c().await;
+            tracing::info!("SIGINT received; shutting down");
+            return;
+        }
+    };
+    tokio::select! {
+        _ = term.recv() => tracing::info!("SIGTERM received; shutting down"),
+        _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT received; shutting down"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("1s"), Ok(Duration::from_secs(1)));
+        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse_duration("3"), Ok(Duration::from_secs(3)));
+        assert!(parse_duration("0s").is_err());
+        assert!(parse_duration("1d").is_err());
+        assert!(parse_duration("x").is_err());
+    }
+
+    #[test]
+    fn cli_defaults_match_the_contract() {
+        let a = Args::try_parse_from(["es-broker"]).expect("parses");
+        assert_eq!(a.data_dir, PathBuf::from("./data"));
+        assert_eq!(a.listen, "127.0.0.1:9092");
+        assert_eq!(a.flush_every_records, 1);
+        assert_eq!(a.flush_interval, Duration::from_secs(1));
+        assert!(a.auto_create_topics);
+        assert_eq!(a.default_partitions, 1);
+        assert_eq!(a.log_level, "info");
+        let b = Args::try_parse_from([
+            "es-broker",
+            "--auto-create-topics",
+            "false",
+            "--advertised-listener",
+            "h:1",
+            "--cold-storage-dir",
+            "/c",
+        ])
+        .expect("parses");
+        assert!(!b.auto_create_topics);
+        assert_eq!(b.advertised_listener.as_deref(), Some("h:1"));
+    }
+}

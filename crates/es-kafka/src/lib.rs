@@ -1,2 +1,23 @@
 //! es-kafka: the Kafka protocol layer.
+//!
+//! It maps the Kafka wire protocol onto es-storage and knows nothing of
+//! sockets beyond a byte stream. Follow a produced record from [`server`]
+//! (accept) to [`connection`] (frames, ordering) to [`handlers`] (one module
+//! per API family, decoded by (api key, version) against [`versions`]) to
+//! [`broker`]/[`topics`] (the registry of open partitions) and into
+//! es-storage. [`codec`] converts Kafka RecordBatches to and from the
+//! documented per-record disk format; [`errors`] maps every lower-layer
+//! failure to a Kafka error code; [`config`] holds Kafka's config names,
+//! defaults and validation.
+
+pub mod broker;
 pub mod codec;
+pub mod config;
+pub mod connection;
+pub mod errors;
+pub mod handlers;
+pub mod server;
+pub mod topics;
+pub mod versions;
+
+pub use broker::{Broker, BrokerConfig};

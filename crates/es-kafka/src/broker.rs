@@ -1,0 +1,470 @@
+//! Shared broker state: configuration, cluster identity and the topic registry.
+//!
+//! One [`Broker`] is shared by every connection. Reads of the registry take a
+//! short `parking_lot` read lock and clone an `Arc`; admin operations (create,
+//! delete, grow, reconfigure) are serialised by one async mutex and do their
+//! disk work on blocking threads, so a slow fsync never stalls the runtime and
+//! two admin requests never race on the same directory.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use es_storage::{meta, Fs, RealFs, StorageError};
+use parking_lot::RwLock;
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use crate::config::{BrokerSettings, BrokerTopicDefaults, ConfigError, TopicConfig};
+use crate::errors::{code, ResponseError};
+use crate::topics::{self, Topic, PARTITIONS_MAX};
+
+/// Kafka's `socket.request.max.bytes` default: the largest frame we read.
+pub const FRAME_BYTES_MAX_DEFAULT: usize = 100 * 1024 * 1024;
+/// Connections served at once; more wait in the accept queue.
+pub const CONNECTIONS_MAX_DEFAULT: usize = 4096;
+/// Requests one connection may have in flight (clients pipeline up to 5).
+pub const IN_FLIGHT_MAX_DEFAULT: usize = 16;
+/// Name of the broker identity file under the data directory.
+pub const META_FILE: &str = "meta.json";
+
+/// Everything the binary decides about the broker.
+#[derive(Clone, Debug)]
+pub struct BrokerConfig {
+    pub data_dir: PathBuf,
+    pub node_id: i32,
+    /// The address the listener binds, for DescribeConfigs.
+    pub listen: String,
+    /// Host and port clients are told to connect to.
+    pub advertised_host: String,
+    pub advertised_port: i32,
+    pub auto_create_topics: bool,
+    pub default_partitions: i32,
+    pub flush_every_records: u64,
+    pub flush_interval: Duration,
+    pub cold_storage_dir: Option<PathBuf>,
+    pub frame_bytes_max: usize,
+    pub connections_max: usize,
+    pub in_flight_max: usize,
+}
+
+impl BrokerConfig {
+    /// Defaults as the CLI documents them, for `data_dir` and `listen`.
+    pub fn new(data_dir: PathBuf, listen: &str) -> Self {
+        let (host, port) =
+            split_host_port(listen).unwrap_or_else(|| ("127.0.0.1".to_string(), 9092));
+        BrokerConfig {
+            data_dir,
+            node_id: 0,
+            listen: listen.to_string(),
+            advertised_host: host,
+            advertised_port: port,
+            auto_create_topics: true,
+            default_partitions: 1,
+            flush_every_records: 1,
+            flush_interval: Duration::from_secs(1),
+            cold_storage_dir: None,
+            frame_bytes_max: FRAME_BYTES_MAX_DEFAULT,
+            connections_max: CONNECTIONS_MAX_DEFAULT,
+            in_flight_max: IN_FLIGHT_MAX_DEFAULT,
+        }
+    }
+
+    pub fn topic_defaults(&self) -> BrokerTopicDefaults {
+        BrokerTopicDefaults {
+            flush_messages: self.flush_every_records.max(1),
+            flush_ms: self.flush_interval.as_millis().min(u64::MAX as u128) as u64,
+        }
+    }
+}
+
+/// Splits `host:port` (`[v6]:port` too).
+pub fn split_host_port(s: &str) -> Option<(String, i32)> {
+    let (h, p) = s.rsplit_once(':')?;
+    let port: u16 = p.parse().ok()?;
+    let host = h.trim_start_matches('[').trim_end_matches(']');
+    if host.is_empty() {
+        return None;
+    }
+    Some((host.to_string(), i32::from(port)))
+}
+
+/// `data/meta.json`: the broker's stable identity.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+struct BrokerMeta {
+    cluster_id: String,
+    node_id: i32,
+}
+
+/// A Kafka cluster id: a random UUID in URL-safe base64 without padding (22 chars).
+pub fn new_cluster_id() -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let bytes = Uuid::new_v4().into_bytes();
+    let mut out = String::with_capacity(22);
+    for chunk in bytes.chunks(3) {
+        let b = [
+            chunk[0],
+            chunk.get(1).copied().unwrap_or(0),
+            chunk.get(2).copied().unwrap_or(0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        let chars = chunk.len() + 1;
+        for i in 0..chars {
+            out.push(ALPHABET[((n >> (18 - 6 * i)) & 63) as usize] as char);
+        }
+    }
+    out
+}
+
+/// An admin operation's failure, as Kafka reports it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AdminError {
+    pub code: i16,
+    pub message: String,
+}
+
+impl AdminError {
+    pub fn new(e: ResponseError, message: impl Into<String>) -> Self {
+        AdminError {
+            code: code(e),
+            message: message.into(),
+        }
+    }
+}
+
+impl From<ConfigError> for AdminError {
+    fn from(e: ConfigError) -> Self {
+        AdminError::new(ResponseError::InvalidConfig, e.to_string())
+    }
+}
+
+impl From<StorageError> for AdminError {
+    fn from(e: StorageError) -> Self {
+        AdminError::new(ResponseError::KafkaStorageError, e.to_string())
+    }
+}
+
+/// The shared state of a running broker.
+#[derive(Debug)]
+pub struct Broker {
+    config: BrokerConfig,
+    cluster_id: String,
+    fs: Arc<dyn Fs>,
+    topics_dir: PathBuf,
+    topics: RwLock<BTreeMap<String, Arc<Topic>>>,
+    admin: tokio::sync::Mutex<()>,
+}
+
+impl Broker {
+    /// Opens the data directory: identity, then every topic (running each
+    /// partition's recovery). Blocking.
+    pub fn open(config: BrokerConfig) -> Result<Arc<Broker>, StorageError> {
+        let fs: Arc<dyn Fs> = Arc::new(RealFs);
+        fs.create_dir_all(&config.data_dir)?;
+        meta::remove_temp_files(fs.as_ref(), &config.data_dir)?;
+        let meta_path = config.data_dir.join(META_FILE);
+        let identity = match meta::read_json::<BrokerMeta>(fs.as_ref(), &meta_path)? {
+            Some(m) => m,
+            None => {
+                let m = BrokerMeta {
+                    cluster_id: new_cluster_id(),
+                    node_id: config.node_id,
+                };
+                meta::write_json(fs.as_ref(), &meta_path, &m)?;
+                tracing::info!(cluster_id = %m.cluster_id, "created new cluster identity");
+                m
+            }
+        };
+        if identity.node_id != config.node_id {
+            return Err(StorageError::Metadata {
+                file: meta_path.display().to_string(),
+                why: format!(
+                    "data belongs to node {} but this is node {}",
+                    identity.node_id, config.node_id
+                ),
+            });
+        }
+        let topics_dir = config.data_dir.join("topics");
+        let loaded = topics::load_topics(&fs, &topics_dir, config.topic_defaults())?;
+        let topics = loaded
+            .into_iter()
+            .map(|t| (t.name.clone(), Arc::new(t)))
+            .collect();
+        Ok(Arc::new(Broker {
+            cluster_id: identity.cluster_id,
+            fs,
+            topics_dir,
+            topics: RwLock::new(topics),
+            admin: tokio::sync::Mutex::new(()),
+            config,
+        }))
+    }
+
+    pub fn config(&self) -> &BrokerConfig {
+        &self.config
+    }
+
+    pub fn node_id(&self) -> i32 {
+        self.config.node_id
+    }
+
+    pub fn cluster_id(&self) -> &str {
+        &self.cluster_id
+    }
+
+    pub fn data_dir(&self) -> &Path {
+        &self.config.data_dir
+    }
+
+    pub fn settings(&self) -> BrokerSettings {
+        BrokerSettings {
+            node_id: self.config.node_id,
+            log_dir: self.config.data_dir.display().to_string(),
+            listener: self.config.listen.clone(),
+            advertised_listener: format!(
+                "{}:{}",
+                self.config.advertised_host, self.config.advertised_port
+            ),
+            auto_create_topics: self.config.auto_create_topics,
+            default_partitions: self.config.default_partitions,
+            frame_bytes_max: self.config.frame_bytes_max,
+            defaults: self.config.topic_defaults(),
+        }
+    }
+
+    pub fn topic(&self, name: &str) -> Option<Arc<Topic>> {
+        self.topics.read().get(name).cloned()
+    }
+
+    pub fn topic_by_id(&self, id: Uuid) -> Option<Arc<Topic>> {
+        self.topics.read().values().find(|t| t.id == id).cloned()
+    }
+
+    /// Every topic, sorted by name.
+    pub fn topics(&self) -> Vec<Arc<Topic>> {
+        self.topics.read().values().cloned().collect()
+    }
+
+    /// Validates a topic config map against the broker defaults.
+    pub fn topic_config(
+        &self,
+        overrides: BTreeMap<String, String>,
+    ) -> Result<TopicConfig, ConfigError> {
+        TopicConfig::new(overrides, self.config.topic_defaults())
+    }
+
+    /// Creates a topic (or only validates the request). `partitions` of -1
+    /// means the broker default.
+    pub async fn create_topic(
+        &self,
+        name: &str,
+        partitions: i32,
+        overrides: BTreeMap<String, String>,
+        validate_only: bool,
+    ) -> Result<Option<Arc<Topic>>, AdminError> {
+        topics::validate_topic_name(name)
+            .map_err(|m| AdminError::new(ResponseError::InvalidTopicException, m))?;
+        let partitions = if partitions == -1 {
+            self.config.default_partitions
+        } else {
+            partitions
+        };
+        if !(1..=PARTITIONS_MAX).contains(&partitions) {
+            return Err(AdminError::new(
+                ResponseError::InvalidPartitions,
+                format!("number of partitions must be in [1, {PARTITIONS_MAX}], got {partitions}"),
+            ));
+        }
+        let config = self.topic_config(overrides)?;
+        let _admin = self.admin.lock().await;
+        if self.topic(name).is_some() {
+            return Err(AdminError::new(
+                ResponseError::TopicAlreadyExists,
+                format!("Topic '{name}' already exists."),
+            ));
+        }
+        if let Some(clash) = self
+            .topics
+            .read()
+            .keys()
+            .find(|k| k.replace('.', "_") == name.replace('.', "_"))
+        {
+            return Err(AdminError::new(
+                ResponseError::InvalidTopicException,
+                format!("Topic '{name}' collides with existing topic: {clash}"),
+            ));
+        }
+        if validate_only {
+            return Ok(None);
+        }
+        let fs = self.fs.clone();
+        let dir = self.topics_dir.clone();
+        let n = name.to_string();
+        let topic = tokio::task::spawn_blocking(move || {
+            topics::create_topic(&fs, &dir, &n, partitions, config)
+        })
+        .await
+        .map_err(|e| AdminError::new(ResponseError::UnknownServerError, e.to_string()))??;
+        let topic = Arc::new(topic);
+        self.topics.write().insert(name.to_string(), topic.clone());
+        tracing::info!(topic = name, partitions, id = %topic.id, "created topic");
+        Ok(Some(topic))
+    }
+
+    /// Returns the topic, creating it with the defaults when auto-creation is
+    /// on and `allowed` (Metadata's `allow_auto_topic_creation`).
+    pub async fn get_or_create(&self, name: &str, allowed: bool) -> Result<Arc<Topic>, AdminError> {
+        if let Some(t) = self.topic(name) {
+            return Ok(t);
+        }
+        if !(allowed && self.config.auto_create_topics) {
+            return Err(AdminError::new(
+                ResponseError::UnknownTopicOrPartition,
+                format!("unknown topic {name}"),
+            ));
+        }
+        match self.create_topic(name, -1, BTreeMap::new(), false).await {
+            Ok(Some(t)) => Ok(t),
+            Ok(None) => Err(AdminError::new(
+                ResponseError::UnknownServerError,
+                "topic not created",
+            )),
+            Err(e) if e.code == code(ResponseError::TopicAlreadyExists) => {
+                self.topic(name).ok_or(e)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Deletes a topic.
+    pub async fn delete_topic(&self, name: &str) -> Result<Arc<Topic>, AdminError> {
+        let _admin = self.admin.lock().await;
+        let Some(topic) = self.topics.write().remove(name) else {
+            return Err(AdminError::new(
+                ResponseError::UnknownTopicOrPartition,
+                format!("unknown topic {name}"),
+            ));
+        };
+        let fs = self.fs.clone();
+        let dir = self.topics_dir.clone();
+        let t = topic.clone();
+        tokio::task::spawn_blocking(move || topics::delete_topic(&fs, &dir, &t))
+            .await
+            .map_err(|e| AdminError::new(ResponseError::UnknownServerError, e.to_string()))??;
+        tracing::info!(topic = name, "deleted topic");
+        Ok(topic)
+    }
+
+    /// Grows a topic to `count` partitions.
+    pub async fn create_partitions(
+        &self,
+        name: &str,
+        count: i32,
+        validate_only: bool,
+    ) -> Result<(), AdminError> {
+        let _admin = self.admin.lock().await;
+        let topic = self.topic(name).ok_or_else(|| {
+            AdminError::new(
+                ResponseError::UnknownTopicOrPartition,
+                format!("unknown topic {name}"),
+            )
+        })?;
+        let current = topic.partition_count();
+        if count <= current {
+            return Err(AdminError::new(ResponseError::InvalidPartitions, format!("Topic currently has {current} partitions, which is higher than the requested {count}.")));
+        }
+        if count > PARTITIONS_MAX {
+            return Err(AdminError::new(
+                ResponseError::InvalidPartitions,
+                format!("at most {PARTITIONS_MAX} partitions"),
+            ));
+        }
+        if validate_only {
+            return Ok(());
+        }
+        let fs = self.fs.clone();
+        let t = topic.clone();
+        tokio::task::spawn_blocking(move || t.add_partitions(&fs, count))
+            .await
+            .map_err(|e| AdminError::new(ResponseError::UnknownServerError, e.to_string()))??;
+        tracing::info!(topic = name, from = current, to = count, "added partitions");
+        Ok(())
+    }
+
+    /// Replaces a topic's config overrides with `overrides` (validated first).
+    pub async fn set_topic_config(
+        &self,
+        name: &str,
+        overrides: BTreeMap<String, String>,
+        validate_only: bool,
+    ) -> Result<(), AdminError> {
+        let _admin = self.admin.lock().await;
+        let topic = self.topic(name).ok_or_else(|| {
+            AdminError::new(
+                ResponseError::UnknownTopicOrPartition,
+                format!("unknown topic {name}"),
+            )
+        })?;
+        let config = self.topic_config(overrides)?;
+        if validate_only {
+            return Ok(());
+        }
+        let fs = self.fs.clone();
+        let t = topic.clone();
+        tokio::task::spawn_blocking(move || t.set_config(fs.as_ref(), config))
+            .await
+            .map_err(|e| AdminError::new(ResponseError::UnknownServerError, e.to_string()))??;
+        tracing::info!(topic = name, "altered topic config");
+        Ok(())
+    }
+
+    /// Runs every partition's time-based flush. Blocking; the binary calls it
+    /// every flush interval.
+    pub fn flush_due(&self) {
+        for t in self.topics() {
+            for p in t.partitions() {
+                if let Err(e) = p.log.flush_if_due() {
+                    tracing::error!(topic = %t.name, partition = p.index, error = %e, "periodic flush failed");
+                }
+            }
+        }
+    }
+
+    /// Syncs and closes every partition. Blocking.
+    pub fn close(&self) -> Result<(), StorageError> {
+        let mut first = None;
+        for t in self.topics() {
+            if let Err(e) = t.close() {
+                first.get_or_insert(e);
+            }
+        }
+        first.map_or(Ok(()), Err)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cluster_ids_look_like_kafkas() {
+        let a = new_cluster_id();
+        assert_eq!(a.len(), 22);
+        assert!(a
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_'));
+        assert_ne!(a, new_cluster_id());
+    }
+
+    #[test]
+    fn host_port() {
+        assert_eq!(
+            split_host_port("127.0.0.1:9092"),
+            Some(("127.0.0.1".into(), 9092))
+        );
+        assert_eq!(split_host_port("[::1]:1"), Some(("::1".into(), 1)));
+        assert_eq!(split_host_port("nohost"), None);
+        assert_eq!(split_host_port(":5"), None);
+    }
+}

@@ -1,0 +1,859 @@
+//! Kafka topic and broker configuration: names, types, defaults, validation,
+//! and the sources DescribeConfigs reports.
+//!
+//! A topic stores only its overrides (in `topic.json`); every other value is
+//! the default from [`TOPIC_CONFIGS`], or for the few settings that follow a
+//! broker flag, the broker's value. Values are validated before they are
+//! stored, so the typed accessors on [`TopicConfig`] never see a bad value
+//! (they still fall back to the default rather than panic). This module is
+//! sans-io: it parses and describes, it never touches the disk.
+
+use std::collections::BTreeMap;
+
+/// Kafka's `ConfigEntry.ConfigType` codes (DescribeConfigs v3+).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConfigType {
+    Boolean = 1,
+    String = 2,
+    Int = 3,
+    Short = 4,
+    Long = 5,
+    Double = 6,
+    List = 7,
+    Class = 8,
+    Password = 9,
+}
+
+/// Kafka's `ConfigSource` codes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConfigSource {
+    DynamicTopic = 1,
+    StaticBroker = 4,
+    Default = 5,
+}
+
+/// How a value is checked.
+#[derive(Clone, Copy, Debug)]
+enum Check {
+    Any,
+    Bool,
+    Long {
+        min: i64,
+        max: i64,
+    },
+    Int {
+        min: i64,
+        max: i64,
+    },
+    Double {
+        min: f64,
+        max: f64,
+    },
+    OneOf(&'static [&'static str]),
+    /// A comma-separated list whose items must be in the set (empty allowed).
+    ListOf(&'static [&'static str]),
+}
+
+/// Which broker setting a topic default comes from, when not Kafka's constant.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum BrokerDefault {
+    None,
+    FlushMessages,
+    FlushMs,
+}
+
+/// One topic-level config Kafka defines.
+#[derive(Clone, Copy, Debug)]
+pub struct TopicConfigDef {
+    pub name: &'static str,
+    /// The broker-level name of the same setting (Kafka's synonym).
+    pub broker_name: Option<&'static str>,
+    pub default: &'static str,
+    pub ty: ConfigType,
+    pub doc: &'static str,
+    check: Check,
+    from_broker: BrokerDefault,
+}
+
+const LMAX: i64 = i64::MAX;
+const IMAX: i64 = i32::MAX as i64;
+const LONG_MAX_STR: &str = "9223372036854775807";
+
+const fn def(
+    name: &'static str,
+    broker_name: Option<&'static str>,
+    default: &'static str,
+    ty: ConfigType,
+    check: Check,
+    doc: &'static str,
+) -> TopicConfigDef {
+    TopicConfigDef {
+        name,
+        broker_name,
+        default,
+        ty,
+        doc,
+        check,
+        from_broker: BrokerDefault::None,
+    }
+}
+
+/// Kafka 4 topic configs, sorted by name (DescribeConfigs answers in this order).
+pub const TOPIC_CONFIGS: &[TopicConfigDef] = &[
+    def(
+        "cleanup.policy",
+        Some("log.cleanup.policy"),
+        "delete",
+        ConfigType::List,
+        Check::ListOf(&["compact", "delete"]),
+        "Retention policy for old segments: delete, compact, or both.",
+    ),
+    def(
+        "compression.gzip.level",
+        Some("compression.gzip.level"),
+        "-1",
+        ConfigType::Int,
+        Check::Int { min: -1, max: 9 },
+        "Compression level for gzip.",
+    ),
+    def(
+        "compression.lz4.level",
+        Some("compression.lz4.level"),
+        "9",
+        ConfigType::Int,
+        Check::Int { min: 1, max: 17 },
+        "Compression level for lz4.",
+    ),
+    def(
+        "compression.type",
+        Some("compression.type"),
+        "producer",
+        ConfigType::String,
+        Check::OneOf(&["uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"]),
+        "Compression of batches served to consumers.",
+    ),
+    def(
+        "compression.zstd.level",
+        Some("compression.zstd.level"),
+        "3",
+        ConfigType::Int,
+        Check::Int {
+            min: -131072,
+            max: 22,
+        },
+        "Compression level for zstd.",
+    ),
+    def(
+        "delete.retention.ms",
+        Some("log.cleaner.delete.retention.ms"),
+        "86400000",
+        ConfigType::Long,
+        Check::Long { min: 0, max: LMAX },
+        "How long tombstones are kept on compacted topics.",
+    ),
+    def(
+        "file.delete.delay.ms",
+        Some("log.segment.delete.delay.ms"),
+        "60000",
+        ConfigType::Long,
+        Check::Long { min: 0, max: LMAX },
+        "Delay before deleting a file from the file system.",
+    ),
+    TopicConfigDef {
+        from_broker: BrokerDefault::FlushMessages,
+        ..def(
+            "flush.messages",
+            Some("log.flush.interval.messages"),
+            LONG_MAX_STR,
+            ConfigType::Long,
+            Check::Long { min: 1, max: LMAX },
+            "Fsync after this many records (es default: --flush-every-records).",
+        )
+    },
+    TopicConfigDef {
+        from_broker: BrokerDefault::FlushMs,
+        ..def(
+            "flush.ms",
+            Some("log.flush.interval.ms"),
+            LONG_MAX_STR,
+            ConfigType::Long,
+            Check::Long { min: 0, max: LMAX },
+            "Fsync at least this often (es default: --flush-interval).",
+        )
+    },
+    def(
+        "follower.replication.throttled.replicas",
+        Some("follower.replication.throttled.replicas"),
+        "",
+        ConfigType::List,
+        Check::Any,
+        "Replicas throttled on the follower side.",
+    ),
+    def(
+        "index.interval.bytes",
+        Some("log.index.interval.bytes"),
+        "4096",
+        ConfigType::Int,
+        Check::Int { min: 0, max: IMAX },
+        "Bytes of log between sparse index entries.",
+    ),
+    def(
+        "leader.replication.throttled.replicas",
+        Some("leader.replication.throttled.replicas"),
+        "",
+        ConfigType::List,
+        Check::Any,
+        "Replicas throttled on the leader side.",
+    ),
+    def(
+        "local.retention.bytes",
+        Some("log.local.retention.bytes"),
+        "-2",
+        ConfigType::Long,
+        Check::Long { min: -2, max: LMAX },
+        "Local retention size with tiered storage.",
+    ),
+    def(
+        "local.retention.ms",
+        Some("log.local.retention.ms"),
+        "-2",
+        ConfigType::Long,
+        Check::Long { min: -2, max: LMAX },
+        "Local retention time with tiered storage.",
+    ),
+    def(
+        "max.compaction.lag.ms",
+        Some("log.cleaner.max.compaction.lag.ms"),
+        LONG_MAX_STR,
+        ConfigType::Long,
+        Check::Long { min: 1, max: LMAX },
+        "Longest time a record stays uncompacted.",
+    ),
+    def(
+        "max.message.bytes",
+        Some("message.max.bytes"),
+        "1048588",
+        ConfigType::Int,
+        Check::Int { min: 0, max: IMAX },
+        "Largest record batch the topic accepts.",
+    ),
+    def(
+        "message.timestamp.after.max.ms",
+        Some("log.message.timestamp.after.max.ms"),
+        "3600000",
+        ConfigType::Long,
+        Check::Long { min: 0, max: LMAX },
+        "How far in the future a CreateTime timestamp may be.",
+    ),
+    def(
+        "message.timestamp.before.max.ms",
+        Some("log.message.timestamp.before.max.ms"),
+        LONG_MAX_STR,
+        ConfigType::Long,
+        Check::Long { min: 0, max: LMAX },
+        "How far in the past a CreateTime timestamp may be.",
+    ),
+    def(
+        "message.timestamp.type",
+        Some("log.message.timestamp.type"),
+        "CreateTime",
+        ConfigType::String,
+        Check::OneOf(&["CreateTime", "LogAppendTime"]),
+        "Whether record timestamps are the producer's or the broker's append time.",
+    ),
+    def(
+        "min.cleanable.dirty.ratio",
+        Some("log.cleaner.min.cleanable.ratio"),
+        "0.5",
+        ConfigType::Double,
+        Check::Double { min: 0.0, max: 1.0 },
+        "Dirty ratio that triggers compaction.",
+    ),
+    def(
+        "min.compaction.lag.ms",
+        Some("log.cleaner.min.compaction.lag.ms"),
+        "0",
+        ConfigType::Long,
+        Check::Long { min: 0, max: LMAX },
+        "Shortest time a record stays uncompacted.",
+    ),
+    def(
+        "min.insync.replicas",
+        Some("min.insync.replicas"),
+        "1",
+        ConfigType::Int,
+        Check::Int { min: 1, max: IMAX },
+        "Replicas that must acknowledge acks=all writes.",
+    ),
+    def(
+        "preallocate",
+        Some("log.preallocate"),
+        "false",
+        ConfigType::Boolean,
+        Check::Bool,
+        "Preallocate segment files.",
+    ),
+    def(
+        "remote.log.copy.disable",
+        None,
+        "false",
+        ConfigType::Boolean,
+        Check::Bool,
+        "Stop copying segments to remote storage.",
+    ),
+    def(
+        "remote.log.delete.on.disable",
+        None,
+        "false",
+        ConfigType::Boolean,
+        Check::Bool,
+        "Delete remote data when tiered storage is disabled.",
+    ),
+    def(
+        "remote.storage.enable",
+        None,
+        "false",
+        ConfigType::Boolean,
+        Check::Bool,
+        "Tiered storage for this topic.",
+    ),
+    def(
+        "retention.bytes",
+        Some("log.retention.bytes"),
+        "-1",
+        ConfigType::Long,
+        Check::Long {
+            min: i64::MIN,
+            max: LMAX,
+        },
+        "Size a partition may grow to before old segments are deleted (-1: no limit).",
+    ),
+    def(
+        "retention.ms",
+        Some("log.retention.ms"),
+        "604800000",
+        ConfigType::Long,
+        Check::Long { min: -1, max: LMAX },
+        "How long segments are kept (-1: forever).",
+    ),
+    def(
+        "segment.bytes",
+        Some("log.segment.bytes"),
+        "1073741824",
+        ConfigType::Int,
+        Check::Int {
+            min: 1024 * 1024,
+            max: IMAX,
+        },
+        "Segment size before a roll.",
+    ),
+    def(
+        "segment.index.bytes",
+        Some("log.index.size.max.bytes"),
+        "10485760",
+        ConfigType::Int,
+        Check::Int { min: 4, max: IMAX },
+        "Maximum index file size.",
+    ),
+    def(
+        "segment.jitter.ms",
+        Some("log.roll.jitter.ms"),
+        "0",
+        ConfigType::Long,
+        Check::Long { min: 0, max: LMAX },
+        "Random jitter subtracted from segment.ms.",
+    ),
+    def(
+        "segment.ms",
+        Some("log.roll.ms"),
+        "604800000",
+        ConfigType::Long,
+        Check::Long { min: 1, max: LMAX },
+        "Segment age before a roll.",
+    ),
+    def(
+        "unclean.leader.election.enable",
+        Some("unclean.leader.election.enable"),
+        "false",
+        ConfigType::Boolean,
+        Check::Bool,
+        "Allow out-of-sync replicas to become leader.",
+    ),
+];
+
+/// Looks up a topic config by name.
+pub fn topic_config_def(name: &str) -> Option<&'static TopicConfigDef> {
+    TOPIC_CONFIGS.iter().find(|d| d.name == name)
+}
+
+/// Why a config value was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    #[error("unknown topic config name: {0}")]
+    UnknownName(String),
+    #[error("invalid value {value:?} for configuration {name}: {why}")]
+    InvalidValue {
+        name: String,
+        value: String,
+        why: String,
+    },
+    #[error("configuration {0} must have a value")]
+    NullValue(String),
+}
+
+fn bad(name: &str, value: &str, why: impl Into<String>) -> ConfigError {
+    ConfigError::InvalidValue {
+        name: name.to_string(),
+        value: value.to_string(),
+        why: why.into(),
+    }
+}
+
+/// Checks one topic config value; the value is trimmed as Kafka does.
+pub fn validate_topic_config(name: &str, value: Option<&str>) -> Result<(), ConfigError> {
+    let d = topic_config_def(name).ok_or_else(|| ConfigError::UnknownName(name.to_string()))?;
+    let v = value
+        .ok_or_else(|| ConfigError::NullValue(name.to_string()))?
+        .trim();
+    match d.check {
+        Check::Any => Ok(()),
+        Check::Bool => match v.to_ascii_lowercase().as_str() {
+            "true" | "false" => Ok(()),
+            _ => Err(bad(name, v, "expected true or false")),
+        },
+        Check::Long { min, max } | Check::Int { min, max } => {
+            let n: i64 = v.parse().map_err(|_| bad(name, v, "not an integer"))?;
+            if n < min || n > max {
+                return Err(bad(name, v, format!("must be in [{min}, {max}]")));
+            }
+            Ok(())
+        }
+        Check::Double { min, max } => {
+            let n: f64 = v.parse().map_err(|_| bad(name, v, "not a number"))?;
+            if !(min..=max).contains(&n) {
+                return Err(bad(name, v, format!("must be in [{min}, {max}]")));
+            }
+            Ok(())
+        }
+        Check::OneOf(allowed) => {
+            if allowed.contains(&v) {
+                Ok(())
+            } else {
+                Err(bad(
+                    name,
+                    v,
+                    format!("must be one of {}", allowed.join(", ")),
+                ))
+            }
+        }
+        Check::ListOf(allowed) => {
+            for item in v.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+                if !allowed.contains(&item) {
+                    return Err(bad(
+                        name,
+                        v,
+                        format!("items must be in {}", allowed.join(", ")),
+                    ));
+                }
+            }
+            Ok(())
+        }
+    }
+}
+
+/// Broker settings that topic configs inherit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BrokerTopicDefaults {
+    /// `--flush-every-records`.
+    pub flush_messages: u64,
+    /// `--flush-interval`, in milliseconds.
+    pub flush_ms: u64,
+}
+
+impl Default for BrokerTopicDefaults {
+    fn default() -> Self {
+        BrokerTopicDefaults {
+            flush_messages: 1,
+            flush_ms: 1000,
+        }
+    }
+}
+
+/// Kafka's record timestamp type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TimestampType {
+    CreateTime,
+    LogAppendTime,
+}
+
+/// One described config entry.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DescribedConfig {
+    pub name: &'static str,
+    pub value: String,
+    pub source: ConfigSource,
+    pub ty: ConfigType,
+    pub doc: &'static str,
+    /// (name, value, source) synonyms, most specific first.
+    pub synonyms: Vec<(String, String, ConfigSource)>,
+}
+
+/// A topic's configuration: its overrides, validated, over the defaults.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TopicConfig {
+    overrides: BTreeMap<String, String>,
+    broker: BrokerTopicDefaults,
+}
+
+impl TopicConfig {
+    /// Builds a config from overrides, validating every one.
+    pub fn new(
+        overrides: BTreeMap<String, String>,
+        broker: BrokerTopicDefaults,
+    ) -> Result<Self, ConfigError> {
+        let mut clean = BTreeMap::new();
+        for (k, v) in overrides {
+            validate_topic_config(&k, Some(&v))?;
+            clean.insert(k, v.trim().to_string());
+        }
+        Ok(TopicConfig {
+            overrides: clean,
+            broker,
+        })
+    }
+
+    /// The overrides, as stored in `topic.json`.
+    pub fn overrides(&self) -> &BTreeMap<String, String> {
+        &self.overrides
+    }
+
+    fn default_of(&self, d: &TopicConfigDef) -> (String, ConfigSource) {
+        match d.from_broker {
+            BrokerDefault::FlushMessages => (
+                self.broker.flush_messages.to_string(),
+                ConfigSource::StaticBroker,
+            ),
+            BrokerDefault::FlushMs => {
+                (self.broker.flush_ms.to_string(), ConfigSource::StaticBroker)
+            }
+            BrokerDefault::None => (d.default.to_string(), ConfigSource::Default),
+        }
+    }
+
+    /// The effective value and where it came from.
+    pub fn get(&self, name: &str) -> Option<(String, ConfigSource)> {
+        let d = topic_config_def(name)?;
+        Some(match self.overrides.get(name) {
+            Some(v) => (v.clone(), ConfigSource::DynamicTopic),
+            None => self.default_of(d),
+        })
+    }
+
+    /// Describes every config (or only `keys`, ignoring unknown names as Kafka does).
+    pub fn describe(&self, keys: Option<&[String]>) -> Vec<DescribedConfig> {
+        TOPIC_CONFIGS
+            .iter()
+            .filter(|d| keys.is_none_or(|ks| ks.iter().any(|k| k == d.name)))
+            .map(|d| {
+                let (default, default_source) = self.default_of(d);
+                let mut synonyms = Vec::new();
+                if let Some(v) = self.overrides.get(d.name) {
+                    synonyms.push((d.name.to_string(), v.clone(), ConfigSource::DynamicTopic));
+                }
+                synonyms.push((
+                    d.broker_name.unwrap_or(d.name).to_string(),
+                    default.clone(),
+                    default_source,
+                ));
+                let (value, source) = match self.overrides.get(d.name) {
+                    Some(v) => (v.clone(), ConfigSource::DynamicTopic),
+                    None => (default, default_source),
+                };
+                DescribedConfig {
+                    name: d.name,
+                    value,
+                    source,
+                    ty: d.ty,
+                    doc: d.doc,
+                    synonyms,
+                }
+            })
+            .collect()
+    }
+
+    fn parse_i64(&self, name: &str) -> i64 {
+        let parsed = self.get(name).and_then(|(v, _)| v.parse::<i64>().ok());
+        parsed
+            .or_else(|| topic_config_def(name).and_then(|d| d.default.parse().ok()))
+            .unwrap_or(0)
+    }
+
+    /// `max.message.bytes`: the largest batch accepted.
+    pub fn max_message_bytes(&self) -> usize {
+        usize::try_from(self.parse_i64("max.message.bytes")).unwrap_or(0)
+    }
+
+    pub fn timestamp_type(&self) -> TimestampType {
+        match self.get("message.timestamp.type") {
+            Some((v, _)) if v == "LogAppendTime" => TimestampType::LogAppendTime,
+            _ => TimestampType::CreateTime,
+        }
+    }
+
+    pub fn timestamp_before_max_ms(&self) -> i64 {
+        self.parse_i64("message.timestamp.before.max.ms")
+    }
+
+    pub fn timestamp_after_max_ms(&self) -> i64 {
+        self.parse_i64("message.timestamp.after.max.ms")
+    }
+
+    pub fn segment_bytes(&self) -> u64 {
+        self.parse_i64("segment.bytes").max(1) as u64
+    }
+
+    pub fn segment_ms(&self) -> i64 {
+        self.parse_i64("segment.ms")
+    }
+
+    pub fn index_interval_bytes(&self) -> u64 {
+        self.parse_i64("index.interval.bytes").max(0) as u64
+    }
+
+    /// Records between fsyncs.
+    pub fn flush_messages(&self) -> u64 {
+        self.parse_i64("flush.messages").max(1) as u64
+    }
+
+    pub fn flush_ms(&self) -> u64 {
+        self.parse_i64("flush.ms").max(0) as u64
+    }
+
+    /// `compression.type` as configured ("producer" or a codec name).
+    pub fn compression_type(&self) -> String {
+        self.get("compression.type")
+            .map(|(v, _)| v)
+            .unwrap_or_else(|| "producer".to_string())
+    }
+}
+
+/// One broker config as DescribeConfigs reports it (all read-only here: es
+/// takes its broker settings from flags).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BrokerConfigEntry {
+    pub name: &'static str,
+    pub value: String,
+    pub ty: ConfigType,
+    pub source: ConfigSource,
+}
+
+/// The broker settings DescribeConfigs reports for a broker resource.
+#[derive(Clone, Debug)]
+pub struct BrokerSettings {
+    pub node_id: i32,
+    pub log_dir: String,
+    pub listener: String,
+    pub advertised_listener: String,
+    pub auto_create_topics: bool,
+    pub default_partitions: i32,
+    pub frame_bytes_max: usize,
+    pub defaults: BrokerTopicDefaults,
+}
+
+impl BrokerSettings {
+    /// Every broker config we report, sorted by name.
+    pub fn describe(&self) -> Vec<BrokerConfigEntry> {
+        use ConfigSource::{Default as D, StaticBroker as S};
+        use ConfigType as T;
+        let e = |name: &'static str, value: String, ty: ConfigType, source: ConfigSource| {
+            BrokerConfigEntry {
+                name,
+                value,
+                ty,
+                source,
+            }
+        };
+        let mut out = vec![
+            e(
+                "advertised.listeners",
+                format!("PLAINTEXT://{}", self.advertised_listener),
+                T::String,
+                S,
+            ),
+            e(
+                "auto.create.topics.enable",
+                self.auto_create_topics.to_string(),
+                T::Boolean,
+                S,
+            ),
+            e("broker.id", self.node_id.to_string(), T::Int, S),
+            e("default.replication.factor", "1".into(), T::Int, D),
+            e("delete.topic.enable", "true".into(), T::Boolean, D),
+            e(
+                "listeners",
+                format!("PLAINTEXT://{}", self.listener),
+                T::String,
+                S,
+            ),
+            e("log.dirs", self.log_dir.clone(), T::String, S),
+            e(
+                "log.flush.interval.messages",
+                self.defaults.flush_messages.to_string(),
+                T::Long,
+                S,
+            ),
+            e(
+                "log.flush.interval.ms",
+                self.defaults.flush_ms.to_string(),
+                T::Long,
+                S,
+            ),
+            e("node.id", self.node_id.to_string(), T::Int, S),
+            e(
+                "num.partitions",
+                self.default_partitions.to_string(),
+                T::Int,
+                S,
+            ),
+            e("offsets.topic.replication.factor", "1".into(), T::Short, D),
+            e("process.roles", "broker,controller".into(), T::List, S),
+            e(
+                "socket.request.max.bytes",
+                self.frame_bytes_max.to_string(),
+                T::Int,
+                S,
+            ),
+        ];
+        // The broker-level names of the topic configs, at their defaults.
+        let topic = TopicConfig {
+            overrides: BTreeMap::new(),
+            broker: self.defaults,
+        };
+        for d in TOPIC_CONFIGS {
+            let Some(bn) = d.broker_name else { continue };
+            if out.iter().any(|x| x.name == bn) {
+                continue;
+            }
+            let (v, source) = topic.default_of(d);
+            out.push(e(bn, v, d.ty, source));
+        }
+        out.sort_by(|a, b| a.name.cmp(b.name));
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(pairs: &[(&str, &str)]) -> Result<TopicConfig, ConfigError> {
+        TopicConfig::new(
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            BrokerTopicDefaults::default(),
+        )
+    }
+
+    #[test]
+    fn table_is_sorted_and_defaults_are_valid() {
+        for w in TOPIC_CONFIGS.windows(2) {
+            assert!(w[0].name < w[1].name, "{} before {}", w[0].name, w[1].name);
+        }
+        for d in TOPIC_CONFIGS {
+            assert_eq!(
+                validate_topic_config(d.name, Some(d.default)),
+                Ok(()),
+                "{}",
+                d.name
+            );
+        }
+    }
+
+    #[test]
+    fn validation() {
+        assert!(matches!(
+            validate_topic_config("nope", Some("1")),
+            Err(ConfigError::UnknownName(_))
+        ));
+        assert!(validate_topic_config("retention.ms", Some("-1")).is_ok());
+        assert!(validate_topic_config("retention.ms", Some("-2")).is_err());
+        assert!(validate_topic_config("retention.ms", Some("abc")).is_err());
+        assert!(validate_topic_config("cleanup.policy", Some("compact,delete")).is_ok());
+        assert!(validate_topic_config("cleanup.policy", Some("compact, nope")).is_err());
+        assert!(validate_topic_config("message.timestamp.type", Some("LogAppendTime")).is_ok());
+        assert!(validate_topic_config("message.timestamp.type", Some("logappendtime")).is_err());
+        assert!(validate_topic_config("min.cleanable.dirty.ratio", Some("1.5")).is_err());
+        assert!(validate_topic_config("max.message.bytes", Some("3000000000")).is_err());
+        assert!(validate_topic_config("preallocate", Some("TRUE")).is_ok());
+        assert!(matches!(
+            validate_topic_config("segment.ms", None),
+            Err(ConfigError::NullValue(_))
+        ));
+    }
+
+    #[test]
+    fn accessors_and_sources() {
+        let c = cfg(&[
+            ("message.timestamp.type", "LogAppendTime"),
+            ("max.message.bytes", " 2048 "),
+        ])
+        .expect("valid");
+        assert_eq!(c.timestamp_type(), TimestampType::LogAppendTime);
+        assert_eq!(c.max_message_bytes(), 2048);
+        assert_eq!(
+            c.get("max.message.bytes"),
+            Some(("2048".to_string(), ConfigSource::DynamicTopic))
+        );
+        assert_eq!(
+            c.get("retention.ms"),
+            Some(("604800000".to_string(), ConfigSource::Default))
+        );
+        assert_eq!(
+            c.get("flush.messages"),
+            Some(("1".to_string(), ConfigSource::StaticBroker))
+        );
+        assert_eq!(c.flush_messages(), 1);
+        let d = cfg(&[]).expect("valid");
+        assert_eq!(d.max_message_bytes(), 1_048_588);
+        assert_eq!(d.timestamp_type(), TimestampType::CreateTime);
+        assert_eq!(d.segment_bytes(), 1 << 30);
+        assert!(cfg(&[("segment.bytes", "10")]).is_err());
+    }
+
+    #[test]
+    fn describe_filters_and_lists_synonyms() {
+        let c = cfg(&[("retention.ms", "1000")]).expect("valid");
+        let all = c.describe(None);
+        assert_eq!(all.len(), TOPIC_CONFIGS.len());
+        let keys = vec!["retention.ms".to_string(), "bogus".to_string()];
+        let some = c.describe(Some(&keys));
+        assert_eq!(some.len(), 1);
+        assert_eq!(some[0].value, "1000");
+        assert_eq!(some[0].source, ConfigSource::DynamicTopic);
+        assert_eq!(some[0].synonyms.len(), 2);
+        assert_eq!(some[0].synonyms[1].0, "log.retention.ms");
+    }
+
+    #[test]
+    fn broker_describe_is_sorted_and_unique() {
+        let b = BrokerSettings {
+            node_id: 0,
+            log_dir: "/d".into(),
+            listener: "127.0.0.1:9092".into(),
+            advertised_listener: "127.0.0.1:9092".into(),
+            auto_create_topics: true,
+            default_partitions: 1,
+            frame_bytes_max: 100,
+            defaults: BrokerTopicDefaults::default(),
+        };
+        let d = b.describe();
+        for w in d.windows(2) {
+            assert!(w[0].name < w[1].name);
+        }
+        assert!(d
+            .iter()
+            .any(|e| e.name == "message.max.bytes" && e.value == "1048588"));
+    }
+}

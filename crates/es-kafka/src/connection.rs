@@ -1,0 +1,246 @@
+//! One client connection: frames in, requests handled concurrently, responses
+//! out in request order.
+//!
+//! Generic over any `AsyncRead + AsyncWrite` byte stream so a TLS stream drops
+//! in later. The reader checks each frame's announced size against the limit
+//! (via [`crate::codec::frame`]) before reserving memory for it, peeks the
+//! request header, and spawns the request's handler; the handler's
+//! `JoinHandle` goes into a bounded queue that the writer drains in order, so
+//! responses leave in request order while requests run concurrently, and at
+//! most `in_flight_max` requests are outstanding per connection.
+//!
+//! State changes keep the order the client sent them in: every request gets a
+//! [`Turn`] that resolves when the previous request has finished its ordered
+//! phase (a produce's append, an admin change); slow tails (fsync waits, long
+//! polls) run outside it. A malformed or oversized frame, or a request that
+//! cannot be parsed, closes this connection with a log line and nothing else.
+
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufWriter};
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio::task::JoinHandle;
+
+use crate::broker::Broker;
+use crate::codec::frame::{self, FrameStatus};
+use crate::handlers::{self, RequestError};
+
+/// Bytes read from the socket at once when no larger frame is pending.
+const READ_CHUNK_BYTES: usize = 64 * 1024;
+
+/// A request's place in its connection's order: [`Turn::wait`] resolves when
+/// the previous request has called [`Turn::finish`] (or dropped its turn).
+#[derive(Debug)]
+pub struct Turn {
+    prev: Option<oneshot::Receiver<()>>,
+    done: Option<oneshot::Sender<()>>,
+}
+
+impl Turn {
+    /// A turn with no predecessor.
+    pub fn first() -> (Turn, oneshot::Receiver<()>) {
+        let (tx, rx) = oneshot::channel();
+        (
+            Turn {
+                prev: None,
+                done: Some(tx),
+            },
+            rx,
+        )
+    }
+
+    /// The turn after the one whose finish is `prev`.
+    pub fn after(prev: oneshot::Receiver<()>) -> (Turn, oneshot::Receiver<()>) {
+        let (tx, rx) = oneshot::channel();
+        (
+            Turn {
+                prev: Some(prev),
+                done: Some(tx),
+            },
+            rx,
+        )
+    }
+
+    /// A turn that is already ours (tests, internal calls).
+    pub fn free() -> Turn {
+        Turn {
+            prev: None,
+            done: None,
+        }
+    }
+
+    /// Waits until the previous request's ordered phase is over.
+    pub async fn wait(&mut self) {
+        if let Some(rx) = self.prev.take() {
+            // An Err means the previous handler dropped its turn: also over.
+            let _ = rx.await;
+        }
+    }
+
+    /// Ends this request's ordered phase; the next request may proceed.
+    pub fn finish(&mut self) {
+        self.prev = None;
+        if let Some(tx) = self.done.take() {
+            let _ = tx.send(());
+        }
+    }
+}
+
+type Pending = JoinHandle<Result<Option<Bytes>, RequestError>>;
+
+/// Serves one connection until the peer closes it, a frame is bad, or
+/// `shutdown` flips to true (then in-flight requests are finished and answered).
+pub async fn serve<S>(
+    broker: Arc<Broker>,
+    stream: S,
+    peer: String,
+    mut shutdown: watch::Receiver<bool>,
+) where
+    S: AsyncRead + AsyncWrite + Send + 'static,
+{
+    let (mut reader, writer) = tokio::io::split(stream);
+    let in_flight_max = broker.config().in_flight_max.max(1);
+    let frame_bytes_max = broker.config().frame_bytes_max;
+    let (tx, rx) = mpsc::channel::<Pending>(in_flight_max);
+    let mut writer_task = tokio::spawn(write_responses(writer, rx, peer.clone()));
+    let mut buf = BytesMut::with_capacity(READ_CHUNK_BYTES);
+    let mut prev_turn: Option<oneshot::Receiver<()>> = None;
+    let mut writer_done = false;
+    'conn: loop {
+        // Take every whole frame already buffered.
+        loop {
+            match frame::check_frame(&buf, frame_bytes_max) {
+                Err(e) => {
+                    tracing::warn!(%peer, error = %e, "closing connection: bad frame");
+                    break 'conn;
+                }
+                Ok(FrameStatus::Incomplete { frame_bytes }) => {
+                    // `frame_bytes` was checked against the limit before we
+                    // reserve room for the whole frame.
+                    if let Some(n) = frame_bytes {
+                        buf.reserve(n.saturating_sub(buf.len()));
+                    }
+                    break;
+                }
+                Ok(FrameStatus::Complete { .. }) => {
+                    let body = match frame::split_frame(&mut buf, frame_bytes_max) {
+                        Ok(Some(b)) => b,
+                        Ok(None) => break,
+                        Err(e) => {
+                            tracing::warn!(%peer, error = %e, "closing connection: bad frame");
+                            break 'conn;
+                        }
+                    };
+                    if let Err(e) = frame::peek_request_header(&body) {
+                        tracing::warn!(%peer, error = %e, "closing connection: bad request header");
+                        break 'conn;
+                    }
+                    let (turn, next) = match prev_turn.take() {
+                        Some(p) => Turn::after(p),
+                        None => Turn::first(),
+                    };
+                    prev_turn = Some(next);
+                    let b = broker.clone();
+                    let handle = tokio::spawn(async move { handlers::handle(b, body, turn).await });
+                    if tx.send(handle).await.is_err() {
+                        break 'conn;
+                    }
+                }
+            }
+        }
+        if buf.capacity() - buf.len() < READ_CHUNK_BYTES / 4 {
+            buf.reserve(READ_CHUNK_BYTES);
+        }
+        tokio::select! {
+            n = reader.read_buf(&mut buf) => match n {
+                Ok(0) => {
+                    if !buf.is_empty() {
+                        tracing::debug!(%peer, bytes = buf.len(), "peer closed mid-frame");
+                    }
+                    break;
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::debug!(%peer, error = %e, "read failed");
+                    break;
+                }
+            },
+            _ = shutdown.changed() => break,
+            _ = &mut writer_task => {
+                writer_done = true;
+                break;
+            }
+        }
+    }
+    // Let the writer answer everything already accepted, then finish.
+    drop(tx);
+    if !writer_done {
+        if let Err(e) = writer_task.await {
+            tracing::error!(%peer, error = %e, "response writer failed");
+        }
+    }
+    tracing::debug!(%peer, "connection closed");
+}
+
+async fn write_responses<W>(writer: W, mut rx: mpsc::Receiver<Pending>, peer: String)
+where
+    W: AsyncWrite + Unpin,
+{
+    let mut w = BufWriter::with_capacity(64 * 1024, writer);
+    while let Some(pending) = rx.recv().await {
+        match pending.await {
+            Ok(Ok(Some(response))) => {
+                if let Err(e) = w.write_all(&response).await {
+                    tracing::debug!(%peer, error = %e, "write failed");
+                    break;
+                }
+            }
+            Ok(Ok(None)) => {}
+            Ok(Err(e)) => {
+                tracing::warn!(%peer, error = %e, "closing connection: request cannot be served");
+                break;
+            }
+            Err(e) => {
+                tracing::error!(%peer, error = %e, "request handler failed; closing connection");
+                break;
+            }
+        }
+        if rx.is_empty() {
+            if let Err(e) = w.flush().await {
+                tracing::debug!(%peer, error = %e, "flush failed");
+                break;
+            }
+        }
+    }
+    let _ = w.flush().await;
+    let _ = w.shutdown().await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn turns_chain_in_order() {
+        let (mut a, next) = Turn::first();
+        let (mut b, _next) = Turn::after(next);
+        a.wait().await;
+        let waiter = tokio::spawn(async move {
+            b.wait().await;
+            1
+        });
+        tokio::task::yield_now().await;
+        assert!(!waiter.is_finished());
+        a.finish();
+        assert_eq!(waiter.await.ok(), Some(1));
+    }
+
+    #[tokio::test]
+    async fn a_dropped_turn_releases_the_next() {
+        let (a, next) = Turn::first();
+        let (mut b, _next) = Turn::after(next);
+        drop(a);
+        b.wait().await;
+    }
+}

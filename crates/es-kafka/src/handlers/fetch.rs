@@ -1,0 +1,309 @@
+//! Fetch (v4-18): read records from storage, re-encode them as Kafka
+//! RecordBatch v2, and long-poll until `min_bytes` are there or `max_wait_ms`
+//! has passed.
+//!
+//! Long poll: before every read pass the request registers one [`Notify`]
+//! with each partition it reads; a partition's listener wakes it when the
+//! high watermark advances (`notify_one` keeps a permit, so data that lands
+//! between the read and the wait is not missed). No polling, no sleeps.
+//!
+//! Budget: `max_bytes` for the whole response and `partition_max_bytes` per
+//! partition, with Kafka's exception (KIP-74) that the first batch of the
+//! first non-empty partition is returned even when it is larger, so a consumer
+//! always makes progress. The response is also capped at
+//! [`FETCH_RESPONSE_BYTES_MAX`] whatever the client asks.
+//!
+//! Fetch sessions (KIP-227): we never create one. A full fetch (session id 0,
+//! epoch -1 or 0) is answered with session id 0, which tells the client that
+//! this broker does not keep sessions, so librdkafka and the Java consumer
+//! continue with full fetches; an incremental fetch naming a session gets
+//! FETCH_SESSION_ID_NOT_FOUND, which makes the client start over with a full one.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
+use kafka_protocol::messages::{FetchRequest, FetchResponse, TopicName};
+use tokio::sync::Notify;
+
+use super::metadata::LEADER_EPOCH;
+use super::{blocking, Ctx, RequestError};
+use crate::codec::compression::Compression;
+use crate::codec::encode::{BatchEncoder, EncodeOptions};
+use crate::config::TimestampType;
+use crate::errors::{code, storage_error_code, ResponseError, NONE};
+use crate::topics::PartitionSlot;
+use es_storage::record::RecordIter;
+
+/// The largest response we build, whatever `max_bytes` says (64 MiB).
+pub const FETCH_RESPONSE_BYTES_MAX: usize = 64 * 1024 * 1024;
+/// The longest a fetch may park (Kafka clients use 500 ms by default).
+pub const FETCH_WAIT_MS_MAX: u64 = 60_000;
+
+/// One partition the request asks for.
+#[derive(Clone)]
+struct Want {
+    topic: usize,
+    partition: i32,
+    slot: Option<Arc<PartitionSlot>>,
+    offset: i64,
+    max_bytes: usize,
+    error: i16,
+    compression: Compression,
+    log_append_time: bool,
+}
+
+/// What one read pass found for a partition.
+#[derive(Default)]
+struct Got {
+    error: i16,
+    high_watermark: i64,
+    log_start_offset: i64,
+    records: Bytes,
+}
+
+fn compression_for(name: &str, version: i16) -> Compression {
+    match name {
+        "gzip" => Compression::Gzip,
+        "snappy" => Compression::Snappy,
+        "lz4" => Compression::Lz4,
+        // Fetch before v10 cannot carry zstd; serve those clients uncompressed.
+        "zstd" if version >= 10 => Compression::Zstd,
+        // "producer": es does not keep the producer's codec; "uncompressed".
+        _ => Compression::None,
+    }
+}
+
+pub async fn handle(ctx: &Ctx, req: FetchRequest) -> Result<Option<Bytes>, RequestError> {
+    let v = ctx.version;
+    let b = &ctx.broker;
+    let mut r = FetchResponse::default();
+    if v >= 7 && req.session_id != 0 {
+        tracing::debug!(
+            session_id = req.session_id,
+            epoch = req.session_epoch,
+            "fetch names a session we never created"
+        );
+        r.error_code = code(ResponseError::FetchSessionIdNotFound);
+        return ctx.respond(&r);
+    }
+    let read_committed = req.isolation_level == 1;
+    let mut topics: Vec<(TopicName, uuid::Uuid)> = Vec::with_capacity(req.topics.len());
+    let mut wants: Vec<Want> = Vec::new();
+    for (ti, ft) in req.topics.into_iter().enumerate() {
+        let topic = if v >= 13 {
+            b.topic_by_id(ft.topic_id)
+        } else {
+            b.topic(ft.topic.0.as_str())
+        };
+        let missing = if v >= 13 {
+            code(ResponseError::UnknownTopicId)
+        } else {
+            code(ResponseError::UnknownTopicOrPartition)
+        };
+        let (compression, log_append_time) =
+            topic.as_ref().map_or((Compression::None, false), |t| {
+                let c = t.config();
+                (
+                    compression_for(&c.compression_type(), v),
+                    c.timestamp_type() == TimestampType::LogAppendTime,
+                )
+            });
+        topics.push((ft.topic, ft.topic_id));
+        for fp in ft.partitions {
+            let slot = topic.as_ref().and_then(|t| t.partition(fp.partition));
+            let error = if topic.is_none() {
+                missing
+            } else if slot.is_none() {
+                code(ResponseError::UnknownTopicOrPartition)
+            } else if fp.current_leader_epoch > LEADER_EPOCH {
+                code(ResponseError::UnknownLeaderEpoch)
+            } else if fp.fetch_offset < 0 {
+                code(ResponseError::OffsetOutOfRange)
+            } else {
+                NONE
+            };
+            wants.push(Want {
+                topic: ti,
+                partition: fp.partition,
+                slot,
+                offset: fp.fetch_offset,
+                max_bytes: usize::try_from(fp.partition_max_bytes).unwrap_or(0),
+                error,
+                compression,
+                log_append_time,
+            });
+        }
+    }
+    let max_bytes = usize::try_from(req.max_bytes)
+        .unwrap_or(0)
+        .min(FETCH_RESPONSE_BYTES_MAX);
+    let min_bytes = usize::try_from(req.min_bytes).unwrap_or(0);
+    let wait = Duration::from_millis(
+        u64::try_from(req.max_wait_ms)
+            .unwrap_or(0)
+            .min(FETCH_WAIT_MS_MAX),
+    );
+    let deadline = Instant::now() + wait;
+    let notify = Arc::new(Notify::new());
+    let wants = Arc::new(wants);
+    let gots = loop {
+        // Register before reading, so a write between the read and the wait still wakes us.
+        let may_wait = Instant::now() < deadline && min_bytes > 0;
+        if may_wait {
+            for w in wants.iter() {
+                if let Some(s) = &w.slot {
+                    s.waiters.register(&notify);
+                }
+            }
+        }
+        let ws = wants.clone();
+        let (gots, total, any_error) = blocking(move || read_pass(&ws, max_bytes)).await?;
+        let now = Instant::now();
+        if !may_wait || total >= min_bytes || any_error || now >= deadline {
+            break gots;
+        }
+        if tokio::time::timeout(deadline - now, notify.notified())
+            .await
+            .is_err()
+        {
+            // Timed out: one last pass picks up anything that raced the deadline.
+            let ws = wants.clone();
+            let (gots, _, _) = blocking(move || read_pass(&ws, max_bytes)).await?;
+            break gots;
+        }
+    };
+    for w in wants.iter() {
+        if let Some(s) = &w.slot {
+            s.waiters.deregister(&notify);
+        }
+    }
+
+    let mut per_topic: Vec<Vec<PartitionData>> = (0..topics.len()).map(|_| Vec::new()).collect();
+    for (w, g) in wants.iter().zip(gots) {
+        let mut p = PartitionData::default();
+        p.partition_index = w.partition;
+        p.error_code = g.error;
+        p.high_watermark = g.high_watermark;
+        p.last_stable_offset = g.high_watermark;
+        if v >= 5 {
+            p.log_start_offset = g.log_start_offset;
+        }
+        p.aborted_transactions = if read_committed {
+            Some(Vec::new())
+        } else {
+            None
+        };
+        p.records = Some(g.records);
+        if let Some(list) = per_topic.get_mut(w.topic) {
+            list.push(p);
+        }
+    }
+    for ((name, id), partitions) in topics.into_iter().zip(per_topic) {
+        let mut t = FetchableTopicResponse::default();
+        if v >= 13 {
+            t.topic_id = id;
+        } else {
+            t.topic = name;
+        }
+        t.partitions = partitions;
+        r.responses.push(t);
+    }
+    ctx.respond(&r)
+}
+
+/// Reads every wanted partition once, within the budgets. Returns the
+/// per-partition results, the record bytes gathered, and whether any
+/// partition has an error (Kafka answers at once then).
+fn read_pass(wants: &[Want], max_bytes: usize) -> (Vec<Got>, usize, bool) {
+    let mut encoder = BatchEncoder::new();
+    let mut out = Vec::with_capacity(wants.len());
+    let mut total = 0usize;
+    let mut any_error = false;
+    for w in wants {
+        let mut g = Got {
+            error: w.error,
+            high_watermark: -1,
+            log_start_offset: -1,
+            records: Bytes::new(),
+        };
+        let Some(slot) = w.slot.as_ref().filter(|_| w.error == NONE) else {
+            any_error = true;
+            out.push(g);
+            continue;
+        };
+        g.high_watermark = slot.log.high_watermark() as i64;
+        g.log_start_offset = slot.log.log_start_offset() as i64;
+        let remaining = max_bytes.saturating_sub(total);
+        let first = total == 0;
+        // The first non-empty partition may exceed the budgets by its first batch.
+        let budget = w.max_bytes.min(remaining);
+        if budget == 0 && !first {
+            out.push(g);
+            continue;
+        }
+        match read_one(&mut encoder, slot, w, budget, first) {
+            Ok((records, hw, log_start)) => {
+                total += records.len();
+                g.records = records;
+                g.high_watermark = hw;
+                g.log_start_offset = log_start;
+            }
+            Err(e) => {
+                g.error = e;
+                any_error = true;
+            }
+        }
+        out.push(g);
+    }
+    (out, total, any_error)
+}
+
+/// Reads and encodes one partition: `(records, high watermark, log start)`.
+fn read_one(
+    encoder: &mut BatchEncoder,
+    slot: &PartitionSlot,
+    w: &Want,
+    budget: usize,
+    first: bool,
+) -> Result<(Bytes, i64, i64), i16> {
+    let offset = u64::try_from(w.offset).map_err(|_| code(ResponseError::OffsetOutOfRange))?;
+    let chunk = slot.log.read(offset, budget.max(1)).map_err(|e| {
+        if !matches!(e, es_storage::StorageError::OffsetOutOfRange { .. }) {
+            tracing::error!(partition = w.partition, offset, error = %e, "read failed");
+        }
+        storage_error_code(&e)
+    })?;
+    let hw = chunk.high_watermark;
+    let mut corrupt = false;
+    let records = RecordIter::new(&chunk.data)
+        .map_while(|r| match r {
+            Ok(r) => Some(r),
+            Err(e) => {
+                tracing::error!(partition = w.partition, offset, error = %e, "undecodable record in storage");
+                corrupt = true;
+                None
+            }
+        })
+        .take_while(|r| r.offset < hw);
+    let opts = EncodeOptions {
+        compression: w.compression,
+        log_append_time: w.log_append_time,
+        partition_leader_epoch: LEADER_EPOCH,
+        max_bytes: budget,
+    };
+    let mut buf = Vec::with_capacity(chunk.data.len().min(budget.max(1)) + 128);
+    let summary = encoder.encode(records, &mut buf, &opts).map_err(|e| {
+        tracing::error!(partition = w.partition, error = %e, "encoding fetched records failed");
+        code(ResponseError::KafkaStorageError)
+    })?;
+    if corrupt && summary.records == 0 {
+        return Err(code(ResponseError::CorruptMessage));
+    }
+    if !first && buf.len() > budget {
+        // Only the first non-empty partition may overshoot (KIP-74).
+        buf.clear();
+    }
+    Ok((Bytes::from(buf), hw as i64, chunk.log_start_offset as i64))
+}

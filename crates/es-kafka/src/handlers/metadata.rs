@@ -1,0 +1,133 @@
+//! Metadata (v0-13): brokers, cluster id, topics and partitions, with topic
+//! auto-creation when the broker and the request allow it.
+//!
+//! Fields exist only in some versions and the crate refuses to encode a field
+//! its version lacks, so every versioned field is set under a version check.
+//! One node (this broker) leads every partition at leader epoch 0 with
+//! itself as the only replica.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use kafka_protocol::messages::metadata_response::{
+    MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
+};
+use kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse, TopicName};
+use kafka_protocol::protocol::StrBytes;
+
+use super::{Ctx, RequestError, CLUSTER_OPERATIONS_ALL, TOPIC_OPERATIONS_ALL};
+use crate::errors::{code, ResponseError};
+use crate::topics::{validate_topic_name, Topic};
+
+/// Leader epoch of every partition on a single node.
+pub const LEADER_EPOCH: i32 = 0;
+
+pub async fn handle(ctx: &Ctx, req: MetadataRequest) -> Result<Option<Bytes>, RequestError> {
+    let v = ctx.version;
+    let b = &ctx.broker;
+    let include_ops = v >= 8 && req.include_topic_authorized_operations;
+    let mut r = MetadataResponse::default();
+    let mut broker = MetadataResponseBroker::default();
+    broker.node_id = BrokerId(b.node_id());
+    broker.host = StrBytes::from_string(b.config().advertised_host.clone());
+    broker.port = b.config().advertised_port;
+    r.brokers = vec![broker];
+    if v >= 1 {
+        r.controller_id = BrokerId(b.node_id());
+    }
+    if v >= 2 {
+        r.cluster_id = Some(StrBytes::from_string(b.cluster_id().to_string()));
+    }
+    if (8..=10).contains(&v) && req.include_cluster_authorized_operations {
+        r.cluster_authorized_operations = CLUSTER_OPERATIONS_ALL;
+    }
+    // v0 has no null: an empty list means every topic.
+    let requested = match req.topics {
+        None => None,
+        Some(list) if v == 0 && list.is_empty() => None,
+        Some(list) => Some(list),
+    };
+    match requested {
+        None => {
+            for t in b.topics() {
+                r.topics.push(describe(ctx, &t, include_ops));
+            }
+        }
+        Some(list) => {
+            // Kafka's default for v0-3 is to auto-create.
+            let allow_create = v < 4 || req.allow_auto_topic_creation;
+            for t in list {
+                match t.name {
+                    Some(name) => {
+                        let name = name.0.to_string();
+                        if let Err(why) = validate_topic_name(&name) {
+                            tracing::debug!(topic = %name, %why, "metadata for an invalid topic name");
+                            r.topics.push(error_topic(
+                                v,
+                                Some(&name),
+                                code(ResponseError::InvalidTopicException),
+                            ));
+                            continue;
+                        }
+                        match b.get_or_create(&name, allow_create).await {
+                            Ok(topic) => r.topics.push(describe(ctx, &topic, include_ops)),
+                            Err(e) => r.topics.push(error_topic(v, Some(&name), e.code)),
+                        }
+                    }
+                    None => match b.topic_by_id(t.topic_id) {
+                        Some(topic) if v >= 10 => r.topics.push(describe(ctx, &topic, include_ops)),
+                        _ => {
+                            let mut e = error_topic(v, None, code(ResponseError::UnknownTopicId));
+                            if v >= 10 {
+                                e.topic_id = t.topic_id;
+                            }
+                            r.topics.push(e);
+                        }
+                    },
+                }
+            }
+        }
+    }
+    ctx.respond(&r)
+}
+
+fn error_topic(v: i16, name: Option<&str>, error_code: i16) -> MetadataResponseTopic {
+    let mut t = MetadataResponseTopic::default();
+    t.error_code = error_code;
+    t.name = match name {
+        Some(n) => Some(TopicName(StrBytes::from_string(n.to_string()))),
+        // Names are nullable from v12 on; before that an empty name stands in.
+        None if v >= 12 => None,
+        None => Some(TopicName(StrBytes::default())),
+    };
+    t
+}
+
+fn describe(ctx: &Ctx, topic: &Arc<Topic>, include_ops: bool) -> MetadataResponseTopic {
+    let v = ctx.version;
+    let node = BrokerId(ctx.broker.node_id());
+    let mut t = MetadataResponseTopic::default();
+    t.name = Some(TopicName(StrBytes::from_string(topic.name.clone())));
+    if v >= 10 {
+        t.topic_id = topic.id;
+    }
+    if include_ops {
+        t.topic_authorized_operations = TOPIC_OPERATIONS_ALL;
+    }
+    t.partitions = topic
+        .partitions()
+        .iter()
+        .map(|p| {
+            let mut m = MetadataResponsePartition::default();
+            m.partition_index = p.index;
+            m.leader_id = node;
+            if v >= 7 {
+                m.leader_epoch = LEADER_EPOCH;
+            }
+            m.replica_nodes = vec![node];
+            m.isr_nodes = vec![node];
+            m
+        })
+        .collect();
+    t
+}

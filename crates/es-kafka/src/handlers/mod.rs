@@ -1,0 +1,232 @@
+//! Request dispatch: the one boundary around the kafka-protocol crate.
+//!
+//! [`handle`] classifies a frame by (api key, version) against our
+//! ApiVersions table ([`crate::versions`]) *before* decoding its body, then
+//! decodes it with the crate at exactly that version, runs the API's handler
+//! (one module per API family) and encodes the response with the matching
+//! header version. Anything a client can send gets Kafka's answer: a served
+//! API its response, a known-but-unserved one UNSUPPORTED_VERSION in its own
+//! shape (see [`unsupported`]); only bytes that cannot be parsed at all end
+//! the connection ([`RequestError`]).
+
+pub mod admin;
+pub mod api_versions;
+pub mod fetch;
+pub mod list_offsets;
+pub mod metadata;
+pub mod offset_for_leader_epoch;
+pub mod produce;
+pub mod unsupported;
+
+use std::sync::Arc;
+
+use bytes::{BufMut, Bytes, BytesMut};
+use kafka_protocol::messages::{ApiKey, RequestHeader, ResponseHeader};
+use kafka_protocol::protocol::{Decodable, Encodable};
+
+use crate::broker::Broker;
+use crate::codec::frame;
+use crate::connection::Turn;
+use crate::versions::{self, Support};
+
+/// A request that cannot be answered in Kafka's protocol: the connection is closed.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct RequestError(pub String);
+
+impl From<frame::FrameError> for RequestError {
+    fn from(e: frame::FrameError) -> Self {
+        RequestError(e.to_string())
+    }
+}
+
+/// What a handler needs to know about its request.
+#[derive(Debug)]
+pub struct Ctx {
+    pub broker: Arc<Broker>,
+    pub key: ApiKey,
+    pub version: i16,
+    pub header: RequestHeader,
+}
+
+impl Ctx {
+    /// Encodes `body` as this request's response frame.
+    pub fn respond<T: Encodable>(&self, body: &T) -> Result<Option<Bytes>, RequestError> {
+        encode_response(self.key, self.version, self.header.correlation_id, body).map(Some)
+    }
+}
+
+/// Decodes a request body at `version`.
+pub fn decode_body<T: Decodable>(
+    body: &mut Bytes,
+    key: ApiKey,
+    version: i16,
+) -> Result<T, RequestError> {
+    T::decode(body, version)
+        .map_err(|e| RequestError(format!("cannot decode {key:?} v{version}: {e:#}")))
+}
+
+/// Builds a whole response frame: size, response header, body.
+pub fn encode_response<T: Encodable>(
+    key: ApiKey,
+    version: i16,
+    correlation_id: i32,
+    body: &T,
+) -> Result<Bytes, RequestError> {
+    let header_version = key.response_header_version(version);
+    let mut header = ResponseHeader::default();
+    header.correlation_id = correlation_id;
+    let header_len = header
+        .compute_size(header_version)
+        .map_err(|e| encode_failed(key, version, e))?;
+    let body_len = body
+        .compute_size(version)
+        .map_err(|e| encode_failed(key, version, e))?;
+    let total = header_len + body_len;
+    let size = i32::try_from(total)
+        .map_err(|_| RequestError(format!("{key:?} response of {total} bytes is too large")))?;
+    let mut out = BytesMut::with_capacity(4 + total);
+    out.put_i32(size);
+    header
+        .encode(&mut out, header_version)
+        .map_err(|e| encode_failed(key, version, e))?;
+    body.encode(&mut out, version)
+        .map_err(|e| encode_failed(key, version, e))?;
+    debug_assert_eq!(out.len(), 4 + total, "compute_size disagrees with encode");
+    Ok(out.freeze())
+}
+
+fn encode_failed(key: ApiKey, version: i16, e: impl std::fmt::Display) -> RequestError {
+    // A handler set a field the version cannot carry: a bug, but one that
+    // must cost this connection only, never the broker.
+    tracing::error!(?key, version, error = %e, "cannot encode response");
+    RequestError(format!("cannot encode {key:?} v{version} response: {e}"))
+}
+
+/// Handles one request frame (the body after the size prefix). `Ok(None)` is
+/// "send nothing" (a produce with acks=0).
+pub async fn handle(
+    broker: Arc<Broker>,
+    frame: Bytes,
+    turn: Turn,
+) -> Result<Option<Bytes>, RequestError> {
+    let prefix = frame::peek_request_header(&frame)?;
+    match versions::classify(prefix.api_key, prefix.api_version) {
+        Support::UnknownKey => Err(RequestError(format!(
+            "unknown api key {} (version {})",
+            prefix.api_key, prefix.api_version
+        ))),
+        Support::Unparseable(ApiKey::ApiVersions) => {
+            api_versions::fallback(prefix.correlation_id).map(Some)
+        }
+        Support::Unparseable(key) => Err(RequestError(format!(
+            "{key:?} v{} is beyond any version we can parse",
+            prefix.api_version
+        ))),
+        Support::Unsupported(key) => {
+            drop(turn);
+            unsupported::respond(key, prefix.api_version, frame)
+        }
+        Support::Served(key) => {
+            let version = prefix.api_version;
+            let mut body = frame;
+            let header = RequestHeader::decode(&mut body, key.request_header_version(version))
+                .map_err(|e| {
+                    RequestError(format!(
+                        "cannot decode {key:?} v{version} request header: {e:#}"
+                    ))
+                })?;
+            let ctx = Ctx {
+                broker,
+                key,
+                version,
+                header,
+            };
+            served(ctx, body, turn).await
+        }
+    }
+}
+
+async fn served(ctx: Ctx, mut body: Bytes, mut turn: Turn) -> Result<Option<Bytes>, RequestError> {
+    let (key, v) = (ctx.key, ctx.version);
+    match key {
+        ApiKey::Produce => produce::handle(&ctx, decode_body(&mut body, key, v)?, turn).await,
+        ApiKey::Fetch => {
+            let req = decode_body(&mut body, key, v)?;
+            turn.wait().await;
+            turn.finish();
+            fetch::handle(&ctx, req).await
+        }
+        _ => {
+            // Everything else is quick: run it wholly in connection order.
+            turn.wait().await;
+            let r = match key {
+                ApiKey::ApiVersions => api_versions::handle(&ctx, decode_body(&mut body, key, v)?),
+                ApiKey::Metadata => metadata::handle(&ctx, decode_body(&mut body, key, v)?).await,
+                ApiKey::ListOffsets => {
+                    list_offsets::handle(&ctx, decode_body(&mut body, key, v)?).await
+                }
+                ApiKey::OffsetForLeaderEpoch => {
+                    offset_for_leader_epoch::handle(&ctx, decode_body(&mut body, key, v)?)
+                }
+                ApiKey::CreateTopics => {
+                    admin::create_topics(&ctx, decode_body(&mut body, key, v)?).await
+                }
+                ApiKey::DeleteTopics => {
+                    admin::delete_topics(&ctx, decode_body(&mut body, key, v)?).await
+                }
+                ApiKey::CreatePartitions => {
+                    admin::create_partitions(&ctx, decode_body(&mut body, key, v)?).await
+                }
+                ApiKey::DescribeConfigs => {
+                    admin::describe_configs(&ctx, decode_body(&mut body, key, v)?)
+                }
+                ApiKey::AlterConfigs => {
+                    admin::alter_configs(&ctx, decode_body(&mut body, key, v)?).await
+                }
+                ApiKey::IncrementalAlterConfigs => {
+                    admin::incremental_alter_configs(&ctx, decode_body(&mut body, key, v)?).await
+                }
+                ApiKey::DescribeCluster => {
+                    admin::describe_cluster(&ctx, decode_body(&mut body, key, v)?)
+                }
+                ApiKey::DescribeLogDirs => {
+                    admin::describe_log_dirs(&ctx, decode_body(&mut body, key, v)?).await
+                }
+                ApiKey::DescribeTopicPartitions => {
+                    admin::describe_topic_partitions(&ctx, decode_body(&mut body, key, v)?)
+                }
+                other => Err(RequestError(format!(
+                    "{other:?} is in the versions table but has no handler"
+                ))),
+            };
+            turn.finish();
+            r
+        }
+    }
+}
+
+/// Runs blocking storage work off the async runtime.
+pub async fn blocking<T, F>(f: F) -> Result<T, RequestError>
+where
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+{
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| RequestError(format!("blocking task failed: {e}")))
+}
+
+/// Kafka's "authorized operations not requested" marker.
+pub const AUTHORIZED_OPERATIONS_OMITTED: i32 = i32::MIN;
+
+/// Topic operations a single-node broker without ACLs allows: READ(3),
+/// WRITE(4), CREATE(5), DELETE(6), ALTER(7), DESCRIBE(8), DESCRIBE_CONFIGS(10),
+/// ALTER_CONFIGS(11), as Kafka's bit set.
+pub const TOPIC_OPERATIONS_ALL: i32 =
+    (1 << 3) | (1 << 4) | (1 << 5) | (1 << 6) | (1 << 7) | (1 << 8) | (1 << 10) | (1 << 11);
+
+/// Cluster operations: CREATE(5), ALTER(7), DESCRIBE(8), CLUSTER_ACTION(9),
+/// DESCRIBE_CONFIGS(10), ALTER_CONFIGS(11), IDEMPOTENT_WRITE(12).
+pub const CLUSTER_OPERATIONS_ALL: i32 =
+    (1 << 5) | (1 << 7) | (1 << 8) | (1 << 9) | (1 << 10) | (1 << 11) | (1 << 12);

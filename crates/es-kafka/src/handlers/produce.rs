@@ -1,0 +1,269 @@
+//! Produce (v3-13): decode each partition's RecordBatch into one storage
+//! buffer, append it with one write, wait for durability, answer.
+//!
+//! Phases, per request:
+//! 1. resolve topics (auto-creating when allowed) and partitions;
+//! 2. on a blocking thread, decode and validate every partition's batch
+//!    (CRC, size against `max.message.bytes`, Kafka's producer rules,
+//!    timestamps) into a [`RecordBatchBuf`] — concurrently with other requests;
+//! 3. wait for this connection's [`Turn`], then on a blocking thread append
+//!    every partition (one `write` each), release the turn so the next request
+//!    may append, and wait for the group-commit fsync of each partition
+//!    (`wait_durable`) — so appends keep the client's order while fsyncs overlap;
+//! 4. respond (nothing at all for acks=0).
+//!
+//! Per-partition failures are per-partition error codes; the request still
+//! succeeds for the other partitions, as in Kafka.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use es_storage::RecordBatchBuf;
+use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use kafka_protocol::messages::{ProduceRequest, ProduceResponse, TopicName};
+use kafka_protocol::protocol::StrBytes;
+
+use super::{blocking, Ctx, RequestError};
+use crate::codec::batch::{check_produce_compression, BatchDecoder, BatchSummary, DecodeLimits};
+use crate::config::{TimestampType, TopicConfig};
+use crate::connection::Turn;
+use crate::errors::{code, storage_error_code, ResponseError, NONE};
+use crate::topics::{validate_topic_name, PartitionSlot};
+
+/// Records of one partition ready to append.
+struct Item {
+    /// Index into the response's topic list.
+    topic: usize,
+    partition: i32,
+    slot: Option<Arc<PartitionSlot>>,
+    config: Option<TopicConfig>,
+    records: Option<Bytes>,
+    buf: RecordBatchBuf,
+    error: i16,
+    message: Option<String>,
+    base_offset: i64,
+    log_append_time: i64,
+    log_start_offset: i64,
+    /// One past the last appended offset (0 until appended).
+    partition_end: u64,
+}
+
+impl Item {
+    fn fail(&mut self, error: i16, message: impl Into<String>) {
+        self.error = error;
+        self.message = Some(message.into());
+        self.buf.clear();
+    }
+}
+
+pub fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+pub async fn handle(
+    ctx: &Ctx,
+    req: ProduceRequest,
+    mut turn: Turn,
+) -> Result<Option<Bytes>, RequestError> {
+    let v = ctx.version;
+    let acks = req.acks;
+    let b = &ctx.broker;
+    let mut topic_names: Vec<(TopicName, uuid::Uuid)> = Vec::with_capacity(req.topic_data.len());
+    let mut items: Vec<Item> = Vec::new();
+    let acks_ok = matches!(acks, -1..=1);
+    for (ti, td) in req.topic_data.into_iter().enumerate() {
+        topic_names.push((td.name.clone(), td.topic_id));
+        // v13 names topics by id; before that by name.
+        let resolved = if v >= 13 {
+            b.topic_by_id(td.topic_id).ok_or((
+                code(ResponseError::UnknownTopicId),
+                "unknown topic id".to_string(),
+            ))
+        } else {
+            let name = td.name.0.as_str();
+            match validate_topic_name(name) {
+                Err(why) => Err((code(ResponseError::InvalidTopicException), why)),
+                Ok(()) => b
+                    .get_or_create(name, true)
+                    .await
+                    .map_err(|e| (e.code, e.message)),
+            }
+        };
+        for pd in td.partition_data {
+            let mut item = Item {
+                topic: ti,
+                partition: pd.index,
+                slot: None,
+                config: None,
+                records: pd.records,
+                buf: RecordBatchBuf::new(),
+                error: NONE,
+                message: None,
+                base_offset: -1,
+                log_append_time: -1,
+                log_start_offset: -1,
+                partition_end: 0,
+            };
+            if !acks_ok {
+                item.fail(
+                    code(ResponseError::InvalidRequiredAcks),
+                    format!("acks must be -1, 0 or 1, not {acks}"),
+                );
+            } else {
+                match &resolved {
+                    Err((c, m)) => item.fail(*c, m.clone()),
+                    Ok(topic) => match topic.partition(pd.index) {
+                        None => item.fail(
+                            code(ResponseError::UnknownTopicOrPartition),
+                            format!("{} has no partition {}", topic.name, pd.index),
+                        ),
+                        Some(slot) => {
+                            item.slot = Some(slot);
+                            item.config = Some(topic.config());
+                        }
+                    },
+                }
+            }
+            items.push(item);
+        }
+    }
+
+    // Phase 2: decode and validate, off the runtime, before taking our turn.
+    let mut items = blocking(move || {
+        let mut decoder = BatchDecoder::new();
+        let mut summaries: Vec<BatchSummary> = Vec::with_capacity(1);
+        let now = now_ms();
+        for item in items.iter_mut().filter(|i| i.slot.is_some()) {
+            decode_one(&mut decoder, &mut summaries, item, v, now);
+        }
+        items
+    })
+    .await?;
+
+    // Phase 3: append in connection order, then wait for durability.
+    turn.wait().await;
+    let items = blocking(move || {
+        for item in items.iter_mut() {
+            let Some(slot) = item.slot.clone() else { continue };
+            if item.error != NONE || item.buf.is_empty() {
+                continue;
+            }
+            let log_append = item.config.as_ref().is_some_and(|c| c.timestamp_type() == TimestampType::LogAppendTime);
+            if log_append {
+                let now = now_ms();
+                item.buf.set_all_timestamps(now);
+                item.log_append_time = now;
+            }
+            match slot.log.append(&mut item.buf) {
+                Ok(info) => {
+                    item.base_offset = info.base_offset as i64;
+                    item.log_start_offset = slot.log.log_start_offset() as i64;
+                    item.buf.clear();
+                    item.partition_end = info.last_offset + 1;
+                }
+                Err(e) => {
+                    tracing::warn!(partition = item.partition, error = %e, "append failed");
+                    item.fail(storage_error_code(&e), e.to_string());
+                    item.log_append_time = -1;
+                }
+            }
+        }
+        turn.finish();
+        for item in items.iter_mut() {
+            let Some(slot) = item.slot.clone() else { continue };
+            if item.error != NONE || item.partition_end == 0 {
+                continue;
+            }
+            if let Err(e) = slot.log.wait_durable(item.partition_end) {
+                tracing::error!(partition = item.partition, error = %e, "waiting for durability failed");
+                item.fail(storage_error_code(&e), e.to_string());
+                item.base_offset = -1;
+                item.log_append_time = -1;
+            }
+        }
+        items
+    })
+    .await?;
+
+    if acks == 0 {
+        return Ok(None);
+    }
+    let mut by_topic: HashMap<usize, Vec<PartitionProduceResponse>> = HashMap::new();
+    for item in items {
+        let mut p = PartitionProduceResponse::default();
+        p.index = item.partition;
+        p.error_code = item.error;
+        p.base_offset = item.base_offset;
+        p.log_append_time_ms = item.log_append_time;
+        if v >= 5 {
+            p.log_start_offset = item.log_start_offset;
+        }
+        if v >= 8 {
+            p.error_message = item.message.map(StrBytes::from_string);
+        }
+        by_topic.entry(item.topic).or_default().push(p);
+    }
+    let mut r = ProduceResponse::default();
+    for (ti, (name, id)) in topic_names.into_iter().enumerate() {
+        let mut t = TopicProduceResponse::default();
+        if v >= 13 {
+            t.topic_id = id;
+        } else {
+            t.name = name;
+        }
+        t.partition_responses = by_topic.remove(&ti).unwrap_or_default();
+        r.responses.push(t);
+    }
+    ctx.respond(&r)
+}
+
+/// Decodes and validates one partition's records into `item.buf`.
+fn decode_one(
+    decoder: &mut BatchDecoder,
+    summaries: &mut Vec<BatchSummary>,
+    item: &mut Item,
+    version: i16,
+    now: i64,
+) {
+    let Some(config) = item.config.clone() else {
+        return;
+    };
+    let Some(records) = item.records.take() else {
+        item.fail(code(ResponseError::InvalidRecord), "null records");
+        return;
+    };
+    summaries.clear();
+    let limits = DecodeLimits::produce(config.max_message_bytes());
+    if let Err(e) = decoder.decode(&records, &mut item.buf, &limits, summaries) {
+        tracing::debug!(partition = item.partition, error = %e, "refused produced batch");
+        item.fail(e.kafka_error_code(), e.to_string());
+        return;
+    }
+    for s in summaries.iter() {
+        if let Err(e) = check_produce_compression(version, s) {
+            item.fail(e.kafka_error_code(), e.to_string());
+            return;
+        }
+        if config.timestamp_type() == TimestampType::CreateTime {
+            // Kafka checks each record; the batch's extremes bound them all.
+            let after = config.timestamp_after_max_ms();
+            let before = config.timestamp_before_max_ms();
+            if s.max_timestamp.saturating_sub(now) > after
+                || now.saturating_sub(s.first_timestamp.min(s.max_timestamp)) > before
+            {
+                item.fail(
+                    code(ResponseError::InvalidTimestamp),
+                    format!(
+                        "timestamp out of range (now {now}, batch {}..{})",
+                        s.first_timestamp, s.max_timestamp
+                    ),
+                );
+                return;
+            }
+        }
+    }
+}

@@ -1,0 +1,400 @@
+//! Topics on disk and in memory: `data/topics/<name>/topic.json` plus one
+//! directory per partition, as the storage document lays them out.
+//!
+//! Invariants:
+//! - `topic.json` is written last when a topic is created (it is the commit
+//!   point) and replaced atomically; a topic directory without it is the debris
+//!   of a crash mid-create and is removed at startup.
+//! - A deleted topic's directory is first renamed to a name that cannot be a
+//!   topic (`<name>~<id>.deleted`, `~` is not a topic character), then removed;
+//!   startup finishes any deletion a crash interrupted.
+//! - Everything created here is mode 0700/0600 through the es-storage [`Fs`].
+//!
+//! The functions on disk are blocking; the async callers run them on
+//! blocking threads.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use es_storage::{meta, FlushPolicy, Fs, Partition, PartitionConfig, StorageError};
+use parking_lot::{Mutex, RwLock};
+use serde::{Deserialize, Serialize};
+use tokio::sync::Notify;
+use uuid::Uuid;
+
+use crate::config::{BrokerTopicDefaults, TopicConfig};
+
+/// Longest topic name Kafka allows.
+pub const TOPIC_NAME_CHARS_MAX: usize = 249;
+/// Most partitions one topic may have (a bound on directories and memory).
+pub const PARTITIONS_MAX: i32 = 10_000;
+/// Name of the topic metadata file.
+pub const TOPIC_FILE: &str = "topic.json";
+/// Suffix of a topic directory being deleted.
+pub const DELETED_SUFFIX: &str = ".deleted";
+
+/// Checks a topic name as Kafka does: 1..=249 characters of `[a-zA-Z0-9._-]`,
+/// and not `.` or `..`.
+pub fn validate_topic_name(name: &str) -> Result<(), String> {
+    if name.is_empty() {
+        return Err("topic name is empty".into());
+    }
+    if name == "." || name == ".." {
+        return Err(format!("topic name cannot be {name:?}"));
+    }
+    if name.len() > TOPIC_NAME_CHARS_MAX {
+        return Err(format!(
+            "topic name is longer than {TOPIC_NAME_CHARS_MAX} characters"
+        ));
+    }
+    if let Some(c) = name
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || *c == '.' || *c == '_' || *c == '-'))
+    {
+        return Err(format!("topic name {name:?} contains {c:?}; only ASCII letters, digits, '.', '_' and '-' are allowed"));
+    }
+    Ok(())
+}
+
+/// The contents of `topic.json`.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct TopicMeta {
+    pub name: String,
+    /// Kafka topic id (Fetch v13+, Metadata v10+).
+    pub id: String,
+    pub partitions: i32,
+    /// Config overrides only; defaults are not stored.
+    #[serde(default)]
+    pub config: BTreeMap<String, String>,
+}
+
+/// Waiters for new data on one partition: long-polling fetches register a
+/// [`Notify`] and the partition's listener wakes them all when the high
+/// watermark advances. `notify_one` stores a permit, so a wake that races with
+/// registration is never lost.
+#[derive(Debug, Default)]
+pub struct Waiters {
+    list: Mutex<Vec<Arc<Notify>>>,
+}
+
+impl Waiters {
+    pub fn register(&self, n: &Arc<Notify>) {
+        let mut l = self.list.lock();
+        if !l.iter().any(|x| Arc::ptr_eq(x, n)) {
+            l.push(n.clone());
+        }
+    }
+
+    pub fn deregister(&self, n: &Arc<Notify>) {
+        self.list.lock().retain(|x| !Arc::ptr_eq(x, n));
+    }
+
+    pub fn wake_all(&self) {
+        for n in self.list.lock().drain(..) {
+            n.notify_one();
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.list.lock().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// One open partition of a topic.
+#[derive(Debug)]
+pub struct PartitionSlot {
+    pub index: i32,
+    pub log: Arc<Partition>,
+    pub waiters: Arc<Waiters>,
+}
+
+/// An open topic.
+#[derive(Debug)]
+pub struct Topic {
+    pub name: String,
+    pub id: Uuid,
+    dir: PathBuf,
+    config: RwLock<TopicConfig>,
+    partitions: RwLock<Vec<Arc<PartitionSlot>>>,
+}
+
+impl Topic {
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn config(&self) -> TopicConfig {
+        self.config.read().clone()
+    }
+
+    pub fn partition(&self, index: i32) -> Option<Arc<PartitionSlot>> {
+        usize::try_from(index)
+            .ok()
+            .and_then(|i| self.partitions.read().get(i).cloned())
+    }
+
+    pub fn partitions(&self) -> Vec<Arc<PartitionSlot>> {
+        self.partitions.read().clone()
+    }
+
+    pub fn partition_count(&self) -> i32 {
+        self.partitions.read().len() as i32
+    }
+
+    fn meta(&self) -> TopicMeta {
+        TopicMeta {
+            name: self.name.clone(),
+            id: self.id.to_string(),
+            partitions: self.partition_count(),
+            config: self.config.read().overrides().clone(),
+        }
+    }
+
+    /// Replaces the config, persists `topic.json`, and applies it to every
+    /// partition. Blocking.
+    pub fn set_config(&self, fs: &dyn Fs, config: TopicConfig) -> Result<(), StorageError> {
+        let mut m = self.meta();
+        m.config = config.overrides().clone();
+        meta::write_json(fs, &self.dir.join(TOPIC_FILE), &m)?;
+        let pc = partition_config(&config);
+        for p in self.partitions.read().iter() {
+            p.log.set_config(pc);
+        }
+        *self.config.write() = config;
+        Ok(())
+    }
+
+    /// Grows the topic to `count` partitions: opens the new partition
+    /// directories, then rewrites `topic.json`. Blocking.
+    pub fn add_partitions(&self, fs: &Arc<dyn Fs>, count: i32) -> Result<(), StorageError> {
+        let cfg = self.config();
+        let current = self.partition_count();
+        let mut new = Vec::new();
+        for i in current..count {
+            new.push(open_partition(fs, &self.dir, i, &cfg)?);
+        }
+        let mut m = self.meta();
+        m.partitions = count;
+        meta::write_json(fs.as_ref(), &self.dir.join(TOPIC_FILE), &m)?;
+        self.partitions.write().extend(new);
+        Ok(())
+    }
+
+    /// Closes every partition (syncing it). Blocking.
+    pub fn close(&self) -> Result<(), StorageError> {
+        let mut first_err = None;
+        for p in self.partitions.read().iter() {
+            if let Err(e) = p.log.close() {
+                tracing::error!(topic = %self.name, partition = p.index, error = %e, "closing partition failed");
+                first_err.get_or_insert(e);
+            }
+        }
+        first_err.map_or(Ok(()), Err)
+    }
+}
+
+/// The storage settings a topic's config implies.
+pub fn partition_config(c: &TopicConfig) -> PartitionConfig {
+    PartitionConfig {
+        segment_bytes: c.segment_bytes(),
+        segment_ms: c.segment_ms(),
+        index_interval_bytes: c.index_interval_bytes(),
+        flush: FlushPolicy {
+            every_records: c.flush_messages(),
+            interval: Duration::from_millis(c.flush_ms()),
+        },
+    }
+}
+
+fn open_partition(
+    fs: &Arc<dyn Fs>,
+    topic_dir: &Path,
+    index: i32,
+    cfg: &TopicConfig,
+) -> Result<Arc<PartitionSlot>, StorageError> {
+    let log = Partition::open(
+        fs.clone(),
+        topic_dir.join(index.to_string()),
+        partition_config(cfg),
+    )?;
+    let waiters = Arc::new(Waiters::default());
+    let w = Arc::downgrade(&waiters);
+    log.set_listener(Box::new(move |_hw| {
+        if let Some(w) = w.upgrade() {
+            w.wake_all();
+        }
+    }));
+    Ok(Arc::new(PartitionSlot {
+        index,
+        log,
+        waiters,
+    }))
+}
+
+/// Creates a topic on disk and opens it. Blocking.
+pub fn create_topic(
+    fs: &Arc<dyn Fs>,
+    topics_dir: &Path,
+    name: &str,
+    partitions: i32,
+    config: TopicConfig,
+) -> Result<Topic, StorageError> {
+    let dir = topics_dir.join(name);
+    if fs.exists(&dir) {
+        // Debris of a crashed create (the caller checked that no live topic has this name).
+        fs.remove_dir_all(&dir)?;
+    }
+    fs.create_dir_all(&dir)?;
+    let id = Uuid::new_v4();
+    let mut slots = Vec::with_capacity(partitions.max(0) as usize);
+    for i in 0..partitions {
+        slots.push(open_partition(fs, &dir, i, &config)?);
+    }
+    let m = TopicMeta {
+        name: name.to_string(),
+        id: id.to_string(),
+        partitions,
+        config: config.overrides().clone(),
+    };
+    meta::write_json(fs.as_ref(), &dir.join(TOPIC_FILE), &m)?;
+    fs.sync_dir(topics_dir)?;
+    Ok(Topic {
+        name: name.to_string(),
+        id,
+        dir,
+        config: RwLock::new(config),
+        partitions: RwLock::new(slots),
+    })
+}
+
+/// Loads every topic under `topics_dir`, finishing interrupted deletes and
+/// removing half-created topics. Blocking.
+pub fn load_topics(
+    fs: &Arc<dyn Fs>,
+    topics_dir: &Path,
+    broker: BrokerTopicDefaults,
+) -> Result<Vec<Topic>, StorageError> {
+    fs.create_dir_all(topics_dir)?;
+    meta::remove_temp_files(fs.as_ref(), topics_dir)?;
+    let mut out = Vec::new();
+    for entry in fs.list(topics_dir)? {
+        let dir = topics_dir.join(&entry);
+        if entry.ends_with(DELETED_SUFFIX) && validate_topic_name(&entry).is_err() {
+            tracing::info!(dir = %dir.display(), "finishing interrupted topic deletion");
+            fs.remove_dir_all(&dir)?;
+            continue;
+        }
+        if validate_topic_name(&entry).is_err() {
+            tracing::warn!(dir = %dir.display(), "ignoring entry that is not a topic");
+            continue;
+        }
+        meta::remove_temp_files(fs.as_ref(), &dir)?;
+        let Some(m) = meta::read_json::<TopicMeta>(fs.as_ref(), &dir.join(TOPIC_FILE))? else {
+            tracing::warn!(dir = %dir.display(), "removing topic directory without topic.json (interrupted create)");
+            fs.remove_dir_all(&dir)?;
+            continue;
+        };
+        let bad = |why: String| StorageError::Metadata {
+            file: dir.join(TOPIC_FILE).display().to_string(),
+            why,
+        };
+        if m.name != entry {
+            return Err(bad(format!(
+                "names topic {:?} but lives in {entry:?}",
+                m.name
+            )));
+        }
+        let id = Uuid::parse_str(&m.id).map_err(|e| bad(format!("bad topic id: {e}")))?;
+        if !(1..=PARTITIONS_MAX).contains(&m.partitions) {
+            return Err(bad(format!(
+                "partition count {} out of range",
+                m.partitions
+            )));
+        }
+        let config = TopicConfig::new(m.config.clone(), broker).map_err(|e| bad(e.to_string()))?;
+        let mut slots = Vec::with_capacity(m.partitions as usize);
+        for i in 0..m.partitions {
+            slots.push(open_partition(fs, &dir, i, &config)?);
+        }
+        tracing::info!(topic = %m.name, partitions = m.partitions, "loaded topic");
+        out.push(Topic {
+            name: m.name,
+            id,
+            dir,
+            config: RwLock::new(config),
+            partitions: RwLock::new(slots),
+        });
+    }
+    Ok(out)
+}
+
+/// Closes and removes a topic: rename out of the namespace first, so a crash
+/// mid-removal can never leave a half-deleted topic that loads. Blocking.
+pub fn delete_topic(
+    fs: &Arc<dyn Fs>,
+    topics_dir: &Path,
+    topic: &Topic,
+) -> Result<(), StorageError> {
+    if let Err(e) = topic.close() {
+        tracing::warn!(topic = %topic.name, error = %e, "closing deleted topic failed; removing it anyway");
+    }
+    let tomb = topics_dir.join(format!("{}~{}{DELETED_SUFFIX}", topic.name, topic.id));
+    fs.rename(&topic.dir, &tomb)?;
+    fs.sync_dir(topics_dir)?;
+    fs.remove_dir_all(&tomb)?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn topic_names_follow_kafka() {
+        assert!(validate_topic_name("orders").is_ok());
+        assert!(validate_topic_name("a.b_c-D9").is_ok());
+        assert!(validate_topic_name(".hidden").is_ok());
+        assert!(validate_topic_name(&"x".repeat(249)).is_ok());
+        assert!(validate_topic_name(&"x".repeat(250)).is_err());
+        assert!(validate_topic_name("").is_err());
+        assert!(validate_topic_name(".").is_err());
+        assert!(validate_topic_name("..").is_err());
+        assert!(validate_topic_name("a/b").is_err());
+        assert!(validate_topic_name("a b").is_err());
+        assert!(validate_topic_name("é").is_err());
+        assert!(validate_topic_name("t~x.deleted").is_err());
+    }
+
+    #[test]
+    fn topic_meta_round_trips() {
+        let m = TopicMeta {
+            name: "t".into(),
+            id: Uuid::new_v4().to_string(),
+            partitions: 3,
+            config: BTreeMap::from([("retention.ms".to_string(), "5".to_string())]),
+        };
+        let j = serde_json::to_string(&m).expect("serialises");
+        let back: TopicMeta = serde_json::from_str(&j).expect("parses");
+        assert_eq!(back, m);
+    }
+
+    #[test]
+    fn waiters_wake_and_deregister() {
+        let w = Waiters::default();
+        let n = Arc::new(Notify::new());
+        w.register(&n);
+        w.register(&n);
+        assert_eq!(w.len(), 1);
+        w.deregister(&n);
+        assert!(w.is_empty());
+        w.register(&n);
+        w.wake_all();
+        assert!(w.is_empty());
+    }
+}

@@ -1,0 +1,154 @@
+//! Our ApiVersions table: the single source of what es advertises and decodes.
+//!
+//! Every request is checked against [`SUPPORTED`] by (api key, version) before
+//! its body is decoded, and the ApiVersions response is built from the same
+//! table, so we can never advertise a version we do not serve or serve one we
+//! do not advertise. A version is listed only when its handler exists and is
+//! tested. The one deliberate exception is Produce v0-2: Kafka 4 advertises
+//! Produce from v0 because librdkafka refuses to compress unless it sees v0
+//! (KAFKA-18659), and answers v0-2 with UNSUPPORTED_VERSION; we do the same.
+
+use kafka_protocol::messages::ApiKey;
+
+/// One advertised API: inclusive version range.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ApiRange {
+    pub key: ApiKey,
+    pub min: i16,
+    pub max: i16,
+}
+
+const fn r(key: ApiKey, min: i16, max: i16) -> ApiRange {
+    ApiRange { key, min, max }
+}
+
+/// Lowest Produce version we actually serve (v0-2 are advertised, then refused).
+pub const PRODUCE_SERVED_MIN: i16 = 3;
+
+/// Everything es advertises, ordered by api key.
+pub const SUPPORTED: &[ApiRange] = &[
+    r(ApiKey::Produce, 0, 13),
+    r(ApiKey::Fetch, 4, 18),
+    r(ApiKey::ListOffsets, 1, 10),
+    r(ApiKey::Metadata, 0, 13),
+    r(ApiKey::ApiVersions, 0, 4),
+    r(ApiKey::CreateTopics, 2, 7),
+    r(ApiKey::DeleteTopics, 1, 6),
+    r(ApiKey::OffsetForLeaderEpoch, 2, 4),
+    r(ApiKey::DescribeConfigs, 1, 4),
+    r(ApiKey::AlterConfigs, 0, 2),
+    r(ApiKey::DescribeLogDirs, 1, 4),
+    r(ApiKey::CreatePartitions, 0, 3),
+    r(ApiKey::IncrementalAlterConfigs, 0, 1),
+    r(ApiKey::DescribeCluster, 0, 2),
+    r(ApiKey::DescribeTopicPartitions, 0, 0),
+];
+
+/// How a request's (api key, version) relates to what we serve.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Support {
+    /// Advertised and served.
+    Served(ApiKey),
+    /// A known API at a version the kafka-protocol crate can decode but we do
+    /// not serve (including APIs we do not implement at all): answer with
+    /// UNSUPPORTED_VERSION in the API's own response shape.
+    Unsupported(ApiKey),
+    /// A known API at a version nobody here can parse: the header itself is of
+    /// unknown shape. ApiVersions is the exception (KIP-511 fallback).
+    Unparseable(ApiKey),
+    /// Not a Kafka API key we know.
+    UnknownKey,
+}
+
+/// Looks up the advertised range of an api key.
+pub fn advertised(key: ApiKey) -> Option<ApiRange> {
+    SUPPORTED.iter().copied().find(|a| a.key == key)
+}
+
+/// Classifies a request by its header's api key and version.
+pub fn classify(api_key: i16, version: i16) -> Support {
+    let Ok(key) = ApiKey::try_from(api_key) else {
+        return Support::UnknownKey;
+    };
+    let crate_range = key.valid_versions();
+    if let Some(a) = advertised(key) {
+        if version >= a.min && version <= a.max {
+            if key == ApiKey::Produce && version < PRODUCE_SERVED_MIN {
+                return Support::Unsupported(key);
+            }
+            return Support::Served(key);
+        }
+    }
+    // Produce v0-2 are below the crate's range but have a known, simple shape.
+    if key == ApiKey::Produce && (0..PRODUCE_SERVED_MIN).contains(&version) {
+        return Support::Unsupported(key);
+    }
+    if version >= crate_range.min && version <= crate_range.max {
+        Support::Unsupported(key)
+    } else {
+        Support::Unparseable(key)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn table_is_sorted_unique_and_within_the_crate() {
+        for w in SUPPORTED.windows(2) {
+            assert!(
+                (w[0].key as i16) < (w[1].key as i16),
+                "{:?} before {:?}",
+                w[0].key,
+                w[1].key
+            );
+        }
+        for a in SUPPORTED {
+            let c = a.key.valid_versions();
+            assert!(a.min <= a.max);
+            assert!(a.max <= c.max, "{:?} advertises past the crate", a.key);
+            if a.key != ApiKey::Produce {
+                assert!(a.min >= c.min, "{:?} advertises below the crate", a.key);
+            }
+        }
+    }
+
+    #[test]
+    fn classification() {
+        assert_eq!(
+            classify(ApiKey::Metadata as i16, 0),
+            Support::Served(ApiKey::Metadata)
+        );
+        assert_eq!(
+            classify(ApiKey::Metadata as i16, 13),
+            Support::Served(ApiKey::Metadata)
+        );
+        assert_eq!(
+            classify(ApiKey::Metadata as i16, 14),
+            Support::Unparseable(ApiKey::Metadata)
+        );
+        assert_eq!(
+            classify(ApiKey::Produce as i16, 0),
+            Support::Unsupported(ApiKey::Produce)
+        );
+        assert_eq!(
+            classify(ApiKey::Produce as i16, 2),
+            Support::Unsupported(ApiKey::Produce)
+        );
+        assert_eq!(
+            classify(ApiKey::Produce as i16, 3),
+            Support::Served(ApiKey::Produce)
+        );
+        assert_eq!(
+            classify(ApiKey::JoinGroup as i16, 5),
+            Support::Unsupported(ApiKey::JoinGroup)
+        );
+        assert_eq!(
+            classify(ApiKey::ApiVersions as i16, 9),
+            Support::Unparseable(ApiKey::ApiVersions)
+        );
+        assert_eq!(classify(30_000, 0), Support::UnknownKey);
+        assert_eq!(classify(-1, 0), Support::UnknownKey);
+    }
+}
