@@ -1,1 +1,21 @@
 //! Kafka wire codecs: frames and record batches.
+//!
+//! - [`frame`]: splitting the byte stream into size-prefixed requests.
+//! - [`batch`]: RecordBatch v2 layout and decoding produced batches into
+//!   es-storage records.
+//! - [`encode`]: encoding stored records as RecordBatch v2 for Fetch.
+//! - [`compression`]: the gzip/snappy/lz4/zstd codecs with bounded output.
+//! - [`varint`]: Kafka's zigzag varints.
+
+pub mod batch;
+pub mod compression;
+pub mod encode;
+pub mod frame;
+pub mod varint;
+
+pub use batch::{decode_batches, BatchDecoder, BatchError, BatchSummary, DecodeLimits};
+pub use compression::Compression;
+pub use encode::{encode_records, BatchEncoder, EncodeError, EncodeOptions, EncodeSummary};
+pub use frame::{
+    check_frame, peek_request_header, split_frame, FrameError, FrameStatus, RequestHeaderPrefix,
+};

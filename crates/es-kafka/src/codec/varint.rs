@@ -1,0 +1,179 @@
+//! Kafka's zigzag varints (`varint` = sint32, `varlong` = sint64), as used
+//! inside RecordBatch v2 records.
+//!
+//! Reading follows Java's `ByteUtils.readVarint`/`readVarlong`: at most 5
+//! (resp. 10) bytes, bits beyond 32 (64) silently dropped, a longer encoding
+//! is an error. Writing appends straight to a `Vec<u8>` without allocating
+//! beyond its growth, and `varint_len`/`varlong_len` give the exact encoded
+//! size so callers can compute a record's length before writing it.
+
+/// Longest encoding of a varint (sint32).
+pub const VARINT_BYTES_MAX: usize = 5;
+/// Longest encoding of a varlong (sint64).
+pub const VARLONG_BYTES_MAX: usize = 10;
+
+#[inline]
+fn zigzag32(v: i32) -> u32 {
+    ((v << 1) ^ (v >> 31)) as u32
+}
+
+#[inline]
+fn zigzag64(v: i64) -> u64 {
+    ((v << 1) ^ (v >> 63)) as u64
+}
+
+/// Encoded size of `v` as a zigzag varint.
+#[inline]
+pub fn varint_len(v: i32) -> usize {
+    let bits = 32 - (zigzag32(v) | 1).leading_zeros() as usize;
+    bits.div_ceil(7)
+}
+
+/// Encoded size of `v` as a zigzag varlong.
+#[inline]
+pub fn varlong_len(v: i64) -> usize {
+    let bits = 64 - (zigzag64(v) | 1).leading_zeros() as usize;
+    bits.div_ceil(7)
+}
+
+/// Appends `v` as a zigzag varint.
+#[inline]
+pub fn put_varint(out: &mut Vec<u8>, v: i32) {
+    let mut z = zigzag32(v);
+    if z < 0x80 {
+        out.push(z as u8);
+        return;
+    }
+    let mut tmp = [0u8; VARINT_BYTES_MAX];
+    let mut n = 0;
+    while z >= 0x80 {
+        tmp[n] = (z as u8) | 0x80;
+        z >>= 7;
+        n += 1;
+    }
+    tmp[n] = z as u8;
+    out.extend_from_slice(&tmp[..=n]);
+}
+
+/// Appends `v` as a zigzag varlong.
+#[inline]
+pub fn put_varlong(out: &mut Vec<u8>, v: i64) {
+    let mut z = zigzag64(v);
+    if z < 0x80 {
+        out.push(z as u8);
+        return;
+    }
+    let mut tmp = [0u8; VARLONG_BYTES_MAX];
+    let mut n = 0;
+    while z >= 0x80 {
+        tmp[n] = (z as u8) | 0x80;
+        z >>= 7;
+        n += 1;
+    }
+    tmp[n] = z as u8;
+    out.extend_from_slice(&tmp[..=n]);
+}
+
+/// Reads a zigzag varint from the front of `buf`, returning it and the bytes
+/// used; `None` if the buffer ends first or the encoding is longer than 5 bytes.
+#[inline]
+pub fn read_varint(buf: &[u8]) -> Option<(i32, usize)> {
+    let first = *buf.first()?;
+    if first < 0x80 {
+        return Some((unzigzag32(first as u32), 1));
+    }
+    let mut raw = 0u32;
+    for i in 0..VARINT_BYTES_MAX {
+        let b = *buf.get(i)?;
+        // At i == 4 the shift is 28: the top 3 payload bits fall off, as in Java.
+        raw |= ((b & 0x7f) as u32) << (7 * i);
+        if b < 0x80 {
+            return Some((unzigzag32(raw), i + 1));
+        }
+    }
+    None
+}
+
+/// Reads a zigzag varlong from the front of `buf`; see [`read_varint`].
+#[inline]
+pub fn read_varlong(buf: &[u8]) -> Option<(i64, usize)> {
+    let first = *buf.first()?;
+    if first < 0x80 {
+        return Some((unzigzag64(first as u64), 1));
+    }
+    let mut raw = 0u64;
+    for i in 0..VARLONG_BYTES_MAX {
+        let b = *buf.get(i)?;
+        raw |= ((b & 0x7f) as u64) << (7 * i);
+        if b < 0x80 {
+            return Some((unzigzag64(raw), i + 1));
+        }
+    }
+    None
+}
+
+#[inline]
+fn unzigzag32(z: u32) -> i32 {
+    ((z >> 1) as i32) ^ -((z & 1) as i32)
+}
+
+#[inline]
+fn unzigzag64(z: u64) -> i64 {
+    ((z >> 1) as i64) ^ -((z & 1) as i64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn known_encodings() {
+        // From Kafka's ByteUtilsTest.
+        let cases: &[(i32, &[u8])] = &[
+            (0, &[0x00]),
+            (-1, &[0x01]),
+            (1, &[0x02]),
+            (63, &[0x7e]),
+            (-64, &[0x7f]),
+            (64, &[0x80, 0x01]),
+            (i32::MAX, &[0xfe, 0xff, 0xff, 0xff, 0x0f]),
+            (i32::MIN, &[0xff, 0xff, 0xff, 0xff, 0x0f]),
+        ];
+        for &(v, enc) in cases {
+            let mut out = Vec::new();
+            put_varint(&mut out, v);
+            assert_eq!(out, enc, "{v}");
+            assert_eq!(varint_len(v), enc.len());
+            assert_eq!(read_varint(enc), Some((v, enc.len())));
+        }
+    }
+
+    #[test]
+    fn overlong_and_truncated_are_rejected() {
+        assert_eq!(read_varint(&[0x80, 0x80, 0x80, 0x80, 0x80, 0x01]), None);
+        assert_eq!(read_varint(&[0x80, 0x80]), None);
+        assert_eq!(read_varint(&[]), None);
+        assert_eq!(read_varlong(&[0xff; 11]), None);
+        assert_eq!(read_varlong(&[0x80]), None);
+    }
+
+    proptest! {
+        #[test]
+        fn varint_round_trips(v in any::<i32>(), tail in proptest::collection::vec(any::<u8>(), 0..4)) {
+            let mut out = Vec::new();
+            put_varint(&mut out, v);
+            prop_assert_eq!(out.len(), varint_len(v));
+            out.extend_from_slice(&tail);
+            prop_assert_eq!(read_varint(&out), Some((v, varint_len(v))));
+        }
+
+        #[test]
+        fn varlong_round_trips(v in any::<i64>()) {
+            let mut out = Vec::new();
+            put_varlong(&mut out, v);
+            prop_assert_eq!(out.len(), varlong_len(v));
+            prop_assert_eq!(read_varlong(&out), Some((v, out.len())));
+        }
+    }
+}
