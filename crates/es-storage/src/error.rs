@@ -29,6 +29,9 @@ pub enum StorageError {
     Closed,
     #[error("invalid argument: {0}")]
     Invalid(String),
+    /// The producer's sequence or epoch is refused.
+    #[error("producer sequence check failed: {0:?}")]
+    Sequence(crate::producers::SeqError),
     #[error("metadata file {file}: {why}")]
     Metadata { file: String, why: String },
 }

@@ -17,13 +17,15 @@ pub mod record;
 pub use batch::RecordBatchBuf;
 pub use error::{Result, StorageError};
 pub use fs::{FileHandle, Fs, RealFs};
+pub use producers::{AbortedTxn, ProducerAppend, ProducerState, SeqCheck, SeqError};
 pub use record::{ProducerInfo, RecordIter, RecordMeta, RecordView};
 pub mod index;
 pub mod partition;
+pub mod producers;
 pub mod segment;
 pub mod simfs;
 
 pub use compaction::{CompactionPolicy, CompactionReport, RetentionPolicy, RetentionReport};
 pub use partition::{
-    AppendInfo, FlushPolicy, Partition, PartitionConfig, ReadChunk, RecoveryReport,
+    AppendInfo, AppendOutcome, FlushPolicy, Partition, PartitionConfig, ReadChunk, RecoveryReport,
 };

@@ -25,7 +25,11 @@ use crate::batch::RecordBatchBuf;
 use crate::error::{Result, StorageError};
 use crate::fs::Fs;
 use crate::index::{IndexEntry, IndexPolicy, INDEX_INTERVAL_BYTES};
-use crate::record::{self, DecodeError};
+use crate::producers::{
+    AbortedTxn, ProducerAppend, ProducerState, SeqCheck, CONTROL_ABORT, CONTROL_COMMIT,
+    SNAPSHOT_FILE,
+};
+use crate::record::{self, DecodeError, ProducerInfo, RecordMeta};
 use crate::segment::{self, read_exact_at, Segment, SegmentRecovery};
 
 /// When appends are made durable.
@@ -77,6 +81,49 @@ impl Default for PartitionConfig {
 pub struct AppendInfo {
     pub base_offset: u64,
     pub last_offset: u64,
+}
+
+/// What an append with producer checks did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AppendOutcome {
+    Appended(AppendInfo),
+    /// A retry of an append already in the log: its original offsets.
+    Duplicate(AppendInfo),
+}
+
+/// Loads the producer snapshot and replays the records after it.
+fn recover_producers(
+    fs: &dyn Fs,
+    dir: &Path,
+    segs: &[Arc<Segment>],
+    log_start: u64,
+    log_end: u64,
+) -> Result<ProducerState> {
+    let snap: Option<ProducerState> = match crate::meta::read_json(fs, &dir.join(SNAPSHOT_FILE)) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::warn!(dir = %dir.display(), error = %e, "producer snapshot unreadable; replaying the whole log");
+            None
+        }
+    };
+    // A snapshot beyond the log's end (a torn tail was cut) cannot be trusted.
+    let mut st = snap
+        .filter(|s| s.applied_up_to <= log_end)
+        .unwrap_or_default();
+    let from = st.applied_up_to.max(log_start);
+    st.applied_up_to = from;
+    let now = now_ms();
+    let first = segs
+        .partition_point(|s| s.base_offset <= from)
+        .saturating_sub(1);
+    for seg in &segs[first..] {
+        seg.for_each_record(seg.valid_len(), |r| {
+            st.replay(r, now);
+            true
+        })?;
+    }
+    st.applied_up_to = log_end;
+    Ok(st)
 }
 
 /// The result of a read.
@@ -135,6 +182,8 @@ pub struct Partition {
     synced: Condvar,
     pub(crate) log_start: std::sync::atomic::AtomicU64,
     listener: RwLock<Option<Listener>>,
+    /// Producer sequence and transaction state; locked under `writer` when changed.
+    producers: Mutex<ProducerState>,
 }
 
 impl std::fmt::Debug for Partition {
@@ -217,6 +266,7 @@ impl Partition {
             segment: active.clone(),
             pos: active.valid_len(),
         };
+        let producers = recover_producers(&*fs, &dir, &segs, start, next)?;
         let name = dir.display().to_string();
         let p = Partition {
             fs,
@@ -238,6 +288,7 @@ impl Partition {
             synced: Condvar::new(),
             log_start: std::sync::atomic::AtomicU64::new(start),
             listener: RwLock::new(None),
+            producers: Mutex::new(producers),
         };
         Ok((Arc::new(p), report))
     }
@@ -304,13 +355,150 @@ impl Partition {
     /// one to its index). The records are not yet durable: call
     /// [`Partition::wait_durable`] before acknowledging them.
     pub fn append(&self, batch: &mut RecordBatchBuf) -> Result<AppendInfo> {
+        match self.append_producer(batch, None)? {
+            AppendOutcome::Appended(info) | AppendOutcome::Duplicate(info) => Ok(info),
+        }
+    }
+
+    /// Appends like [`Partition::append`], first checking the producer's
+    /// sequence rules when `producer` is given (one check and one state update,
+    /// in the same step as the write: a failed append never advances it). A
+    /// retried batch is answered with its original offsets and not appended.
+    /// Either way, call [`Partition::wait_durable`] before acknowledging.
+    pub fn append_producer(
+        &self,
+        batch: &mut RecordBatchBuf,
+        producer: Option<&ProducerAppend>,
+    ) -> Result<AppendOutcome> {
         if batch.is_empty() {
             return Err(StorageError::Invalid("empty append".into()));
         }
+        let mut w = self.writer.lock();
+        if let Some(p) = producer {
+            match self.producers.lock().check(p) {
+                Ok(SeqCheck::Fresh) => {}
+                Ok(SeqCheck::Duplicate {
+                    base_offset,
+                    last_offset,
+                }) => {
+                    return Ok(AppendOutcome::Duplicate(AppendInfo {
+                        base_offset,
+                        last_offset,
+                    }))
+                }
+                Err(e) => return Err(StorageError::Sequence(e)),
+            }
+        }
+        let (info, hw) = self.append_locked(&mut w, batch)?;
+        if let Some(p) = producer {
+            self.producers.lock().apply_append(
+                p,
+                info.base_offset,
+                info.last_offset,
+                batch.max_timestamp_ms(),
+                now_ms(),
+            );
+        }
+        drop(w);
+        if let Some(hw) = hw {
+            self.notify(hw);
+        }
+        Ok(AppendOutcome::Appended(info))
+    }
+
+    /// Appends a transaction marker (a control record) for `producer_id`.
+    pub fn append_marker(
+        &self,
+        producer_id: i64,
+        producer_epoch: i16,
+        commit: bool,
+        coordinator_epoch: i32,
+        timestamp_ms: i64,
+    ) -> Result<AppendInfo> {
+        let kind = if commit {
+            CONTROL_COMMIT
+        } else {
+            CONTROL_ABORT
+        };
+        let mut key = [0u8; 4];
+        key[2..].copy_from_slice(&kind.to_be_bytes());
+        let mut value = [0u8; 6];
+        value[2..].copy_from_slice(&coordinator_epoch.to_be_bytes());
+        let meta = RecordMeta {
+            producer: Some(ProducerInfo {
+                producer_id,
+                producer_epoch,
+                sequence: -1,
+            }),
+            transactional: true,
+            control: true,
+        };
+        let mut batch = RecordBatchBuf::new();
+        batch.push(
+            timestamp_ms,
+            Some(&key),
+            Some(&value),
+            std::iter::empty(),
+            &meta,
+        );
+        let mut w = self.writer.lock();
+        let (info, hw) = self.append_locked(&mut w, &mut batch)?;
+        self.producers.lock().apply_marker(
+            producer_id,
+            producer_epoch,
+            commit,
+            coordinator_epoch,
+            info.base_offset,
+            now_ms(),
+        );
+        drop(w);
+        if let Some(hw) = hw {
+            self.notify(hw);
+        }
+        Ok(info)
+    }
+
+    /// The last stable offset: below the first open transaction and the high watermark.
+    pub fn last_stable_offset(&self) -> u64 {
+        let hw = self.high_watermark();
+        self.producers
+            .lock()
+            .first_unstable_offset()
+            .map_or(hw, |f| f.min(hw))
+    }
+
+    /// Aborted transactions overlapping `from..to`, for read_committed fetches.
+    pub fn aborted_transactions(&self, from: u64, to: u64) -> Vec<AbortedTxn> {
+        self.producers.lock().aborted_between(from, to)
+    }
+
+    /// A copy of the producer state (DescribeProducers, tests).
+    pub fn producer_state(&self) -> ProducerState {
+        self.producers.lock().clone()
+    }
+
+    /// Forgets producers idle longer than `expiration_ms` (Kafka's
+    /// `producer.id.expiration.ms`) without an open transaction.
+    pub fn expire_producers(&self, now_ms: i64, expiration_ms: i64) -> usize {
+        let _w = self.writer.lock();
+        let start = self.log_start_offset();
+        self.producers.lock().expire(now_ms, expiration_ms, start)
+    }
+
+    /// Writes the producer snapshot (covering everything written so far).
+    fn write_producer_snapshot(&self) -> Result<()> {
+        let st = self.producers.lock().clone();
+        crate::meta::write_json(&*self.fs, &self.dir.join(SNAPSHOT_FILE), &st)
+    }
+
+    fn append_locked(
+        &self,
+        w: &mut parking_lot::MutexGuard<'_, Writer>,
+        batch: &mut RecordBatchBuf,
+    ) -> Result<(AppendInfo, Option<u64>)> {
         let count = batch.len() as u64;
         let bytes_len = batch.bytes_len() as u64;
         let config = self.config();
-        let mut w = self.writer.lock();
         let (base_offset, mut active) = {
             let c = self.commit.lock();
             if let Some(why) = &c.fenced {
@@ -324,7 +512,7 @@ impl Partition {
         let size = active.valid_len();
         let age = w.active_created.elapsed().as_millis() as i64;
         if size > 0 && (size + bytes_len > config.segment_bytes || age >= config.segment_ms) {
-            active = self.roll(&mut w, base_offset)?;
+            active = self.roll(w, base_offset)?;
         }
         let pos0 = active.valid_len();
         batch.seal(base_offset);
@@ -377,14 +565,13 @@ impl Partition {
                 None
             }
         };
-        drop(w);
-        if let Some(hw) = hw {
-            self.notify(hw);
-        }
-        Ok(AppendInfo {
-            base_offset,
-            last_offset,
-        })
+        Ok((
+            AppendInfo {
+                base_offset,
+                last_offset,
+            },
+            hw,
+        ))
     }
 
     /// Cuts a failed write's partial bytes off the files; fences the partition
@@ -456,6 +643,10 @@ impl Partition {
         self.synced.notify_all();
         self.notify(hw);
         w.active_created = Instant::now();
+        if let Err(e) = self.write_producer_snapshot() {
+            // Not fatal: recovery replays the log from the previous snapshot.
+            tracing::warn!(partition = %self.name, error = %e, "producer snapshot not written");
+        }
         tracing::debug!(partition = %self.name, base_offset = next_offset, "rolled a new segment");
         Ok(seg)
     }
@@ -568,7 +759,13 @@ impl Partition {
         let seg = c.written.segment.clone();
         drop(c);
         let r2 = seg.index_file.sync_data();
+        let r3 = if r.is_ok() {
+            self.write_producer_snapshot()
+        } else {
+            Ok(())
+        };
         self.commit.lock().closed = true;
+        r3?;
         r?;
         r2?;
         Ok(())

@@ -1,0 +1,209 @@
+//! Producer state through the partition: duplicates answered with their
+//! original offsets (also after a crash, rebuilt from the log), gaps and stale
+//! epochs refused without advancing anything, transaction markers, the last
+//! stable offset and aborted transactions surviving a restart.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use es_storage::simfs::{SimFs, Tear};
+use es_storage::{
+    AppendOutcome, Partition, PartitionConfig, ProducerAppend, ProducerInfo, RecordBatchBuf,
+    RecordMeta, SeqError, StorageError,
+};
+
+fn cfg() -> PartitionConfig {
+    PartitionConfig {
+        segment_bytes: 2048,
+        ..PartitionConfig::default()
+    }
+}
+
+fn pbatch(pid: i64, epoch: i16, seq: i32, n: u32, txn: bool) -> (RecordBatchBuf, ProducerAppend) {
+    let mut b = RecordBatchBuf::new();
+    for i in 0..n {
+        let meta = RecordMeta {
+            producer: Some(ProducerInfo {
+                producer_id: pid,
+                producer_epoch: epoch,
+                sequence: seq + i as i32,
+            }),
+            transactional: txn,
+            control: false,
+        };
+        b.push(
+            1,
+            None,
+            Some(format!("p{pid}-s{}", seq + i as i32).as_bytes()),
+            std::iter::empty(),
+            &meta,
+        );
+    }
+    (
+        b,
+        ProducerAppend {
+            producer_id: pid,
+            producer_epoch: epoch,
+            base_sequence: seq,
+            record_count: n,
+            transactional: txn,
+        },
+    )
+}
+
+fn send(
+    p: &Partition,
+    pid: i64,
+    epoch: i16,
+    seq: i32,
+    n: u32,
+    txn: bool,
+) -> Result<AppendOutcome, StorageError> {
+    let (mut b, a) = pbatch(pid, epoch, seq, n, txn);
+    let out = p.append_producer(&mut b, Some(&a))?;
+    let (AppendOutcome::Appended(i) | AppendOutcome::Duplicate(i)) = out;
+    p.wait_durable(i.last_offset + 1)?;
+    Ok(out)
+}
+
+fn filler(p: &Partition, n: usize) {
+    for _ in 0..n {
+        let mut b = RecordBatchBuf::new();
+        b.push(
+            1,
+            None,
+            Some(&[b'f'; 100]),
+            std::iter::empty(),
+            &RecordMeta::default(),
+        );
+        let i = p.append(&mut b).expect("append");
+        p.wait_durable(i.last_offset + 1).expect("durable");
+    }
+}
+
+#[test]
+fn duplicates_gaps_and_stale_epochs_survive_a_crash() {
+    let fs = SimFs::new();
+    let dir = PathBuf::from("/d/p");
+    let p = Partition::open(Arc::new(fs.clone()), dir.clone(), cfg()).expect("open");
+    filler(&p, 3);
+    let AppendOutcome::Appended(first) = send(&p, 42, 0, 0, 5, false).expect("append") else {
+        panic!("fresh")
+    };
+    filler(&p, 30); // rolls several segments (snapshots written) in between
+    let AppendOutcome::Appended(second) = send(&p, 42, 0, 5, 3, false).expect("append") else {
+        panic!("fresh")
+    };
+    assert_eq!(
+        send(&p, 42, 0, 0, 5, false).expect("retry"),
+        AppendOutcome::Duplicate(first)
+    );
+    let end = p.log_end_offset();
+    // Crash: keep only what was fsynced (all of it, acknowledged).
+    let q =
+        Partition::open(Arc::new(fs.crash_image(Tear::None)), dir.clone(), cfg()).expect("recover");
+    assert_eq!(
+        send(&q, 42, 0, 5, 3, false).expect("retry after crash"),
+        AppendOutcome::Duplicate(second)
+    );
+    assert_eq!(
+        send(&q, 42, 0, 0, 5, false).expect("older retry after crash"),
+        AppendOutcome::Duplicate(first)
+    );
+    assert_eq!(q.log_end_offset(), end, "nothing appended twice");
+    assert!(matches!(
+        send(&q, 42, 0, 10, 1, false),
+        Err(StorageError::Sequence(SeqError::OutOfOrder {
+            expected: 8,
+            got: 10
+        }))
+    ));
+    assert_eq!(q.log_end_offset(), end, "a refused append writes nothing");
+    assert!(matches!(
+        send(&q, 42, 0, 8, 1, false).expect("next in order"),
+        AppendOutcome::Appended(_)
+    ));
+    assert!(matches!(
+        send(&q, 42, 1, 0, 1, false).expect("new epoch"),
+        AppendOutcome::Appended(_)
+    ));
+    assert!(matches!(
+        send(&q, 42, 0, 9, 1, false),
+        Err(StorageError::Sequence(SeqError::StaleEpoch { current: 1 }))
+    ));
+}
+
+#[test]
+fn an_unsynced_append_is_not_a_duplicate_after_a_crash() {
+    let fs = SimFs::new();
+    let dir = PathBuf::from("/d/p");
+    let p = Partition::open(Arc::new(fs.clone()), dir.clone(), cfg()).expect("open");
+    send(&p, 7, 0, 0, 2, false).expect("append");
+    // Appended but never fsynced: lost in the crash, so a retry must append.
+    let (mut b, a) = pbatch(7, 0, 2, 2, false);
+    assert!(matches!(
+        p.append_producer(&mut b, Some(&a)).expect("append"),
+        AppendOutcome::Appended(_)
+    ));
+    let q = Partition::open(Arc::new(fs.crash_image(Tear::None)), dir, cfg()).expect("recover");
+    assert!(matches!(
+        send(&q, 7, 0, 2, 2, false).expect("retry"),
+        AppendOutcome::Appended(_)
+    ));
+}
+
+#[test]
+fn transactions_last_stable_offset_and_aborts_survive_a_restart() {
+    let fs = SimFs::new();
+    let dir = PathBuf::from("/d/p");
+    let p = Partition::open(Arc::new(fs.clone()), dir.clone(), cfg()).expect("open");
+    filler(&p, 2);
+    send(&p, 5, 0, 0, 3, true).expect("txn records"); // offsets 2..=4
+    filler(&p, 2);
+    assert_eq!(p.last_stable_offset(), 2);
+    let m = p.append_marker(5, 0, false, 3, 1).expect("abort");
+    p.wait_durable(m.last_offset + 1).expect("durable");
+    assert_eq!(p.last_stable_offset(), p.high_watermark());
+    let aborted = p.aborted_transactions(0, 100);
+    assert_eq!(aborted.len(), 1);
+    assert_eq!(
+        (
+            aborted[0].producer_id,
+            aborted[0].first_offset,
+            aborted[0].last_offset
+        ),
+        (5, 2, m.base_offset)
+    );
+    send(&p, 6, 0, 0, 1, true).expect("open txn");
+    let open_at = p.log_end_offset() - 1;
+    drop(p);
+    let q = Partition::open(Arc::new(fs.crash_image(Tear::None)), dir, cfg()).expect("restart");
+    assert_eq!(q.aborted_transactions(0, 100), aborted);
+    assert_eq!(
+        q.last_stable_offset(),
+        open_at,
+        "the open transaction still holds the LSO"
+    );
+    let c = q.append_marker(6, 0, true, 3, 1).expect("commit");
+    q.wait_durable(c.last_offset + 1).expect("durable");
+    assert_eq!(q.last_stable_offset(), q.high_watermark());
+    assert_eq!(q.aborted_transactions(0, 100).len(), 1);
+}
+
+#[test]
+fn idle_producers_expire() {
+    let fs = SimFs::new();
+    let p = Partition::open(Arc::new(fs), PathBuf::from("/p"), cfg()).expect("open");
+    send(&p, 1, 0, 0, 1, false).expect("append");
+    send(&p, 2, 0, 0, 1, true).expect("append");
+    let later = i64::MAX / 2;
+    assert_eq!(
+        p.expire_producers(later, 1000),
+        1,
+        "the idle one goes, the one in a transaction stays"
+    );
+    assert!(matches!(
+        send(&p, 1, 0, 5, 1, false).expect("unknown producers may start anywhere"),
+        AppendOutcome::Appended(_)
+    ));
+}
