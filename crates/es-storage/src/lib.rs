@@ -20,6 +20,7 @@ pub use fs::{FileHandle, Fs, RealFs};
 pub use producers::{AbortedTxn, ProducerAppend, ProducerState, SeqCheck, SeqError};
 pub use record::{ProducerInfo, RecordIter, RecordMeta, RecordView};
 pub mod index;
+pub mod journal;
 pub mod partition;
 pub mod producers;
 pub mod segment;
