@@ -17,7 +17,8 @@ const API_VERSIONS: i16 = 18;
 
 fn connect(b: &Broker) -> TcpStream {
     let s = TcpStream::connect(&b.addr).expect("connect");
-    s.set_read_timeout(Some(Duration::from_secs(30))).expect("timeout");
+    s.set_read_timeout(Some(Duration::from_secs(30)))
+        .expect("timeout");
     s
 }
 
@@ -41,7 +42,14 @@ fn read_frame(s: &mut TcpStream) -> Option<Vec<u8>> {
     let mut len = [0u8; 4];
     match s.read_exact(&mut len) {
         Ok(()) => {}
-        Err(e) if matches!(e.kind(), std::io::ErrorKind::UnexpectedEof | std::io::ErrorKind::ConnectionReset) => return None,
+        Err(e)
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::UnexpectedEof | std::io::ErrorKind::ConnectionReset
+            ) =>
+        {
+            return None
+        }
         Err(e) => panic!("read failed: {e}"),
     }
     let n = i32::from_be_bytes(len) as usize;
@@ -93,17 +101,25 @@ fn parse_api_versions_v0(body: &[u8]) -> (i32, i16, Vec<(i16, i16, i16)>) {
 }
 
 fn api_versions_ok(s: &mut TcpStream, corr: i32) {
-    s.write_all(&frame(API_VERSIONS, 0, corr, &[])).expect("write");
+    s.write_all(&frame(API_VERSIONS, 0, corr, &[]))
+        .expect("write");
     let body = read_frame(s).expect("an ApiVersions response");
     let (c, err, apis) = parse_api_versions_v0(&body);
     assert_eq!(c, corr);
     assert_eq!(err, 0);
     assert!(apis.contains(&(API_PRODUCE, 0, 13)), "{apis:?}");
-    assert!(apis.iter().any(|&(k, min, _)| k == 1 && min == 4), "fetch advertised: {apis:?}");
+    assert!(
+        apis.iter().any(|&(k, min, _)| k == 1 && min == 4),
+        "fetch advertised: {apis:?}"
+    );
 }
 
 fn assert_closed(s: &mut TcpStream) {
-    assert_eq!(read_frame(s), None, "expected the broker to close the connection");
+    assert_eq!(
+        read_frame(s),
+        None,
+        "expected the broker to close the connection"
+    );
 }
 
 #[test]
@@ -120,12 +136,15 @@ fn unknown_api_versions_version_gets_kip_511_fallback() {
     let b = Broker::start(dir.path(), &[]);
     let mut s = connect(&b);
     // A body we cannot parse at v99 (and must not try to).
-    s.write_all(&frame(API_VERSIONS, 99, 42, &[1, 2, 3, 4, 5])).expect("write");
+    s.write_all(&frame(API_VERSIONS, 99, 42, &[1, 2, 3, 4, 5]))
+        .expect("write");
     let body = read_frame(&mut s).expect("a v0 response");
     let (corr, err, apis) = parse_api_versions_v0(&body);
     assert_eq!(corr, 42);
     assert_eq!(err, 35, "UNSUPPORTED_VERSION");
-    assert!(apis.iter().any(|&(k, _, max)| k == API_VERSIONS && max == 4));
+    assert!(apis
+        .iter()
+        .any(|&(k, _, max)| k == API_VERSIONS && max == 4));
     // The connection stays usable.
     api_versions_ok(&mut s, 43);
 }
@@ -144,7 +163,11 @@ fn oversized_frame_closes_only_that_connection() {
     api_versions_ok(&mut other, 2);
     let mut fresh = connect(&b);
     api_versions_ok(&mut fresh, 3);
-    assert!(b.log_text().contains("bad frame"), "log names the reason:\n{}", b.log_text());
+    assert!(
+        b.log_text().contains("bad frame"),
+        "log names the reason:\n{}",
+        b.log_text()
+    );
 }
 
 #[test]
@@ -183,7 +206,8 @@ fn unparseable_body_closes_the_connection() {
     let b = Broker::start(dir.path(), &[]);
     let mut s = connect(&b);
     // Metadata v1 claiming five topics and carrying none.
-    s.write_all(&frame(API_METADATA, 1, 9, &5i32.to_be_bytes())).expect("write");
+    s.write_all(&frame(API_METADATA, 1, 9, &5i32.to_be_bytes()))
+        .expect("write");
     assert_closed(&mut s);
     api_versions_ok(&mut connect(&b), 1);
 }
@@ -200,7 +224,8 @@ fn unsupported_api_gets_unsupported_version() {
     body.extend_from_slice(&1i32.to_be_bytes());
     body.extend_from_slice(&1i16.to_be_bytes());
     body.extend_from_slice(b"m");
-    s.write_all(&frame(API_HEARTBEAT, 0, 11, &body)).expect("write");
+    s.write_all(&frame(API_HEARTBEAT, 0, 11, &body))
+        .expect("write");
     let resp = read_frame(&mut s).expect("an error response");
     let mut r = Reader { b: &resp };
     assert_eq!(r.i32(), 11);
@@ -222,7 +247,8 @@ fn produce_below_v3_is_refused_per_partition() {
     body.extend_from_slice(&1i32.to_be_bytes());
     body.extend_from_slice(&0i32.to_be_bytes());
     body.extend_from_slice(&0i32.to_be_bytes()); // empty message set
-    s.write_all(&frame(API_PRODUCE, 2, 21, &body)).expect("write");
+    s.write_all(&frame(API_PRODUCE, 2, 21, &body))
+        .expect("write");
     let resp = read_frame(&mut s).expect("a response");
     let mut r = Reader { b: &resp };
     assert_eq!(r.i32(), 21);
@@ -249,7 +275,12 @@ fn metadata_v0_and_pipelined_requests_answer_in_order() {
         }
     }
     s.write_all(&all).expect("write");
-    let port: i32 = b.addr.rsplit(':').next().and_then(|p| p.parse().ok()).expect("port");
+    let port: i32 = b
+        .addr
+        .rsplit(':')
+        .next()
+        .and_then(|p| p.parse().ok())
+        .expect("port");
     for corr in 0..10 {
         let resp = read_frame(&mut s).expect("a response");
         let mut r = Reader { b: &resp };

@@ -4,6 +4,7 @@
 //! protocol-level failures all end up as an `i16` in a response; the mapping
 //! lives here so that every handler answers the same failure the same way.
 
+use es_storage::producers::SeqError;
 use es_storage::StorageError;
 pub use kafka_protocol::ResponseError;
 
@@ -22,6 +23,8 @@ pub const fn code(e: ResponseError) -> i16 {
 /// - a record over the storage limit is MESSAGE_TOO_LARGE;
 /// - corruption found on read is CORRUPT_MESSAGE (Kafka's KAFKA_STORAGE_ERROR
 ///   would make clients retry forever on bytes that will never heal);
+/// - a refused producer sequence or epoch is OUT_OF_ORDER_SEQUENCE_NUMBER or
+///   INVALID_PRODUCER_EPOCH, as Kafka's producer state check answers;
 /// - a fenced or closed partition, or any I/O failure, is KAFKA_STORAGE_ERROR,
 ///   which clients treat as retriable (the partition comes back after a restart).
 pub fn storage_error_code(e: &StorageError) -> i16 {
@@ -30,6 +33,10 @@ pub fn storage_error_code(e: &StorageError) -> i16 {
         StorageError::RecordTooLarge(_) => ResponseError::MessageTooLarge,
         StorageError::Corrupt { .. } => ResponseError::CorruptMessage,
         StorageError::Invalid(_) => ResponseError::InvalidRequest,
+        StorageError::Sequence(SeqError::StaleEpoch { .. }) => ResponseError::InvalidProducerEpoch,
+        StorageError::Sequence(SeqError::OutOfOrder { .. }) => {
+            ResponseError::OutOfOrderSequenceNumber
+        }
         StorageError::Io(_)
         | StorageError::Fenced(_)
         | StorageError::Closed

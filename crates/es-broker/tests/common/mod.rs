@@ -32,12 +32,32 @@ impl Broker {
     /// Starts a broker on `data_dir` (which may hold data from an earlier run).
     pub fn start_in(data_dir: PathBuf, extra: &[&str]) -> Broker {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_es-broker"));
-        cmd.arg("--data-dir").arg(&data_dir).args(["--listen", "127.0.0.1:0", "--log-level", "info"]).args(extra);
-        cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).stdin(Stdio::null());
+        cmd.arg("--data-dir")
+            .arg(&data_dir)
+            .args(["--listen", "127.0.0.1:0"]);
+        if !extra.contains(&"--log-level") {
+            cmd.args(["--log-level", "info"]);
+        }
+        cmd.args(extra);
+        cmd.stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .stdin(Stdio::null());
         let mut child = cmd.spawn().expect("spawn es-broker");
         let log = Arc::new(Mutex::new(Vec::new()));
         let (tx, rx) = mpsc::channel();
-        for out in [child.stdout.take().map(|s| Box::new(s) as Box<dyn std::io::Read + Send>), child.stderr.take().map(|s| Box::new(s) as Box<dyn std::io::Read + Send>)].into_iter().flatten() {
+        for out in [
+            child
+                .stdout
+                .take()
+                .map(|s| Box::new(s) as Box<dyn std::io::Read + Send>),
+            child
+                .stderr
+                .take()
+                .map(|s| Box::new(s) as Box<dyn std::io::Read + Send>),
+        ]
+        .into_iter()
+        .flatten()
+        {
             let tx = tx.clone();
             let log = log.clone();
             std::thread::spawn(move || {
@@ -47,7 +67,13 @@ impl Broker {
                 }
             });
         }
-        let mut b = Broker { child: Some(child), addr: String::new(), data_dir, log, lines: rx };
+        let mut b = Broker {
+            child: Some(child),
+            addr: String::new(),
+            data_dir,
+            log,
+            lines: rx,
+        };
         let line = b.wait_for_line("listening on ", START_TIMEOUT);
         let rest = &line[line.find("listening on ").expect("marker") + "listening on ".len()..];
         b.addr = rest.split_whitespace().next().expect("address").to_string();
@@ -62,7 +88,10 @@ impl Broker {
             match self.lines.recv_timeout(left) {
                 Ok(l) if l.contains(needle) => return l,
                 Ok(_) => {}
-                Err(_) => panic!("no log line with {needle:?} within {timeout:?}; log:\n{}", self.log_text()),
+                Err(_) => panic!(
+                    "no log line with {needle:?} within {timeout:?}; log:\n{}",
+                    self.log_text()
+                ),
             }
         }
     }
@@ -78,15 +107,26 @@ impl Broker {
     /// Sends SIGTERM and waits for a clean exit; returns the log.
     pub fn stop(mut self) -> String {
         let mut child = self.child.take().expect("running");
-        let status = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().expect("kill");
+        let status = Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status()
+            .expect("kill");
         assert!(status.success());
         let deadline = Instant::now() + START_TIMEOUT;
         loop {
             if let Some(s) = child.try_wait().expect("wait") {
-                assert!(s.success(), "es-broker exited with {s}; log:\n{}", self.log_text());
+                assert!(
+                    s.success(),
+                    "es-broker exited with {s}; log:\n{}",
+                    self.log_text()
+                );
                 break;
             }
-            assert!(Instant::now() < deadline, "es-broker did not stop; log:\n{}", self.log_text());
+            assert!(
+                Instant::now() < deadline,
+                "es-broker did not stop; log:\n{}",
+                self.log_text()
+            );
             std::thread::sleep(Duration::from_millis(20));
         }
         // Let the reader threads drain the last lines.

@@ -557,13 +557,15 @@ pub fn apply_incremental(
             validate_topic_config(name, Some(&joined))?;
             overrides.insert(name.to_string(), joined);
         }
-        OP_APPEND | OP_SUBTRACT => return Err(AdminError::new(
-            ResponseError::InvalidConfig,
-            format!(
+        OP_APPEND | OP_SUBTRACT => {
+            return Err(AdminError::new(
+                ResponseError::InvalidConfig,
+                format!(
                 "Config value append/subtract is not allowed for config key {name} of type {:?}",
                 d.ty
             ),
-        )),
+            ))
+        }
         other => {
             return Err(AdminError::new(
                 ResponseError::InvalidRequest,

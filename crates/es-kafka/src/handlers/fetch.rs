@@ -148,6 +148,7 @@ pub async fn handle(ctx: &Ctx, req: FetchRequest) -> Result<Option<Bytes>, Reque
     let deadline = Instant::now() + wait;
     let notify = Arc::new(Notify::new());
     let wants = Arc::new(wants);
+    let mut parked = false;
     let gots = loop {
         // Register before reading, so a write between the read and the wait still wakes us.
         let may_wait = Instant::now() < deadline && min_bytes > 0;
@@ -163,6 +164,15 @@ pub async fn handle(ctx: &Ctx, req: FetchRequest) -> Result<Option<Bytes>, Reque
         let now = Instant::now();
         if !may_wait || total >= min_bytes || any_error || now >= deadline {
             break gots;
+        }
+        if !parked {
+            parked = true;
+            tracing::debug!(
+                partitions = wants.len(),
+                min_bytes,
+                wait_ms = (deadline - now).as_millis() as u64,
+                "fetch parked waiting for data"
+            );
         }
         if tokio::time::timeout(deadline - now, notify.notified())
             .await
