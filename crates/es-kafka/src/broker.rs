@@ -154,6 +154,8 @@ pub struct Broker {
     topics_dir: PathBuf,
     topics: RwLock<BTreeMap<String, Arc<Topic>>>,
     admin: tokio::sync::Mutex<()>,
+    /// Flips to true when shutdown begins: parked fetches answer at once.
+    stopping: tokio::sync::watch::Sender<bool>,
 }
 
 impl Broker {
@@ -197,8 +199,21 @@ impl Broker {
             topics_dir,
             topics: RwLock::new(topics),
             admin: tokio::sync::Mutex::new(()),
+            stopping: tokio::sync::watch::Sender::new(false),
             config,
         }))
+    }
+
+    /// Starts shutdown: long-polling fetches stop waiting and answer.
+    pub fn begin_shutdown(&self) {
+        self.stopping.send_replace(true);
+    }
+
+    /// Resolves once shutdown has begun.
+    pub async fn stopping(&self) {
+        let mut rx = self.stopping.subscribe();
+        // An Err means the sender is gone, which also means we are stopping.
+        let _ = rx.wait_for(|s| *s).await;
     }
 
     pub fn config(&self) -> &BrokerConfig {

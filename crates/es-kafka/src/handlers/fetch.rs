@@ -174,11 +174,13 @@ pub async fn handle(ctx: &Ctx, req: FetchRequest) -> Result<Option<Bytes>, Reque
                 "fetch parked waiting for data"
             );
         }
-        if tokio::time::timeout(deadline - now, notify.notified())
-            .await
-            .is_err()
-        {
-            // Timed out: one last pass picks up anything that raced the deadline.
+        let woken = tokio::select! {
+            r = tokio::time::timeout(deadline - now, notify.notified()) => r.is_ok(),
+            _ = b.stopping() => false,
+        };
+        if !woken {
+            // Timed out (or shutting down): one last pass picks up anything
+            // that raced the deadline.
             let ws = wants.clone();
             let (gots, _, _) = blocking(move || read_pass(&ws, max_bytes)).await?;
             break gots;
