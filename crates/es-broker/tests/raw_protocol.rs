@@ -12,7 +12,7 @@ use common::Broker;
 
 const API_PRODUCE: i16 = 0;
 const API_METADATA: i16 = 3;
-const API_HEARTBEAT: i16 = 12;
+const API_DESCRIBE_CLIENT_QUOTAS: i16 = 48;
 const API_VERSIONS: i16 = 18;
 
 fn connect(b: &Broker) -> TcpStream {
@@ -217,19 +217,17 @@ fn unsupported_api_gets_unsupported_version() {
     let dir = tempfile::tempdir().expect("tempdir");
     let b = Broker::start(dir.path(), &[]);
     let mut s = connect(&b);
-    // Heartbeat v0: group "g", generation 1, member "m".
+    // DescribeClientQuotas v0 (no quotas in es): components [], strict false.
     let mut body = Vec::new();
-    body.extend_from_slice(&1i16.to_be_bytes());
-    body.extend_from_slice(b"g");
-    body.extend_from_slice(&1i32.to_be_bytes());
-    body.extend_from_slice(&1i16.to_be_bytes());
-    body.extend_from_slice(b"m");
-    s.write_all(&frame(API_HEARTBEAT, 0, 11, &body))
+    body.extend_from_slice(&0i32.to_be_bytes());
+    body.push(0);
+    s.write_all(&frame(API_DESCRIBE_CLIENT_QUOTAS, 0, 11, &body))
         .expect("write");
     let resp = read_frame(&mut s).expect("an error response");
     let mut r = Reader { b: &resp };
     assert_eq!(r.i32(), 11);
-    assert_eq!(r.i16(), 35);
+    assert_eq!(r.i32(), 0, "throttle_time_ms");
+    assert_eq!(r.i16(), 35, "UNSUPPORTED_VERSION");
     api_versions_ok(&mut s, 12);
 }
 

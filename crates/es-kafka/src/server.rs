@@ -63,6 +63,8 @@ pub async fn run(
         open = conns.len(),
         "stopped accepting; draining connections"
     );
+    // Parked fetches answer now instead of waiting out their max_wait_ms.
+    broker.begin_shutdown();
     let drained = tokio::time::timeout(drain_timeout, async {
         while conns.join_next().await.is_some() {}
     })
