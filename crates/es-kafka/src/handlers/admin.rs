@@ -275,7 +275,8 @@ pub async fn create_partitions(
                     format!("duplicate topic {name}"),
                 ));
             }
-            if let Some(assignments) = &t.assignments {
+            // An empty list is treated like null (no manual assignment).
+            if let Some(assignments) = t.assignments.as_ref().filter(|a| !a.is_empty()) {
                 let current = b.topic(&name).map_or(0, |t| t.partition_count());
                 if assignments.len() as i64 != i64::from(t.count) - i64::from(current) {
                     return Err(AdminError::new(
@@ -356,9 +357,12 @@ pub fn describe_configs(
         out.resource_type = res.resource_type;
         out.resource_name = res.resource_name.clone();
         out.error_message = None;
+        // Null asks for every config; so does an empty list (what the
+        // crate's default and some clients send).
         let keys: Option<Vec<String>> = res
             .configuration_keys
             .as_ref()
+            .filter(|ks| !ks.is_empty())
             .map(|ks| ks.iter().map(|k| k.to_string()).collect());
         let name = res.resource_name.to_string();
         match res.resource_type {

@@ -1,0 +1,517 @@
+//! Every API this crate serves, at every version it advertises, through the
+//! real dispatcher against a real broker in a temporary directory: the
+//! request encodes, the handler answers, and the response decodes at the
+//! same version. The kafka-protocol crate refuses to encode a field that a
+//! version lacks, so this is what keeps versioned fields honest across
+//! versions no client in our other tests happens to use.
+
+use std::sync::Arc;
+
+use bytes::{Buf, Bytes, BytesMut};
+use es_kafka::codec::encode::{encode_records, EncodeOptions};
+use es_kafka::connection::Turn;
+use es_kafka::handlers;
+use es_kafka::versions::advertised;
+use es_kafka::{Broker, BrokerConfig};
+use es_storage::record::{self, RecordIter, RecordMeta};
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+
+fn s(v: &str) -> StrBytes {
+    StrBytes::from_string(v.to_string())
+}
+
+fn tn(v: &str) -> TopicName {
+    TopicName(s(v))
+}
+
+async fn call<Req: Encodable, Resp: Decodable>(
+    b: &Arc<Broker>,
+    key: ApiKey,
+    v: i16,
+    req: &Req,
+) -> Resp {
+    let mut header = RequestHeader::default();
+    header.request_api_key = key as i16;
+    header.request_api_version = v;
+    header.correlation_id = 1000 + i32::from(v);
+    header.client_id = Some(s("every-version"));
+    let mut buf = BytesMut::new();
+    header
+        .encode(&mut buf, key.request_header_version(v))
+        .unwrap_or_else(|e| panic!("{key:?} v{v} header: {e}"));
+    req.encode(&mut buf, v)
+        .unwrap_or_else(|e| panic!("{key:?} v{v} request: {e}"));
+    let out = handlers::handle(b.clone(), buf.freeze(), Turn::free())
+        .await
+        .unwrap_or_else(|e| panic!("{key:?} v{v}: {e}"));
+    let mut frame: Bytes = out.unwrap_or_else(|| panic!("{key:?} v{v}: no response"));
+    let size = frame.get_i32() as usize;
+    assert_eq!(size, frame.remaining(), "{key:?} v{v} frame size");
+    let rh = ResponseHeader::decode(&mut frame, key.response_header_version(v))
+        .unwrap_or_else(|e| panic!("{key:?} v{v} response header: {e}"));
+    assert_eq!(rh.correlation_id, 1000 + i32::from(v));
+    let resp = Resp::decode(&mut frame, v).unwrap_or_else(|e| panic!("{key:?} v{v} response: {e}"));
+    assert_eq!(frame.remaining(), 0, "{key:?} v{v}: trailing bytes");
+    resp
+}
+
+fn versions(key: ApiKey) -> std::ops::RangeInclusive<i16> {
+    let a = advertised(key).unwrap_or_else(|| panic!("{key:?} advertised"));
+    let min = if key == ApiKey::Produce {
+        es_kafka::versions::PRODUCE_SERVED_MIN
+    } else {
+        a.min
+    };
+    min..=a.max
+}
+
+/// One Kafka RecordBatch holding `n` small records.
+fn kafka_batch(n: u64) -> Bytes {
+    let mut disk = Vec::new();
+    for i in 0..n {
+        record::encode(
+            &mut disk,
+            i,
+            1_700_000_000_000 + i as i64,
+            Some(b"k"),
+            Some(b"value"),
+            [(&b"h"[..], Some(&b"x"[..]))],
+            &RecordMeta::default(),
+        );
+    }
+    let mut out = Vec::new();
+    let opts = EncodeOptions {
+        compression: Default::default(),
+        log_append_time: false,
+        partition_leader_epoch: 0,
+        max_bytes: 1 << 20,
+    };
+    encode_records(
+        RecordIter::new(&disk).map(|r| r.expect("record")),
+        &mut out,
+        &opts,
+    )
+    .expect("encode");
+    Bytes::from(out)
+}
+
+async fn broker() -> (tempfile::TempDir, Arc<Broker>) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut cfg = BrokerConfig::new(dir.path().join("data"), "127.0.0.1:9092");
+    cfg.default_partitions = 1;
+    let b = tokio::task::spawn_blocking(move || Broker::open(cfg))
+        .await
+        .expect("join")
+        .expect("open");
+    b.create_topic("t", 1, Default::default(), false)
+        .await
+        .expect("create t");
+    (dir, b)
+}
+
+#[tokio::test]
+async fn every_served_version_answers_and_decodes() {
+    let (_dir, b) = broker().await;
+    let topic_id = b.topic("t").expect("t").id;
+
+    for v in versions(ApiKey::ApiVersions) {
+        let mut req = ApiVersionsRequest::default();
+        if v >= 3 {
+            req.client_software_name = s("test");
+            req.client_software_version = s("1");
+        }
+        let r: ApiVersionsResponse = call(&b, ApiKey::ApiVersions, v, &req).await;
+        assert_eq!(r.error_code, 0);
+        assert!(r.api_keys.iter().any(|k| k.api_key == ApiKey::Fetch as i16));
+    }
+
+    for v in versions(ApiKey::Metadata) {
+        let mut req = MetadataRequest::default();
+        let mut t = metadata_request::MetadataRequestTopic::default();
+        t.name = Some(tn("t"));
+        req.topics = Some(vec![t]);
+        let r: MetadataResponse = call(&b, ApiKey::Metadata, v, &req).await;
+        assert_eq!(r.topics.len(), 1, "v{v}");
+        assert_eq!(r.topics[0].error_code, 0, "v{v}");
+        assert_eq!(r.topics[0].partitions.len(), 1);
+        assert_eq!(r.brokers[0].node_id.0, 0);
+        if v >= 10 {
+            assert_eq!(r.topics[0].topic_id, topic_id);
+        }
+        if v >= 2 {
+            assert_eq!(
+                r.cluster_id.as_ref().map(|c| c.to_string()),
+                Some(b.cluster_id().to_string())
+            );
+        }
+    }
+
+    let mut produced = 0i64;
+    for v in versions(ApiKey::Produce) {
+        let mut req = ProduceRequest::default();
+        req.acks = -1;
+        req.timeout_ms = 1000;
+        let mut td = produce_request::TopicProduceData::default();
+        if v >= 13 {
+            td.topic_id = topic_id;
+        } else {
+            td.name = tn("t");
+        }
+        let mut pd = produce_request::PartitionProduceData::default();
+        pd.index = 0;
+        pd.records = Some(kafka_batch(3));
+        td.partition_data = vec![pd];
+        req.topic_data = vec![td];
+        let r: ProduceResponse = call(&b, ApiKey::Produce, v, &req).await;
+        let p = &r.responses[0].partition_responses[0];
+        assert_eq!(p.error_code, 0, "v{v}: {:?}", p.error_message);
+        assert_eq!(p.base_offset, produced, "v{v}");
+        produced += 3;
+    }
+
+    for v in versions(ApiKey::Fetch) {
+        let mut req = FetchRequest::default();
+        req.max_wait_ms = 0;
+        req.min_bytes = 1;
+        let mut ft = fetch_request::FetchTopic::default();
+        if v >= 13 {
+            ft.topic_id = topic_id;
+        } else {
+            ft.topic = tn("t");
+        }
+        let mut fp = fetch_request::FetchPartition::default();
+        fp.partition = 0;
+        fp.fetch_offset = 3;
+        fp.partition_max_bytes = 1 << 20;
+        ft.partitions = vec![fp];
+        req.topics = vec![ft];
+        let r: FetchResponse = call(&b, ApiKey::Fetch, v, &req).await;
+        let p = &r.responses[0].partitions[0];
+        assert_eq!(p.error_code, 0, "v{v}");
+        assert_eq!(p.high_watermark, produced, "v{v}");
+        let records = p.records.clone().unwrap_or_default();
+        assert!(records.len() > 61, "v{v}: some batches");
+        // The first batch starts at the offset asked for.
+        assert_eq!(
+            i64::from_be_bytes(records[..8].try_into().expect("8 bytes")),
+            3
+        );
+        if v >= 7 {
+            assert_eq!(r.session_id, 0, "no fetch sessions");
+        }
+    }
+
+    for v in versions(ApiKey::ListOffsets) {
+        let mut req = ListOffsetsRequest::default();
+        let mut t = list_offsets_request::ListOffsetsTopic::default();
+        t.name = tn("t");
+        t.partitions = [-1i64, -2, -3, 1_700_000_000_001]
+            .iter()
+            .map(|&ts| {
+                let mut p = list_offsets_request::ListOffsetsPartition::default();
+                p.partition_index = 0;
+                p.timestamp = ts;
+                p
+            })
+            .collect();
+        req.topics = vec![t];
+        let r: ListOffsetsResponse = call(&b, ApiKey::ListOffsets, v, &req).await;
+        let offsets: Vec<i64> = r.topics[0].partitions.iter().map(|p| p.offset).collect();
+        // Every batch carries the same three timestamps; the maximum first
+        // appears at offset 2 (Kafka keeps the earliest of equal maxima).
+        assert_eq!(offsets, vec![produced, 0, 2, 1], "v{v}");
+    }
+
+    for v in versions(ApiKey::OffsetForLeaderEpoch) {
+        let mut req = OffsetForLeaderEpochRequest::default();
+        let mut t = offset_for_leader_epoch_request::OffsetForLeaderTopic::default();
+        t.topic = tn("t");
+        let mut p = offset_for_leader_epoch_request::OffsetForLeaderPartition::default();
+        p.partition = 0;
+        p.current_leader_epoch = 0;
+        p.leader_epoch = 0;
+        t.partitions = vec![p];
+        req.topics = vec![t];
+        let r: OffsetForLeaderEpochResponse = call(&b, ApiKey::OffsetForLeaderEpoch, v, &req).await;
+        assert_eq!(r.topics[0].partitions[0].end_offset, produced);
+    }
+
+    for v in versions(ApiKey::CreateTopics) {
+        let name = format!("c{v}");
+        let mut req = CreateTopicsRequest::default();
+        let mut t = create_topics_request::CreatableTopic::default();
+        t.name = tn(&name);
+        t.num_partitions = 2;
+        t.replication_factor = 1;
+        let mut c = create_topics_request::CreatableTopicConfig::default();
+        c.name = s("retention.ms");
+        c.value = Some(s("1000"));
+        t.configs = vec![c];
+        let mut bad = create_topics_request::CreatableTopic::default();
+        bad.name = tn(&format!("bad{v}"));
+        bad.num_partitions = 1;
+        bad.replication_factor = 3;
+        req.topics = vec![t, bad];
+        req.timeout_ms = 1000;
+        let r: CreateTopicsResponse = call(&b, ApiKey::CreateTopics, v, &req).await;
+        assert_eq!(
+            r.topics[0].error_code, 0,
+            "v{v}: {:?}",
+            r.topics[0].error_message
+        );
+        assert_eq!(
+            r.topics[1].error_code, 38,
+            "v{v}: INVALID_REPLICATION_FACTOR"
+        );
+        if v >= 5 {
+            assert_eq!(r.topics[0].num_partitions, 2);
+            let configs = r.topics[0].configs.clone().unwrap_or_default();
+            assert!(configs.iter().any(|c| c.name.as_str() == "retention.ms"
+                && c.value.as_ref().map(|x| x.as_str()) == Some("1000")));
+        }
+        if v >= 7 {
+            assert!(!r.topics[0].topic_id.is_nil());
+        }
+    }
+
+    for v in versions(ApiKey::CreatePartitions) {
+        let mut req = CreatePartitionsRequest::default();
+        let mut t = create_partitions_request::CreatePartitionsTopic::default();
+        t.name = tn("c2");
+        t.count = 3 + i32::from(v);
+        req.topics = vec![t];
+        let r: CreatePartitionsResponse = call(&b, ApiKey::CreatePartitions, v, &req).await;
+        assert_eq!(
+            r.results[0].error_code, 0,
+            "v{v}: {:?}",
+            r.results[0].error_message
+        );
+    }
+
+    for v in versions(ApiKey::DescribeConfigs) {
+        let mut req = DescribeConfigsRequest::default();
+        let mut t = describe_configs_request::DescribeConfigsResource::default();
+        t.resource_type = 2;
+        t.resource_name = s("c2");
+        let mut br = describe_configs_request::DescribeConfigsResource::default();
+        br.resource_type = 4;
+        br.resource_name = s("0");
+        req.resources = vec![t, br];
+        req.include_synonyms = true;
+        req.include_documentation = v >= 3;
+        let r: DescribeConfigsResponse = call(&b, ApiKey::DescribeConfigs, v, &req).await;
+        assert_eq!(r.results[0].error_code, 0);
+        let ret = r.results[0]
+            .configs
+            .iter()
+            .find(|c| c.name.as_str() == "retention.ms")
+            .expect("retention.ms");
+        assert_eq!(ret.value.as_ref().map(|x| x.as_str()), Some("1000"));
+        assert_eq!(ret.config_source, 1, "DYNAMIC_TOPIC_CONFIG");
+        assert!(r.results[1]
+            .configs
+            .iter()
+            .any(|c| c.name.as_str() == "num.partitions"));
+    }
+
+    for v in versions(ApiKey::AlterConfigs) {
+        let mut req = AlterConfigsRequest::default();
+        let mut res = alter_configs_request::AlterConfigsResource::default();
+        res.resource_type = 2;
+        res.resource_name = s("c2");
+        let mut c = alter_configs_request::AlterableConfig::default();
+        c.name = s("segment.ms");
+        c.value = Some(s("60000"));
+        res.configs = vec![c];
+        req.resources = vec![res];
+        let r: AlterConfigsResponse = call(&b, ApiKey::AlterConfigs, v, &req).await;
+        assert_eq!(r.responses[0].error_code, 0, "v{v}");
+    }
+
+    for v in versions(ApiKey::IncrementalAlterConfigs) {
+        let mut req = IncrementalAlterConfigsRequest::default();
+        let mut res = incremental_alter_configs_request::AlterConfigsResource::default();
+        res.resource_type = 2;
+        res.resource_name = s("c2");
+        let mut c = incremental_alter_configs_request::AlterableConfig::default();
+        c.name = s("cleanup.policy");
+        c.config_operation = 2;
+        c.value = Some(s("compact"));
+        res.configs = vec![c];
+        req.resources = vec![res];
+        let r: IncrementalAlterConfigsResponse =
+            call(&b, ApiKey::IncrementalAlterConfigs, v, &req).await;
+        assert_eq!(
+            r.responses[0].error_code, 0,
+            "v{v}: {:?}",
+            r.responses[0].error_message
+        );
+    }
+    let cfg = b.topic("c2").expect("c2").config();
+    assert_eq!(
+        cfg.get("cleanup.policy").map(|(v, _)| v),
+        Some("delete,compact".to_string())
+    );
+
+    for v in versions(ApiKey::DescribeCluster) {
+        let r: DescribeClusterResponse = call(
+            &b,
+            ApiKey::DescribeCluster,
+            v,
+            &DescribeClusterRequest::default(),
+        )
+        .await;
+        assert_eq!(r.error_code, 0);
+        assert_eq!(r.cluster_id.as_str(), b.cluster_id());
+        assert_eq!(r.brokers.len(), 1);
+    }
+
+    for v in versions(ApiKey::DescribeLogDirs) {
+        let mut req = DescribeLogDirsRequest::default();
+        req.topics = None; // null: every topic
+        let r: DescribeLogDirsResponse = call(&b, ApiKey::DescribeLogDirs, v, &req).await;
+        let t = r.results[0]
+            .topics
+            .iter()
+            .find(|t| t.name.0.as_str() == "t")
+            .expect("t");
+        assert!(t.partitions[0].partition_size > 0);
+    }
+
+    for v in versions(ApiKey::DescribeTopicPartitions) {
+        let mut req = DescribeTopicPartitionsRequest::default();
+        req.response_partition_limit = 2;
+        let r: DescribeTopicPartitionsResponse =
+            call(&b, ApiKey::DescribeTopicPartitions, v, &req).await;
+        let listed: usize = r.topics.iter().map(|t| t.partitions.len()).sum();
+        assert_eq!(listed, 2, "limit respected");
+        assert!(r.next_cursor.is_some(), "more to come");
+    }
+
+    for v in versions(ApiKey::DeleteTopics) {
+        // CreateTopics made c2..c7; DeleteTopics v1..v6 removes them.
+        let name = format!("c{}", v + 1);
+        let mut req = DeleteTopicsRequest::default();
+        if v >= 6 {
+            let mut t = delete_topics_request::DeleteTopicState::default();
+            t.name = Some(tn(&name));
+            req.topics = vec![t];
+        } else {
+            req.topic_names = vec![tn(&name)];
+        }
+        let r: DeleteTopicsResponse = call(&b, ApiKey::DeleteTopics, v, &req).await;
+        assert_eq!(r.responses[0].error_code, 0, "v{v}");
+        assert!(b.topic(&name).is_none());
+    }
+}
+
+#[tokio::test]
+async fn unknown_topics_and_partitions_get_per_partition_errors() {
+    let (_dir, b) = broker().await;
+    let mut req = ProduceRequest::default();
+    req.acks = 1;
+    let mut td = produce_request::TopicProduceData::default();
+    td.name = tn("t");
+    let mut pd = produce_request::PartitionProduceData::default();
+    pd.index = 7;
+    pd.records = Some(kafka_batch(1));
+    let mut corrupt = produce_request::PartitionProduceData::default();
+    corrupt.index = 0;
+    let mut bytes = kafka_batch(1).to_vec();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0xff;
+    corrupt.records = Some(Bytes::from(bytes));
+    td.partition_data = vec![pd, corrupt];
+    req.topic_data = vec![td];
+    let r: ProduceResponse = call(&b, ApiKey::Produce, 9, &req).await;
+    let ps = &r.responses[0].partition_responses;
+    assert_eq!(ps[0].error_code, 3, "UNKNOWN_TOPIC_OR_PARTITION");
+    assert_eq!(ps[1].error_code, 2, "CORRUPT_MESSAGE");
+
+    let mut req = FetchRequest::default();
+    let mut ft = fetch_request::FetchTopic::default();
+    ft.topic = tn("t");
+    let mut fp = fetch_request::FetchPartition::default();
+    fp.fetch_offset = 99;
+    fp.partition_max_bytes = 1000;
+    ft.partitions = vec![fp];
+    let mut missing = fetch_request::FetchTopic::default();
+    missing.topic = tn("missing");
+    missing.partitions = vec![fetch_request::FetchPartition::default()];
+    req.topics = vec![ft, missing];
+    req.max_wait_ms = 10_000;
+    req.min_bytes = 1;
+    // Errors answer at once, whatever max_wait_ms says.
+    let r: FetchResponse = call(&b, ApiKey::Fetch, 12, &req).await;
+    assert_eq!(
+        r.responses[0].partitions[0].error_code, 1,
+        "OFFSET_OUT_OF_RANGE"
+    );
+    assert_eq!(
+        r.responses[1].partitions[0].error_code, 3,
+        "UNKNOWN_TOPIC_OR_PARTITION"
+    );
+
+    let mut req = FetchRequest::default();
+    req.session_id = 12345;
+    req.session_epoch = 3;
+    let r: FetchResponse = call(&b, ApiKey::Fetch, 12, &req).await;
+    assert_eq!(r.error_code, 70, "FETCH_SESSION_ID_NOT_FOUND");
+}
+
+#[tokio::test]
+async fn topics_survive_reopen_with_ids_and_configs() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let cfg = BrokerConfig::new(data.clone(), "127.0.0.1:9092");
+    let c1 = cfg.clone();
+    let b = tokio::task::spawn_blocking(move || Broker::open(c1))
+        .await
+        .expect("join")
+        .expect("open");
+    let overrides = [("retention.ms".to_string(), "5".to_string())]
+        .into_iter()
+        .collect();
+    let t = b
+        .create_topic("keep", 3, overrides, false)
+        .await
+        .expect("create")
+        .expect("created");
+    let (id, cluster) = (t.id, b.cluster_id().to_string());
+    assert!(b
+        .create_topic("keep", 1, Default::default(), false)
+        .await
+        .is_err());
+    let b2 = b.clone();
+    tokio::task::spawn_blocking(move || b2.close())
+        .await
+        .expect("join")
+        .expect("close");
+    drop(b);
+    let b = tokio::task::spawn_blocking(move || Broker::open(cfg))
+        .await
+        .expect("join")
+        .expect("reopen");
+    let t = b.topic("keep").expect("still there");
+    assert_eq!(t.id, id);
+    assert_eq!(t.partition_count(), 3);
+    assert_eq!(
+        t.config().get("retention.ms").map(|(v, _)| v),
+        Some("5".to_string())
+    );
+    assert_eq!(b.cluster_id(), cluster);
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(data.join("topics/keep/topic.json"))
+        .expect("stat")
+        .permissions()
+        .mode()
+        & 0o777;
+    assert_eq!(mode, 0o600);
+    let mode = std::fs::metadata(data.join("topics/keep"))
+        .expect("stat")
+        .permissions()
+        .mode()
+        & 0o777;
+    assert_eq!(mode, 0o700);
+}
