@@ -106,6 +106,16 @@ async fn run(args: Args) -> anyhow::Result<()> {
     let advertised = match &args.advertised_listener {
         Some(a) => split_host_port(a)
             .with_context(|| format!("--advertised-listener {a:?} is not HOST:PORT"))?,
+        None if local.ip().is_unspecified() => {
+            // Clients cannot connect to 0.0.0.0; loopback is the one address
+            // that surely reaches us. Say so, since remote clients need more.
+            let host = if local.is_ipv4() { "127.0.0.1" } else { "::1" };
+            tracing::warn!(
+                "listening on {local} without --advertised-listener; advertising {host}:{}, which only local clients can reach",
+                local.port()
+            );
+            (host.to_string(), i32::from(local.port()))
+        }
         None => (local.ip().to_string(), i32::from(local.port())),
     };
     let mut config = BrokerConfig::new(args.data_dir.clone(), &local.to_string());
