@@ -291,3 +291,20 @@ fn metadata_v0_and_pipelined_requests_answer_in_order() {
         }
     }
 }
+
+#[test]
+fn a_large_frame_arriving_in_pieces_is_read_whole() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let b = Broker::start(dir.path(), &[]);
+    let mut s = connect(&b);
+    // ApiVersions v0 followed by 20 MB the decoder does not look at: the
+    // frame is far larger than one read and than the buffer's growth step.
+    let f = frame(API_VERSIONS, 0, 5, &vec![0u8; 20 << 20]);
+    for chunk in f.chunks(1 << 20) {
+        s.write_all(chunk).expect("write");
+    }
+    let body = read_frame(&mut s).expect("a response");
+    let (corr, err, _) = parse_api_versions_v0(&body);
+    assert_eq!((corr, err), (5, 0));
+    api_versions_ok(&mut s, 6);
+}

@@ -28,6 +28,8 @@ use crate::handlers::{self, RequestError};
 
 /// Bytes read from the socket at once when no larger frame is pending.
 const READ_CHUNK_BYTES: usize = 64 * 1024;
+/// How far ahead of the received bytes the buffer of a large frame grows.
+const FRAME_GROW_BYTES_MAX: usize = 4 * 1024 * 1024;
 
 /// A request's place in its connection's order: [`Turn::wait`] resolves when
 /// the previous request has called [`Turn::finish`] (or dropped its turn).
@@ -116,10 +118,12 @@ pub async fn serve<S>(
                     break 'conn;
                 }
                 Ok(FrameStatus::Incomplete { frame_bytes }) => {
-                    // `frame_bytes` was checked against the limit before we
-                    // reserve room for the whole frame.
+                    // `frame_bytes` was checked against the limit; even so,
+                    // memory grows with the bytes that actually arrive (at
+                    // most FRAME_GROW_BYTES_MAX ahead of them), so a peer
+                    // that announces 100 MiB and sends nothing costs nothing.
                     if let Some(n) = frame_bytes {
-                        buf.reserve(n.saturating_sub(buf.len()));
+                        buf.reserve(n.saturating_sub(buf.len()).min(FRAME_GROW_BYTES_MAX));
                     }
                     break;
                 }
