@@ -19,6 +19,7 @@ use uuid::Uuid;
 use crate::config::{BrokerSettings, BrokerTopicDefaults, ConfigError, TopicConfig};
 use crate::errors::{code, ResponseError};
 use crate::topics::{self, Topic, PARTITIONS_MAX};
+use crate::txn::{TxnConfig, TxnCoordinator};
 
 /// Kafka's `socket.request.max.bytes` default: the largest frame we read.
 pub const FRAME_BYTES_MAX_DEFAULT: usize = 100 * 1024 * 1024;
@@ -156,6 +157,8 @@ pub struct Broker {
     admin: tokio::sync::Mutex<()>,
     /// Flips to true when shutdown begins: parked fetches answer at once.
     stopping: tokio::sync::watch::Sender<bool>,
+    /// The transaction coordinator: producer ids, transactions, the producers journal.
+    txn: Arc<TxnCoordinator>,
 }
 
 impl Broker {
@@ -193,15 +196,20 @@ impl Broker {
             .into_iter()
             .map(|t| (t.name.clone(), Arc::new(t)))
             .collect();
-        Ok(Arc::new(Broker {
+        let txn = TxnCoordinator::open(fs.clone(), &config.data_dir, TxnConfig::default())?;
+        let broker = Arc::new(Broker {
             cluster_id: identity.cluster_id,
             fs,
             topics_dir,
             topics: RwLock::new(topics),
             admin: tokio::sync::Mutex::new(()),
             stopping: tokio::sync::watch::Sender::new(false),
+            txn: Arc::new(txn),
             config,
-        }))
+        });
+        // Finish transactions a crash left decided, start the coordinator's timer.
+        crate::txn::coordinator::start(&broker);
+        Ok(broker)
     }
 
     /// Starts shutdown: long-polling fetches stop waiting and answer.
@@ -226,6 +234,11 @@ impl Broker {
 
     pub fn cluster_id(&self) -> &str {
         &self.cluster_id
+    }
+
+    /// The transaction coordinator.
+    pub fn txn(&self) -> &Arc<TxnCoordinator> {
+        &self.txn
     }
 
     pub fn data_dir(&self) -> &Path {
@@ -453,6 +466,11 @@ impl Broker {
             if let Err(e) = t.close() {
                 first.get_or_insert(e);
             }
+        }
+        // Fold the producers journal into producers.json.
+        if let Err(e) = self.txn.close() {
+            tracing::error!(error = %e, "folding the producers journal failed");
+            first.get_or_insert(e);
         }
         first.map_or(Ok(()), Err)
     }

@@ -18,6 +18,7 @@ pub mod errors;
 pub mod handlers;
 pub mod server;
 pub mod topics;
+pub mod txn;
 pub mod versions;
 
 pub use broker::{Broker, BrokerConfig};

@@ -34,13 +34,24 @@ pub const SUPPORTED: &[ApiRange] = &[
     r(ApiKey::ApiVersions, 0, 4),
     r(ApiKey::CreateTopics, 2, 7),
     r(ApiKey::DeleteTopics, 1, 6),
+    r(ApiKey::InitProducerId, 0, 5),
     r(ApiKey::OffsetForLeaderEpoch, 2, 4),
+    r(ApiKey::AddPartitionsToTxn, 0, 5),
+    r(ApiKey::AddOffsetsToTxn, 0, 4),
+    // EndTxn and TxnOffsetCommit stop at v4: v5 is transaction version 2,
+    // which es does not finalize (see handlers/txn.rs).
+    r(ApiKey::EndTxn, 0, 4),
+    r(ApiKey::TxnOffsetCommit, 0, 4),
     r(ApiKey::DescribeConfigs, 1, 4),
     r(ApiKey::AlterConfigs, 0, 2),
     r(ApiKey::DescribeLogDirs, 1, 4),
     r(ApiKey::CreatePartitions, 0, 3),
     r(ApiKey::IncrementalAlterConfigs, 0, 1),
     r(ApiKey::DescribeCluster, 0, 2),
+    r(ApiKey::DescribeProducers, 0, 0),
+    r(ApiKey::DescribeTransactions, 0, 0),
+    // ListTransactions v2 filters by a regular expression; es stops at v1.
+    r(ApiKey::ListTransactions, 0, 1),
     r(ApiKey::DescribeTopicPartitions, 0, 0),
 ];
 

@@ -16,6 +16,7 @@ pub mod list_offsets;
 pub mod metadata;
 pub mod offset_for_leader_epoch;
 pub mod produce;
+pub mod txn;
 pub mod unsupported;
 
 use std::sync::Arc;
@@ -195,6 +196,28 @@ async fn served(ctx: Ctx, mut body: Bytes, mut turn: Turn) -> Result<Option<Byte
                 }
                 ApiKey::DescribeTopicPartitions => {
                     admin::describe_topic_partitions(&ctx, decode_body(&mut body, key, v)?)
+                }
+                ApiKey::InitProducerId => {
+                    txn::init_producer_id(&ctx, decode_body(&mut body, key, v)?).await
+                }
+                ApiKey::AddPartitionsToTxn => {
+                    txn::add_partitions_to_txn(&ctx, decode_body(&mut body, key, v)?).await
+                }
+                ApiKey::AddOffsetsToTxn => {
+                    txn::add_offsets_to_txn(&ctx, decode_body(&mut body, key, v)?).await
+                }
+                ApiKey::TxnOffsetCommit => {
+                    txn::txn_offset_commit(&ctx, decode_body(&mut body, key, v)?).await
+                }
+                ApiKey::EndTxn => txn::end_txn(&ctx, decode_body(&mut body, key, v)?).await,
+                ApiKey::DescribeTransactions => {
+                    txn::describe_transactions(&ctx, decode_body(&mut body, key, v)?)
+                }
+                ApiKey::ListTransactions => {
+                    txn::list_transactions(&ctx, decode_body(&mut body, key, v)?)
+                }
+                ApiKey::DescribeProducers => {
+                    txn::describe_producers(&ctx, decode_body(&mut body, key, v)?).await
                 }
                 other => Err(RequestError(format!(
                     "{other:?} is in the versions table but has no handler"

@@ -1,0 +1,610 @@
+//! The producer and transaction APIs: InitProducerId (v0-5),
+//! AddPartitionsToTxn (v0-5, including the batched KIP-890 verify-only form
+//! of v4+), AddOffsetsToTxn (v0-4), TxnOffsetCommit (v0-4), EndTxn (v0-4),
+//! DescribeTransactions (v0), ListTransactions (v0-1) and DescribeProducers
+//! (v0), mapped onto the transaction coordinator ([`crate::txn`]) and the
+//! per-partition producer state in es-storage.
+//!
+//! es serves transaction version 1 (the `transaction.version` feature is
+//! never finalized at 2), so EndTxn and TxnOffsetCommit stop at v4, where
+//! clients of that version stop too. The version-dependent error rewrites
+//! are Kafka's: clients older than PRODUCER_FENCED get INVALID_PRODUCER_EPOCH
+//! instead, and verification errors are translated for the produce path as
+//! Kafka's `ReplicaManager` and `AddPartitionsToTxnManager` do
+//! ([`produce_verify_error`]).
+
+use std::collections::BTreeMap;
+
+use bytes::Bytes;
+use kafka_protocol::messages::add_partitions_to_txn_response::{
+    AddPartitionsToTxnPartitionResult, AddPartitionsToTxnResult, AddPartitionsToTxnTopicResult,
+};
+use kafka_protocol::messages::describe_producers_response::{
+    PartitionResponse, ProducerState, TopicResponse,
+};
+use kafka_protocol::messages::describe_transactions_response::{TopicData, TransactionState};
+use kafka_protocol::messages::list_transactions_response::TransactionState as ListedState;
+use kafka_protocol::messages::txn_offset_commit_response::{
+    TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic,
+};
+use kafka_protocol::messages::{
+    AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, AddPartitionsToTxnRequest,
+    AddPartitionsToTxnResponse, DescribeProducersRequest, DescribeProducersResponse,
+    DescribeTransactionsRequest, DescribeTransactionsResponse, EndTxnRequest, EndTxnResponse,
+    InitProducerIdRequest, InitProducerIdResponse, ListTransactionsRequest,
+    ListTransactionsResponse, ProducerId, TopicName, TransactionalId, TxnOffsetCommitRequest,
+    TxnOffsetCommitResponse,
+};
+use kafka_protocol::protocol::StrBytes;
+
+use super::{blocking, Ctx, RequestError};
+use crate::broker::Broker;
+use crate::errors::{code, ResponseError, NONE};
+use crate::topics::validate_topic_name;
+use crate::txn::{TopicPartition, TxnOffset};
+
+/// Kafka's `offset.metadata.max.bytes`.
+pub const OFFSET_METADATA_BYTES_MAX: usize = 4096;
+
+/// Clients before `since` do not know PRODUCER_FENCED: they get
+/// INVALID_PRODUCER_EPOCH, which they handle the same way.
+fn fenced_compat(version: i16, since: i16, error: i16) -> i16 {
+    if version < since && error == code(ResponseError::ProducerFenced) {
+        code(ResponseError::InvalidProducerEpoch)
+    } else {
+        error
+    }
+}
+
+/// Translates a coordinator verification error for a Produce of `version`
+/// (Kafka's `AddPartitionsToTxnManager` and `ReplicaManager.handleProduceAppend`):
+/// a partition not in the transaction is TRANSACTION_ABORTABLE for v11
+/// (clients that know it) and INVALID_TXN_STATE otherwise; PRODUCER_FENCED is
+/// INVALID_PRODUCER_EPOCH; a transaction that is completing is
+/// NOT_ENOUGH_REPLICAS, which every client retries without a metadata refresh.
+pub fn produce_verify_error(version: i16, error: i16) -> i16 {
+    if error == code(ResponseError::TransactionAbortable) {
+        if version == 11 {
+            error
+        } else {
+            code(ResponseError::InvalidTxnState)
+        }
+    } else if error == code(ResponseError::ProducerFenced) {
+        code(ResponseError::InvalidProducerEpoch)
+    } else if error == code(ResponseError::ConcurrentTransactions)
+        || error == code(ResponseError::NotCoordinator)
+        || error == code(ResponseError::CoordinatorNotAvailable)
+    {
+        code(ResponseError::NotEnoughReplicas)
+    } else {
+        error
+    }
+}
+
+/// The same translation for TxnOffsetCommit (Kafka's
+/// `txnOffsetCommitRequestVersionToTransactionSupportedOperation`: v4 knows
+/// TRANSACTION_ABORTABLE).
+fn txn_offset_commit_error(version: i16, error: i16) -> i16 {
+    let e = if error == code(ResponseError::TransactionAbortable) && version != 4 {
+        code(ResponseError::InvalidTxnState)
+    } else if error == code(ResponseError::ProducerFenced) {
+        code(ResponseError::InvalidProducerEpoch)
+    } else {
+        error
+    };
+    // Clients before v2 may crash on COORDINATOR_LOAD_IN_PROGRESS (KAFKA-7296).
+    if version < 2 && e == code(ResponseError::CoordinatorLoadInProgress) {
+        code(ResponseError::CoordinatorNotAvailable)
+    } else {
+        e
+    }
+}
+
+fn s(v: &str) -> StrBytes {
+    StrBytes::from_string(v.to_string())
+}
+
+// ----- InitProducerId ------------------------------------------------------
+
+pub async fn init_producer_id(
+    ctx: &Ctx,
+    req: InitProducerIdRequest,
+) -> Result<Option<Bytes>, RequestError> {
+    let v = ctx.version;
+    let producer = match (req.producer_id.0, req.producer_epoch) {
+        (-1, -1) => Ok(None),
+        (-1, _) | (_, -1) => Err(code(ResponseError::InvalidRequest)),
+        (p, e) => Ok(Some((p, e))),
+    };
+    let result = match producer {
+        Err(e) => Err(e),
+        Ok(producer) => {
+            let b = ctx.broker.clone();
+            let id = req.transactional_id.map(|t| t.0.to_string());
+            let timeout = req.transaction_timeout_ms;
+            blocking(move || {
+                b.txn()
+                    .init_producer_id(b.as_ref(), id.as_deref(), timeout, producer)
+            })
+            .await?
+        }
+    };
+    let mut r = InitProducerIdResponse::default();
+    match result {
+        Ok((pid, epoch)) => {
+            r.producer_id = ProducerId(pid);
+            r.producer_epoch = epoch;
+        }
+        Err(e) => {
+            r.error_code = fenced_compat(v, 4, e);
+            r.producer_id = ProducerId(-1);
+            r.producer_epoch = -1;
+        }
+    }
+    ctx.respond(&r)
+}
+
+// ----- AddPartitionsToTxn --------------------------------------------------
+
+/// One transaction of an AddPartitionsToTxn request.
+struct AddTxn {
+    id: String,
+    producer_id: i64,
+    epoch: i16,
+    verify_only: bool,
+    /// (topic, partitions) in request order.
+    topics: Vec<(TopicName, Vec<i32>)>,
+}
+
+/// Per (topic, partition) error codes of one transaction.
+type AddResult = Vec<(TopicName, Vec<(i32, i16)>)>;
+
+fn add_one(b: &Broker, version: i16, t: &AddTxn) -> AddResult {
+    let exists = |topic: &str, p: i32| b.topic(topic).and_then(|t| t.partition(p)).is_some();
+    let all = |code: &mut dyn FnMut(&str, i32) -> i16| -> AddResult {
+        t.topics
+            .iter()
+            .map(|(name, ps)| {
+                (
+                    name.clone(),
+                    ps.iter().map(|&p| (p, code(name, p))).collect(),
+                )
+            })
+            .collect()
+    };
+    // Any unknown partition fails the whole transaction: the unknown ones
+    // with UNKNOWN_TOPIC_OR_PARTITION, the rest OPERATION_NOT_ATTEMPTED.
+    let missing = t
+        .topics
+        .iter()
+        .any(|(name, ps)| ps.iter().any(|&p| !exists(name, p)));
+    if missing {
+        return all(&mut |topic, p| {
+            if exists(topic, p) {
+                code(ResponseError::OperationNotAttempted)
+            } else {
+                code(ResponseError::UnknownTopicOrPartition)
+            }
+        });
+    }
+    let tps: Vec<TopicPartition> = t
+        .topics
+        .iter()
+        .flat_map(|(name, ps)| ps.iter().map(|&p| TopicPartition::new(name.0.as_str(), p)))
+        .collect();
+    let coord = b.txn();
+    if t.verify_only {
+        match coord.verify_partitions(&t.id, t.producer_id, t.epoch, &tps) {
+            Ok(codes) => {
+                let mut it = codes.into_iter();
+                all(&mut |_, _| it.next().unwrap_or(NONE))
+            }
+            Err(e) => all(&mut |_, _| e),
+        }
+    } else {
+        let e = match coord.add_partitions(&t.id, t.producer_id, t.epoch, &tps, &[]) {
+            Ok(()) => NONE,
+            Err(e) => fenced_compat(version, 2, e),
+        };
+        all(&mut |_, _| e)
+    }
+}
+
+fn topic_results(res: AddResult) -> Vec<AddPartitionsToTxnTopicResult> {
+    res.into_iter()
+        .map(|(name, ps)| {
+            let mut t = AddPartitionsToTxnTopicResult::default();
+            t.name = name;
+            t.results_by_partition = ps
+                .into_iter()
+                .map(|(p, e)| {
+                    let mut r = AddPartitionsToTxnPartitionResult::default();
+                    r.partition_index = p;
+                    r.partition_error_code = e;
+                    r
+                })
+                .collect();
+            t
+        })
+        .collect()
+}
+
+pub async fn add_partitions_to_txn(
+    ctx: &Ctx,
+    req: AddPartitionsToTxnRequest,
+) -> Result<Option<Bytes>, RequestError> {
+    let v = ctx.version;
+    let txns: Vec<AddTxn> = if v < 4 {
+        vec![AddTxn {
+            id: req.v3_and_below_transactional_id.0.to_string(),
+            producer_id: req.v3_and_below_producer_id.0,
+            epoch: req.v3_and_below_producer_epoch,
+            verify_only: false,
+            topics: req
+                .v3_and_below_topics
+                .into_iter()
+                .map(|t| (t.name, t.partitions))
+                .collect(),
+        }]
+    } else {
+        req.transactions
+            .into_iter()
+            .map(|t| AddTxn {
+                id: t.transactional_id.0.to_string(),
+                producer_id: t.producer_id.0,
+                epoch: t.producer_epoch,
+                verify_only: t.verify_only,
+                topics: t
+                    .topics
+                    .into_iter()
+                    .map(|t| (t.name, t.partitions))
+                    .collect(),
+            })
+            .collect()
+    };
+    let b = ctx.broker.clone();
+    let results = blocking(move || {
+        txns.iter()
+            .map(|t| (t.id.clone(), add_one(&b, v, t)))
+            .collect::<Vec<_>>()
+    })
+    .await?;
+    let mut r = AddPartitionsToTxnResponse::default();
+    if v < 4 {
+        if let Some((_, res)) = results.into_iter().next() {
+            r.results_by_topic_v3_and_below = topic_results(res);
+        }
+    } else {
+        r.results_by_transaction = results
+            .into_iter()
+            .map(|(id, res)| {
+                let mut t = AddPartitionsToTxnResult::default();
+                t.transactional_id = TransactionalId(s(&id));
+                t.topic_results = topic_results(res);
+                t
+            })
+            .collect();
+    }
+    ctx.respond(&r)
+}
+
+// ----- AddOffsetsToTxn -----------------------------------------------------
+
+pub async fn add_offsets_to_txn(
+    ctx: &Ctx,
+    req: AddOffsetsToTxnRequest,
+) -> Result<Option<Bytes>, RequestError> {
+    let v = ctx.version;
+    let b = ctx.broker.clone();
+    let id = req.transactional_id.0.to_string();
+    let group = req.group_id.0.to_string();
+    let (pid, epoch) = (req.producer_id.0, req.producer_epoch);
+    let res = blocking(move || b.txn().add_partitions(&id, pid, epoch, &[], &[group])).await?;
+    let mut r = AddOffsetsToTxnResponse::default();
+    r.error_code = match res {
+        Ok(()) => NONE,
+        Err(e) => fenced_compat(v, 2, e),
+    };
+    ctx.respond(&r)
+}
+
+// ----- TxnOffsetCommit -----------------------------------------------------
+
+pub async fn txn_offset_commit(
+    ctx: &Ctx,
+    req: TxnOffsetCommitRequest,
+) -> Result<Option<Bytes>, RequestError> {
+    let v = ctx.version;
+    let b = &ctx.broker;
+    let group = req.group_id.0.to_string();
+    let member_id = req.member_id.to_string();
+    let instance_id = req.group_instance_id.as_ref().map(|i| i.to_string());
+    // Per partition: Some(code) decided here, None to be committed.
+    let mut plan: Vec<(TopicName, Vec<(i32, Option<i16>)>)> = Vec::with_capacity(req.topics.len());
+    let mut offsets = Vec::new();
+    for t in &req.topics {
+        let topic = b.topic(t.name.0.as_str());
+        let mut parts = Vec::with_capacity(t.partitions.len());
+        for p in &t.partitions {
+            let known = topic
+                .as_ref()
+                .is_some_and(|tp| tp.partition(p.partition_index).is_some());
+            if !known {
+                parts.push((
+                    p.partition_index,
+                    Some(code(ResponseError::UnknownTopicOrPartition)),
+                ));
+                continue;
+            }
+            if p.committed_metadata
+                .as_ref()
+                .is_some_and(|m| m.len() > OFFSET_METADATA_BYTES_MAX)
+            {
+                parts.push((
+                    p.partition_index,
+                    Some(code(ResponseError::OffsetMetadataTooLarge)),
+                ));
+                continue;
+            }
+            offsets.push(TxnOffset {
+                group: group.clone(),
+                topic: t.name.0.to_string(),
+                partition: p.partition_index,
+                offset: p.committed_offset,
+                leader_epoch: p.committed_leader_epoch,
+                metadata: p.committed_metadata.as_ref().map(|m| m.to_string()),
+                member_id: member_id.clone(),
+                generation_id: req.generation_id,
+                instance_id: instance_id.clone(),
+            });
+            parts.push((p.partition_index, None));
+        }
+        plan.push((t.name.clone(), parts));
+    }
+    let outcome = if offsets.is_empty() {
+        NONE
+    } else {
+        let b = b.clone();
+        let id = req.transactional_id.0.to_string();
+        let (pid, epoch, generation) = (req.producer_id.0, req.producer_epoch, req.generation_id);
+        let res = blocking(move || {
+            b.txn().txn_offset_commit(
+                &id,
+                pid,
+                epoch,
+                &group,
+                &member_id,
+                instance_id.as_deref(),
+                generation,
+                offsets,
+            )
+        })
+        .await?;
+        match res {
+            Ok(()) => NONE,
+            Err(e) => txn_offset_commit_error(v, e),
+        }
+    };
+    let mut r = TxnOffsetCommitResponse::default();
+    r.topics = plan
+        .into_iter()
+        .map(|(name, parts)| {
+            let mut t = TxnOffsetCommitResponseTopic::default();
+            t.name = name;
+            t.partitions = parts
+                .into_iter()
+                .map(|(p, c)| {
+                    let mut rp = TxnOffsetCommitResponsePartition::default();
+                    rp.partition_index = p;
+                    rp.error_code = c.unwrap_or(outcome);
+                    rp
+                })
+                .collect();
+            t
+        })
+        .collect();
+    ctx.respond(&r)
+}
+
+// ----- EndTxn ----------------------------------------------------------------
+
+pub async fn end_txn(ctx: &Ctx, req: EndTxnRequest) -> Result<Option<Bytes>, RequestError> {
+    let v = ctx.version;
+    let b = ctx.broker.clone();
+    let id = req.transactional_id.0.to_string();
+    let (pid, epoch, commit) = (req.producer_id.0, req.producer_epoch, req.committed);
+    let res = blocking(move || b.txn().end_txn(b.as_ref(), &id, pid, epoch, commit)).await?;
+    let mut r = EndTxnResponse::default();
+    r.error_code = match res {
+        Ok(()) => NONE,
+        Err(e) => fenced_compat(v, 2, e),
+    };
+    ctx.respond(&r)
+}
+
+// ----- DescribeTransactions / ListTransactions -------------------------------
+
+pub fn describe_transactions(
+    ctx: &Ctx,
+    req: DescribeTransactionsRequest,
+) -> Result<Option<Bytes>, RequestError> {
+    let coord = ctx.broker.txn();
+    let mut r = DescribeTransactionsResponse::default();
+    for id in req.transactional_ids {
+        let mut st = TransactionState::default();
+        match coord.describe(id.0.as_str()) {
+            Err(e) => st.error_code = e,
+            Ok(rec) => {
+                st.transaction_state = StrBytes::from_static_str(rec.state.name());
+                st.transaction_timeout_ms = rec.timeout_ms;
+                st.transaction_start_time_ms = rec.start_ms;
+                st.producer_id = ProducerId(rec.producer_id);
+                st.producer_epoch = rec.producer_epoch;
+                let mut by_topic: BTreeMap<String, Vec<i32>> = BTreeMap::new();
+                for tp in &rec.partitions {
+                    by_topic
+                        .entry(tp.topic.clone())
+                        .or_default()
+                        .push(tp.partition);
+                }
+                st.topics = by_topic
+                    .into_iter()
+                    .map(|(topic, partitions)| {
+                        let mut t = TopicData::default();
+                        t.topic = TopicName(s(&topic));
+                        t.partitions = partitions;
+                        t
+                    })
+                    .collect();
+            }
+        }
+        st.transactional_id = id;
+        r.transaction_states.push(st);
+    }
+    ctx.respond(&r)
+}
+
+pub fn list_transactions(
+    ctx: &Ctx,
+    req: ListTransactionsRequest,
+) -> Result<Option<Bytes>, RequestError> {
+    let states: Vec<String> = req.state_filters.iter().map(|s| s.to_string()).collect();
+    let pids: Vec<i64> = req.producer_id_filters.iter().map(|p| p.0).collect();
+    let duration = if ctx.version >= 1 {
+        req.duration_filter
+    } else {
+        -1
+    };
+    let (listed, unknown) = ctx.broker.txn().list(&states, &pids, duration);
+    let mut r = ListTransactionsResponse::default();
+    r.unknown_state_filters = unknown.iter().map(|u| s(u)).collect();
+    r.transaction_states = listed
+        .into_iter()
+        .map(|l| {
+            let mut t = ListedState::default();
+            t.transactional_id = TransactionalId(s(&l.transactional_id));
+            t.producer_id = ProducerId(l.producer_id);
+            t.transaction_state = StrBytes::from_static_str(l.state.name());
+            t
+        })
+        .collect();
+    ctx.respond(&r)
+}
+
+// ----- DescribeProducers -----------------------------------------------------
+
+pub async fn describe_producers(
+    ctx: &Ctx,
+    req: DescribeProducersRequest,
+) -> Result<Option<Bytes>, RequestError> {
+    let b = ctx.broker.clone();
+    let topics = blocking(move || {
+        req.topics
+            .into_iter()
+            .map(|t| {
+                let name = t.name.0.to_string();
+                let topic_error = match validate_topic_name(&name) {
+                    Err(why) => Some((code(ResponseError::InvalidTopicException), Some(why))),
+                    Ok(()) => None,
+                };
+                let topic = b.topic(&name);
+                let mut tr = TopicResponse::default();
+                tr.partitions = t
+                    .partition_indexes
+                    .iter()
+                    .map(|&p| {
+                        let mut pr = PartitionResponse::default();
+                        pr.partition_index = p;
+                        let slot = topic.as_ref().and_then(|t| t.partition(p));
+                        match (&topic_error, slot) {
+                            (Some((e, why)), _) => {
+                                pr.error_code = *e;
+                                pr.error_message = why.as_deref().map(s);
+                            }
+                            (None, None) => {
+                                pr.error_code = code(ResponseError::UnknownTopicOrPartition);
+                            }
+                            (None, Some(slot)) => {
+                                let st = slot.log.producer_state();
+                                pr.active_producers = st
+                                    .producers
+                                    .iter()
+                                    .map(|(pid, e)| {
+                                        let mut ps = ProducerState::default();
+                                        ps.producer_id = ProducerId(*pid);
+                                        ps.producer_epoch = i32::from(e.epoch);
+                                        ps.last_sequence = e.last_seq().unwrap_or(-1);
+                                        ps.last_timestamp = e.last_timestamp_ms;
+                                        ps.coordinator_epoch = e.coordinator_epoch;
+                                        ps.current_txn_start_offset = e
+                                            .txn_first_offset
+                                            .and_then(|o| i64::try_from(o).ok())
+                                            .unwrap_or(-1);
+                                        ps
+                                    })
+                                    .collect();
+                            }
+                        }
+                        pr
+                    })
+                    .collect();
+                tr.name = t.name;
+                tr
+            })
+            .collect::<Vec<_>>()
+    })
+    .await?;
+    let mut r = DescribeProducersResponse::default();
+    r.topics = topics;
+    ctx.respond(&r)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn produce_errors_follow_kafka_by_version() {
+        let abortable = code(ResponseError::TransactionAbortable);
+        let invalid_state = code(ResponseError::InvalidTxnState);
+        assert_eq!(produce_verify_error(9, abortable), invalid_state);
+        assert_eq!(produce_verify_error(10, abortable), invalid_state);
+        assert_eq!(produce_verify_error(11, abortable), abortable);
+        assert_eq!(produce_verify_error(12, abortable), invalid_state);
+        assert_eq!(
+            produce_verify_error(11, code(ResponseError::ProducerFenced)),
+            code(ResponseError::InvalidProducerEpoch)
+        );
+        assert_eq!(
+            produce_verify_error(11, code(ResponseError::ConcurrentTransactions)),
+            code(ResponseError::NotEnoughReplicas)
+        );
+        let mapping = code(ResponseError::InvalidProducerIdMapping);
+        assert_eq!(produce_verify_error(3, mapping), mapping);
+    }
+
+    #[test]
+    fn old_clients_get_invalid_producer_epoch() {
+        let fenced = code(ResponseError::ProducerFenced);
+        let epoch = code(ResponseError::InvalidProducerEpoch);
+        assert_eq!(fenced_compat(3, 4, fenced), epoch);
+        assert_eq!(fenced_compat(4, 4, fenced), fenced);
+        assert_eq!(fenced_compat(1, 2, NONE), NONE);
+        assert_eq!(
+            txn_offset_commit_error(4, code(ResponseError::TransactionAbortable)),
+            code(ResponseError::TransactionAbortable)
+        );
+        assert_eq!(
+            txn_offset_commit_error(3, code(ResponseError::TransactionAbortable)),
+            invalid()
+        );
+        assert_eq!(
+            txn_offset_commit_error(1, code(ResponseError::CoordinatorLoadInProgress)),
+            code(ResponseError::CoordinatorNotAvailable)
+        );
+    }
+
+    fn invalid() -> i16 {
+        code(ResponseError::InvalidTxnState)
+    }
+}
