@@ -4,6 +4,7 @@
 //! protocol-level failures all end up as an `i16` in a response; the mapping
 //! lives here so that every handler answers the same failure the same way.
 
+use crate::codec::batch::BatchError;
 use es_storage::producers::SeqError;
 use es_storage::StorageError;
 pub use kafka_protocol::ResponseError;
@@ -43,6 +44,15 @@ pub fn storage_error_code(e: &StorageError) -> i16 {
         | StorageError::Metadata { .. } => ResponseError::KafkaStorageError,
     };
     e.code()
+}
+
+/// Maps a refused produced batch to its Kafka error: CORRUPT_MESSAGE for a
+/// bad CRC or framing, MESSAGE_TOO_LARGE over `max.message.bytes`,
+/// INVALID_RECORD for Kafka's producer rules, UNSUPPORTED_COMPRESSION_TYPE
+/// for zstd before Produce v7. The codec names the class; this is where the
+/// protocol layer takes it from.
+pub fn batch_error_code(e: &BatchError) -> i16 {
+    e.kafka_error_code()
 }
 
 #[cfg(test)]

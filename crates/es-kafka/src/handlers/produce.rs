@@ -29,7 +29,7 @@ use super::{blocking, Ctx, RequestError};
 use crate::codec::batch::{check_produce_compression, BatchDecoder, BatchSummary, DecodeLimits};
 use crate::config::{TimestampType, TopicConfig};
 use crate::connection::Turn;
-use crate::errors::{code, storage_error_code, ResponseError, NONE};
+use crate::errors::{batch_error_code, code, storage_error_code, ResponseError, NONE};
 use crate::topics::{validate_topic_name, PartitionSlot};
 
 /// Records of one partition ready to append.
@@ -240,12 +240,12 @@ fn decode_one(
     let limits = DecodeLimits::produce(config.max_message_bytes());
     if let Err(e) = decoder.decode(&records, &mut item.buf, &limits, summaries) {
         tracing::debug!(partition = item.partition, error = %e, "refused produced batch");
-        item.fail(e.kafka_error_code(), e.to_string());
+        item.fail(batch_error_code(&e), e.to_string());
         return;
     }
     for s in summaries.iter() {
         if let Err(e) = check_produce_compression(version, s) {
-            item.fail(e.kafka_error_code(), e.to_string());
+            item.fail(batch_error_code(&e), e.to_string());
             return;
         }
         if config.timestamp_type() == TimestampType::CreateTime {
