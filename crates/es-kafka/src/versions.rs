@@ -34,6 +34,7 @@ pub const SUPPORTED: &[ApiRange] = &[
     r(ApiKey::ApiVersions, 0, 4),
     r(ApiKey::CreateTopics, 2, 7),
     r(ApiKey::DeleteTopics, 1, 6),
+    r(ApiKey::DeleteRecords, 0, 2),
     r(ApiKey::InitProducerId, 0, 5),
     r(ApiKey::OffsetForLeaderEpoch, 2, 4),
     r(ApiKey::AddPartitionsToTxn, 0, 5),

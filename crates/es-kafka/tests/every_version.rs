@@ -389,6 +389,42 @@ async fn every_served_version_answers_and_decodes() {
         assert!(r.next_cursor.is_some(), "more to come");
     }
 
+    for v in versions(ApiKey::DeleteRecords) {
+        // v0 to offset 5, v1 to 10, v2 to the high watermark (-1).
+        let target = [5i64, 10, -1][v as usize];
+        let mut req = DeleteRecordsRequest::default();
+        let mut t = delete_records_request::DeleteRecordsTopic::default();
+        t.name = tn("t");
+        let mut p = delete_records_request::DeleteRecordsPartition::default();
+        p.partition_index = 0;
+        p.offset = target;
+        let mut past = delete_records_request::DeleteRecordsPartition::default();
+        past.partition_index = 0;
+        past.offset = produced + 100;
+        t.partitions = vec![p, past];
+        req.topics = vec![t];
+        let r: DeleteRecordsResponse = call(&b, ApiKey::DeleteRecords, v, &req).await;
+        let ps = &r.topics[0].partitions;
+        assert_eq!(ps[0].error_code, 0, "v{v}");
+        assert_eq!(
+            ps[0].low_watermark,
+            if target == -1 { produced } else { target }
+        );
+        assert_eq!(
+            ps[1].error_code, 1,
+            "v{v}: OFFSET_OUT_OF_RANGE past the high watermark"
+        );
+    }
+    assert_eq!(
+        b.topic("t")
+            .expect("t")
+            .partition(0)
+            .expect("p0")
+            .log
+            .log_start_offset(),
+        produced as u64
+    );
+
     for v in versions(ApiKey::DeleteTopics) {
         // CreateTopics made c2..c7; DeleteTopics v1..v6 removes them.
         let name = format!("c{}", v + 1);

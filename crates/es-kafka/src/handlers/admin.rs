@@ -1,6 +1,6 @@
-//! Admin APIs: CreateTopics, DeleteTopics, CreatePartitions, DescribeConfigs,
-//! AlterConfigs, IncrementalAlterConfigs, DescribeCluster, DescribeLogDirs,
-//! DescribeTopicPartitions.
+//! Admin APIs: CreateTopics, DeleteTopics, CreatePartitions, DeleteRecords,
+//! DescribeConfigs, AlterConfigs, IncrementalAlterConfigs, DescribeCluster,
+//! DescribeLogDirs, DescribeTopicPartitions.
 //!
 //! State changes go through [`crate::broker::Broker`], which serialises them
 //! and persists `topic.json` atomically; this module maps requests and
@@ -29,13 +29,14 @@ use kafka_protocol::messages::describe_topic_partitions_response::{
     self as dtp, DescribeTopicPartitionsResponsePartition, DescribeTopicPartitionsResponseTopic,
 };
 use kafka_protocol::messages::{
-    alter_configs_response, incremental_alter_configs_response, AlterConfigsRequest,
-    AlterConfigsResponse, BrokerId, CreatePartitionsRequest, CreatePartitionsResponse,
-    CreateTopicsRequest, CreateTopicsResponse, DeleteTopicsRequest, DeleteTopicsResponse,
-    DescribeClusterRequest, DescribeClusterResponse, DescribeConfigsRequest,
-    DescribeConfigsResponse, DescribeLogDirsRequest, DescribeLogDirsResponse,
-    DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse,
-    IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse, TopicName,
+    alter_configs_response, delete_records_response, incremental_alter_configs_response,
+    AlterConfigsRequest, AlterConfigsResponse, BrokerId, CreatePartitionsRequest,
+    CreatePartitionsResponse, CreateTopicsRequest, CreateTopicsResponse, DeleteRecordsRequest,
+    DeleteRecordsResponse, DeleteTopicsRequest, DeleteTopicsResponse, DescribeClusterRequest,
+    DescribeClusterResponse, DescribeConfigsRequest, DescribeConfigsResponse,
+    DescribeLogDirsRequest, DescribeLogDirsResponse, DescribeTopicPartitionsRequest,
+    DescribeTopicPartitionsResponse, IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -770,6 +771,52 @@ pub fn describe_topic_partitions(
             break;
         }
     }
+    ctx.respond(&r)
+}
+
+/// DeleteRecords (v0-2): moves each partition's log start offset forward
+/// (durably, in es-storage); offset -1 means "up to the high watermark".
+/// Answers the new low watermark, or OFFSET_OUT_OF_RANGE past the high
+/// watermark, as Kafka does.
+pub async fn delete_records(
+    ctx: &Ctx,
+    req: DeleteRecordsRequest,
+) -> Result<Option<Bytes>, RequestError> {
+    let b = ctx.broker.clone();
+    let topics = req.topics;
+    let results = blocking(move || {
+        let mut out = Vec::with_capacity(topics.len());
+        for t in topics {
+            let topic = b.topic(t.name.0.as_str());
+            let mut tr = delete_records_response::DeleteRecordsTopicResult::default();
+            tr.name = t.name;
+            for p in t.partitions {
+                let mut pr = delete_records_response::DeleteRecordsPartitionResult::default();
+                pr.partition_index = p.partition_index;
+                pr.low_watermark = -1;
+                match topic.as_ref().and_then(|t| t.partition(p.partition_index)) {
+                    None => pr.error_code = code(ResponseError::UnknownTopicOrPartition),
+                    Some(slot) => {
+                        let target = if p.offset == -1 { Some(slot.log.high_watermark()) } else { u64::try_from(p.offset).ok() };
+                        match target.map(|o| slot.log.delete_records_before(o)) {
+                            None => pr.error_code = code(ResponseError::OffsetOutOfRange),
+                            Some(Ok(low)) => pr.low_watermark = low as i64,
+                            Some(Err(e)) => {
+                                tracing::info!(topic = %tr.name.0, partition = p.partition_index, error = %e, "DeleteRecords refused");
+                                pr.error_code = crate::errors::storage_error_code(&e);
+                            }
+                        }
+                    }
+                }
+                tr.partitions.push(pr);
+            }
+            out.push(tr);
+        }
+        out
+    })
+    .await?;
+    let mut r = DeleteRecordsResponse::default();
+    r.topics = results;
     ctx.respond(&r)
 }
 

@@ -197,6 +197,9 @@ async fn served(ctx: Ctx, mut body: Bytes, mut turn: Turn) -> Result<Option<Byte
                 ApiKey::DescribeTopicPartitions => {
                     admin::describe_topic_partitions(&ctx, decode_body(&mut body, key, v)?)
                 }
+                ApiKey::DeleteRecords => {
+                    admin::delete_records(&ctx, decode_body(&mut body, key, v)?).await
+                }
                 ApiKey::InitProducerId => {
                     txn::init_producer_id(&ctx, decode_body(&mut body, key, v)?).await
                 }
