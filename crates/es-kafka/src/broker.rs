@@ -18,6 +18,7 @@ use uuid::Uuid;
 
 use crate::config::{BrokerSettings, BrokerTopicDefaults, ConfigError, TopicConfig};
 use crate::errors::{code, ResponseError};
+use crate::groups::{Coordinator, GroupConfig};
 use crate::topics::{self, Topic, PARTITIONS_MAX};
 use crate::txn::{TxnConfig, TxnCoordinator};
 
@@ -155,6 +156,8 @@ pub struct Broker {
     topics_dir: PathBuf,
     topics: RwLock<BTreeMap<String, Arc<Topic>>>,
     admin: tokio::sync::Mutex<()>,
+    /// The group coordinator: consumer groups and their committed offsets.
+    groups: Arc<Coordinator>,
     /// Flips to true when shutdown begins: parked fetches answer at once.
     stopping: tokio::sync::watch::Sender<bool>,
     /// The transaction coordinator: producer ids, transactions, the producers journal.
@@ -196,6 +199,7 @@ impl Broker {
             .into_iter()
             .map(|t| (t.name.clone(), Arc::new(t)))
             .collect();
+        let groups = Coordinator::open(fs.clone(), &config.data_dir, GroupConfig::default())?;
         let txn = TxnCoordinator::open(fs.clone(), &config.data_dir, TxnConfig::default())?;
         let broker = Arc::new(Broker {
             cluster_id: identity.cluster_id,
@@ -203,6 +207,7 @@ impl Broker {
             topics_dir,
             topics: RwLock::new(topics),
             admin: tokio::sync::Mutex::new(()),
+            groups,
             stopping: tokio::sync::watch::Sender::new(false),
             txn: Arc::new(txn),
             config,
@@ -239,6 +244,11 @@ impl Broker {
     /// The transaction coordinator.
     pub fn txn(&self) -> &Arc<TxnCoordinator> {
         &self.txn
+    }
+
+    /// The group coordinator.
+    pub fn groups(&self) -> &Arc<Coordinator> {
+        &self.groups
     }
 
     pub fn data_dir(&self) -> &Path {
@@ -461,6 +471,9 @@ impl Broker {
 
     /// Syncs and closes every partition. Blocking.
     pub fn close(&self) -> Result<(), StorageError> {
+        // Parked group requests answer NOT_COORDINATOR; acknowledged offsets
+        // are already on disk.
+        self.groups.shutdown();
         let mut first = None;
         for t in self.topics() {
             if let Err(e) = t.close() {

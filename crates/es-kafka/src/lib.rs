@@ -15,6 +15,7 @@ pub mod codec;
 pub mod config;
 pub mod connection;
 pub mod errors;
+pub mod groups;
 pub mod handlers;
 pub mod server;
 pub mod topics;

@@ -31,6 +31,15 @@ pub const SUPPORTED: &[ApiRange] = &[
     r(ApiKey::Fetch, 4, 18),
     r(ApiKey::ListOffsets, 1, 10),
     r(ApiKey::Metadata, 0, 13),
+    r(ApiKey::OffsetCommit, 2, 9),
+    r(ApiKey::OffsetFetch, 1, 9),
+    r(ApiKey::FindCoordinator, 0, 6),
+    r(ApiKey::JoinGroup, 0, 9),
+    r(ApiKey::Heartbeat, 0, 4),
+    r(ApiKey::LeaveGroup, 0, 5),
+    r(ApiKey::SyncGroup, 0, 5),
+    r(ApiKey::DescribeGroups, 0, 6),
+    r(ApiKey::ListGroups, 0, 5),
     r(ApiKey::ApiVersions, 0, 4),
     r(ApiKey::CreateTopics, 2, 7),
     r(ApiKey::DeleteTopics, 1, 6),
@@ -47,12 +56,16 @@ pub const SUPPORTED: &[ApiRange] = &[
     r(ApiKey::AlterConfigs, 0, 2),
     r(ApiKey::DescribeLogDirs, 1, 4),
     r(ApiKey::CreatePartitions, 0, 3),
+    r(ApiKey::DeleteGroups, 0, 2),
     r(ApiKey::IncrementalAlterConfigs, 0, 1),
+    r(ApiKey::OffsetDelete, 0, 0),
     r(ApiKey::DescribeCluster, 0, 2),
     r(ApiKey::DescribeProducers, 0, 0),
     r(ApiKey::DescribeTransactions, 0, 0),
     // ListTransactions v2 filters by a regular expression; es stops at v1.
     r(ApiKey::ListTransactions, 0, 1),
+    r(ApiKey::ConsumerGroupHeartbeat, 0, 1),
+    r(ApiKey::ConsumerGroupDescribe, 0, 1),
     r(ApiKey::DescribeTopicPartitions, 0, 0),
 ];
 
@@ -154,7 +167,12 @@ mod tests {
         );
         assert_eq!(
             classify(ApiKey::JoinGroup as i16, 5),
-            Support::Unsupported(ApiKey::JoinGroup)
+            Support::Served(ApiKey::JoinGroup)
+        );
+        // OffsetCommit v10 (topic ids) is known but not decodable here.
+        assert_eq!(
+            classify(ApiKey::OffsetCommit as i16, 10),
+            Support::Unsupported(ApiKey::OffsetCommit)
         );
         assert_eq!(
             classify(ApiKey::ApiVersions as i16, 9),

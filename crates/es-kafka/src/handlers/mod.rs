@@ -12,6 +12,7 @@
 pub mod admin;
 pub mod api_versions;
 pub mod fetch;
+pub mod groups;
 pub mod list_offsets;
 pub mod metadata;
 pub mod offset_for_leader_epoch;
@@ -158,6 +159,19 @@ async fn served(ctx: Ctx, mut body: Bytes, mut turn: Turn) -> Result<Option<Byte
             turn.finish();
             fetch::handle(&ctx, req).await
         }
+        // Group calls that park or wait for durability manage their turn
+        // themselves: the state change in order, the wait outside it.
+        ApiKey::JoinGroup => groups::join_group(&ctx, decode_body(&mut body, key, v)?, turn).await,
+        ApiKey::SyncGroup => groups::sync_group(&ctx, decode_body(&mut body, key, v)?, turn).await,
+        ApiKey::OffsetCommit => {
+            groups::offset_commit(&ctx, decode_body(&mut body, key, v)?, turn).await
+        }
+        ApiKey::OffsetFetch => {
+            groups::offset_fetch(&ctx, decode_body(&mut body, key, v)?, turn).await
+        }
+        ApiKey::OffsetDelete => {
+            groups::offset_delete(&ctx, decode_body(&mut body, key, v)?, turn).await
+        }
         _ => {
             // Everything else is quick: run it wholly in connection order.
             turn.wait().await;
@@ -221,6 +235,24 @@ async fn served(ctx: Ctx, mut body: Bytes, mut turn: Turn) -> Result<Option<Byte
                 }
                 ApiKey::DescribeProducers => {
                     txn::describe_producers(&ctx, decode_body(&mut body, key, v)?).await
+                }
+                ApiKey::FindCoordinator => {
+                    groups::find_coordinator(&ctx, decode_body(&mut body, key, v)?)
+                }
+                ApiKey::Heartbeat => groups::heartbeat(&ctx, decode_body(&mut body, key, v)?),
+                ApiKey::LeaveGroup => groups::leave_group(&ctx, decode_body(&mut body, key, v)?),
+                ApiKey::DescribeGroups => {
+                    groups::describe_groups(&ctx, decode_body(&mut body, key, v)?)
+                }
+                ApiKey::ListGroups => groups::list_groups(&ctx, decode_body(&mut body, key, v)?),
+                ApiKey::DeleteGroups => {
+                    groups::delete_groups(&ctx, decode_body(&mut body, key, v)?).await
+                }
+                ApiKey::ConsumerGroupHeartbeat => {
+                    groups::consumer_group_heartbeat(&ctx, decode_body(&mut body, key, v)?)
+                }
+                ApiKey::ConsumerGroupDescribe => {
+                    groups::consumer_group_describe(&ctx, decode_body(&mut body, key, v)?)
                 }
                 other => Err(RequestError(format!(
                     "{other:?} is in the versions table but has no handler"
