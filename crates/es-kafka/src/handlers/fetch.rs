@@ -23,8 +23,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
-use kafka_protocol::messages::{FetchRequest, FetchResponse, TopicName};
+use kafka_protocol::messages::fetch_response::{
+    AbortedTransaction, FetchableTopicResponse, PartitionData,
+};
+use kafka_protocol::messages::{FetchRequest, FetchResponse, ProducerId, TopicName};
 use tokio::sync::Notify;
 
 use super::metadata::LEADER_EPOCH;
@@ -52,6 +54,8 @@ struct Want {
     error: i16,
     compression: Compression,
     log_append_time: bool,
+    /// isolation_level 1: serve only records below the last stable offset.
+    read_committed: bool,
 }
 
 /// What one read pass found for a partition.
@@ -61,6 +65,16 @@ struct Got {
     high_watermark: i64,
     log_start_offset: i64,
     records: Bytes,
+    last_stable_offset: i64,
+    /// Aborted transactions overlapping the records returned (read_committed).
+    aborted: Vec<AbortedTransaction>,
+}
+
+/// The transactional view of one read: the last stable offset and the
+/// aborted transactions a read_committed consumer must skip.
+struct Stable {
+    last_stable_offset: i64,
+    aborted: Vec<AbortedTransaction>,
 }
 
 fn compression_for(name: &str, version: i16) -> Compression {
@@ -133,6 +147,7 @@ pub async fn handle(ctx: &Ctx, req: FetchRequest) -> Result<Option<Bytes>, Reque
                 error,
                 compression,
                 log_append_time,
+                read_committed,
             });
         }
     }
@@ -198,12 +213,12 @@ pub async fn handle(ctx: &Ctx, req: FetchRequest) -> Result<Option<Bytes>, Reque
         p.partition_index = w.partition;
         p.error_code = g.error;
         p.high_watermark = g.high_watermark;
-        p.last_stable_offset = g.high_watermark;
+        p.last_stable_offset = g.last_stable_offset;
         if v >= 5 {
             p.log_start_offset = g.log_start_offset;
         }
         p.aborted_transactions = if read_committed {
-            Some(Vec::new())
+            Some(g.aborted)
         } else {
             None
         };
@@ -239,6 +254,8 @@ fn read_pass(wants: &[Want], max_bytes: usize) -> (Vec<Got>, usize, bool) {
             high_watermark: -1,
             log_start_offset: -1,
             records: Bytes::new(),
+            last_stable_offset: -1,
+            aborted: Vec::new(),
         };
         let Some(slot) = w.slot.as_ref().filter(|_| w.error == NONE) else {
             any_error = true;
@@ -247,6 +264,7 @@ fn read_pass(wants: &[Want], max_bytes: usize) -> (Vec<Got>, usize, bool) {
         };
         g.high_watermark = slot.log.high_watermark() as i64;
         g.log_start_offset = slot.log.log_start_offset() as i64;
+        g.last_stable_offset = slot.log.last_stable_offset() as i64;
         let remaining = max_bytes.saturating_sub(total);
         let first = total == 0;
         // The first non-empty partition may exceed the budgets by its first batch.
@@ -256,11 +274,13 @@ fn read_pass(wants: &[Want], max_bytes: usize) -> (Vec<Got>, usize, bool) {
             continue;
         }
         match read_one(&mut encoder, slot, w, budget, first) {
-            Ok((records, hw, log_start)) => {
+            Ok((records, hw, log_start, stable)) => {
                 total += records.len();
                 g.records = records;
                 g.high_watermark = hw;
                 g.log_start_offset = log_start;
+                g.last_stable_offset = stable.last_stable_offset;
+                g.aborted = stable.aborted;
             }
             Err(e) => {
                 g.error = e;
@@ -272,14 +292,15 @@ fn read_pass(wants: &[Want], max_bytes: usize) -> (Vec<Got>, usize, bool) {
     (out, total, any_error)
 }
 
-/// Reads and encodes one partition: `(records, high watermark, log start)`.
+/// Reads and encodes one partition: `(records, high watermark, log start,
+/// transactional view)`.
 fn read_one(
     encoder: &mut BatchEncoder,
     slot: &PartitionSlot,
     w: &Want,
     budget: usize,
     first: bool,
-) -> Result<(Bytes, i64, i64), i16> {
+) -> Result<(Bytes, i64, i64, Stable), i16> {
     let offset = u64::try_from(w.offset).map_err(|_| code(ResponseError::OffsetOutOfRange))?;
     let chunk = slot.log.read(offset, budget.max(1)).map_err(|e| {
         if !matches!(e, es_storage::StorageError::OffsetOutOfRange { .. }) {
@@ -288,6 +309,10 @@ fn read_one(
         storage_error_code(&e)
     })?;
     let hw = chunk.high_watermark;
+    // Open transactions hold the last stable offset back; read_committed
+    // consumers see only what is below it.
+    let lso = slot.log.last_stable_offset().min(hw);
+    let limit = if w.read_committed { lso } else { hw };
     let mut corrupt = false;
     let records = RecordIter::new(&chunk.data)
         .map_while(|r| match r {
@@ -298,7 +323,7 @@ fn read_one(
                 None
             }
         })
-        .take_while(|r| r.offset < hw);
+        .take_while(|r| r.offset < limit);
     let opts = EncodeOptions {
         compression: w.compression,
         log_append_time: w.log_append_time,
@@ -317,5 +342,28 @@ fn read_one(
         // Only the first non-empty partition may overshoot (KIP-74).
         buf.clear();
     }
-    Ok((Bytes::from(buf), hw as i64, chunk.log_start_offset as i64))
+    let aborted = match summary.last_offset {
+        Some(last) if w.read_committed && !buf.is_empty() => slot
+            .log
+            .aborted_transactions(offset, last + 1)
+            .into_iter()
+            .map(|a| {
+                let mut t = AbortedTransaction::default();
+                t.producer_id = ProducerId(a.producer_id);
+                t.first_offset = a.first_offset as i64;
+                t
+            })
+            .collect(),
+        _ => Vec::new(),
+    };
+    let stable = Stable {
+        last_stable_offset: lso as i64,
+        aborted,
+    };
+    Ok((
+        Bytes::from(buf),
+        hw as i64,
+        chunk.log_start_offset as i64,
+        stable,
+    ))
 }

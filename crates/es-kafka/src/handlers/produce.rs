@@ -20,12 +20,12 @@ use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
-use es_storage::RecordBatchBuf;
+use es_storage::{AppendOutcome, ProducerAppend, RecordBatchBuf};
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
 
-use super::{blocking, Ctx, RequestError};
+use super::{blocking, txn, Ctx, RequestError};
 use crate::codec::batch::{check_produce_compression, BatchDecoder, BatchSummary, DecodeLimits};
 use crate::config::{TimestampType, TopicConfig};
 use crate::connection::Turn;
@@ -48,6 +48,11 @@ struct Item {
     log_start_offset: i64,
     /// One past the last appended offset (0 until appended).
     partition_end: u64,
+    /// The batch's producer fields when it has a producer id (idempotent or
+    /// transactional): checked and recorded atomically with the append.
+    producer: Option<ProducerAppend>,
+    /// The topic's name (the transaction check names partitions by topic).
+    topic_name: String,
 }
 
 impl Item {
@@ -71,6 +76,7 @@ pub async fn handle(
 ) -> Result<Option<Bytes>, RequestError> {
     let v = ctx.version;
     let acks = req.acks;
+    let transactional_id = req.transactional_id.as_ref().map(|t| t.0.to_string());
     let b = &ctx.broker;
     let mut topic_names: Vec<(TopicName, uuid::Uuid)> = Vec::with_capacity(req.topic_data.len());
     let mut items: Vec<Item> = Vec::new();
@@ -107,6 +113,8 @@ pub async fn handle(
                 log_append_time: -1,
                 log_start_offset: -1,
                 partition_end: 0,
+                producer: None,
+                topic_name: String::new(),
             };
             if !acks_ok {
                 item.fail(
@@ -124,6 +132,7 @@ pub async fn handle(
                         Some(slot) => {
                             item.slot = Some(slot);
                             item.config = Some(topic.config());
+                            item.topic_name = topic.name.clone();
                         }
                     },
                 }
@@ -146,22 +155,52 @@ pub async fn handle(
 
     // Phase 3: append in connection order, then wait for durability.
     turn.wait().await;
+    let broker = ctx.broker.clone();
     let items = blocking(move || {
         for item in items.iter_mut() {
             let Some(slot) = item.slot.clone() else { continue };
             if item.error != NONE || item.buf.is_empty() {
                 continue;
             }
+            // A transactional batch must belong to its producer's open
+            // transaction; the guard keeps the markers behind this append.
+            let guard = match txn::check_transactional(
+                &broker,
+                v,
+                transactional_id.as_deref(),
+                &item.topic_name,
+                item.partition,
+                item.producer.as_ref(),
+            ) {
+                Ok(g) => g,
+                Err((error, message)) => {
+                    item.fail(error, message);
+                    continue;
+                }
+            };
             let log_append = item.config.as_ref().is_some_and(|c| c.timestamp_type() == TimestampType::LogAppendTime);
             if log_append {
                 let now = now_ms();
                 item.buf.set_all_timestamps(now);
                 item.log_append_time = now;
             }
-            match slot.log.append(&mut item.buf) {
-                Ok(info) => {
+            // Idempotent batches: the sequence check and the append are one
+            // step; a retried batch gets its original offsets (and still
+            // waits for durability below).
+            let appended = slot.log.append_producer(&mut item.buf, item.producer.as_ref());
+            drop(guard);
+            match appended {
+                Ok(AppendOutcome::Appended(info)) => {
                     item.base_offset = info.base_offset as i64;
                     item.log_start_offset = slot.log.log_start_offset() as i64;
+                    item.buf.clear();
+                    item.partition_end = info.last_offset + 1;
+                }
+                Ok(AppendOutcome::Duplicate(info)) => {
+                    tracing::debug!(partition = item.partition, base_offset = info.base_offset, "duplicate batch answered with its original offsets");
+                    item.base_offset = info.base_offset as i64;
+                    item.log_start_offset = slot.log.log_start_offset() as i64;
+                    item.log_append_time = -1;
                     item.buf.clear();
                     item.partition_end = info.last_offset + 1;
                 }
@@ -243,6 +282,7 @@ fn decode_one(
         item.fail(batch_error_code(&e), e.to_string());
         return;
     }
+    item.producer = txn::producer_append(summaries);
     for s in summaries.iter() {
         if let Err(e) = check_produce_compression(version, s) {
             item.fail(batch_error_code(&e), e.to_string());

@@ -39,9 +39,11 @@ use kafka_protocol::protocol::StrBytes;
 
 use super::{blocking, Ctx, RequestError};
 use crate::broker::Broker;
+use crate::codec::batch::BatchSummary;
 use crate::errors::{code, ResponseError, NONE};
 use crate::topics::validate_topic_name;
-use crate::txn::{TopicPartition, TxnOffset};
+use crate::txn::{ProduceGuard, TopicPartition, TxnOffset};
+use es_storage::ProducerAppend;
 
 /// Kafka's `offset.metadata.max.bytes`.
 pub const OFFSET_METADATA_BYTES_MAX: usize = 4096;
@@ -79,6 +81,58 @@ pub fn produce_verify_error(version: i16, error: i16) -> i16 {
     } else {
         error
     }
+}
+
+/// The producer fields of a produced partition's batch (Kafka's produce
+/// rules allow exactly one), when it carries a producer id.
+pub fn producer_append(summaries: &[BatchSummary]) -> Option<ProducerAppend> {
+    match summaries {
+        [s] if s.has_producer_id() => Some(ProducerAppend {
+            producer_id: s.producer_id,
+            producer_epoch: s.producer_epoch,
+            base_sequence: s.base_sequence,
+            record_count: s.record_count,
+            transactional: s.transactional,
+        }),
+        _ => None,
+    }
+}
+
+/// The transaction check of a produced batch: nothing for a batch outside a
+/// transaction; for a transactional one, the request must name its
+/// transactional id and the partition must be in the producer's open
+/// transaction (KIP-890 verification, done in process). The guard is held
+/// until the append is written, so the transaction's markers land after it.
+pub fn check_transactional(
+    broker: &Broker,
+    produce_version: i16,
+    transactional_id: Option<&str>,
+    topic: &str,
+    partition: i32,
+    producer: Option<&ProducerAppend>,
+) -> Result<Option<ProduceGuard>, (i16, String)> {
+    let Some(p) = producer.filter(|p| p.transactional) else {
+        return Ok(None);
+    };
+    let Some(id) = transactional_id else {
+        return Err((
+            code(ResponseError::TransactionalIdAuthorizationFailed),
+            "transactional records need the request's transactional id".to_string(),
+        ));
+    };
+    broker
+        .txn()
+        .verify_produce(id, p.producer_id, p.producer_epoch, topic, partition)
+        .map(Some)
+        .map_err(|e| {
+            (
+                produce_verify_error(produce_version, e),
+                format!(
+                    "partition {topic}-{partition} is not part of transaction {id:?} of producer {} epoch {} (error {e})",
+                    p.producer_id, p.producer_epoch
+                ),
+            )
+        })
 }
 
 /// The same translation for TxnOffsetCommit (Kafka's
