@@ -101,78 +101,114 @@ fn uniform(
     if n == 0 {
         return out;
     }
-    // Every partition to place, in a stable order, with who may take it.
-    let mut partitions: Vec<(Uuid, i32, Vec<usize>)> = Vec::new();
+    // The subscribers of each topic, and every partition to place (in a
+    // stable order) with the index of its topic's subscriber list.
+    let mut eligible: Vec<Vec<usize>> = Vec::new();
+    let mut partitions: Vec<(Uuid, i32, usize)> = Vec::new();
     let mut index_of: HashMap<(Uuid, i32), usize> = HashMap::new();
+    let mut expected = vec![0f64; n];
     for (name, (id, count)) in topics {
-        let eligible: Vec<usize> = (0..n).filter(|&i| subscribes(members[i], name)).collect();
-        if eligible.is_empty() {
+        let subs: Vec<usize> = (0..n).filter(|&i| subscribes(members[i], name)).collect();
+        if subs.is_empty() || *count <= 0 {
             continue;
         }
-        for p in 0..(*count).max(0) {
-            index_of.insert((*id, p), partitions.len());
-            partitions.push((*id, p, eligible.clone()));
+        for &m in &subs {
+            expected[m] += f64::from(*count) / subs.len() as f64;
         }
+        for p in 0..*count {
+            index_of.insert((*id, p), partitions.len());
+            partitions.push((*id, p, eligible.len()));
+        }
+        eligible.push(subs);
     }
-    let mut owner: Vec<Option<usize>> = vec![None; partitions.len()];
+    let total = partitions.len();
+    // How many partitions each member may keep from before.
+    let homogeneous = eligible.iter().all(|e| e.len() == n);
+    let caps: Vec<usize> = if homogeneous {
+        // Exactly `total % n` members get one more: those that hold the most.
+        let (per, extra) = (total / n, total % n);
+        let mut by_held: Vec<usize> = (0..n).collect();
+        let held = |m: usize| {
+            members[m]
+                .current
+                .values()
+                .map(BTreeSet::len)
+                .sum::<usize>()
+        };
+        by_held.sort_by_key(|&m| (std::cmp::Reverse(held(m)), m));
+        let mut caps = vec![per; n];
+        for &m in by_held.iter().take(extra) {
+            caps[m] = per + 1;
+        }
+        caps
+    } else {
+        expected.iter().map(|e| e.ceil() as usize).collect()
+    };
+    let mut owner: Vec<Option<usize>> = vec![None; total];
     let mut counts = vec![0usize; n];
-    // 1. Stickiness: keep what each member had, if still eligible.
+    // 1. Stickiness: keep what each member had, if still eligible, up to its cap.
     for (mi, m) in members.iter().enumerate() {
         for (tid, ps) in m.current {
             for p in ps {
-                if let Some(&pi) = index_of.get(&(*tid, *p)) {
-                    if owner[pi].is_none() && partitions[pi].2.contains(&mi) {
-                        owner[pi] = Some(mi);
-                        counts[mi] += 1;
-                    }
+                let Some(&pi) = index_of.get(&(*tid, *p)) else {
+                    continue;
+                };
+                if owner[pi].is_none()
+                    && counts[mi] < caps[mi]
+                    && eligible[partitions[pi].2].contains(&mi)
+                {
+                    owner[pi] = Some(mi);
+                    counts[mi] += 1;
                 }
             }
         }
     }
     // 2. Place the rest on the least loaded eligible member.
-    for pi in 0..partitions.len() {
+    for pi in 0..total {
         if owner[pi].is_some() {
             continue;
         }
-        if let Some(&best) = partitions[pi].2.iter().min_by_key(|&&m| (counts[m], m)) {
+        if let Some(&best) = eligible[partitions[pi].2]
+            .iter()
+            .min_by_key(|&&m| (counts[m], m))
+        {
             owner[pi] = Some(best);
             counts[best] += 1;
         }
     }
-    // 3. Balance: move a partition from a member to an eligible one with at
-    // least two fewer, until none can move. Each move lowers the sum of
-    // squared counts, so this ends; the bound is a safety net.
-    let mut moves_left = partitions.len().saturating_mul(n).saturating_add(1);
-    'balance: while moves_left > 0 {
-        moves_left -= 1;
-        // Try the most loaded members first, their highest partitions first.
-        let mut order: Vec<usize> = (0..n).collect();
-        order.sort_by_key(|&m| (std::cmp::Reverse(counts[m]), m));
-        for &from in &order {
-            for pi in (0..partitions.len()).rev() {
-                if owner[pi] != Some(from) {
+    // 3. With different subscriptions the greedy placement can leave a
+    // member two or more above another that could take its partitions: a
+    // few bounded sweeps move such partitions (each sweep O(partitions x
+    // subscribers)).
+    if !homogeneous {
+        for _ in 0..3 {
+            let mut moved = false;
+            for pi in 0..total {
+                let Some(from) = owner[pi] else {
                     continue;
-                }
-                let target = partitions[pi]
-                    .2
+                };
+                let to = eligible[partitions[pi].2]
                     .iter()
                     .copied()
-                    .filter(|&m| counts[m] + 1 < counts[from])
                     .min_by_key(|&m| (counts[m], m));
-                if let Some(to) = target {
-                    owner[pi] = Some(to);
-                    counts[from] -= 1;
-                    counts[to] += 1;
-                    continue 'balance;
+                if let Some(to) = to {
+                    if counts[to] + 1 < counts[from] {
+                        owner[pi] = Some(to);
+                        counts[from] -= 1;
+                        counts[to] += 1;
+                        moved = true;
+                    }
                 }
             }
+            if !moved {
+                break;
+            }
         }
-        break;
     }
     for (pi, o) in owner.iter().enumerate() {
         if let Some(m) = o {
-            let (tid, p, _) = &partitions[pi];
-            out[*m].entry(*tid).or_default().insert(*p);
+            let (tid, p, _) = partitions[pi];
+            out[*m].entry(tid).or_default().insert(p);
         }
     }
     out
@@ -254,6 +290,42 @@ mod tests {
         // m1 only lost partitions; it gained none.
         for (tid, ps) in &second["m1"] {
             assert!(ps.is_subset(&m1[tid]));
+        }
+    }
+
+    #[test]
+    fn uniform_gives_a_newcomer_its_share() {
+        let t = topics(&[("a", 6)]);
+        let subs = vec!["a".to_string()];
+        let empty = Assignment::new();
+        let three: Vec<AssignMember<'_>> = ["m1", "m2", "m3"]
+            .iter()
+            .map(|id| AssignMember {
+                member_id: id,
+                instance_id: None,
+                subscribed: &subs,
+                current: &empty,
+            })
+            .collect();
+        let first = assign(UNIFORM, &three, &t);
+        let ids = ["m1", "m2", "m3", "m4"];
+        let four: Vec<AssignMember<'_>> = ids
+            .iter()
+            .map(|id| AssignMember {
+                member_id: id,
+                instance_id: None,
+                subscribed: &subs,
+                current: first.get(*id).unwrap_or(&empty),
+            })
+            .collect();
+        let second = assign(UNIFORM, &four, &t);
+        let mut counts: Vec<usize> = second.values().map(count).collect();
+        counts.sort();
+        assert_eq!(counts, vec![1, 1, 2, 2]);
+        for id in ["m1", "m2", "m3"] {
+            for (tid, ps) in &second[id] {
+                assert!(ps.is_subset(&first[id][tid]), "{id} only lost partitions");
+            }
         }
     }
 
