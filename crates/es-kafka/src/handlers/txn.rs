@@ -364,6 +364,10 @@ pub async fn add_offsets_to_txn(
 
 // ----- TxnOffsetCommit -----------------------------------------------------
 
+/// A partition of a TxnOffsetCommit: its error if decided before the
+/// coordinator is asked.
+type Decided = (i32, Option<i16>);
+
 pub async fn txn_offset_commit(
     ctx: &Ctx,
     req: TxnOffsetCommitRequest,
@@ -374,7 +378,7 @@ pub async fn txn_offset_commit(
     let member_id = req.member_id.to_string();
     let instance_id = req.group_instance_id.as_ref().map(|i| i.to_string());
     // Per partition: Some(code) decided here, None to be committed.
-    let mut plan: Vec<(TopicName, Vec<(i32, Option<i16>)>)> = Vec::with_capacity(req.topics.len());
+    let mut plan: Vec<(TopicName, Vec<Decided>)> = Vec::with_capacity(req.topics.len());
     let mut offsets = Vec::new();
     for t in &req.topics {
         let topic = b.topic(t.name.0.as_str());

@@ -733,9 +733,16 @@ impl TxnCoordinator {
     }
 }
 
-/// Called once the broker is open: completes transactions a crash left in a
-/// Prepare state and, on a tokio runtime, starts the coordinator's timer.
+/// Called once the broker is open: registers the group coordinator as the
+/// receiver of transactional offsets, completes transactions a crash left in
+/// a Prepare state and, on a tokio runtime, starts the coordinator's timer.
 pub fn start(broker: &Arc<Broker>) {
+    broker
+        .txn()
+        .set_offset_sink(Arc::new(super::groups::GroupsSink::new(
+            broker.groups().clone(),
+            Arc::downgrade(broker),
+        )));
     broker.txn().recover(broker.as_ref());
     if let Ok(rt) = tokio::runtime::Handle::try_current() {
         let interval = Duration::from_millis(broker.txn().config().abort_check_interval_ms.max(1));

@@ -19,14 +19,19 @@
 //!   the periodic work: aborting transactions past their timeout, finishing
 //!   transactions a crash left in a Prepare state, expiring idle
 //!   transactional ids and producers, and folding the journal.
+//! - [`groups`]: the group coordinator seen as the receiver of transactional
+//!   offsets (member checks for TxnOffsetCommit, the commit on EndTxn).
 //!
 //! The per-partition side (sequence numbers, duplicates, fencing, the last
 //! stable offset and aborted transactions) lives in es-storage, checked and
 //! updated atomically with each append and rebuilt from the log itself.
 
 pub mod coordinator;
+pub mod groups;
 pub mod log;
 pub mod state;
+#[cfg(test)]
+mod wire_tests;
 
 pub use coordinator::{Partitions, ProduceGuard, TxnCoordinator, TxnOffsetSink};
 pub use state::{TopicPartition, TxnOffset, TxnRecord, TxnState};

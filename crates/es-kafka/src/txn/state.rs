@@ -621,9 +621,7 @@ impl Txns {
 /// and the transaction goes to PrepareAbort.
 fn fenced_abort(cur: &TxnRecord, now_ms: i64) -> TxnRecord {
     let mut rec = cur.clone();
-    if rec.producer_epoch < i16::MAX {
-        rec.producer_epoch += 1;
-    }
+    rec.producer_epoch = rec.producer_epoch.saturating_add(1);
     rec.last_producer_epoch = NO_PRODUCER_EPOCH;
     rec.state = TxnState::PrepareAbort;
     rec.last_update_ms = now_ms;
