@@ -1147,6 +1147,48 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn a_member_that_does_not_revoke_is_fenced_at_its_rebalance_timeout() {
+        let t = topics(&[("t", 2)]);
+        let tid = t.0["t"].0;
+        let mut g = ConsumerGroup::new("g", GroupConfig::default());
+        g.heartbeat(0, join("m1", &["t"]), &t);
+        g.heartbeat(0, join("m2", &["t"]), &t);
+        // m1 is told to give one partition up and keeps reporting both.
+        let r = g.heartbeat(1_000, beat("m1", 1, Some(vec![(tid, vec![0, 1])])), &t);
+        assert_eq!((r.member_epoch, count(&r)), (1, 1));
+        let owned_all = || Some(vec![(tid, vec![0, 1])]);
+        for now in [5_000, 10_000, 20_000, 30_000] {
+            g.tick(now);
+            let r = g.heartbeat(now, beat("m1", 1, owned_all()), &t);
+            assert_eq!(r.error, NONE, "still within its 30 s rebalance timeout");
+            g.heartbeat(now, beat("m2", 2, Some(vec![])), &t);
+        }
+        g.tick(31_000);
+        assert!(!g.members.contains_key("m1"), "fenced");
+        let r = g.heartbeat(31_500, beat("m2", 2, Some(vec![])), &t);
+        assert_eq!((r.member_epoch, count(&r)), (3, 2));
+        let r = g.heartbeat(32_000, beat("m1", 1, owned_all()), &t);
+        assert_eq!(r.error, code(ResponseError::UnknownMemberId));
+    }
+
+    #[test]
+    fn a_fenced_member_rejoins_with_epoch_zero_under_its_id() {
+        let t = topics(&[("t", 2)]);
+        let mut g = ConsumerGroup::new("g", GroupConfig::default());
+        let r = g.heartbeat(0, join("m1", &["t"]), &t);
+        assert_eq!((r.member_epoch, count(&r)), (1, 2));
+        // The client lost its state and joins again with the same id.
+        let r = g.heartbeat(10, join("m1", &["t"]), &t);
+        assert_eq!(r.error, NONE);
+        assert_eq!(
+            (r.member_epoch, count(&r)),
+            (1, 2),
+            "same target, no new epoch"
+        );
+        assert_eq!(g.group_epoch(), 1);
+    }
+
+    #[test]
     fn bad_requests_are_refused() {
         let t = topics(&[("t", 1)]);
         let mut g = ConsumerGroup::new("g", GroupConfig::default());

@@ -1495,14 +1495,14 @@ mod tests {
             .expect("answered");
         assert_eq!(s.assignment, bytes::Bytes::from_static(b"a"));
         assert_eq!(c.heartbeat("g", &r.member_id, None, 1), NONE);
-        // The protocol type reached the disk in the background.
-        for _ in 0..100 {
-            if c.document_writes() > 0 && c.state.lock().groups["g"].durable.borrow().version > 0 {
-                break;
-            }
-            tokio::task::yield_now().await;
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
+        // The protocol type goes to disk in the background; an OffsetFetch
+        // waits for everything written so far.
+        let (_, wait) = c.fetch_offsets("g", None, None, &exists).expect("fetch");
+        wait.expect("a write is pending")
+            .wait()
+            .await
+            .expect("durable");
+        assert_eq!(c.document_writes(), 1);
         let img = fs.crash_image(Tear::None);
         let listed = open(&img).list(&[], &[]);
         assert_eq!(listed[0].protocol_type, "consumer");
