@@ -933,6 +933,72 @@ impl Coordinator {
         Ok(CommitOutcome { errors, wait })
     }
 
+    /// Writes offsets into a group without any member check: a committed
+    /// transaction's offsets, which Kafka materialises whatever the group
+    /// became since the TxnOffsetCommit (its `replayEndTransactionMarker`).
+    /// A missing group is created as a simple (Empty, classic) group. Returns
+    /// the durability wait.
+    pub fn commit_transactional(
+        self: &Arc<Self>,
+        group_id: &str,
+        topics: Vec<CommitTopic>,
+    ) -> Result<Option<DurableWait>, i16> {
+        let mut st = self.state.lock();
+        if st.shut_down {
+            return Err(code(ResponseError::CoordinatorNotAvailable));
+        }
+        let now = self.now();
+        if !st.groups.contains_key(group_id) {
+            st.create(
+                group_id,
+                Kind::Classic(ClassicGroup::new(group_id, self.config)),
+            )?;
+        }
+        let Some(g) = st.groups.get_mut(group_id) else {
+            return Err(code(ResponseError::UnknownServerError));
+        };
+        if g.deleting {
+            return Err(code(ResponseError::CoordinatorNotAvailable));
+        }
+        if g.fenced() {
+            return Err(code(ResponseError::NotCoordinator));
+        }
+        let ts = wall_clock_ms();
+        let mut changed = false;
+        for t in topics {
+            for p in t.partitions {
+                g.offsets.entry(t.name.clone()).or_default().insert(
+                    p.partition,
+                    Committed {
+                        offset: p.offset,
+                        leader_epoch: p.leader_epoch,
+                        metadata: p.metadata.unwrap_or_default(),
+                        commit_timestamp_ms: ts,
+                        topic_id: t.topic_id,
+                    },
+                );
+                changed = true;
+            }
+        }
+        let mut spawn = false;
+        let wait = if changed {
+            g.version += 1;
+            spawn = self.start_writer(g);
+            Some(DurableWait {
+                rx: g.durable.subscribe(),
+                version: g.version,
+            })
+        } else {
+            None
+        };
+        self.after_op(&mut st, group_id, now, Vec::new());
+        drop(st);
+        if spawn {
+            self.spawn_writer(group_id);
+        }
+        Ok(wait)
+    }
+
     /// OffsetFetch of one group. `topics` of `None` means every partition
     /// with a committed offset. `topic_id` gives a topic's current id (None
     /// when it does not exist). `member` is (member id, epoch) when the
@@ -1404,6 +1470,18 @@ mod tests {
             let again = open(&img);
             assert_eq!(committed(&again, "g", "t", 0).await, got);
         }
+    }
+
+    #[tokio::test]
+    async fn transactional_offsets_skip_the_member_checks() {
+        let fs = SimFs::new();
+        let c = open(&fs);
+        let topics = commit_req("g", "t", 2, 9).topics;
+        let wait = c.commit_transactional("g", topics).expect("written");
+        wait.expect("wait").wait().await.expect("durable");
+        assert_eq!(committed(&c, "g", "t", 2).await, 9);
+        let img = fs.crash_image(Tear::None);
+        assert_eq!(committed(&open(&img), "g", "t", 2).await, 9);
     }
 
     #[tokio::test]
