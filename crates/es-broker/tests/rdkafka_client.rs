@@ -748,3 +748,54 @@ async fn acknowledged_records_survive_a_kill() {
         assert_eq!(m.payload(), Some(v.as_bytes()));
     }
 }
+
+/// Once a consumer group exists, Metadata lists Kafka's internal
+/// `__consumer_offsets` (clients skip it in regex subscriptions), and it can
+/// be neither created nor written as a topic.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn consumer_offsets_topic_appears_with_groups() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let b = Broker::start(dir.path(), &[]);
+    let topic = "grouped";
+    create_topic(&b, topic, 1, &[]).await;
+    let names = |c: &BaseConsumer| -> Vec<String> {
+        let md = c.fetch_metadata(None, TIMEOUT).expect("metadata");
+        md.topics().iter().map(|t| t.name().to_string()).collect()
+    };
+    let plain = consumer(&b, &[]);
+    assert!(!names(&plain).contains(&"__consumer_offsets".to_string()));
+    let r = admin(&b)
+        .create_topics(
+            [&NewTopic::new(
+                "__consumer_offsets",
+                1,
+                TopicReplication::Fixed(1),
+            )],
+            &opts(),
+        )
+        .await
+        .expect("create");
+    assert!(r[0].is_err(), "{r:?}");
+
+    let p = producer(&b, &[]);
+    p.send(
+        FutureRecord::<str, str>::to(topic)
+            .partition(0)
+            .payload("m"),
+        TIMEOUT,
+    )
+    .await
+    .unwrap_or_else(|(e, _)| panic!("{e}"));
+    let mut cfg = client_config(&b);
+    cfg.set("group.id", "g-offsets")
+        .set("auto.offset.reset", "earliest");
+    let grouped: BaseConsumer = cfg.create().expect("consumer");
+    grouped.subscribe(&[topic]).expect("subscribe");
+    common::eventually(TIMEOUT, "a message through the group", || {
+        match grouped.poll(Duration::from_millis(100)) {
+            Some(Ok(_)) => Some(()),
+            _ => None,
+        }
+    });
+    assert!(names(&plain).contains(&"__consumer_offsets".to_string()));
+}

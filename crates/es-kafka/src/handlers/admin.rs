@@ -40,7 +40,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
-use super::metadata::LEADER_EPOCH;
+use super::metadata::{CONSUMER_OFFSETS_TOPIC, LEADER_EPOCH};
 use super::{
     blocking, Ctx, RequestError, AUTHORIZED_OPERATIONS_OMITTED, CLUSTER_OPERATIONS_ALL,
     TOPIC_OPERATIONS_ALL,
@@ -108,6 +108,9 @@ pub async fn create_topics(
         let outcome: Result<Option<TopicConfig>, AdminError> = async {
             if dup.contains(&name) {
                 return Err(AdminError::new(ResponseError::InvalidRequest, format!("Create topics request from client contains a duplicate topic: {name}")));
+            }
+            if name == CONSUMER_OFFSETS_TOPIC {
+                return Err(AdminError::new(ResponseError::InvalidRequest, format!("Creation of internal topic {name} is prohibited.")));
             }
             let mut partitions = t.num_partitions;
             if !t.assignments.is_empty() {

@@ -5,6 +5,12 @@
 //! its version lacks, so every versioned field is set under a version check.
 //! One node (this broker) leads every partition at leader epoch 0 with
 //! itself as the only replica.
+//!
+//! `__consumer_offsets`: es keeps committed offsets in the group coordinator's
+//! own files, not in a topic, but clients expect Kafka's internal offsets
+//! topic to be listed (flagged internal, so regex subscriptions skip it) once
+//! groups are in use. Metadata shows it then, as a read-only internal topic
+//! with one partition; it is never auto-created as a real topic.
 
 use std::sync::Arc;
 
@@ -21,6 +27,14 @@ use crate::topics::{validate_topic_name, Topic};
 
 /// Leader epoch of every partition on a single node.
 pub const LEADER_EPOCH: i32 = 0;
+/// Kafka's internal topic of committed offsets.
+pub const CONSUMER_OFFSETS_TOPIC: &str = "__consumer_offsets";
+
+/// Whether Metadata lists `__consumer_offsets` now: once any group exists,
+/// as Kafka creates the topic on the first group request.
+fn offsets_topic_listed(ctx: &Ctx) -> bool {
+    !ctx.broker.groups().list(&[], &[]).is_empty()
+}
 
 pub async fn handle(ctx: &Ctx, req: MetadataRequest) -> Result<Option<Bytes>, RequestError> {
     let v = ctx.version;
@@ -52,6 +66,10 @@ pub async fn handle(ctx: &Ctx, req: MetadataRequest) -> Result<Option<Bytes>, Re
             for t in b.topics() {
                 r.topics.push(describe(ctx, &t, include_ops));
             }
+            if offsets_topic_listed(ctx) {
+                r.topics
+                    .push(internal_topic(ctx, CONSUMER_OFFSETS_TOPIC, include_ops));
+            }
         }
         Some(list) => {
             // Kafka's default for v0-3 is to auto-create.
@@ -60,6 +78,18 @@ pub async fn handle(ctx: &Ctx, req: MetadataRequest) -> Result<Option<Bytes>, Re
                 match t.name {
                     Some(name) => {
                         let name = name.0.to_string();
+                        if name == CONSUMER_OFFSETS_TOPIC {
+                            r.topics.push(if offsets_topic_listed(ctx) {
+                                internal_topic(ctx, &name, include_ops)
+                            } else {
+                                error_topic(
+                                    v,
+                                    Some(&name),
+                                    code(ResponseError::UnknownTopicOrPartition),
+                                )
+                            });
+                            continue;
+                        }
                         if let Err(why) = validate_topic_name(&name) {
                             tracing::debug!(topic = %name, %why, "metadata for an invalid topic name");
                             r.topics.push(error_topic(
@@ -103,6 +133,34 @@ fn error_topic(v: i16, name: Option<&str>, error_code: i16) -> MetadataResponseT
     t
 }
 
+/// One partition on this node, as every partition here is.
+fn local_partition(v: i16, node: BrokerId, index: i32) -> MetadataResponsePartition {
+    let mut m = MetadataResponsePartition::default();
+    m.partition_index = index;
+    m.leader_id = node;
+    if v >= 7 {
+        m.leader_epoch = LEADER_EPOCH;
+    }
+    m.replica_nodes = vec![node];
+    m.isr_nodes = vec![node];
+    m
+}
+
+/// An internal topic es emulates rather than stores (no topic id, one partition).
+fn internal_topic(ctx: &Ctx, name: &str, include_ops: bool) -> MetadataResponseTopic {
+    let v = ctx.version;
+    let mut t = MetadataResponseTopic::default();
+    t.name = Some(TopicName(StrBytes::from_string(name.to_string())));
+    if v >= 1 {
+        t.is_internal = true;
+    }
+    if include_ops {
+        t.topic_authorized_operations = TOPIC_OPERATIONS_ALL;
+    }
+    t.partitions = vec![local_partition(v, BrokerId(ctx.broker.node_id()), 0)];
+    t
+}
+
 fn describe(ctx: &Ctx, topic: &Arc<Topic>, include_ops: bool) -> MetadataResponseTopic {
     let v = ctx.version;
     let node = BrokerId(ctx.broker.node_id());
@@ -117,17 +175,7 @@ fn describe(ctx: &Ctx, topic: &Arc<Topic>, include_ops: bool) -> MetadataRespons
     t.partitions = topic
         .partitions()
         .iter()
-        .map(|p| {
-            let mut m = MetadataResponsePartition::default();
-            m.partition_index = p.index;
-            m.leader_id = node;
-            if v >= 7 {
-                m.leader_epoch = LEADER_EPOCH;
-            }
-            m.replica_nodes = vec![node];
-            m.isr_nodes = vec![node];
-            m
-        })
+        .map(|p| local_partition(v, node, p.index))
         .collect();
     t
 }

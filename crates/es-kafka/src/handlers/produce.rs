@@ -25,6 +25,7 @@ use kafka_protocol::messages::produce_response::{PartitionProduceResponse, Topic
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
 
+use super::metadata::CONSUMER_OFFSETS_TOPIC;
 use super::{blocking, txn, Ctx, RequestError};
 use crate::codec::batch::{check_produce_compression, BatchDecoder, BatchSummary, DecodeLimits};
 use crate::config::{TimestampType, TopicConfig};
@@ -93,6 +94,10 @@ pub async fn handle(
             let name = td.name.0.as_str();
             match validate_topic_name(name) {
                 Err(why) => Err((code(ResponseError::InvalidTopicException), why)),
+                Ok(()) if name == CONSUMER_OFFSETS_TOPIC => Err((
+                    code(ResponseError::InvalidTopicException),
+                    format!("cannot append to internal topic {name}"),
+                )),
                 Ok(()) => b
                     .get_or_create(name, true)
                     .await
