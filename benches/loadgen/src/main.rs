@@ -1,0 +1,612 @@
+//! es-loadgen: the librdkafka load generator (the `rdkafka` crate) that
+//! `benches/run` points at es and at Apache Kafka alike, so that both brokers
+//! see the same client, the same settings and the same payload. Every command
+//! prints one JSON object on stdout and exits non-zero on a failed run; every
+//! loop is bounded by a record count or a deadline.
+//!
+//! ```text
+//! es-loadgen produce --bootstrap B --topic T [--partitions N] (--records N | --duration-s S)
+//!            [--record-size 256] [--producers 1] [--rate R] [--linger-ms 5]
+//!            [--batch-size 16384] [--acks all] [--max-inflight 5] [--timeout-s 120]
+//! es-loadgen consume --bootstrap B --topic T --partitions N --records N [--timeout-s 120]
+//! es-loadgen e2e     --bootstrap B --topic T --rate R --duration-s S [--record-size 256]
+//!            [--linger-ms 0] [--timeout-s 60]
+//! es-loadgen create  --bootstrap B --topic T --partitions N [--config k=v]...
+//! es-loadgen delete  --bootstrap B --topic T
+//! ```
+//!
+//! Producer settings mirror the Java producer's defaults (acks=all, linger.ms=5,
+//! batch.size=16384, 5 requests in flight per connection, TCP_NODELAY, no
+//! compression, no idempotence unless asked). With `--partitions N` records go
+//! round-robin in runs of one batch (batch.size / record size records) per
+//! partition, the way the Java sticky partitioner fills one batch at a time;
+//! producer k starts at partition k so that four producers spread at once.
+//! Produce latency is measured from `send()` to the delivery report, in
+//! microseconds, as Kafka's ProducerPerformance measures it (in milliseconds).
+//! `--rate` paces the sends (records per second over all producers); latency
+//! still runs from the actual `send()`, and `behind_ms` reports how far the
+//! sender fell behind its schedule (non-zero means the rate was not met).
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Wake, Waker};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::message::Message;
+use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext};
+use rdkafka::{ClientContext, Offset, TopicPartitionList};
+
+/// Latency samples kept per run; beyond it the rest are counted, not kept.
+const LATENCY_SAMPLES_MAX: usize = 40_000_000;
+/// Percentiles printed for the latency curves (chart x axis).
+const CURVE: &[f64] = &[
+    0.0, 10.0, 25.0, 50.0, 75.0, 90.0, 95.0, 99.0, 99.5, 99.9, 99.95, 99.99, 100.0,
+];
+
+type Res<T> = Result<T, String>;
+
+struct Args {
+    cmd: String,
+    kv: HashMap<String, Vec<String>>,
+}
+
+impl Args {
+    fn parse() -> Res<Args> {
+        let mut it = std::env::args().skip(1);
+        let cmd = it.next().ok_or("usage: es-loadgen produce|consume|e2e|create|delete ...")?;
+        let mut kv: HashMap<String, Vec<String>> = HashMap::new();
+        while let Some(k) = it.next() {
+            let key = k
+                .strip_prefix("--")
+                .ok_or_else(|| format!("expected --option, got {k:?}"))?
+                .to_string();
+            let v = it.next().ok_or_else(|| format!("--{key} needs a value"))?;
+            kv.entry(key).or_default().push(v);
+        }
+        Ok(Args { cmd, kv })
+    }
+    fn str(&self, k: &str) -> Res<String> {
+        self.opt_str(k).ok_or_else(|| format!("--{k} is required"))
+    }
+    fn opt_str(&self, k: &str) -> Option<String> {
+        self.kv.get(k).and_then(|v| v.last().cloned())
+    }
+    fn num<T: std::str::FromStr>(&self, k: &str, default: Option<T>) -> Res<T> {
+        match self.opt_str(k) {
+            Some(s) => s.parse().map_err(|_| format!("--{k} {s:?} is not a number")),
+            None => default.ok_or_else(|| format!("--{k} is required")),
+        }
+    }
+    fn opt_num<T: std::str::FromStr>(&self, k: &str) -> Res<Option<T>> {
+        match self.opt_str(k) {
+            Some(s) => s
+                .parse()
+                .map(Some)
+                .map_err(|_| format!("--{k} {s:?} is not a number")),
+            None => Ok(None),
+        }
+    }
+    fn all(&self, k: &str) -> Vec<String> {
+        self.kv.get(k).cloned().unwrap_or_default()
+    }
+}
+
+fn main() {
+    let r = Args::parse().and_then(|a| match a.cmd.as_str() {
+        "produce" => produce(&a),
+        "consume" => consume(&a),
+        "e2e" => e2e(&a),
+        "create" => create(&a),
+        "delete" => delete(&a),
+        other => Err(format!("unknown command {other:?}")),
+    });
+    match r {
+        Ok(json) => println!("{json}"),
+        Err(e) => {
+            println!("{{\"ok\":false,\"error\":{}}}", jstr(&e));
+            eprintln!("es-loadgen: {e}");
+            std::process::exit(1);
+        }
+    }
+}
+
+fn jstr(s: &str) -> String {
+    let mut o = String::with_capacity(s.len() + 2);
+    o.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => o.push_str("\\\""),
+            '\\' => o.push_str("\\\\"),
+            c if (c as u32) < 0x20 => o.push_str(&format!("\\u{:04x}", c as u32)),
+            c => o.push(c),
+        }
+    }
+    o.push('"');
+    o
+}
+
+/// Sorts the samples (microseconds) and renders mean, percentiles and the curve.
+fn latency_json(v: &mut [u32]) -> String {
+    if v.is_empty() {
+        return "null".into();
+    }
+    v.sort_unstable();
+    let pick = |q: f64| -> u32 {
+        let i = ((q / 100.0) * v.len() as f64) as usize;
+        v[i.min(v.len() - 1)]
+    };
+    let mean = v.iter().map(|&x| x as f64).sum::<f64>() / v.len() as f64;
+    let curve: Vec<String> = CURVE
+        .iter()
+        .map(|&q| format!("[{q},{}]", pick(q)))
+        .collect();
+    format!(
+        "{{\"samples\":{},\"mean_us\":{:.1},\"p50_us\":{},\"p90_us\":{},\"p99_us\":{},\"p999_us\":{},\"max_us\":{},\"curve\":[{}]}}",
+        v.len(),
+        mean,
+        pick(50.0),
+        pick(90.0),
+        pick(99.0),
+        pick(99.9),
+        v[v.len() - 1],
+        curve.join(",")
+    )
+}
+
+/// Runs a future to completion on this thread (the admin client's futures are
+/// plain channels completed by librdkafka's own thread).
+fn block_on<F: Future>(f: F) -> F::Output {
+    struct Unpark(thread::Thread);
+    impl Wake for Unpark {
+        fn wake(self: Arc<Self>) {
+            self.0.unpark();
+        }
+    }
+    let waker = Waker::from(Arc::new(Unpark(thread::current())));
+    let mut cx = Context::from_waker(&waker);
+    let mut f = pin!(f);
+    loop {
+        if let Poll::Ready(v) = f.as_mut().poll(&mut cx) {
+            return v;
+        }
+        thread::park_timeout(Duration::from_millis(50));
+    }
+}
+
+fn admin(a: &Args) -> Res<AdminClient<DefaultClientContext>> {
+    ClientConfig::new()
+        .set("bootstrap.servers", a.str("bootstrap")?)
+        .create()
+        .map_err(|e| format!("admin client: {e}"))
+}
+
+fn create(a: &Args) -> Res<String> {
+    let topic = a.str("topic")?;
+    let partitions: i32 = a.num("partitions", None)?;
+    let configs: Vec<(String, String)> = a
+        .all("config")
+        .iter()
+        .map(|kv| match kv.split_once('=') {
+            Some((k, v)) => Ok((k.to_string(), v.to_string())),
+            None => Err(format!("--config {kv:?} is not key=value")),
+        })
+        .collect::<Res<_>>()?;
+    let mut t = NewTopic::new(&topic, partitions, TopicReplication::Fixed(1));
+    for (k, v) in &configs {
+        t = t.set(k, v);
+    }
+    let ad = admin(a)?;
+    let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(30)));
+    let r = block_on(ad.create_topics([&t], &opts)).map_err(|e| format!("create: {e}"))?;
+    for x in r {
+        if let Err((name, code)) = x {
+            if code != RDKafkaErrorCode::TopicAlreadyExists {
+                return Err(format!("create {name}: {code:?}"));
+            }
+        }
+    }
+    Ok(format!("{{\"ok\":true,\"topic\":{}}}", jstr(&topic)))
+}
+
+fn delete(a: &Args) -> Res<String> {
+    let topic = a.str("topic")?;
+    let ad = admin(a)?;
+    let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(30)));
+    let r = block_on(ad.delete_topics(&[topic.as_str()], &opts))
+        .map_err(|e| format!("delete: {e}"))?;
+    for x in r {
+        if let Err((name, code)) = x {
+            if code != RDKafkaErrorCode::UnknownTopicOrPartition {
+                return Err(format!("delete {name}: {code:?}"));
+            }
+        }
+    }
+    Ok(format!("{{\"ok\":true,\"topic\":{}}}", jstr(&topic)))
+}
+
+struct Shared {
+    t0: Instant,
+    ok: AtomicU64,
+    failed: AtomicU64,
+    first_error: Mutex<Option<String>>,
+}
+
+struct Ctx {
+    shared: Arc<Shared>,
+    lat_us: Mutex<Vec<u32>>,
+}
+
+impl ClientContext for Ctx {}
+
+impl ProducerContext for Ctx {
+    type DeliveryOpaque = usize;
+    fn delivery(&self, r: &DeliveryResult<'_>, sent_ns: usize) {
+        let s = &self.shared;
+        match r {
+            Ok(_) => {
+                s.ok.fetch_add(1, Ordering::Relaxed);
+                let now = s.t0.elapsed().as_nanos() as u64;
+                let us = (now.saturating_sub(sent_ns as u64) / 1000).min(u32::MAX as u64) as u32;
+                if let Ok(mut v) = self.lat_us.lock() {
+                    if v.len() < LATENCY_SAMPLES_MAX {
+                        v.push(us);
+                    }
+                }
+            }
+            Err((e, _)) => {
+                s.failed.fetch_add(1, Ordering::Relaxed);
+                if let Ok(mut f) = s.first_error.lock() {
+                    if f.is_none() {
+                        *f = Some(e.to_string());
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn producer_config(a: &Args, linger_default: u64) -> Res<ClientConfig> {
+    let mut c = ClientConfig::new();
+    c.set("bootstrap.servers", a.str("bootstrap")?)
+        .set("acks", a.opt_str("acks").unwrap_or_else(|| "all".into()))
+        .set(
+            "linger.ms",
+            a.num::<u64>("linger-ms", Some(linger_default))?.to_string(),
+        )
+        .set("batch.size", a.num::<u64>("batch-size", Some(16384))?.to_string())
+        .set(
+            "max.in.flight.requests.per.connection",
+            a.num::<u64>("max-inflight", Some(5))?.to_string(),
+        )
+        .set(
+            "enable.idempotence",
+            a.opt_str("idempotence").unwrap_or_else(|| "false".into()),
+        )
+        .set("compression.type", "none")
+        .set("socket.nagle.disable", "true")
+        .set("message.timeout.ms", "120000");
+    Ok(c)
+}
+
+struct ProduceOut {
+    sent: u64,
+    lat: Vec<u32>,
+    behind_ms: f64,
+}
+
+fn produce(a: &Args) -> Res<String> {
+    let topic = a.str("topic")?;
+    let size: usize = a.num("record-size", Some(256))?;
+    let producers: u64 = a.num("producers", Some(1))?;
+    let records: Option<u64> = a.opt_num("records")?;
+    let duration_s: Option<f64> = a.opt_num("duration-s")?;
+    let rate: f64 = a.num("rate", Some(0.0))?;
+    let partitions: Option<u64> = a.opt_num("partitions")?;
+    let batch: u64 = a.num("batch-size", Some(16384))?;
+    let timeout = Duration::from_secs_f64(a.num("timeout-s", Some(120.0))?);
+    if records.is_none() && duration_s.is_none() {
+        return Err("give --records or --duration-s".into());
+    }
+    if producers == 0 || size == 0 {
+        return Err("--producers and --record-size must be positive".into());
+    }
+    let cfg = producer_config(a, 5)?;
+    let shared = Arc::new(Shared {
+        t0: Instant::now(),
+        ok: AtomicU64::new(0),
+        failed: AtomicU64::new(0),
+        first_error: Mutex::new(None),
+    });
+    let chunk = (batch / size as u64).max(1);
+    // Connect every producer before the clock starts.
+    let mut made = Vec::new();
+    for _ in 0..producers {
+        let p: BaseProducer<Ctx> = cfg
+            .create_with_context(Ctx {
+                shared: shared.clone(),
+                lat_us: Mutex::new(Vec::new()),
+            })
+            .map_err(|e| format!("producer: {e}"))?;
+        p.client()
+            .fetch_metadata(Some(&topic), Duration::from_secs(30))
+            .map_err(|e| format!("metadata: {e}"))?;
+        made.push(p);
+    }
+    let start = Instant::now();
+    let deadline = duration_s.map(|d| start + Duration::from_secs_f64(d));
+    let hard_deadline = start + timeout;
+    let mut handles = Vec::new();
+    for (k, p) in made.into_iter().enumerate() {
+        let k = k as u64;
+        let topic = topic.clone();
+        let shared = shared.clone();
+        let n = records.map(|r| r / producers + u64::from(k < r % producers));
+        let per_rate = rate / producers as f64;
+        handles.push(thread::spawn(move || -> Res<ProduceOut> {
+            let payload = vec![b'x'; size];
+            let mut i = 0u64;
+            let mut behind = Duration::ZERO;
+            loop {
+                if n.is_some_and(|n| i >= n) {
+                    break;
+                }
+                if i % 64 == 0 {
+                    let now = Instant::now();
+                    if deadline.is_some_and(|d| now >= d) || now >= hard_deadline {
+                        break;
+                    }
+                }
+                if per_rate > 0.0 {
+                    let due = start + Duration::from_secs_f64(i as f64 / per_rate);
+                    let now = Instant::now();
+                    if due > now {
+                        p.poll(Duration::ZERO);
+                        let wait = due - now;
+                        if wait > Duration::from_micros(50) {
+                            thread::sleep(wait.min(Duration::from_millis(1)));
+                        }
+                        continue;
+                    }
+                    behind = behind.max(now - due);
+                }
+                let sent_ns = shared.t0.elapsed().as_nanos() as usize;
+                let mut rec = BaseRecord::<(), [u8], usize>::with_opaque_to(&topic, sent_ns)
+                    .payload(&payload[..]);
+                if let Some(parts) = partitions {
+                    rec = rec.partition(((i / chunk + k) % parts) as i32);
+                }
+                match p.send(rec) {
+                    Ok(()) => {
+                        i += 1;
+                        if i % 256 == 0 {
+                            p.poll(Duration::ZERO);
+                        }
+                    }
+                    Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), _)) => {
+                        p.poll(Duration::from_millis(1));
+                    }
+                    Err((e, _)) => return Err(format!("send: {e}")),
+                }
+            }
+            let left = hard_deadline.saturating_duration_since(Instant::now());
+            p.flush(left.max(Duration::from_secs(1)))
+                .map_err(|e| format!("flush: {e}"))?;
+            let lat = std::mem::take(&mut *p.context().lat_us.lock().map_err(|_| "poisoned")?);
+            Ok(ProduceOut {
+                sent: i,
+                lat,
+                behind_ms: behind.as_secs_f64() * 1e3,
+            })
+        }));
+    }
+    let mut lat = Vec::new();
+    let mut sent = 0;
+    let mut behind_ms: f64 = 0.0;
+    for h in handles {
+        let o = h.join().map_err(|_| "producer thread panicked")??;
+        sent += o.sent;
+        lat.extend_from_slice(&o.lat);
+        behind_ms = behind_ms.max(o.behind_ms);
+    }
+    let secs = start.elapsed().as_secs_f64();
+    let ok = shared.ok.load(Ordering::Relaxed);
+    let failed = shared.failed.load(Ordering::Relaxed);
+    if failed > 0 || ok < sent {
+        let first = shared.first_error.lock().ok().and_then(|f| f.clone());
+        return Err(format!(
+            "{failed} of {sent} records failed, {ok} acknowledged (first error: {first:?})"
+        ));
+    }
+    let bytes = ok * size as u64;
+    Ok(format!(
+        "{{\"ok\":true,\"records\":{ok},\"bytes\":{bytes},\"secs\":{secs:.4},\"records_per_s\":{:.1},\"mb_per_s\":{:.2},\"offered_rate\":{rate},\"behind_ms\":{behind_ms:.2},\"latency\":{}}}",
+        ok as f64 / secs,
+        bytes as f64 / secs / 1e6,
+        latency_json(&mut lat)
+    ))
+}
+
+fn consumer(a: &Args, extra: &[(&str, &str)]) -> Res<BaseConsumer> {
+    let mut c = ClientConfig::new();
+    c.set("bootstrap.servers", a.str("bootstrap")?)
+        // librdkafka wants a group id even for assign(); nothing is committed.
+        .set("group.id", format!("es-loadgen-{}", std::process::id()))
+        .set("enable.auto.commit", "false")
+        .set("enable.auto.offset.store", "false")
+        .set("enable.partition.eof", "false")
+        .set("socket.nagle.disable", "true");
+    for (k, v) in extra {
+        c.set(*k, *v);
+    }
+    c.create().map_err(|e| format!("consumer: {e}"))
+}
+
+fn consume(a: &Args) -> Res<String> {
+    let topic = a.str("topic")?;
+    let partitions: i32 = a.num("partitions", None)?;
+    let want: u64 = a.num("records", None)?;
+    let timeout = Duration::from_secs_f64(a.num("timeout-s", Some(120.0))?);
+    let c = consumer(a, &[])?;
+    c.fetch_metadata(Some(&topic), Duration::from_secs(30))
+        .map_err(|e| format!("metadata: {e}"))?;
+    let mut tpl = TopicPartitionList::new();
+    for p in 0..partitions {
+        tpl.add_partition_offset(&topic, p, Offset::Beginning)
+            .map_err(|e| format!("assign: {e}"))?;
+    }
+    let start = Instant::now();
+    c.assign(&tpl).map_err(|e| format!("assign: {e}"))?;
+    let (mut n, mut bytes) = (0u64, 0u64);
+    while n < want {
+        if start.elapsed() > timeout {
+            return Err(format!("timed out after {n} of {want} records"));
+        }
+        match c.poll(Duration::from_millis(100)) {
+            Some(Ok(m)) => {
+                n += 1;
+                bytes += m.payload_len() as u64;
+            }
+            Some(Err(e)) => return Err(format!("consume: {e}")),
+            None => {}
+        }
+    }
+    let secs = start.elapsed().as_secs_f64();
+    Ok(format!(
+        "{{\"ok\":true,\"records\":{n},\"bytes\":{bytes},\"secs\":{secs:.4},\"records_per_s\":{:.1},\"mb_per_s\":{:.2}}}",
+        n as f64 / secs,
+        bytes as f64 / secs / 1e6
+    ))
+}
+
+/// End-to-end latency: one producer sends at a fixed rate, each payload carrying
+/// its send time; one consumer in the same process (same clock) reads the
+/// partition from its end and records receive time minus send time.
+fn e2e(a: &Args) -> Res<String> {
+    let topic = a.str("topic")?;
+    let size: usize = a.num::<usize>("record-size", Some(256))?.max(8);
+    let rate: f64 = a.num("rate", None)?;
+    let dur = Duration::from_secs_f64(a.num("duration-s", None)?);
+    let timeout = Duration::from_secs_f64(a.num("timeout-s", Some(60.0))?);
+    if rate <= 0.0 {
+        return Err("--rate must be positive".into());
+    }
+    let t0 = Instant::now();
+    let c = consumer(a, &[])?;
+    let (_, high) = c
+        .fetch_watermarks(&topic, 0, Duration::from_secs(30))
+        .map_err(|e| format!("watermarks: {e}"))?;
+    let mut tpl = TopicPartitionList::new();
+    tpl.add_partition_offset(&topic, 0, Offset::Offset(high))
+        .map_err(|e| format!("assign: {e}"))?;
+    c.assign(&tpl).map_err(|e| format!("assign: {e}"))?;
+    // Let the consumer reach the partition and park its first fetch.
+    let settle = Instant::now();
+    while settle.elapsed() < Duration::from_millis(500) {
+        if let Some(Err(e)) = c.poll(Duration::from_millis(50)) {
+            return Err(format!("consume: {e}"));
+        }
+    }
+    let cfg = producer_config(a, 0)?;
+    let shared = Arc::new(Shared {
+        t0,
+        ok: AtomicU64::new(0),
+        failed: AtomicU64::new(0),
+        first_error: Mutex::new(None),
+    });
+    let p: BaseProducer<Ctx> = cfg
+        .create_with_context(Ctx {
+            shared: shared.clone(),
+            lat_us: Mutex::new(Vec::new()),
+        })
+        .map_err(|e| format!("producer: {e}"))?;
+    p.client()
+        .fetch_metadata(Some(&topic), Duration::from_secs(30))
+        .map_err(|e| format!("metadata: {e}"))?;
+    let tp = topic.clone();
+    let sender = thread::spawn(move || -> Res<u64> {
+        let start = Instant::now();
+        let mut payload = vec![b'x'; size];
+        let mut i = 0u64;
+        while start.elapsed() < dur {
+            let due = start + Duration::from_secs_f64(i as f64 / rate);
+            let now = Instant::now();
+            if due > now {
+                p.poll(Duration::ZERO);
+                thread::sleep((due - now).min(Duration::from_millis(1)));
+                continue;
+            }
+            let ns = t0.elapsed().as_nanos() as u64;
+            payload[..8].copy_from_slice(&ns.to_be_bytes());
+            let rec = BaseRecord::<(), [u8], usize>::with_opaque_to(&tp, ns as usize)
+                .payload(&payload[..])
+                .partition(0);
+            match p.send(rec) {
+                Ok(()) => {
+                    i += 1;
+                    p.poll(Duration::ZERO);
+                }
+                Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), _)) => {
+                    p.poll(Duration::from_millis(1));
+                }
+                Err((e, _)) => return Err(format!("send: {e}")),
+            }
+        }
+        p.flush(Duration::from_secs(30))
+            .map_err(|e| format!("flush: {e}"))?;
+        Ok(i)
+    });
+    let mut lat: Vec<u32> = Vec::new();
+    let mut sent: Option<u64> = None;
+    let begin = Instant::now();
+    loop {
+        if begin.elapsed() > dur + timeout {
+            return Err(format!("timed out with {} records received", lat.len()));
+        }
+        if sent.is_none() && sender.is_finished() {
+            break;
+        }
+        match c.poll(Duration::from_millis(20)) {
+            Some(Ok(m)) => {
+                let now = t0.elapsed().as_nanos() as u64;
+                if let Some(b) = m.payload().and_then(|b| b.get(..8)) {
+                    let mut a8 = [0u8; 8];
+                    a8.copy_from_slice(b);
+                    let ns = u64::from_be_bytes(a8);
+                    lat.push((now.saturating_sub(ns) / 1000).min(u32::MAX as u64) as u32);
+                }
+            }
+            Some(Err(e)) => return Err(format!("consume: {e}")),
+            None => {}
+        }
+    }
+    let n = sender.join().map_err(|_| "sender panicked")??;
+    sent = Some(n);
+    let tail = Instant::now();
+    while (lat.len() as u64) < n && tail.elapsed() < Duration::from_secs(10) {
+        if let Some(Ok(m)) = c.poll(Duration::from_millis(20)) {
+            let now = t0.elapsed().as_nanos() as u64;
+            if let Some(b) = m.payload().and_then(|b| b.get(..8)) {
+                let mut a8 = [0u8; 8];
+                a8.copy_from_slice(b);
+                lat.push((now.saturating_sub(u64::from_be_bytes(a8)) / 1000) as u32);
+            }
+        }
+    }
+    let got = lat.len() as u64;
+    if got < n {
+        return Err(format!("received {got} of {sent:?} records"));
+    }
+    Ok(format!(
+        "{{\"ok\":true,\"records\":{n},\"offered_rate\":{rate},\"latency\":{}}}",
+        latency_json(&mut lat)
+    ))
+}
