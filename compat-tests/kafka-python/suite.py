@@ -1,0 +1,89 @@
+#!/usr/bin/env python3
+"""compat-tests/kafka-python: kafka-python's own integration tests (test/integration from its
+sdist, prepared by ./prepare) against a running broker.
+
+Environment the tests read: KAFKA_VERSION (gates features; the reference Kafka's version for
+both brokers, so the same tests are selected), KAFKA_URI=tcp://host:port (use that broker, do
+not spawn one), KAFKA_ROOT (any existing directory). SSL and SASL test files are not applicable
+to a plaintext broker yet (TLS and SASL are scheduled later) and are not run. Results come from
+pytest's JUnit XML; pytest's output is kept in the suite's work dir.
+"""
+import os
+import re
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from compat import REPO, Suite  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PIN = next(line.split("==", 1)[1].strip() for line in open(os.path.join(HERE, "VERSION"))
+           if line.startswith("kafka-python=="))
+BASE = os.path.join(REPO, "target", "compat", f"kafka-python-{PIN}")
+SRC = os.path.join(BASE, f"kafka_python-{PIN}")
+PY = os.path.join(BASE, "venv", "bin", "python")
+KAFKA_VERSION = "4.4.0"
+NOT_APPLICABLE = {
+    "test_ssl_integration.py": "TLS listeners are scheduled later (es and the reference broker run plaintext)",
+    "test_sasl_integration.py": "SASL is scheduled later (es and the reference broker run without SASL)",
+}
+# --quick: the producer and consumer files; admin and the rest run in full runs only.
+QUICK_FILES = ["test_producer_integration.py", "test_consumer_integration.py"]
+RUN_TIMEOUT_S = {True: 900, False: 1800}
+
+suite = Suite("kafka-python", f"kafka-python {PIN}")
+
+
+def main():
+    if not os.path.exists(PY) or not os.path.isdir(SRC):
+        suite.add_result("setup", "failed", "run compat-tests/kafka-python/prepare first")
+        return suite.main()
+    integ = os.path.join("test", "integration")
+    files = sorted(f for f in os.listdir(os.path.join(SRC, integ)) if re.match(r"test_.*\.py$", f))
+    run = []
+    for f in files:
+        if f in NOT_APPLICABLE:
+            suite.add_result(f, "n/a", NOT_APPLICABLE[f])
+        elif suite.quick and f not in QUICK_FILES:
+            suite.add_result(f, "skipped", "not in --quick")
+        else:
+            run.append(os.path.join(integ, f))
+    junit = os.path.join(suite.work, "junit.xml")
+    log = os.path.join(suite.work, "pytest.log")
+    env = {**os.environ, "KAFKA_VERSION": KAFKA_VERSION, "KAFKA_URI": f"tcp://{suite.bootstrap}",
+           "KAFKA_ROOT": suite.work}
+    args = [PY, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-rN", f"--junitxml={junit}",
+            "-o", "log_level=INFO", "--timeout=120", "--timeout-method=signal", *run]
+    if suite.only:
+        args += ["-k", " or ".join(sorted(suite.only))]
+    if os.path.exists(junit):
+        os.remove(junit)
+    with open(log, "w") as out:
+        try:
+            subprocess.run(args, cwd=SRC, env=env, stdout=out, stderr=subprocess.STDOUT,
+                           timeout=RUN_TIMEOUT_S[suite.quick])
+        except subprocess.TimeoutExpired:
+            suite.add_result("pytest", "failed", f"timed out after {RUN_TIMEOUT_S[suite.quick]}s (log {log})")
+    if os.path.exists(junit):
+        for case in ET.parse(junit).getroot().iter("testcase"):
+            name = f"{os.path.basename(case.get('classname', '').replace('.', '/'))}::{case.get('name')}"
+            secs = round(float(case.get("time", 0)), 2)
+            failure = case.find("failure")
+            if failure is None:
+                failure = case.find("error")
+            skipped = case.find("skipped")
+            if failure is not None:
+                msg = failure.get("message") or (failure.text or "").strip().splitlines()[-1:]
+                suite.add_result(name, "failed", str(msg)[:400], secs)
+            elif skipped is not None:
+                suite.add_result(name, "skipped", (skipped.get("message") or "")[:200], secs)
+            else:
+                suite.add_result(name, "passed", "", secs)
+    elif not suite.results or all(r["status"] != "failed" for r in suite.results):
+        suite.add_result("pytest", "failed", f"no JUnit XML written (log {log})")
+    suite.main()
+
+
+if __name__ == "__main__":
+    main()
