@@ -23,3 +23,6 @@ pub mod txn;
 pub mod versions;
 
 pub use broker::{Broker, BrokerConfig};
+/// The protocol crate at the version es speaks, for tests and tools that
+/// build requests byte-for-byte as clients do.
+pub use kafka_protocol;
