@@ -60,6 +60,12 @@ fn consumer(b: &Broker, extra: &[(&str, &str)]) -> BaseConsumer {
     c.create().expect("consumer")
 }
 
+/// A client for Metadata only: no group id, so librdkafka never looks up a
+/// group coordinator (which would make `__consumer_offsets` appear).
+fn metadata_client(b: &Broker) -> BaseConsumer {
+    client_config(b).create().expect("metadata client")
+}
+
 fn admin(b: &Broker) -> AdminClient<DefaultClientContext> {
     client_config(b).create().expect("admin client")
 }
@@ -340,7 +346,7 @@ async fn admin_topics_partitions_and_configs() {
     assert_eq!(validate, vec![Ok("dry".to_string())]);
 
     // Metadata shows exactly the real topics.
-    let c = consumer(&b, &[]);
+    let c = metadata_client(&b);
     let md = c.fetch_metadata(None, TIMEOUT).expect("metadata");
     let mut names: Vec<&str> = md.topics().iter().map(|t| t.name()).collect();
     names.sort();
@@ -762,7 +768,7 @@ async fn consumer_offsets_topic_appears_with_groups() {
         let md = c.fetch_metadata(None, TIMEOUT).expect("metadata");
         md.topics().iter().map(|t| t.name().to_string()).collect()
     };
-    let plain = consumer(&b, &[]);
+    let plain = metadata_client(&b);
     assert!(!names(&plain).contains(&"__consumer_offsets".to_string()));
     let r = admin(&b)
         .create_topics(

@@ -160,6 +160,9 @@ pub struct Broker {
     groups: Arc<Coordinator>,
     /// Flips to true when shutdown begins: parked fetches answer at once.
     stopping: tokio::sync::watch::Sender<bool>,
+    /// A client has looked up a group coordinator: Kafka would have created
+    /// `__consumer_offsets` by now, so Metadata lists it (see handlers/metadata.rs).
+    offsets_topic_used: std::sync::atomic::AtomicBool,
     /// The transaction coordinator: producer ids, transactions, the producers journal.
     txn: Arc<TxnCoordinator>,
 }
@@ -209,6 +212,7 @@ impl Broker {
             admin: tokio::sync::Mutex::new(()),
             groups,
             stopping: tokio::sync::watch::Sender::new(false),
+            offsets_topic_used: std::sync::atomic::AtomicBool::new(false),
             txn: Arc::new(txn),
             config,
         });
@@ -218,6 +222,20 @@ impl Broker {
     }
 
     /// Starts shutdown: long-polling fetches stop waiting and answer.
+    /// Records that consumer groups are in use (a group coordinator lookup).
+    pub fn note_group_use(&self) {
+        self.offsets_topic_used
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Whether Kafka would have created `__consumer_offsets` by now: a group
+    /// coordinator was looked up, or groups exist (they survive restarts).
+    pub fn offsets_topic_exists(&self) -> bool {
+        self.offsets_topic_used
+            .load(std::sync::atomic::Ordering::Relaxed)
+            || !self.groups().list(&[], &[]).is_empty()
+    }
+
     pub fn begin_shutdown(&self) {
         self.stopping.send_replace(true);
         // Parked JoinGroup/SyncGroup calls answer NOT_COORDINATOR now rather

@@ -30,10 +30,10 @@ pub const LEADER_EPOCH: i32 = 0;
 /// Kafka's internal topic of committed offsets.
 pub const CONSUMER_OFFSETS_TOPIC: &str = "__consumer_offsets";
 
-/// Whether Metadata lists `__consumer_offsets` now: once any group exists,
-/// as Kafka creates the topic on the first group request.
+/// Whether Metadata lists `__consumer_offsets` now: once groups are in use,
+/// as Kafka creates the topic on the first group coordinator lookup.
 fn offsets_topic_listed(ctx: &Ctx) -> bool {
-    !ctx.broker.groups().list(&[], &[]).is_empty()
+    ctx.broker.offsets_topic_exists()
 }
 
 pub async fn handle(ctx: &Ctx, req: MetadataRequest) -> Result<Option<Bytes>, RequestError> {

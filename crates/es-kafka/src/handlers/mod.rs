@@ -23,7 +23,7 @@ pub mod unsupported;
 use std::sync::Arc;
 
 use bytes::{BufMut, Bytes, BytesMut};
-use kafka_protocol::messages::{ApiKey, RequestHeader, ResponseHeader};
+use kafka_protocol::messages::{ApiKey, FindCoordinatorRequest, RequestHeader, ResponseHeader};
 use kafka_protocol::protocol::{Decodable, Encodable};
 
 use crate::broker::Broker;
@@ -237,7 +237,12 @@ async fn served(ctx: Ctx, mut body: Bytes, mut turn: Turn) -> Result<Option<Byte
                     txn::describe_producers(&ctx, decode_body(&mut body, key, v)?).await
                 }
                 ApiKey::FindCoordinator => {
-                    groups::find_coordinator(&ctx, decode_body(&mut body, key, v)?)
+                    let req: FindCoordinatorRequest = decode_body(&mut body, key, v)?;
+                    // Key type 0 is a group; Kafka creates __consumer_offsets here.
+                    if req.key_type == 0 {
+                        ctx.broker.note_group_use();
+                    }
+                    groups::find_coordinator(&ctx, req)
                 }
                 ApiKey::Heartbeat => groups::heartbeat(&ctx, decode_body(&mut body, key, v)?),
                 ApiKey::LeaveGroup => groups::leave_group(&ctx, decode_body(&mut body, key, v)?),
