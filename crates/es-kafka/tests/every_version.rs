@@ -551,3 +551,49 @@ async fn topics_survive_reopen_with_ids_and_configs() {
         & 0o777;
     assert_eq!(mode, 0o700);
 }
+
+/// acks=0 gets no response; a failed acks=0 produce closes the connection
+/// (the handler's error), as Kafka does, so the client notices.
+#[tokio::test]
+async fn acks_zero_answers_nothing_and_closes_on_error() {
+    let (_dir, b) = broker().await;
+    let frame = |partition: i32| {
+        let mut header = RequestHeader::default();
+        header.request_api_key = ApiKey::Produce as i16;
+        header.request_api_version = 9;
+        header.correlation_id = 1;
+        let mut req = ProduceRequest::default();
+        req.acks = 0;
+        let mut td = produce_request::TopicProduceData::default();
+        td.name = tn("t");
+        let mut pd = produce_request::PartitionProduceData::default();
+        pd.index = partition;
+        pd.records = Some(kafka_batch(2));
+        td.partition_data = vec![pd];
+        req.topic_data = vec![td];
+        let mut buf = BytesMut::new();
+        header
+            .encode(&mut buf, ApiKey::Produce.request_header_version(9))
+            .expect("header");
+        req.encode(&mut buf, 9).expect("body");
+        buf.freeze()
+    };
+    let ok = handlers::handle(b.clone(), frame(0), Turn::free())
+        .await
+        .expect("served");
+    assert!(ok.is_none(), "acks=0 has no response");
+    assert_eq!(
+        b.topic("t")
+            .expect("t")
+            .partition(0)
+            .expect("p0")
+            .log
+            .high_watermark(),
+        2
+    );
+    let bad = handlers::handle(b.clone(), frame(9), Turn::free()).await;
+    assert!(
+        bad.is_err(),
+        "a failed acks=0 produce closes the connection"
+    );
+}

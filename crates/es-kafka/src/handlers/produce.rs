@@ -234,6 +234,17 @@ pub async fn handle(
     .await?;
 
     if acks == 0 {
+        // No response at all; but as in Kafka, a failed acks=0 produce closes
+        // the connection, the only signal such a client gets to refresh its
+        // metadata and notice the problem.
+        if let Some(bad) = items.iter().find(|i| i.error != NONE) {
+            return Err(RequestError(format!(
+                "acks=0 produce to partition {} failed with error {}: {}",
+                bad.partition,
+                bad.error,
+                bad.message.as_deref().unwrap_or("")
+            )));
+        }
         return Ok(None);
     }
     let mut by_topic: HashMap<usize, Vec<PartitionProduceResponse>> = HashMap::new();
