@@ -15,6 +15,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -112,6 +113,25 @@ pub struct PartitionSlot {
     pub index: i32,
     pub log: Arc<Partition>,
     pub waiters: Arc<Waiters>,
+    /// Kafka codec id (0-4) of the last batch produced here. With the topic's
+    /// `compression.type=producer`, Fetch compresses with it: the disk format
+    /// keeps records, not the producer's batches, so this is how a topic fed
+    /// by compressing producers is still served compressed. In memory only:
+    /// after a restart it is "none" until the next produce.
+    pub producer_codec: AtomicU8,
+}
+
+impl PartitionSlot {
+    /// Remembers the codec of a batch just appended.
+    pub fn note_producer_codec(&self, codec_id: i16) {
+        self.producer_codec
+            .store(u8::try_from(codec_id).unwrap_or(0), Ordering::Relaxed);
+    }
+
+    /// The codec of the last batch produced here (Kafka's id, 0 = none).
+    pub fn producer_codec(&self) -> i16 {
+        i16::from(self.producer_codec.load(Ordering::Relaxed))
+    }
 }
 
 /// An open topic.
@@ -234,6 +254,7 @@ fn open_partition(
         index,
         log,
         waiters,
+        producer_codec: AtomicU8::new(0),
     }))
 }
 

@@ -597,3 +597,84 @@ async fn acks_zero_answers_nothing_and_closes_on_error() {
         "a failed acks=0 produce closes the connection"
     );
 }
+
+/// One Kafka RecordBatch of `n` records compressed with `codec`.
+fn kafka_batch_with(n: u64, codec: es_kafka::codec::Compression) -> Bytes {
+    let mut disk = Vec::new();
+    for i in 0..n {
+        record::encode(
+            &mut disk,
+            i,
+            1_700_000_000_000,
+            Some(b"k"),
+            Some(&[7u8; 200][..]),
+            [],
+            &RecordMeta::default(),
+        );
+    }
+    let mut out = Vec::new();
+    let opts = EncodeOptions {
+        compression: codec,
+        log_append_time: false,
+        partition_leader_epoch: 0,
+        max_bytes: 1 << 20,
+    };
+    encode_records(
+        RecordIter::new(&disk).map(|r| r.expect("record")),
+        &mut out,
+        &opts,
+    )
+    .expect("encode");
+    Bytes::from(out)
+}
+
+/// The codec bits of the first batch in a fetch response.
+async fn fetched_codec(b: &Arc<Broker>, topic: &str) -> i16 {
+    let mut req = FetchRequest::default();
+    let mut ft = fetch_request::FetchTopic::default();
+    ft.topic = tn(topic);
+    let mut fp = fetch_request::FetchPartition::default();
+    fp.partition_max_bytes = 1 << 20;
+    ft.partitions = vec![fp];
+    req.topics = vec![ft];
+    let r: FetchResponse = call(b, ApiKey::Fetch, 12, &req).await;
+    let records = r.responses[0].partitions[0]
+        .records
+        .clone()
+        .unwrap_or_default();
+    assert!(records.len() > 61, "a batch");
+    i16::from_be_bytes([records[21], records[22]]) & 0x07
+}
+
+#[tokio::test]
+async fn fetch_compresses_like_the_producer_or_the_topic_config() {
+    use es_kafka::codec::Compression;
+    let (_dir, b) = broker().await;
+    let produce = |topic: &'static str, codec: Compression| {
+        let b = b.clone();
+        async move {
+            let mut req = ProduceRequest::default();
+            req.acks = -1;
+            let mut td = produce_request::TopicProduceData::default();
+            td.name = tn(topic);
+            let mut pd = produce_request::PartitionProduceData::default();
+            pd.records = Some(kafka_batch_with(20, codec));
+            td.partition_data = vec![pd];
+            req.topic_data = vec![td];
+            let r: ProduceResponse = call(&b, ApiKey::Produce, 9, &req).await;
+            assert_eq!(r.responses[0].partition_responses[0].error_code, 0);
+        }
+    };
+    // compression.type=producer (the default): served with the producer's codec.
+    produce("t", Compression::Gzip).await;
+    assert_eq!(fetched_codec(&b, "t").await, Compression::Gzip.id());
+    // A topic codec wins over the producer's.
+    let overrides = [("compression.type".to_string(), "lz4".to_string())]
+        .into_iter()
+        .collect();
+    b.create_topic("lz", 1, overrides, false)
+        .await
+        .expect("create");
+    produce("lz", Compression::None).await;
+    assert_eq!(fetched_codec(&b, "lz").await, Compression::Lz4.id());
+}

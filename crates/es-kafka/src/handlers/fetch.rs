@@ -13,6 +13,11 @@
 //! always makes progress. The response is also capped at
 //! [`FETCH_RESPONSE_BYTES_MAX`] whatever the client asks.
 //!
+//! Compression: per the topic's `compression.type`; for "producer" (the
+//! default), the codec of the partition's last produced batch, so a topic fed
+//! by compressing producers is served compressed as from Kafka (es stores
+//! records, not the producer's batches; see `PartitionSlot::producer_codec`).
+//!
 //! Fetch sessions (KIP-227): we never create one. A full fetch (session id 0,
 //! epoch -1 or 0) is answered with session id 0, which tells the client that
 //! this broker does not keep sessions, so librdkafka and the Java consumer
@@ -77,16 +82,23 @@ struct Stable {
     aborted: Vec<AbortedTransaction>,
 }
 
-fn compression_for(name: &str, version: i16) -> Compression {
-    match name {
+/// The codec fetched batches are encoded with: the topic's
+/// `compression.type`, or for "producer" (Kafka's default) the codec of the
+/// partition's last produced batch.
+fn compression_for(name: &str, producer_codec: i16, version: i16) -> Compression {
+    let c = match name {
         "gzip" => Compression::Gzip,
         "snappy" => Compression::Snappy,
         "lz4" => Compression::Lz4,
-        // Fetch before v10 cannot carry zstd; serve those clients uncompressed.
-        "zstd" if version >= 10 => Compression::Zstd,
-        // "producer": es does not keep the producer's codec; "uncompressed".
+        "zstd" => Compression::Zstd,
+        "producer" => Compression::from_id(producer_codec).unwrap_or(Compression::None),
         _ => Compression::None,
+    };
+    // Fetch before v10 cannot carry zstd; serve those clients uncompressed.
+    if c == Compression::Zstd && version < 10 {
+        return Compression::None;
     }
+    c
 }
 
 pub async fn handle(ctx: &Ctx, req: FetchRequest) -> Result<Option<Bytes>, RequestError> {
@@ -116,11 +128,11 @@ pub async fn handle(ctx: &Ctx, req: FetchRequest) -> Result<Option<Bytes>, Reque
         } else {
             code(ResponseError::UnknownTopicOrPartition)
         };
-        let (compression, log_append_time) =
-            topic.as_ref().map_or((Compression::None, false), |t| {
+        let (compression_type, log_append_time) =
+            topic.as_ref().map_or((String::new(), false), |t| {
                 let c = t.config();
                 (
-                    compression_for(&c.compression_type(), v),
+                    c.compression_type(),
                     c.timestamp_type() == TimestampType::LogAppendTime,
                 )
             });
@@ -138,6 +150,8 @@ pub async fn handle(ctx: &Ctx, req: FetchRequest) -> Result<Option<Bytes>, Reque
             } else {
                 NONE
             };
+            let producer_codec = slot.as_ref().map_or(0, |s| s.producer_codec());
+            let compression = compression_for(&compression_type, producer_codec, v);
             wants.push(Want {
                 topic: ti,
                 partition: fp.partition,
