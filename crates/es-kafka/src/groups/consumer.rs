@@ -837,6 +837,7 @@ impl ConsumerGroup {
         member_id: &str,
         _instance_id: Option<&str>,
         epoch: i32,
+        transactional: bool,
         version: i16,
     ) -> Result<(), i16> {
         if epoch < 0 && self.members.is_empty() {
@@ -845,7 +846,7 @@ impl ConsumerGroup {
         let Some(m) = self.members.get(member_id) else {
             return Err(code(ResponseError::UnknownMemberId));
         };
-        if version < 9 {
+        if !transactional && version < 9 {
             return Err(code(ResponseError::UnsupportedVersion));
         }
         if epoch != m.member_epoch {
@@ -1076,6 +1077,27 @@ pub(crate) mod tests {
         let r = g.heartbeat(80, beat("m2", 2, None), &t);
         assert_eq!(r.member_epoch, 3);
         assert_eq!(count(&r), 4);
+    }
+
+    #[test]
+    fn transactional_commits_skip_the_offset_commit_v9_rule() {
+        let t = topics(&[("t", 1)]);
+        let mut g = ConsumerGroup::new("g", GroupConfig::default());
+        let r = g.heartbeat(0, join("m1", &["t"]), &t);
+        let epoch = r.member_epoch;
+        assert_eq!(
+            g.validate_offset_commit("m1", None, epoch, false, 8),
+            Err(code(ResponseError::UnsupportedVersion))
+        );
+        assert_eq!(g.validate_offset_commit("m1", None, epoch, true, 8), Ok(()));
+        assert_eq!(
+            g.validate_offset_commit("m1", None, epoch, false, 9),
+            Ok(())
+        );
+        assert_eq!(
+            g.validate_offset_commit("m1", None, epoch + 1, true, 8),
+            Err(code(ResponseError::StaleMemberEpoch))
+        );
     }
 
     #[test]

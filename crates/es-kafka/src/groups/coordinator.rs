@@ -88,6 +88,9 @@ pub struct CommitRequest {
     pub member_id: String,
     pub group_instance_id: Option<String>,
     pub version: i16,
+    /// A TxnOffsetCommit's member check: the KIP-848 "OffsetCommit v9 or
+    /// above" rule does not apply (Kafka's `isTransactional`).
+    pub transactional: bool,
     pub topics: Vec<CommitTopic>,
 }
 
@@ -885,6 +888,7 @@ impl Coordinator {
                 &req.member_id,
                 req.group_instance_id.as_deref(),
                 req.generation_id_or_member_epoch,
+                req.transactional,
                 req.version,
             )?,
         }
@@ -1336,6 +1340,7 @@ mod tests {
             member_id: String::new(),
             group_instance_id: None,
             version: 9,
+            transactional: false,
             topics: vec![CommitTopic {
                 name: topic.to_string(),
                 topic_id: Uuid::nil(),

@@ -555,6 +555,7 @@ pub async fn offset_commit(
                 None
             },
             version: v,
+            transactional: false,
             topics,
         };
         let codes: Vec<i16> = match ctx.broker.groups().commit(cr) {

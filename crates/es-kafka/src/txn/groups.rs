@@ -102,6 +102,7 @@ impl TxnOffsetSink for GroupsSink {
             member_id: member_id.to_string(),
             group_instance_id: instance_id.map(str::to_string),
             version: COMMIT_VERSION,
+            transactional: true,
             topics: Vec::new(),
         };
         self.groups.commit(req).map(|_| ())
