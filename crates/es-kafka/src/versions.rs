@@ -57,6 +57,7 @@ pub const SUPPORTED: &[ApiRange] = &[
     r(ApiKey::DescribeLogDirs, 1, 4),
     r(ApiKey::CreatePartitions, 0, 3),
     r(ApiKey::DeleteGroups, 0, 2),
+    r(ApiKey::ElectLeaders, 0, 2),
     r(ApiKey::IncrementalAlterConfigs, 0, 1),
     r(ApiKey::OffsetDelete, 0, 0),
     r(ApiKey::DescribeCluster, 0, 2),

@@ -425,6 +425,28 @@ async fn every_served_version_answers_and_decodes() {
         produced as u64
     );
 
+    for v in versions(ApiKey::ElectLeaders) {
+        let mut req = ElectLeadersRequest::default();
+        let mut tp = elect_leaders_request::TopicPartitions::default();
+        tp.topic = tn("t");
+        tp.partitions = vec![0, 99];
+        req.topic_partitions = Some(vec![tp]);
+        let r: ElectLeadersResponse = call(&b, ApiKey::ElectLeaders, v, &req).await;
+        let codes: Vec<i16> = r.replica_election_results[0]
+            .partition_result
+            .iter()
+            .map(|p| p.error_code)
+            .collect();
+        assert_eq!(
+            codes,
+            vec![84, 3],
+            "v{v}: ELECTION_NOT_NEEDED, UNKNOWN_TOPIC_OR_PARTITION"
+        );
+        req.topic_partitions = None;
+        let r: ElectLeadersResponse = call(&b, ApiKey::ElectLeaders, v, &req).await;
+        assert!(r.replica_election_results.is_empty());
+    }
+
     for v in versions(ApiKey::DeleteTopics) {
         // CreateTopics made c2..c7; DeleteTopics v1..v6 removes them.
         let name = format!("c{}", v + 1);

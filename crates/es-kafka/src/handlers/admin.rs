@@ -1,5 +1,5 @@
 //! Admin APIs: CreateTopics, DeleteTopics, CreatePartitions, DeleteRecords,
-//! DescribeConfigs, AlterConfigs, IncrementalAlterConfigs, DescribeCluster,
+//! ElectLeaders, DescribeConfigs, AlterConfigs, IncrementalAlterConfigs, DescribeCluster,
 //! DescribeLogDirs, DescribeTopicPartitions.
 //!
 //! State changes go through [`crate::broker::Broker`], which serialises them
@@ -29,14 +29,15 @@ use kafka_protocol::messages::describe_topic_partitions_response::{
     self as dtp, DescribeTopicPartitionsResponsePartition, DescribeTopicPartitionsResponseTopic,
 };
 use kafka_protocol::messages::{
-    alter_configs_response, delete_records_response, incremental_alter_configs_response,
-    AlterConfigsRequest, AlterConfigsResponse, BrokerId, CreatePartitionsRequest,
-    CreatePartitionsResponse, CreateTopicsRequest, CreateTopicsResponse, DeleteRecordsRequest,
-    DeleteRecordsResponse, DeleteTopicsRequest, DeleteTopicsResponse, DescribeClusterRequest,
-    DescribeClusterResponse, DescribeConfigsRequest, DescribeConfigsResponse,
-    DescribeLogDirsRequest, DescribeLogDirsResponse, DescribeTopicPartitionsRequest,
-    DescribeTopicPartitionsResponse, IncrementalAlterConfigsRequest,
-    IncrementalAlterConfigsResponse, TopicName,
+    alter_configs_response, delete_records_response, elect_leaders_response,
+    incremental_alter_configs_response, AlterConfigsRequest, AlterConfigsResponse, BrokerId,
+    CreatePartitionsRequest, CreatePartitionsResponse, CreateTopicsRequest, CreateTopicsResponse,
+    DeleteRecordsRequest, DeleteRecordsResponse, DeleteTopicsRequest, DeleteTopicsResponse,
+    DescribeClusterRequest, DescribeClusterResponse, DescribeConfigsRequest,
+    DescribeConfigsResponse, DescribeLogDirsRequest, DescribeLogDirsResponse,
+    DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse, ElectLeadersRequest,
+    ElectLeadersResponse, IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse,
+    TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -820,6 +821,40 @@ pub async fn delete_records(
     .await?;
     let mut r = DeleteRecordsResponse::default();
     r.topics = results;
+    ctx.respond(&r)
+}
+
+/// ElectLeaders (v0-2): this node leads every partition and is every
+/// partition's preferred (and only) replica, so no election is ever needed.
+/// Named partitions answer ELECTION_NOT_NEEDED (or UNKNOWN_TOPIC_OR_PARTITION);
+/// "all partitions" (null) answers an empty list, as Kafka lists only the
+/// partitions it actually elected.
+pub fn elect_leaders(ctx: &Ctx, req: ElectLeadersRequest) -> Result<Option<Bytes>, RequestError> {
+    let b = &ctx.broker;
+    let mut r = ElectLeadersResponse::default();
+    for t in req.topic_partitions.unwrap_or_default() {
+        let topic = b.topic(t.topic.0.as_str());
+        let mut res = elect_leaders_response::ReplicaElectionResult::default();
+        res.topic = t.topic;
+        for p in t.partitions {
+            let mut pr = elect_leaders_response::PartitionResult::default();
+            pr.partition_id = p;
+            let (error, message) = match topic.as_ref().and_then(|t| t.partition(p)) {
+                Some(_) => (
+                    ResponseError::ElectionNotNeeded,
+                    "Leader election not needed for topic partition.",
+                ),
+                None => (
+                    ResponseError::UnknownTopicOrPartition,
+                    "The partition does not exist.",
+                ),
+            };
+            pr.error_code = code(error);
+            pr.error_message = Some(s(message));
+            res.partition_result.push(pr);
+        }
+        r.replica_election_results.push(res);
+    }
     ctx.respond(&r)
 }
 

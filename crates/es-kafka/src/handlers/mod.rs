@@ -214,6 +214,7 @@ async fn served(ctx: Ctx, mut body: Bytes, mut turn: Turn) -> Result<Option<Byte
                 ApiKey::DeleteRecords => {
                     admin::delete_records(&ctx, decode_body(&mut body, key, v)?).await
                 }
+                ApiKey::ElectLeaders => admin::elect_leaders(&ctx, decode_body(&mut body, key, v)?),
                 ApiKey::InitProducerId => {
                     txn::init_producer_id(&ctx, decode_body(&mut body, key, v)?).await
                 }
