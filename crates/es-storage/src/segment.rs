@@ -261,52 +261,22 @@ impl Segment {
             return Ok(None);
         }
         // Everything after the last entry, to the end of the file exactly.
-        let mut pos = last.position;
         let mut expect = self.base_offset + last.relative_offset;
         let mut max_ts = i64::MIN;
         let mut end = None;
-        let mut buf = Vec::new();
-        while pos < file_len {
-            let want = ((file_len - pos) as usize).min(SCAN_WINDOW_BYTES);
-            buf.resize(want, 0);
-            read_exact_at(&*self.log, &mut buf, pos)?;
-            let mut p = 0usize;
-            loop {
-                match record::decode(&buf[p..]) {
-                    Ok(r) => {
-                        if r.offset < expect {
-                            return Ok(None);
-                        }
-                        if pos + p as u64 == last.position && r.offset != expect {
-                            return Ok(None);
-                        }
-                        expect = r.offset + 1;
-                        max_ts = max_ts.max(r.timestamp_ms);
-                        end = Some(r.offset + 1);
-                        p += r.encoded_len;
-                    }
-                    Err(DecodeError::Incomplete { needed }) => {
-                        if pos + p as u64 + needed as u64 > file_len {
-                            return Ok(None); // runs past the end of the file
-                        }
-                        if p == 0 {
-                            // A record bigger than the window: read it whole.
-                            buf.resize(needed, 0);
-                            read_exact_at(&*self.log, &mut buf, pos)?;
-                            continue;
-                        }
-                        break;
-                    }
-                    Err(DecodeError::Corrupt(_)) => return Ok(None),
-                }
-                if p >= buf.len() {
-                    break;
-                }
+        let mut in_order = true;
+        let scan = self.scan(last.position, file_len, |pos, r| {
+            if r.offset < expect || (pos == last.position && r.offset != expect) {
+                in_order = false;
+                return false;
             }
-            pos += p as u64;
-        }
-        match end {
-            Some(e) if pos == file_len => Ok(Some((entries, e, max_ts))),
+            expect = r.offset + 1;
+            max_ts = max_ts.max(r.timestamp_ms);
+            end = Some(r.offset + 1);
+            true
+        })?;
+        match (scan, end) {
+            (ScanEnd::Done, Some(e)) if in_order => Ok(Some((entries, e, max_ts))),
             _ => Ok(None),
         }
     }
@@ -343,63 +313,84 @@ impl Segment {
             records: 0,
             error: None,
         };
-        let mut pos = 0u64;
-        let mut buf = Vec::new();
         let mut expect_min = self.base_offset;
-        'outer: while pos < file_len {
-            let want = ((file_len - pos) as usize).min(SCAN_WINDOW_BYTES);
+        let mut disorder = None;
+        let end = self.scan(0, file_len, |at, r| {
+            if r.offset < expect_min || (out.records == 0 && r.offset != self.base_offset) {
+                disorder = Some((at, format!("offset {} out of order", r.offset)));
+                return false;
+            }
+            if policy.wants_entry(out.entries.last().copied(), at) {
+                out.entries.push(IndexEntry {
+                    relative_offset: r.offset - self.base_offset,
+                    position: at,
+                });
+            }
+            expect_min = r.offset + 1;
+            out.end_offset = r.offset + 1;
+            out.max_ts = out.max_ts.max(r.timestamp_ms);
+            out.records += 1;
+            out.valid_len = at + r.encoded_len as u64;
+            true
+        })?;
+        out.error = match end {
+            ScanEnd::Bad { pos, why } => Some((pos, why)),
+            ScanEnd::Stopped | ScanEnd::Done => disorder,
+        };
+        Ok(out)
+    }
+
+    /// Calls `f(position, record)` for every record from byte `start` below
+    /// byte `limit`, in order, until it returns false. Reads in windows of
+    /// [`SCAN_WINDOW_BYTES`] (a larger record is read whole). The one loop
+    /// behind recovery's checks, index rebuilds and every full scan.
+    fn scan(
+        &self,
+        start: u64,
+        limit: u64,
+        mut f: impl FnMut(u64, &record::RecordView<'_>) -> bool,
+    ) -> Result<ScanEnd> {
+        let mut pos = start;
+        let mut buf = Vec::new();
+        while pos < limit {
+            let want = ((limit - pos) as usize).min(SCAN_WINDOW_BYTES);
             buf.resize(want, 0);
             read_exact_at(&*self.log, &mut buf, pos)?;
             let mut p = 0usize;
             while p < buf.len() {
+                let at = pos + p as u64;
                 match record::decode(&buf[p..]) {
                     Ok(r) => {
-                        if r.offset < expect_min
-                            || (out.records == 0 && r.offset != self.base_offset)
-                        {
-                            out.error =
-                                Some((pos + p as u64, format!("offset {} out of order", r.offset)));
-                            break 'outer;
+                        if !f(at, &r) {
+                            return Ok(ScanEnd::Stopped);
                         }
-                        let at = pos + p as u64;
-                        if policy.wants_entry(out.entries.last().copied(), at) {
-                            out.entries.push(IndexEntry {
-                                relative_offset: r.offset - self.base_offset,
-                                position: at,
-                            });
-                        }
-                        expect_min = r.offset + 1;
-                        out.end_offset = r.offset + 1;
-                        out.max_ts = out.max_ts.max(r.timestamp_ms);
-                        out.records += 1;
                         p += r.encoded_len;
-                        out.valid_len = pos + p as u64;
                     }
                     Err(DecodeError::Incomplete { needed }) => {
-                        let at = pos + p as u64;
-                        if at + needed as u64 > file_len {
-                            out.error = Some((
-                                at,
-                                format!("record of {needed} bytes runs past the end of the file"),
-                            ));
-                            break 'outer;
+                        if at + needed as u64 > limit {
+                            return Ok(ScanEnd::Bad {
+                                pos: at,
+                                why: format!("record of {needed} bytes runs past the end"),
+                            });
                         }
-                        if p == 0 {
-                            buf.resize(needed, 0);
-                            read_exact_at(&*self.log, &mut buf, pos)?;
-                            continue;
+                        if p > 0 {
+                            break; // the next window starts with this record
                         }
-                        break;
+                        // A record bigger than the window: read it whole.
+                        buf.resize(needed, 0);
+                        read_exact_at(&*self.log, &mut buf, pos)?;
                     }
                     Err(DecodeError::Corrupt(why)) => {
-                        out.error = Some((pos + p as u64, why.to_string()));
-                        break 'outer;
+                        return Ok(ScanEnd::Bad {
+                            pos: at,
+                            why: why.to_string(),
+                        })
                     }
                 }
             }
             pos += p as u64;
         }
-        Ok(out)
+        Ok(ScanEnd::Done)
     }
 
     /// Bytes of valid records.
@@ -476,35 +467,10 @@ impl Segment {
         limit: u64,
         mut f: impl FnMut(&record::RecordView<'_>) -> bool,
     ) -> Result<()> {
-        let mut pos = 0u64;
-        let mut buf = Vec::new();
-        while pos < limit {
-            let want = ((limit - pos) as usize).min(SCAN_WINDOW_BYTES);
-            buf.resize(want, 0);
-            read_exact_at(&*self.log, &mut buf, pos)?;
-            let mut p = 0usize;
-            while p < buf.len() {
-                match record::decode(&buf[p..]) {
-                    Ok(r) => {
-                        if !f(&r) {
-                            return Ok(());
-                        }
-                        p += r.encoded_len;
-                    }
-                    Err(DecodeError::Incomplete { needed }) if p == 0 => {
-                        if pos + needed as u64 > limit {
-                            return Err(self.corrupt(pos, "record runs past the valid end"));
-                        }
-                        buf.resize(needed, 0);
-                        read_exact_at(&*self.log, &mut buf, pos)?;
-                    }
-                    Err(DecodeError::Incomplete { .. }) => break,
-                    Err(DecodeError::Corrupt(why)) => return Err(self.corrupt(pos + p as u64, why)),
-                }
-            }
-            pos += p as u64;
+        match self.scan(0, limit, |_, r| f(r))? {
+            ScanEnd::Bad { pos, why } => Err(self.corrupt(pos, &why)),
+            ScanEnd::Done | ScanEnd::Stopped => Ok(()),
         }
-        Ok(())
     }
 
     pub(crate) fn corrupt(&self, position: u64, why: &str) -> StorageError {
@@ -514,6 +480,16 @@ impl Segment {
             why: why.to_string(),
         }
     }
+}
+
+/// How a scan ended.
+enum ScanEnd {
+    /// Every record up to the limit was visited.
+    Done,
+    /// The callback asked to stop.
+    Stopped,
+    /// A record that does not decode, at `pos`.
+    Bad { pos: u64, why: String },
 }
 
 struct FullScan {
