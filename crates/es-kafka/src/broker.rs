@@ -5,13 +5,18 @@
 //! delete, grow, reconfigure) are serialised by one async mutex and do their
 //! disk work on blocking threads, so a slow fsync never stalls the runtime and
 //! two admin requests never race on the same directory.
+//!
+//! The background cleaners (retention and compaction, driven by the binary)
+//! come through [`Broker::enforce_retention`] and [`Broker::compact`]: one
+//! partition per call, on a blocking thread, with the topic's config read at
+//! that moment and no broker-wide lock held.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use es_storage::{meta, Fs, RealFs, StorageError};
+use es_storage::{meta, CompactionReport, Fs, RealFs, RetentionReport, StorageError};
 use parking_lot::RwLock;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
@@ -19,7 +24,7 @@ use uuid::Uuid;
 use crate::config::{BrokerSettings, BrokerTopicDefaults, ConfigError, TopicConfig};
 use crate::errors::{code, ResponseError};
 use crate::groups::{Coordinator, GroupConfig};
-use crate::topics::{self, Topic, PARTITIONS_MAX};
+use crate::topics::{self, PartitionSlot, Topic, PARTITIONS_MAX};
 use crate::txn::{TxnConfig, TxnCoordinator};
 
 /// Kafka's `socket.request.max.bytes` default: the largest frame we read.
@@ -30,6 +35,11 @@ pub const CONNECTIONS_MAX_DEFAULT: usize = 4096;
 pub const IN_FLIGHT_MAX_DEFAULT: usize = 16;
 /// Name of the broker identity file under the data directory.
 pub const META_FILE: &str = "meta.json";
+/// Kafka's `log.retention.check.interval.ms` default (5 minutes).
+pub const RETENTION_CHECK_INTERVAL_DEFAULT: Duration = Duration::from_secs(5 * 60);
+/// Kafka's `log.cleaner.backoff.ms` default (15 seconds): how often
+/// compaction looks for work.
+pub const COMPACTION_INTERVAL_DEFAULT: Duration = Duration::from_secs(15);
 
 /// Everything the binary decides about the broker.
 #[derive(Clone, Debug)]
@@ -49,6 +59,14 @@ pub struct BrokerConfig {
     pub frame_bytes_max: usize,
     pub connections_max: usize,
     pub in_flight_max: usize,
+    /// How often retention visits every partition.
+    pub retention_check_interval: Duration,
+    /// How often compaction visits every partition.
+    pub compaction_interval: Duration,
+    /// Kafka's `group.min.session.timeout.ms`.
+    pub group_min_session_timeout_ms: i32,
+    /// Kafka's `group.max.session.timeout.ms`.
+    pub group_max_session_timeout_ms: i32,
 }
 
 impl BrokerConfig {
@@ -70,6 +88,19 @@ impl BrokerConfig {
             frame_bytes_max: FRAME_BYTES_MAX_DEFAULT,
             connections_max: CONNECTIONS_MAX_DEFAULT,
             in_flight_max: IN_FLIGHT_MAX_DEFAULT,
+            retention_check_interval: RETENTION_CHECK_INTERVAL_DEFAULT,
+            compaction_interval: COMPACTION_INTERVAL_DEFAULT,
+            group_min_session_timeout_ms: GroupConfig::default().min_session_timeout_ms,
+            group_max_session_timeout_ms: GroupConfig::default().max_session_timeout_ms,
+        }
+    }
+
+    /// The group coordinator's settings these flags imply.
+    pub fn group_config(&self) -> GroupConfig {
+        GroupConfig {
+            min_session_timeout_ms: self.group_min_session_timeout_ms,
+            max_session_timeout_ms: self.group_max_session_timeout_ms,
+            ..GroupConfig::default()
         }
     }
 
@@ -79,6 +110,11 @@ impl BrokerConfig {
             flush_ms: self.flush_interval.as_millis().min(u64::MAX as u128) as u64,
         }
     }
+}
+
+/// A duration in whole milliseconds, saturating.
+fn duration_ms(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
 /// Splits `host:port` (`[v6]:port` too).
@@ -202,7 +238,7 @@ impl Broker {
             .into_iter()
             .map(|t| (t.name.clone(), Arc::new(t)))
             .collect();
-        let groups = Coordinator::open(fs.clone(), &config.data_dir, GroupConfig::default())?;
+        let groups = Coordinator::open(fs.clone(), &config.data_dir, config.group_config())?;
         let txn = TxnCoordinator::open(fs.clone(), &config.data_dir, TxnConfig::default())?;
         let broker = Arc::new(Broker {
             cluster_id: identity.cluster_id,
@@ -289,6 +325,10 @@ impl Broker {
             default_partitions: self.config.default_partitions,
             frame_bytes_max: self.config.frame_bytes_max,
             defaults: self.config.topic_defaults(),
+            retention_check_interval_ms: duration_ms(self.config.retention_check_interval),
+            compaction_interval_ms: duration_ms(self.config.compaction_interval),
+            group_min_session_timeout_ms: self.config.group_min_session_timeout_ms,
+            group_max_session_timeout_ms: self.config.group_max_session_timeout_ms,
         }
     }
 
@@ -488,6 +528,62 @@ impl Broker {
                 }
             }
         }
+    }
+
+    /// Every open partition with its topic: what one cleaner pass visits.
+    /// A snapshot; the registry lock is not held while it is used.
+    pub fn partitions_snapshot(&self) -> Vec<(Arc<Topic>, Arc<PartitionSlot>)> {
+        self.topics()
+            .into_iter()
+            .flat_map(|t| {
+                t.partitions()
+                    .into_iter()
+                    .map(move |p| (t.clone(), p))
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    }
+
+    /// One retention pass over one partition, with its topic's config as it
+    /// is now. `Ok(None)` when the topic's `cleanup.policy` has no `delete`
+    /// or the topic was deleted. Blocking.
+    pub fn enforce_retention(
+        &self,
+        topic: &Topic,
+        slot: &PartitionSlot,
+        now_ms: i64,
+    ) -> Result<Option<RetentionReport>, StorageError> {
+        let cold = self.config.cold_storage_dir.as_deref();
+        topic
+            .while_not_deleted(|| {
+                let Some(policy) =
+                    topics::retention_policy(&topic.config(), cold, &topic.name, slot.index)
+                else {
+                    return Ok(None);
+                };
+                slot.log.enforce_retention(&policy, now_ms).map(Some)
+            })
+            .unwrap_or(Ok(None))
+    }
+
+    /// One compaction pass over one partition, below its last stable offset,
+    /// with its topic's config as it is now. `Ok(None)` when the topic's
+    /// `cleanup.policy` has no `compact` or the topic was deleted. Blocking.
+    pub fn compact(
+        &self,
+        topic: &Topic,
+        slot: &PartitionSlot,
+        now_ms: i64,
+    ) -> Result<Option<CompactionReport>, StorageError> {
+        topic
+            .while_not_deleted(|| {
+                let stable = slot.log.last_stable_offset();
+                let Some(policy) = topics::compaction_policy(&topic.config(), stable) else {
+                    return Ok(None);
+                };
+                slot.log.compact(&policy, now_ms).map(Some)
+            })
+            .unwrap_or(Ok(None))
     }
 
     /// Syncs and closes every partition. Blocking.

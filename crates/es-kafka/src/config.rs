@@ -73,11 +73,17 @@ pub struct TopicConfigDef {
     pub doc: &'static str,
     check: Check,
     from_broker: BrokerDefault,
+    /// Kafka's internal configs (`defineInternal`): accepted and stored, but
+    /// never listed by DescribeConfigs nor given a broker-level synonym.
+    internal: bool,
 }
 
 const LMAX: i64 = i64::MAX;
 const IMAX: i64 = i32::MAX as i64;
 const LONG_MAX_STR: &str = "9223372036854775807";
+
+/// Kafka's `LogConfig.INTERNAL_SEGMENT_BYTES_CONFIG`.
+pub const INTERNAL_SEGMENT_BYTES: &str = "internal.segment.bytes";
 
 const fn def(
     name: &'static str,
@@ -95,6 +101,7 @@ const fn def(
         doc,
         check,
         from_broker: BrokerDefault::None,
+        internal: false,
     }
 }
 
@@ -197,6 +204,21 @@ pub const TOPIC_CONFIGS: &[TopicConfigDef] = &[
         Check::Int { min: 0, max: IMAX },
         "Bytes of log between sparse index entries.",
     ),
+    // Kafka 4.1+ (KAFKA-19080): `segment.bytes` may not go below 1 MiB, so
+    // tests that need many small segments set this internal config instead;
+    // when present it wins over `segment.bytes`. es-storage honours sizes
+    // down to 1 KiB.
+    TopicConfigDef {
+        internal: true,
+        ..def(
+            INTERNAL_SEGMENT_BYTES,
+            None,
+            "",
+            ConfigType::Int,
+            Check::Int { min: 0, max: IMAX },
+            "The maximum size of a single log file. This should be used for testing only.",
+        )
+    },
     def(
         "leader.replication.throttled.replicas",
         Some("leader.replication.throttled.replicas"),
@@ -479,6 +501,15 @@ impl Default for BrokerTopicDefaults {
     }
 }
 
+/// Which background cleaners a topic's `cleanup.policy` asks for.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CleanupPolicy {
+    /// Retention deletes old segments (`delete`, Kafka's default).
+    pub delete: bool,
+    /// Compaction keeps the newest record per key (`compact`).
+    pub compact: bool,
+}
+
 /// Kafka's record timestamp type.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TimestampType {
@@ -553,6 +584,7 @@ impl TopicConfig {
     pub fn describe(&self, keys: Option<&[String]>) -> Vec<DescribedConfig> {
         TOPIC_CONFIGS
             .iter()
+            .filter(|d| !d.internal)
             .filter(|d| keys.is_none_or(|ks| ks.iter().any(|k| k == d.name)))
             .map(|d| {
                 let (default, default_source) = self.default_of(d);
@@ -608,8 +640,53 @@ impl TopicConfig {
         self.parse_i64("message.timestamp.after.max.ms")
     }
 
+    /// `segment.bytes`, or Kafka's internal `internal.segment.bytes` when set.
     pub fn segment_bytes(&self) -> u64 {
-        self.parse_i64("segment.bytes").max(1) as u64
+        let internal = self
+            .overrides
+            .get(INTERNAL_SEGMENT_BYTES)
+            .and_then(|v| v.parse::<i64>().ok());
+        internal
+            .unwrap_or_else(|| self.parse_i64("segment.bytes"))
+            .max(1) as u64
+    }
+
+    /// `cleanup.policy`: which of retention (`delete`) and compaction
+    /// (`compact`) apply to the topic.
+    pub fn cleanup_policy(&self) -> CleanupPolicy {
+        let v = self
+            .get("cleanup.policy")
+            .map(|(v, _)| v)
+            .unwrap_or_default();
+        let has = |w: &str| v.split(',').any(|i| i.trim() == w);
+        CleanupPolicy {
+            delete: has("delete"),
+            compact: has("compact"),
+        }
+    }
+
+    /// `retention.ms`; `None` for -1 (keep forever).
+    pub fn retention_ms(&self) -> Option<i64> {
+        Some(self.parse_i64("retention.ms")).filter(|ms| *ms >= 0)
+    }
+
+    /// `retention.bytes`; `None` for any negative value (Kafka: no limit).
+    pub fn retention_bytes(&self) -> Option<u64> {
+        u64::try_from(self.parse_i64("retention.bytes")).ok()
+    }
+
+    /// `delete.retention.ms`: how long a tombstone outlives compaction.
+    pub fn delete_retention_ms(&self) -> i64 {
+        self.parse_i64("delete.retention.ms").max(0)
+    }
+
+    /// `min.cleanable.dirty.ratio`, in [0, 1].
+    pub fn min_cleanable_dirty_ratio(&self) -> f64 {
+        let parsed = self
+            .get("min.cleanable.dirty.ratio")
+            .and_then(|(v, _)| v.parse::<f64>().ok())
+            .filter(|r| (0.0..=1.0).contains(r));
+        parsed.unwrap_or(0.5)
     }
 
     pub fn segment_ms(&self) -> i64 {
@@ -658,6 +735,14 @@ pub struct BrokerSettings {
     pub default_partitions: i32,
     pub frame_bytes_max: usize,
     pub defaults: BrokerTopicDefaults,
+    /// `--retention-check-interval` (Kafka's `log.retention.check.interval.ms`).
+    pub retention_check_interval_ms: u64,
+    /// `--compaction-interval` (Kafka's `log.cleaner.backoff.ms`).
+    pub compaction_interval_ms: u64,
+    /// `--group-min-session-timeout-ms`.
+    pub group_min_session_timeout_ms: i32,
+    /// `--group-max-session-timeout-ms`.
+    pub group_max_session_timeout_ms: i32,
 }
 
 impl BrokerSettings {
@@ -690,9 +775,27 @@ impl BrokerSettings {
             e("default.replication.factor", "1".into(), T::Int, D),
             e("delete.topic.enable", "true".into(), T::Boolean, D),
             e(
+                "group.max.session.timeout.ms",
+                self.group_max_session_timeout_ms.to_string(),
+                T::Int,
+                S,
+            ),
+            e(
+                "group.min.session.timeout.ms",
+                self.group_min_session_timeout_ms.to_string(),
+                T::Int,
+                S,
+            ),
+            e(
                 "listeners",
                 format!("PLAINTEXT://{}", self.listener),
                 T::String,
+                S,
+            ),
+            e(
+                "log.cleaner.backoff.ms",
+                self.compaction_interval_ms.to_string(),
+                T::Long,
                 S,
             ),
             e("log.dirs", self.log_dir.clone(), T::String, S),
@@ -705,6 +808,12 @@ impl BrokerSettings {
             e(
                 "log.flush.interval.ms",
                 self.defaults.flush_ms.to_string(),
+                T::Long,
+                S,
+            ),
+            e(
+                "log.retention.check.interval.ms",
+                self.retention_check_interval_ms.to_string(),
                 T::Long,
                 S,
             ),
@@ -729,7 +838,7 @@ impl BrokerSettings {
             overrides: BTreeMap::new(),
             broker: self.defaults,
         };
-        for d in TOPIC_CONFIGS {
+        for d in TOPIC_CONFIGS.iter().filter(|d| !d.internal) {
             let Some(bn) = d.broker_name else { continue };
             if out.iter().any(|x| x.name == bn) {
                 continue;
@@ -761,7 +870,7 @@ mod tests {
         for w in TOPIC_CONFIGS.windows(2) {
             assert!(w[0].name < w[1].name, "{} before {}", w[0].name, w[1].name);
         }
-        for d in TOPIC_CONFIGS {
+        for d in TOPIC_CONFIGS.iter().filter(|d| !d.internal) {
             assert_eq!(
                 validate_topic_config(d.name, Some(d.default)),
                 Ok(()),
@@ -826,7 +935,10 @@ mod tests {
     fn describe_filters_and_lists_synonyms() {
         let c = cfg(&[("retention.ms", "1000")]).expect("valid");
         let all = c.describe(None);
-        assert_eq!(all.len(), TOPIC_CONFIGS.len());
+        assert_eq!(
+            all.len(),
+            TOPIC_CONFIGS.iter().filter(|d| !d.internal).count()
+        );
         let keys = vec!["retention.ms".to_string(), "bogus".to_string()];
         let some = c.describe(Some(&keys));
         assert_eq!(some.len(), 1);
@@ -847,6 +959,10 @@ mod tests {
             default_partitions: 1,
             frame_bytes_max: 100,
             defaults: BrokerTopicDefaults::default(),
+            retention_check_interval_ms: 300_000,
+            compaction_interval_ms: 15_000,
+            group_min_session_timeout_ms: 6_000,
+            group_max_session_timeout_ms: 1_800_000,
         };
         let d = b.describe();
         for w in d.windows(2) {
@@ -855,5 +971,66 @@ mod tests {
         assert!(d
             .iter()
             .any(|e| e.name == "message.max.bytes" && e.value == "1048588"));
+        assert!(d
+            .iter()
+            .any(|e| e.name == "log.retention.check.interval.ms" && e.value == "300000"));
+        assert!(!d.iter().any(|e| e.name.starts_with("internal.")));
+    }
+
+    #[test]
+    fn cleanup_and_retention_accessors() {
+        let d = cfg(&[]).expect("valid");
+        assert_eq!(
+            d.cleanup_policy(),
+            CleanupPolicy {
+                delete: true,
+                compact: false
+            }
+        );
+        assert_eq!(d.retention_ms(), Some(604_800_000));
+        assert_eq!(d.retention_bytes(), None);
+        assert_eq!(d.delete_retention_ms(), 86_400_000);
+        assert_eq!(d.min_cleanable_dirty_ratio(), 0.5);
+        let c = cfg(&[
+            ("cleanup.policy", "compact, delete"),
+            ("retention.ms", "-1"),
+            ("retention.bytes", "2048"),
+            ("delete.retention.ms", "0"),
+            ("min.cleanable.dirty.ratio", "0.01"),
+        ])
+        .expect("valid");
+        assert_eq!(
+            c.cleanup_policy(),
+            CleanupPolicy {
+                delete: true,
+                compact: true
+            }
+        );
+        assert_eq!(c.retention_ms(), None);
+        assert_eq!(c.retention_bytes(), Some(2048));
+        assert_eq!(c.delete_retention_ms(), 0);
+        assert_eq!(c.min_cleanable_dirty_ratio(), 0.01);
+        let compact = cfg(&[("cleanup.policy", "compact")]).expect("valid");
+        assert!(!compact.cleanup_policy().delete);
+        assert_eq!(
+            cfg(&[("retention.bytes", "-5")])
+                .expect("valid")
+                .retention_bytes(),
+            None
+        );
+    }
+
+    #[test]
+    fn internal_segment_bytes_wins_and_is_not_described() {
+        assert!(cfg(&[("segment.bytes", "1024")]).is_err());
+        let c = cfg(&[(INTERNAL_SEGMENT_BYTES, "1024")]).expect("valid");
+        assert_eq!(c.segment_bytes(), 1024);
+        assert!(c
+            .describe(None)
+            .iter()
+            .all(|d| d.name != INTERNAL_SEGMENT_BYTES));
+        let keys = vec![INTERNAL_SEGMENT_BYTES.to_string()];
+        assert!(c.describe(Some(&keys)).is_empty());
+        assert_eq!(cfg(&[]).expect("valid").segment_bytes(), 1 << 30);
     }
 }

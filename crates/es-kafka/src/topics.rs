@@ -12,14 +12,23 @@
 //!
 //! The functions on disk are blocking; the async callers run them on
 //! blocking threads.
+//!
+//! The background cleaners' policies come from here too: a topic's Kafka
+//! configs (`cleanup.policy`, `retention.ms`, `retention.bytes`,
+//! `delete.retention.ms`, `min.cleanable.dirty.ratio`) become es-storage's
+//! [`RetentionPolicy`] and [`CompactionPolicy`], read afresh for every pass so
+//! that AlterConfigs takes effect at the next one.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use es_storage::{meta, FlushPolicy, Fs, Partition, PartitionConfig, StorageError};
+use es_storage::{
+    meta, CompactionPolicy, FlushPolicy, Fs, Partition, PartitionConfig, RecordView,
+    RetentionPolicy, StorageError,
+};
 use parking_lot::{Mutex, RwLock};
 use serde::{Deserialize, Serialize};
 use tokio::sync::Notify;
@@ -142,6 +151,12 @@ pub struct Topic {
     dir: PathBuf,
     config: RwLock<TopicConfig>,
     partitions: RwLock<Vec<Arc<PartitionSlot>>>,
+    /// Held by a background cleaner while it works on one of this topic's
+    /// partitions, and by [`delete_topic`] while it removes the topic, so a
+    /// compaction never writes into a directory being deleted.
+    cleaning: Mutex<()>,
+    /// Set (under `cleaning`) once the topic is deleted: cleaners skip it.
+    deleted: AtomicBool,
 }
 
 impl Topic {
@@ -206,6 +221,17 @@ impl Topic {
         Ok(())
     }
 
+    /// Runs `f` on `slot` unless the topic has been deleted, excluding a
+    /// concurrent [`delete_topic`] while it runs. Blocking (waits for a
+    /// deletion in progress); the background cleaners call it.
+    pub fn while_not_deleted<T>(&self, f: impl FnOnce() -> T) -> Option<T> {
+        let _g = self.cleaning.lock();
+        if self.deleted.load(Ordering::Acquire) {
+            return None;
+        }
+        Some(f())
+    }
+
     /// Closes every partition (syncing it). Blocking.
     pub fn close(&self) -> Result<(), StorageError> {
         let mut first_err = None;
@@ -216,6 +242,52 @@ impl Topic {
             }
         }
         first_err.map_or(Ok(()), Err)
+    }
+}
+
+/// The retention a topic's config asks for, or `None` when its
+/// `cleanup.policy` does not contain `delete`. With `--cold-storage-dir`,
+/// partition `p` of topic `t` is copied to `<cold_root>/<t>/<p>/` first.
+pub fn retention_policy(
+    c: &TopicConfig,
+    cold_root: Option<&Path>,
+    topic: &str,
+    partition: i32,
+) -> Option<RetentionPolicy> {
+    if !c.cleanup_policy().delete {
+        return None;
+    }
+    Some(RetentionPolicy {
+        retention_ms: c.retention_ms(),
+        retention_bytes: c.retention_bytes(),
+        cold_dir: cold_root.map(|r| r.join(topic).join(partition.to_string())),
+    })
+}
+
+/// The compaction a topic's config asks for, or `None` when its
+/// `cleanup.policy` does not contain `compact`. `stable_offset` is the
+/// partition's last stable offset: open transactions are never compacted.
+pub fn compaction_policy(c: &TopicConfig, stable_offset: u64) -> Option<CompactionPolicy> {
+    if !c.cleanup_policy().compact {
+        return None;
+    }
+    Some(CompactionPolicy {
+        delete_retention_ms: c.delete_retention_ms(),
+        min_cleanable_dirty_ratio: c.min_cleanable_dirty_ratio(),
+        stable_offset,
+        control_kind: kafka_control_kind,
+    })
+}
+
+/// Kafka's control record key is (version i16, type i16), type 0 an abort
+/// marker and 1 a commit marker: `Some(true)` aborts, `Some(false)` commits,
+/// `None` is any other control record (or a malformed key).
+pub fn kafka_control_kind(r: &RecordView<'_>) -> Option<bool> {
+    let k = r.key.filter(|k| k.len() >= 4)?;
+    match i16::from_be_bytes([k[2], k[3]]) {
+        0 => Some(true),
+        1 => Some(false),
+        _ => None,
     }
 }
 
@@ -291,6 +363,8 @@ pub fn create_topic(
         dir,
         config: RwLock::new(config),
         partitions: RwLock::new(slots),
+        cleaning: Mutex::new(()),
+        deleted: AtomicBool::new(false),
     })
 }
 
@@ -350,6 +424,8 @@ pub fn load_topics(
             dir,
             config: RwLock::new(config),
             partitions: RwLock::new(slots),
+            cleaning: Mutex::new(()),
+            deleted: AtomicBool::new(false),
         });
     }
     Ok(out)
@@ -362,6 +438,9 @@ pub fn delete_topic(
     topics_dir: &Path,
     topic: &Topic,
 ) -> Result<(), StorageError> {
+    // Wait for a cleaner working on this topic, and keep the next one out.
+    let _cleaning = topic.cleaning.lock();
+    topic.deleted.store(true, Ordering::Release);
     if let Err(e) = topic.close() {
         tracing::warn!(topic = %topic.name, error = %e, "closing deleted topic failed; removing it anyway");
     }
@@ -403,6 +482,84 @@ mod tests {
         let j = serde_json::to_string(&m).expect("serialises");
         let back: TopicMeta = serde_json::from_str(&j).expect("parses");
         assert_eq!(back, m);
+    }
+
+    fn topic_config(pairs: &[(&str, &str)]) -> TopicConfig {
+        TopicConfig::new(
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            BrokerTopicDefaults::default(),
+        )
+        .expect("valid config")
+    }
+
+    #[test]
+    fn cleanup_policy_decides_which_cleaner_runs() {
+        let delete = topic_config(&[("retention.bytes", "4096"), ("retention.ms", "-1")]);
+        let r = retention_policy(&delete, Some(Path::new("/cold")), "orders", 3)
+            .expect("delete is the default policy");
+        assert_eq!(r.retention_bytes, Some(4096));
+        assert_eq!(r.retention_ms, None);
+        assert_eq!(r.cold_dir, Some(PathBuf::from("/cold/orders/3")));
+        assert!(compaction_policy(&delete, 10).is_none());
+        assert!(retention_policy(&delete, None, "orders", 3)
+            .expect("policy")
+            .cold_dir
+            .is_none());
+
+        let compact = topic_config(&[
+            ("cleanup.policy", "compact"),
+            ("delete.retention.ms", "0"),
+            ("min.cleanable.dirty.ratio", "0.01"),
+        ]);
+        assert!(retention_policy(&compact, None, "t", 0).is_none());
+        let c = compaction_policy(&compact, 42).expect("compact");
+        assert_eq!(c.delete_retention_ms, 0);
+        assert_eq!(c.min_cleanable_dirty_ratio, 0.01);
+        assert_eq!(c.stable_offset, 42);
+
+        let both = topic_config(&[("cleanup.policy", "delete,compact")]);
+        assert!(retention_policy(&both, None, "t", 0).is_some());
+        let c = compaction_policy(&both, 7).expect("compact");
+        assert_eq!(c.delete_retention_ms, 86_400_000);
+        assert_eq!(c.min_cleanable_dirty_ratio, 0.5);
+    }
+
+    #[test]
+    fn control_records_are_classified_by_their_kafka_key() {
+        let meta = es_storage::RecordMeta {
+            producer: Some(es_storage::ProducerInfo {
+                producer_id: 1,
+                producer_epoch: 0,
+                sequence: -1,
+            }),
+            transactional: true,
+            control: true,
+        };
+        let kind = |key: Option<&[u8]>| {
+            let mut buf = Vec::new();
+            es_storage::record::encode(
+                &mut buf,
+                0,
+                0,
+                key,
+                Some(&[0, 0, 0, 0, 0, 0]),
+                std::iter::empty(),
+                &meta,
+            );
+            let r = es_storage::RecordIter::new(&buf)
+                .next()
+                .expect("one record")
+                .expect("valid record");
+            kafka_control_kind(&r)
+        };
+        assert_eq!(kind(Some(&[0, 0, 0, 0])), Some(true), "abort");
+        assert_eq!(kind(Some(&[0, 0, 0, 1])), Some(false), "commit");
+        assert_eq!(kind(Some(&[0, 0, 0, 2])), None, "another control type");
+        assert_eq!(kind(Some(&[0, 0])), None, "short key");
+        assert_eq!(kind(None), None);
     }
 
     #[test]

@@ -2,9 +2,12 @@
 //! earliest local (-4, the same as earliest here: no tiered storage) and
 //! offset by timestamp.
 //!
-//! "Latest" is the high watermark (what consumers may read), for both
-//! isolation levels: es has no open transactions yet, so the last stable
-//! offset equals it.
+//! "Earliest" is the log start offset, which retention and DeleteRecords
+//! move. "Latest" follows Kafka's rule: the high watermark for
+//! `read_uncommitted` (isolation level 0), the last stable offset (below the
+//! first open transaction, never above the high watermark) for
+//! `read_committed` (1, v2+), so a read_committed consumer that resets to the
+//! end never starts inside an open transaction.
 
 use bytes::Bytes;
 use kafka_protocol::messages::list_offsets_response::{
@@ -20,11 +23,14 @@ pub const LATEST: i64 = -1;
 pub const EARLIEST: i64 = -2;
 pub const MAX_TIMESTAMP: i64 = -3;
 pub const EARLIEST_LOCAL: i64 = -4;
+/// ListOffsets `isolation_level` of read_committed consumers.
+pub const READ_COMMITTED: i8 = 1;
 
 pub async fn handle(ctx: &Ctx, req: ListOffsetsRequest) -> Result<Option<Bytes>, RequestError> {
     let v = ctx.version;
     let b = ctx.broker.clone();
     let topics = req.topics;
+    let read_committed = v >= 2 && req.isolation_level == READ_COMMITTED;
     let results = blocking(move || {
         let mut out = Vec::with_capacity(topics.len());
         for t in topics {
@@ -43,7 +49,15 @@ pub async fn handle(ctx: &Ctx, req: ListOffsetsRequest) -> Result<Option<Bytes>,
                         (code(ResponseError::UnknownLeaderEpoch), -1, -1)
                     }
                     Some(s) => match p.timestamp {
-                        LATEST => (NONE, -1, s.log.high_watermark() as i64),
+                        LATEST => {
+                            let hw = s.log.high_watermark();
+                            let latest = if read_committed {
+                                s.log.last_stable_offset().min(hw)
+                            } else {
+                                hw
+                            };
+                            (NONE, -1, latest as i64)
+                        }
                         EARLIEST | EARLIEST_LOCAL => (NONE, -1, s.log.log_start_offset() as i64),
                         MAX_TIMESTAMP => match s.log.max_timestamp() {
                             Ok(Some((o, ts))) => (NONE, ts, o as i64),
@@ -76,4 +90,125 @@ pub async fn handle(ctx: &Ctx, req: ListOffsetsRequest) -> Result<Option<Bytes>,
     let mut r = ListOffsetsResponse::default();
     r.topics = results;
     ctx.respond(&r)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::sync::Arc;
+
+    use bytes::{Buf, BytesMut};
+    use es_storage::{ProducerAppend, ProducerInfo, RecordBatchBuf, RecordMeta};
+    use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+    use kafka_protocol::messages::{ApiKey, RequestHeader, TopicName};
+    use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+
+    use super::*;
+    use crate::broker::{Broker, BrokerConfig};
+    use crate::connection::Turn;
+    use crate::handlers;
+
+    async fn list(b: &Arc<Broker>, v: i16, isolation: i8, spec: i64) -> i64 {
+        let mut p = ListOffsetsPartition::default();
+        p.partition_index = 0;
+        p.timestamp = spec;
+        let mut t = ListOffsetsTopic::default();
+        t.name = TopicName(StrBytes::from_static_str("t"));
+        t.partitions = vec![p];
+        let mut req = ListOffsetsRequest::default();
+        req.replica_id = kafka_protocol::messages::BrokerId(-1);
+        req.isolation_level = if v >= 2 { isolation } else { 0 };
+        req.topics = vec![t];
+        let mut header = RequestHeader::default();
+        header.request_api_key = ApiKey::ListOffsets as i16;
+        header.request_api_version = v;
+        let mut buf = BytesMut::new();
+        header
+            .encode(&mut buf, ApiKey::ListOffsets.request_header_version(v))
+            .expect("header");
+        req.encode(&mut buf, v).expect("request");
+        let mut frame = handlers::handle(b.clone(), buf.freeze(), Turn::free())
+            .await
+            .expect("handled")
+            .expect("a response");
+        frame.advance(4);
+        kafka_protocol::messages::ResponseHeader::decode(
+            &mut frame,
+            ApiKey::ListOffsets.response_header_version(v),
+        )
+        .expect("response header");
+        let r = ListOffsetsResponse::decode(&mut frame, v).expect("response");
+        let p = &r.topics[0].partitions[0];
+        assert_eq!(p.error_code, NONE);
+        p.offset
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn latest_is_the_last_stable_offset_for_read_committed() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let cfg = BrokerConfig::new(dir.path().join("data"), "127.0.0.1:9092");
+        let b = tokio::task::spawn_blocking(move || Broker::open(cfg))
+            .await
+            .expect("join")
+            .expect("open");
+        let topic = b
+            .create_topic("t", 1, BTreeMap::new(), false)
+            .await
+            .expect("created")
+            .expect("a topic");
+        let log = topic.partition(0).expect("partition 0").log.clone();
+        let plain = RecordMeta::default();
+        let txn = RecordMeta {
+            producer: Some(ProducerInfo {
+                producer_id: 9,
+                producer_epoch: 0,
+                sequence: 0,
+            }),
+            transactional: true,
+            control: false,
+        };
+        tokio::task::spawn_blocking(move || {
+            let mut batch = RecordBatchBuf::new();
+            for _ in 0..3 {
+                batch.push(1, None, Some(b"v"), std::iter::empty(), &plain);
+            }
+            let info = log.append(&mut batch).expect("append");
+            log.wait_durable(info.last_offset + 1).expect("durable");
+            // An open transaction from offset 3; then more plain records.
+            let mut batch = RecordBatchBuf::new();
+            batch.push(1, None, Some(b"t"), std::iter::empty(), &txn);
+            let p = ProducerAppend {
+                producer_id: 9,
+                producer_epoch: 0,
+                base_sequence: 0,
+                record_count: 1,
+                transactional: true,
+            };
+            log.append_producer(&mut batch, Some(&p)).expect("append");
+            let mut batch = RecordBatchBuf::new();
+            batch.push(1, None, Some(b"v"), std::iter::empty(), &plain);
+            let info = log.append(&mut batch).expect("append");
+            log.wait_durable(info.last_offset + 1).expect("durable");
+        })
+        .await
+        .expect("join");
+        for v in 1..=10 {
+            assert_eq!(list(&b, v, 0, LATEST).await, 5, "v{v} read_uncommitted");
+            let committed = if v >= 2 { 3 } else { 5 };
+            assert_eq!(
+                list(&b, v, 1, LATEST).await,
+                committed,
+                "v{v} read_committed"
+            );
+            assert_eq!(list(&b, v, 1, EARLIEST).await, 0, "v{v} earliest");
+        }
+        let log = topic.partition(0).expect("partition 0").log.clone();
+        let start = tokio::task::spawn_blocking(move || log.delete_records_before(2))
+            .await
+            .expect("join")
+            .expect("delete records");
+        assert_eq!(start, 2);
+        assert_eq!(list(&b, 10, 0, EARLIEST).await, 2);
+        assert_eq!(list(&b, 10, 0, EARLIEST_LOCAL).await, 2);
+    }
 }
