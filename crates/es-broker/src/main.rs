@@ -1,15 +1,18 @@
 //! es-broker: the binary. It parses the command line (a stable contract, see
 //! DESIGN.md), sets up logging, opens the data directory, binds the listener,
-//! runs the periodic flush task, and shuts down gracefully on SIGTERM/SIGINT:
-//! stop accepting, finish in-flight requests, then sync and close every
-//! partition. Everything Kafka-specific lives in es-kafka; everything on
-//! disk in es-storage.
+//! runs the background tasks (periodic flush, retention, compaction; see
+//! [`background`]), and shuts down gracefully on SIGTERM/SIGINT: stop
+//! accepting, finish in-flight requests, let the background tasks end their
+//! current partition, then sync and close every partition. Everything
+//! Kafka-specific lives in es-kafka; everything on disk in es-storage.
+
+mod background;
 
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
+use background::Cleaner;
 use clap::{ArgAction, Parser};
 use es_kafka::broker::{split_host_port, Broker, BrokerConfig};
 use tokio::net::TcpListener;
@@ -37,9 +40,25 @@ struct Args {
     /// Fsync at least this often (e.g. 1s, 250ms, 2m).
     #[arg(long, default_value = "1s", value_parser = parse_duration)]
     flush_interval: Duration,
-    /// Where retention copies segments before deleting them.
+    /// Where retention copies (and fsyncs) segments before deleting them, as
+    /// DIR/<topic>/<partition>/.
     #[arg(long)]
     cold_storage_dir: Option<PathBuf>,
+    /// How often retention visits every partition (Kafka's
+    /// log.retention.check.interval.ms).
+    #[arg(long, default_value = "5m", value_parser = parse_duration)]
+    retention_check_interval: Duration,
+    /// How often compaction visits every partition (Kafka's log.cleaner.backoff.ms).
+    #[arg(long, default_value = "15s", value_parser = parse_duration)]
+    compaction_interval: Duration,
+    /// Shortest session timeout a group member may ask for (Kafka's
+    /// group.min.session.timeout.ms).
+    #[arg(long, default_value_t = 6_000)]
+    group_min_session_timeout_ms: i32,
+    /// Longest session timeout a group member may ask for (Kafka's
+    /// group.max.session.timeout.ms).
+    #[arg(long, default_value_t = 1_800_000)]
+    group_max_session_timeout_ms: i32,
     /// Create unknown topics on Metadata/Produce (Kafka's auto.create.topics.enable).
     #[arg(long, default_value_t = true, action = ArgAction::Set)]
     auto_create_topics: bool,
@@ -71,7 +90,7 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
         }
     };
     if d.is_zero() {
-        return Err("the flush interval must be positive".into());
+        return Err("an interval must be positive".into());
     }
     Ok(d)
 }
@@ -98,6 +117,15 @@ async fn run(args: Args) -> anyhow::Result<()> {
     }
     if args.flush_every_records < 1 {
         bail!("--flush-every-records must be at least 1");
+    }
+    if args.group_min_session_timeout_ms < 0
+        || args.group_min_session_timeout_ms > args.group_max_session_timeout_ms
+    {
+        bail!(
+            "--group-min-session-timeout-ms ({}) must be between 0 and --group-max-session-timeout-ms ({})",
+            args.group_min_session_timeout_ms,
+            args.group_max_session_timeout_ms
+        );
     }
     let listener = TcpListener::bind(&args.listen)
         .await
@@ -126,6 +154,10 @@ async fn run(args: Args) -> anyhow::Result<()> {
     config.flush_every_records = args.flush_every_records;
     config.flush_interval = args.flush_interval;
     config.cold_storage_dir = args.cold_storage_dir.clone();
+    config.retention_check_interval = args.retention_check_interval;
+    config.compaction_interval = args.compaction_interval;
+    config.group_min_session_timeout_ms = args.group_min_session_timeout_ms;
+    config.group_max_session_timeout_ms = args.group_max_session_timeout_ms;
 
     tracing::info!(data_dir = %args.data_dir.display(), "opening data directory");
     let broker = tokio::task::spawn_blocking(move || Broker::open(config))
@@ -143,11 +175,25 @@ async fn run(args: Args) -> anyhow::Result<()> {
     }
 
     let (stop_tx, stop_rx) = watch::channel(false);
-    let flusher = tokio::spawn(flush_loop(
-        broker.clone(),
-        args.flush_interval,
-        stop_rx.clone(),
-    ));
+    let background = [
+        tokio::spawn(background::flush_loop(
+            broker.clone(),
+            args.flush_interval,
+            stop_rx.clone(),
+        )),
+        tokio::spawn(background::cleaner_loop(
+            broker.clone(),
+            Cleaner::Retention,
+            args.retention_check_interval,
+            stop_rx.clone(),
+        )),
+        tokio::spawn(background::cleaner_loop(
+            broker.clone(),
+            Cleaner::Compaction,
+            args.compaction_interval,
+            stop_rx.clone(),
+        )),
+    ];
     tokio::spawn(async move {
         wait_for_signal().await;
         let _ = stop_tx.send(true);
@@ -160,7 +206,12 @@ async fn run(args: Args) -> anyhow::Result<()> {
     );
     es_kafka::server::run(broker.clone(), listener, stop_rx, DRAIN_TIMEOUT).await;
 
-    let _ = flusher.await;
+    // A cleaner finishes the partition it is on; none runs once we close.
+    for task in background {
+        if let Err(e) = task.await {
+            tracing::error!(error = %e, "background task failed");
+        }
+    }
     tracing::info!("closing partitions");
     let b = broker.clone();
     tokio::task::spawn_blocking(move || b.close())
@@ -169,22 +220,6 @@ async fn run(args: Args) -> anyhow::Result<()> {
         .context("closing partitions")?;
     tracing::info!("stopped");
     Ok(())
-}
-
-/// Runs every partition's time-based flush once per interval until shutdown.
-async fn flush_loop(broker: Arc<Broker>, interval: Duration, mut stop: watch::Receiver<bool>) {
-    let mut tick = tokio::time::interval(interval);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            _ = tick.tick() => {}
-            _ = stop.changed() => return,
-        }
-        let b = broker.clone();
-        if let Err(e) = tokio::task::spawn_blocking(move || b.flush_due()).await {
-            tracing::error!(error = %e, "flush task failed");
-        }
-    }
 }
 
 async fn wait_for_signal() {
@@ -229,6 +264,11 @@ mod tests {
         assert!(a.auto_create_topics);
         assert_eq!(a.default_partitions, 1);
         assert_eq!(a.log_level, "info");
+        assert_eq!(a.retention_check_interval, Duration::from_secs(300));
+        assert_eq!(a.compaction_interval, Duration::from_secs(15));
+        assert_eq!(a.group_min_session_timeout_ms, 6_000);
+        assert_eq!(a.group_max_session_timeout_ms, 1_800_000);
+        assert_eq!(a.cold_storage_dir, None);
         let b = Args::try_parse_from([
             "es-broker",
             "--auto-create-topics",
@@ -237,8 +277,19 @@ mod tests {
             "h:1",
             "--cold-storage-dir",
             "/c",
+            "--retention-check-interval",
+            "250ms",
+            "--compaction-interval",
+            "2m",
+            "--group-min-session-timeout-ms",
+            "100",
         ])
         .expect("parses");
+        assert_eq!(b.cold_storage_dir, Some(PathBuf::from("/c")));
+        assert_eq!(b.retention_check_interval, Duration::from_millis(250));
+        assert_eq!(b.compaction_interval, Duration::from_secs(120));
+        assert_eq!(b.group_min_session_timeout_ms, 100);
+        assert!(Args::try_parse_from(["es-broker", "--compaction-interval", "0s"]).is_err());
         assert!(!b.auto_create_topics);
         assert_eq!(b.advertised_listener.as_deref(), Some("h:1"));
     }

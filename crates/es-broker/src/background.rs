@@ -1,0 +1,271 @@
+//! The broker's background tasks: the time-based flush, retention and
+//! compaction.
+//!
+//! Each is a loop that sleeps its interval, runs one pass, and stops when the
+//! shutdown flag flips. Retention and compaction visit every partition of
+//! every topic, one partition at a time on a blocking thread (es-storage's
+//! calls are blocking and may read and write whole segments), with no
+//! broker-wide lock held: the partition list is a snapshot, each topic's
+//! config is read when its partition's turn comes (so AlterConfigs takes
+//! effect at the next pass), and a topic deleted meanwhile is skipped.
+//! Shutdown is checked between partitions; the binary waits for the loops to
+//! end before it closes the partitions, so no pass ever runs against a closed
+//! log. A failed partition is logged and retried at the next pass (a cold copy
+//! that failed leaves its segment in place, as es-storage promises). A pass
+//! that changed something logs one summary line.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use es_kafka::broker::Broker;
+use es_storage::{CompactionReport, RetentionReport, StorageError};
+use tokio::sync::watch;
+
+/// Which cleaner a loop runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cleaner {
+    /// Deletes old segments of topics whose `cleanup.policy` has `delete`.
+    Retention,
+    /// Compacts topics whose `cleanup.policy` has `compact`.
+    Compaction,
+}
+
+impl Cleaner {
+    fn name(self) -> &'static str {
+        match self {
+            Cleaner::Retention => "retention",
+            Cleaner::Compaction => "compaction",
+        }
+    }
+}
+
+/// What one partition's turn did.
+#[derive(Debug)]
+enum Outcome {
+    Retention(RetentionReport),
+    Compaction(CompactionReport),
+}
+
+/// The sum of one pass, for its log line.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PassSummary {
+    /// Partitions the pass applied to (their topic's policy asked for it).
+    pub partitions: usize,
+    /// Partitions where something was deleted or rewritten.
+    pub changed: usize,
+    pub segments_deleted: usize,
+    pub bytes_deleted: u64,
+    pub cold_copy_failures: usize,
+    pub records_dropped: u64,
+    pub segments_replaced: usize,
+    pub segments_written: usize,
+    /// Partitions whose turn failed (logged one by one, retried next pass).
+    pub errors: usize,
+}
+
+impl PassSummary {
+    fn add(&mut self, o: &Outcome) {
+        self.partitions += 1;
+        match o {
+            Outcome::Retention(r) => {
+                if !r.deleted_segments.is_empty() {
+                    self.changed += 1;
+                }
+                self.segments_deleted += r.deleted_segments.len();
+                self.bytes_deleted += r.deleted_bytes;
+                self.cold_copy_failures += usize::from(r.cold_copy_failed);
+            }
+            Outcome::Compaction(c) => {
+                if c.skipped.is_none() && c.segments_replaced > 0 {
+                    self.changed += 1;
+                }
+                self.records_dropped += c.records_dropped;
+                self.segments_replaced += c.segments_replaced;
+                self.segments_written += c.segments_written;
+            }
+        }
+    }
+
+    /// Whether the pass deserves its log line.
+    pub fn did_something(&self) -> bool {
+        self.changed > 0 || self.cold_copy_failures > 0 || self.errors > 0
+    }
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+/// Runs `cleaner` every `interval` (after each pass ends) until `stop` flips.
+pub async fn cleaner_loop(
+    broker: Arc<Broker>,
+    cleaner: Cleaner,
+    interval: Duration,
+    mut stop: watch::Receiver<bool>,
+) {
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(interval) => {}
+            _ = stop.changed() => return,
+        }
+        let Some(summary) = pass(&broker, cleaner, &stop).await else {
+            return;
+        };
+        if summary.did_something() {
+            log_pass(cleaner, &summary);
+        }
+    }
+}
+
+fn log_pass(cleaner: Cleaner, s: &PassSummary) {
+    match cleaner {
+        Cleaner::Retention => tracing::info!(
+            partitions = s.partitions,
+            changed = s.changed,
+            segments_deleted = s.segments_deleted,
+            bytes_deleted = s.bytes_deleted,
+            cold_copy_failures = s.cold_copy_failures,
+            errors = s.errors,
+            "retention pass deleted {} segments from {} partitions",
+            s.segments_deleted,
+            s.changed
+        ),
+        Cleaner::Compaction => tracing::info!(
+            partitions = s.partitions,
+            changed = s.changed,
+            records_dropped = s.records_dropped,
+            segments_replaced = s.segments_replaced,
+            segments_written = s.segments_written,
+            errors = s.errors,
+            "compaction pass compacted {} partitions, dropped {} records",
+            s.changed,
+            s.records_dropped
+        ),
+    }
+}
+
+/// One pass over every partition; `None` when shutdown began mid-pass.
+pub async fn pass(
+    broker: &Arc<Broker>,
+    cleaner: Cleaner,
+    stop: &watch::Receiver<bool>,
+) -> Option<PassSummary> {
+    let mut summary = PassSummary::default();
+    for (topic, slot) in broker.partitions_snapshot() {
+        if *stop.borrow() {
+            return None;
+        }
+        let b = broker.clone();
+        let (t, p) = (topic.clone(), slot.clone());
+        let turn = tokio::task::spawn_blocking(move || -> Result<Option<Outcome>, StorageError> {
+            let now = now_ms();
+            Ok(match cleaner {
+                Cleaner::Retention => b.enforce_retention(&t, &p, now)?.map(Outcome::Retention),
+                Cleaner::Compaction => b.compact(&t, &p, now)?.map(Outcome::Compaction),
+            })
+        })
+        .await;
+        match turn {
+            Ok(Ok(Some(o))) => summary.add(&o),
+            Ok(Ok(None)) => {}
+            Ok(Err(e)) => {
+                summary.errors += 1;
+                tracing::warn!(topic = %topic.name, partition = slot.index, error = %e, "{} failed; retried next pass", cleaner.name());
+            }
+            Err(e) => {
+                summary.errors += 1;
+                tracing::error!(topic = %topic.name, partition = slot.index, error = %e, "{} task failed", cleaner.name());
+            }
+        }
+    }
+    Some(summary)
+}
+
+/// Runs every partition's time-based flush once per interval until shutdown.
+pub async fn flush_loop(broker: Arc<Broker>, interval: Duration, mut stop: watch::Receiver<bool>) {
+    let mut tick = tokio::time::interval(interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = stop.changed() => return,
+        }
+        let b = broker.clone();
+        if let Err(e) = tokio::task::spawn_blocking(move || b.flush_due()).await {
+            tracing::error!(error = %e, "flush task failed");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn summaries_count_what_changed() {
+        let mut s = PassSummary::default();
+        s.add(&Outcome::Retention(RetentionReport::default()));
+        assert!(!s.did_something(), "a pass that deleted nothing is quiet");
+        s.add(&Outcome::Retention(RetentionReport {
+            deleted_segments: vec![0, 10],
+            deleted_bytes: 2048,
+            log_start_offset: 20,
+            cold_copy_failed: false,
+        }));
+        assert!(s.did_something());
+        assert_eq!((s.partitions, s.changed, s.segments_deleted), (2, 1, 2));
+        assert_eq!(s.bytes_deleted, 2048);
+
+        let mut c = PassSummary::default();
+        c.add(&Outcome::Compaction(CompactionReport {
+            skipped: Some("nothing to drop"),
+            ..CompactionReport::default()
+        }));
+        assert!(!c.did_something());
+        c.add(&Outcome::Compaction(CompactionReport {
+            skipped: None,
+            records_read: 10,
+            records_dropped: 4,
+            segments_replaced: 3,
+            segments_written: 1,
+        }));
+        assert!(c.did_something());
+        assert_eq!(
+            (c.changed, c.records_dropped, c.segments_written),
+            (1, 4, 1)
+        );
+
+        let mut f = PassSummary::default();
+        f.add(&Outcome::Retention(RetentionReport {
+            cold_copy_failed: true,
+            ..RetentionReport::default()
+        }));
+        assert!(f.did_something(), "a failed cold copy is worth a line");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_pass_stops_when_shutdown_has_begun() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let cfg = es_kafka::broker::BrokerConfig::new(dir.path().join("data"), "127.0.0.1:0");
+        let b = tokio::task::spawn_blocking(move || Broker::open(cfg))
+            .await
+            .expect("join")
+            .expect("open");
+        b.create_topic("t", 2, Default::default(), false)
+            .await
+            .expect("created");
+        let (tx, rx) = watch::channel(false);
+        let s = pass(&b, Cleaner::Retention, &rx)
+            .await
+            .expect("a whole pass");
+        assert_eq!(s.partitions, 2, "delete is the default cleanup.policy");
+        let s = pass(&b, Cleaner::Compaction, &rx)
+            .await
+            .expect("a whole pass");
+        assert_eq!(s.partitions, 0, "no topic is compacted");
+        tx.send(true).expect("send");
+        assert!(pass(&b, Cleaner::Retention, &rx).await.is_none());
+    }
+}
