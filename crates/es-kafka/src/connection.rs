@@ -101,6 +101,9 @@ pub async fn serve<S>(
 ) where
     S: AsyncRead + AsyncWrite + Send + 'static,
 {
+    // The server passes the peer's `SocketAddr` as text (it is also the log
+    // field); handlers get its IP (DescribeGroups' client host).
+    let peer_ip = peer.parse::<std::net::SocketAddr>().ok().map(|a| a.ip());
     let (mut reader, writer) = tokio::io::split(stream);
     let in_flight_max = broker.config().in_flight_max.max(1);
     let frame_bytes_max = broker.config().frame_bytes_max;
@@ -146,7 +149,10 @@ pub async fn serve<S>(
                     };
                     prev_turn = Some(next);
                     let b = broker.clone();
-                    let handle = tokio::spawn(async move { handlers::handle(b, body, turn).await });
+                    let handle =
+                        tokio::spawn(
+                            async move { handlers::handle_from(b, peer_ip, body, turn).await },
+                        );
                     if tx.send(handle).await.is_err() {
                         break 'conn;
                     }

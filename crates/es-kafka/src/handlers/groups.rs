@@ -90,10 +90,9 @@ fn client_id(ctx: &Ctx) -> String {
         .unwrap_or_default()
 }
 
-/// The client's address as Kafka shows it ("/host"); the connection does not
-/// pass the peer address to handlers, so it is empty for now.
-fn client_host(_ctx: &Ctx) -> String {
-    String::new()
+/// The client's address as Kafka shows it ("/host").
+fn client_host(ctx: &Ctx) -> String {
+    ctx.client_host()
 }
 
 /// Topic ids and sizes from the broker's registry.
@@ -656,6 +655,9 @@ pub async fn offset_fetch(
         });
         vec![(req.group_id.clone(), topics, None)]
     };
+    // v7+: the client would rather retry than see an offset a transaction
+    // has committed but not yet completed.
+    let require_stable = v >= 7 && req.require_stable;
     turn.wait().await;
     let topic_id = |name: &str| b.topic(name).map(|t| t.id);
     let mut answered: Vec<FetchGroup> = Vec::with_capacity(wanted.len());
@@ -664,7 +666,10 @@ pub async fn offset_fetch(
         let name = group_id(&gid);
         let member_ref = member.as_ref().map(|(m, e)| (m.as_str(), *e));
         match coord.fetch_offsets(&name, topics, member_ref, &topic_id) {
-            Ok((topics, wait)) => {
+            Ok((mut topics, wait)) => {
+                if require_stable {
+                    mark_unstable(&b, &name, &mut topics);
+                }
                 if let Some(w) = wait {
                     waits.push((answered.len(), w));
                 }
@@ -774,6 +779,23 @@ pub async fn offset_fetch(
             .collect();
     }
     ctx.respond(&r)
+}
+
+/// OffsetFetch with `require_stable`: a partition with a pending
+/// transactional offset (TxnOffsetCommit of a transaction not yet ended)
+/// answers UNSTABLE_OFFSET_COMMIT and no offset, as Kafka's
+/// `OffsetMetadataManager` does, and the client retries.
+fn mark_unstable(b: &Broker, group: &str, topics: &mut [FetchedTopic]) {
+    for t in topics {
+        for p in &mut t.partitions {
+            if p.error == NONE && b.txn().has_pending_offset(group, &t.name, p.partition) {
+                p.error = code(ResponseError::UnstableOffsetCommit);
+                p.offset = -1;
+                p.leader_epoch = -1;
+                p.metadata = String::new();
+            }
+        }
+    }
 }
 
 pub async fn offset_delete(
@@ -1042,7 +1064,9 @@ mod tests {
             .unwrap_or_else(|e| panic!("{key:?} v{v} header: {e}"));
         req.encode(&mut buf, v)
             .unwrap_or_else(|e| panic!("{key:?} v{v} request: {e}"));
-        let out = handlers::handle(b.clone(), buf.freeze(), Turn::free())
+        // As from a client connected over loopback (DescribeGroups shows it).
+        let peer = Some(std::net::IpAddr::from([127, 0, 0, 1]));
+        let out = handlers::handle_from(b.clone(), peer, buf.freeze(), Turn::free())
             .await
             .unwrap_or_else(|e| panic!("{key:?} v{v}: {e}"));
         let mut frame = out.unwrap_or_else(|| panic!("{key:?} v{v}: no response"));
@@ -1293,6 +1317,7 @@ mod tests {
             assert_eq!(live.protocol_data.as_str(), "range");
             assert_eq!(live.members[0].member_id.as_str(), member);
             assert_eq!(live.members[0].client_id.as_str(), "groups-test");
+            assert_eq!(live.members[0].client_host.as_str(), "/127.0.0.1");
             assert_eq!(
                 live.members[0].member_assignment,
                 Bytes::from_static(b"asg")
@@ -1643,6 +1668,7 @@ mod tests {
                 let m = &g.members[0];
                 assert_eq!(m.assignment.topic_partitions[0].topic_name.as_str(), "t");
                 assert_eq!(m.client_id.as_str(), "groups-test");
+                assert_eq!(m.client_host.as_str(), "/127.0.0.1");
                 assert_eq!(r.groups[2].error_code, code(ResponseError::GroupIdNotFound));
             }
             // Leave.
@@ -1682,5 +1708,134 @@ mod tests {
         let j: JoinGroupResponse =
             call(&b, ApiKey::JoinGroup, 9, &join("cg-live", "", None, 9)).await;
         assert_eq!(j.error_code, code(ResponseError::InconsistentGroupProtocol));
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn require_stable_waits_for_a_transaction_holding_an_offset() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let b = broker_in(dir.path()).await;
+        let mut ip = InitProducerIdRequest::default();
+        ip.transactional_id = Some(TransactionalId(s("tx")));
+        ip.transaction_timeout_ms = 60_000;
+        ip.producer_id = ProducerId(-1);
+        ip.producer_epoch = -1;
+        let r: InitProducerIdResponse = call(&b, ApiKey::InitProducerId, 4, &ip).await;
+        assert_eq!(r.error_code, NONE);
+        let (pid, epoch) = (r.producer_id, r.producer_epoch);
+        let mut ao = AddOffsetsToTxnRequest::default();
+        ao.transactional_id = TransactionalId(s("tx"));
+        ao.producer_id = pid;
+        ao.producer_epoch = epoch;
+        ao.group_id = gi("stable");
+        let r: AddOffsetsToTxnResponse = call(&b, ApiKey::AddOffsetsToTxn, 3, &ao).await;
+        assert_eq!(r.error_code, NONE);
+        let mut tp =
+            kafka_protocol::messages::txn_offset_commit_request::TxnOffsetCommitRequestPartition::default();
+        tp.partition_index = 0;
+        tp.committed_offset = 5;
+        let mut tt =
+            kafka_protocol::messages::txn_offset_commit_request::TxnOffsetCommitRequestTopic::default();
+        tt.name = tn("t");
+        tt.partitions = vec![tp];
+        let mut tc = TxnOffsetCommitRequest::default();
+        tc.transactional_id = TransactionalId(s("tx"));
+        tc.group_id = gi("stable");
+        tc.producer_id = pid;
+        tc.producer_epoch = epoch;
+        tc.topics = vec![tt];
+        let r: TxnOffsetCommitResponse = call(&b, ApiKey::TxnOffsetCommit, 3, &tc).await;
+        assert_eq!(r.topics[0].partitions[0].error_code, NONE);
+
+        // (error, offset) of partitions 0 and 1 of t for group "stable".
+        let fetch = |v: i16, require_stable: bool| {
+            let b = b.clone();
+            async move {
+                let mut req = OffsetFetchRequest::default();
+                req.require_stable = require_stable;
+                let parts: Vec<(i16, i64)> = if v >= 8 {
+                    let mut t = kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopics::default();
+                    t.name = tn("t");
+                    t.partition_indexes = vec![0, 1];
+                    let mut g = kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestGroup::default();
+                    g.group_id = gi("stable");
+                    g.topics = Some(vec![t]);
+                    req.groups = vec![g];
+                    let r: OffsetFetchResponse = call(&b, ApiKey::OffsetFetch, v, &req).await;
+                    assert_eq!(r.groups[0].error_code, NONE);
+                    r.groups[0].topics[0]
+                        .partitions
+                        .iter()
+                        .map(|p| (p.error_code, p.committed_offset))
+                        .collect()
+                } else {
+                    let mut t = kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic::default();
+                    t.name = tn("t");
+                    t.partition_indexes = vec![0, 1];
+                    req.group_id = gi("stable");
+                    req.topics = Some(vec![t]);
+                    let r: OffsetFetchResponse = call(&b, ApiKey::OffsetFetch, v, &req).await;
+                    assert_eq!(r.error_code, NONE);
+                    r.topics[0]
+                        .partitions
+                        .iter()
+                        .map(|p| (p.error_code, p.committed_offset))
+                        .collect()
+                };
+                parts
+            }
+        };
+        let unstable = code(ResponseError::UnstableOffsetCommit);
+        for v in 7..=9 {
+            assert_eq!(
+                fetch(v, true).await,
+                vec![(unstable, -1), (NONE, -1)],
+                "v{v} require_stable"
+            );
+            assert_eq!(fetch(v, false).await, vec![(NONE, -1), (NONE, -1)], "v{v}");
+        }
+        // Before v7 there is no require_stable: the committed state is answered.
+        assert_eq!(fetch(6, false).await, vec![(NONE, -1), (NONE, -1)]);
+
+        let mut end = EndTxnRequest::default();
+        end.transactional_id = TransactionalId(s("tx"));
+        end.producer_id = pid;
+        end.producer_epoch = epoch;
+        end.committed = true;
+        let r: EndTxnResponse = call(&b, ApiKey::EndTxn, 3, &end).await;
+        assert_eq!(r.error_code, NONE);
+        for v in 7..=9 {
+            assert_eq!(
+                fetch(v, true).await,
+                vec![(NONE, 5), (NONE, -1)],
+                "v{v} after the commit"
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn session_timeout_bounds_follow_the_broker_flags() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut cfg = BrokerConfig::new(dir.path().join("data"), "127.0.0.1:9092");
+        cfg.group_min_session_timeout_ms = 500;
+        cfg.group_max_session_timeout_ms = 2_000;
+        let b = tokio::task::spawn_blocking(move || Broker::open(cfg))
+            .await
+            .expect("join")
+            .expect("open");
+        let code_for = |timeout_ms: i32| {
+            let b = b.clone();
+            async move {
+                let mut j = join("bounds", "", None, 9);
+                j.session_timeout_ms = timeout_ms;
+                let r: JoinGroupResponse = call(&b, ApiKey::JoinGroup, 9, &j).await;
+                r.error_code
+            }
+        };
+        let invalid = code(ResponseError::InvalidSessionTimeout);
+        assert_eq!(code_for(499).await, invalid);
+        assert_eq!(code_for(2_001).await, invalid);
+        // In bounds: the first join of v4+ asks for a member id.
+        assert_eq!(code_for(500).await, code(ResponseError::MemberIdRequired));
+        assert_eq!(code_for(2_000).await, code(ResponseError::MemberIdRequired));
     }
 }

@@ -20,6 +20,7 @@ pub mod produce;
 pub mod txn;
 pub mod unsupported;
 
+use std::net::IpAddr;
 use std::sync::Arc;
 
 use bytes::{BufMut, Bytes, BytesMut};
@@ -49,9 +50,26 @@ pub struct Ctx {
     pub key: ApiKey,
     pub version: i16,
     pub header: RequestHeader,
+    /// The client's address, when the request came over a connection.
+    pub peer: Option<IpAddr>,
 }
 
 impl Ctx {
+    /// The client's host as Kafka reports it (DescribeGroups'
+    /// `client_host`): Java's `InetAddress.toString()` of an unresolved
+    /// address, "/" and the literal, IPv6 in full uncompressed groups
+    /// ("/0:0:0:0:0:0:0:1"); empty when there is no connection.
+    pub fn client_host(&self) -> String {
+        match self.peer {
+            None => String::new(),
+            Some(IpAddr::V4(a)) => format!("/{a}"),
+            Some(IpAddr::V6(a)) => {
+                let groups: Vec<String> = a.segments().iter().map(|g| format!("{g:x}")).collect();
+                format!("/{}", groups.join(":"))
+            }
+        }
+    }
+
     /// Encodes `body` as this request's response frame.
     pub fn respond<T: Encodable>(&self, body: &T) -> Result<Option<Bytes>, RequestError> {
         encode_response(self.key, self.version, self.header.correlation_id, body).map(Some)
@@ -106,9 +124,20 @@ fn encode_failed(key: ApiKey, version: i16, e: impl std::fmt::Display) -> Reques
 }
 
 /// Handles one request frame (the body after the size prefix). `Ok(None)` is
-/// "send nothing" (a produce with acks=0).
+/// "send nothing" (a produce with acks=0). For requests that did not come
+/// over a connection (tests, internal calls); see [`handle_from`].
 pub async fn handle(
     broker: Arc<Broker>,
+    frame: Bytes,
+    turn: Turn,
+) -> Result<Option<Bytes>, RequestError> {
+    handle_from(broker, None, frame, turn).await
+}
+
+/// Handles one request frame from the client at `peer`.
+pub async fn handle_from(
+    broker: Arc<Broker>,
+    peer: Option<IpAddr>,
     frame: Bytes,
     turn: Turn,
 ) -> Result<Option<Bytes>, RequestError> {
@@ -143,6 +172,7 @@ pub async fn handle(
                 key,
                 version,
                 header,
+                peer,
             };
             served(ctx, body, turn).await
         }
@@ -279,6 +309,32 @@ where
     tokio::task::spawn_blocking(f)
         .await
         .map_err(|e| RequestError(format!("blocking task failed: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn client_host_reads_like_javas_inet_address() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let cfg = crate::broker::BrokerConfig::new(dir.path().join("data"), "127.0.0.1:0");
+        let broker = Broker::open(cfg).expect("open");
+        let ctx = |peer: Option<IpAddr>| Ctx {
+            broker: broker.clone(),
+            key: ApiKey::DescribeGroups,
+            version: 5,
+            header: RequestHeader::default(),
+            peer,
+        };
+        assert_eq!(ctx(None).client_host(), "");
+        let v4: IpAddr = "10.1.2.3".parse().expect("v4");
+        assert_eq!(ctx(Some(v4)).client_host(), "/10.1.2.3");
+        let v6: IpAddr = "::1".parse().expect("v6");
+        assert_eq!(ctx(Some(v6)).client_host(), "/0:0:0:0:0:0:0:1");
+        let v6: IpAddr = "fe80::a:b0c".parse().expect("v6");
+        assert_eq!(ctx(Some(v6)).client_host(), "/fe80:0:0:0:0:0:a:b0c");
+    }
 }
 
 /// Kafka's "authorized operations not requested" marker.
