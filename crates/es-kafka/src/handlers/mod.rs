@@ -311,6 +311,20 @@ where
         .map_err(|e| RequestError(format!("blocking task failed: {e}")))
 }
 
+/// Kafka's "authorized operations not requested" marker.
+pub const AUTHORIZED_OPERATIONS_OMITTED: i32 = i32::MIN;
+
+/// Topic operations a single-node broker without ACLs allows: READ(3),
+/// WRITE(4), CREATE(5), DELETE(6), ALTER(7), DESCRIBE(8), DESCRIBE_CONFIGS(10),
+/// ALTER_CONFIGS(11), as Kafka's bit set.
+pub const TOPIC_OPERATIONS_ALL: i32 =
+    (1 << 3) | (1 << 4) | (1 << 5) | (1 << 6) | (1 << 7) | (1 << 8) | (1 << 10) | (1 << 11);
+
+/// Cluster operations: CREATE(5), ALTER(7), DESCRIBE(8), CLUSTER_ACTION(9),
+/// DESCRIBE_CONFIGS(10), ALTER_CONFIGS(11), IDEMPOTENT_WRITE(12).
+pub const CLUSTER_OPERATIONS_ALL: i32 =
+    (1 << 5) | (1 << 7) | (1 << 8) | (1 << 9) | (1 << 10) | (1 << 11) | (1 << 12);
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -336,17 +350,3 @@ mod tests {
         assert_eq!(ctx(Some(v6)).client_host(), "/fe80:0:0:0:0:0:a:b0c");
     }
 }
-
-/// Kafka's "authorized operations not requested" marker.
-pub const AUTHORIZED_OPERATIONS_OMITTED: i32 = i32::MIN;
-
-/// Topic operations a single-node broker without ACLs allows: READ(3),
-/// WRITE(4), CREATE(5), DELETE(6), ALTER(7), DESCRIBE(8), DESCRIBE_CONFIGS(10),
-/// ALTER_CONFIGS(11), as Kafka's bit set.
-pub const TOPIC_OPERATIONS_ALL: i32 =
-    (1 << 3) | (1 << 4) | (1 << 5) | (1 << 6) | (1 << 7) | (1 << 8) | (1 << 10) | (1 << 11);
-
-/// Cluster operations: CREATE(5), ALTER(7), DESCRIBE(8), CLUSTER_ACTION(9),
-/// DESCRIBE_CONFIGS(10), ALTER_CONFIGS(11), IDEMPOTENT_WRITE(12).
-pub const CLUSTER_OPERATIONS_ALL: i32 =
-    (1 << 5) | (1 << 7) | (1 << 8) | (1 << 9) | (1 << 10) | (1 << 11) | (1 << 12);
