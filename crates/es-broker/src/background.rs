@@ -157,6 +157,16 @@ pub async fn pass(
         if *stop.borrow() {
             return None;
         }
+        // Topics this cleaner has nothing to do for cost no blocking task.
+        // (The blocking side reads the config again: it may change meanwhile.)
+        let policy = topic.config().cleanup_policy();
+        let applies = match cleaner {
+            Cleaner::Retention => policy.delete,
+            Cleaner::Compaction => policy.compact,
+        };
+        if !applies {
+            continue;
+        }
         let b = broker.clone();
         let (t, p) = (topic.clone(), slot.clone());
         let turn = tokio::task::spawn_blocking(move || -> Result<Option<Outcome>, StorageError> {
