@@ -25,8 +25,10 @@ pub mod partition;
 pub mod producers;
 pub mod segment;
 pub mod simfs;
+pub mod syncer;
 
 pub use compaction::{CompactionPolicy, CompactionReport, RetentionPolicy, RetentionReport};
 pub use partition::{
-    AppendInfo, AppendOutcome, FlushPolicy, Partition, PartitionConfig, ReadChunk, RecoveryReport,
+    AppendInfo, AppendOutcome, DurableCallback, FlushPolicy, Partition, PartitionConfig, ReadChunk,
+    RecoveryReport,
 };

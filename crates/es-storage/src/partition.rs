@@ -160,7 +160,14 @@ pub(crate) struct CommitState {
     fenced: Option<String>,
     closed: bool,
     last_sync: Instant,
+    /// Callbacks of [`Partition::when_durable`], run once their end offset is durable.
+    waiters: Vec<(u64, DurableCallback)>,
+    /// Whether the partition is queued on (or being served by) the sync pool.
+    queued: bool,
 }
+
+/// Called once records are durable, or with the error that prevents it.
+pub type DurableCallback = Box<dyn FnOnce(Result<()>) + Send>;
 
 pub(crate) struct Writer {
     /// Roll time of the active segment.
@@ -284,6 +291,8 @@ impl Partition {
                 fenced: None,
                 closed: false,
                 last_sync: Instant::now(),
+                waiters: Vec::new(),
+                queued: false,
             }),
             synced: Condvar::new(),
             log_start: std::sync::atomic::AtomicU64::new(start),
@@ -649,6 +658,85 @@ impl Partition {
         }
         tracing::debug!(partition = %self.name, base_offset = next_offset, "rolled a new segment");
         Ok(seg)
+    }
+
+    /// Like [`Partition::wait_durable`] without blocking: `done` runs once the
+    /// records below `end_offset` are as durable as the flush policy promises
+    /// — at once on this thread if they already are, otherwise on a thread of
+    /// the shared sync pool right after the group-commit fsync that covers
+    /// them. For callers on an async runtime: no thread waits on a condvar.
+    pub fn when_durable(self: &Arc<Self>, end_offset: u64, done: DurableCallback) {
+        let every = self.config().flush.every_records;
+        let mut c = self.commit.lock();
+        if let Some(why) = &c.fenced {
+            let e = StorageError::Fenced(format!("{}: {why}", self.name));
+            drop(c);
+            done(Err(e));
+            return;
+        }
+        let covered = if every > 1 {
+            c.written.offset - c.durable.offset < every
+        } else {
+            c.durable.offset >= end_offset.min(c.written.offset)
+        };
+        if covered {
+            drop(c);
+            done(Ok(()));
+            return;
+        }
+        let target = if every > 1 {
+            c.written.offset
+        } else {
+            end_offset
+        };
+        c.waiters.push((target, done));
+        if !c.queued {
+            c.queued = true;
+            drop(c);
+            crate::syncer::submit(self.clone());
+        }
+    }
+
+    /// Runs on a sync-pool thread: fsyncs until every registered waiter is
+    /// covered (or the partition is fenced), running their callbacks.
+    pub(crate) fn serve_waiters(&self) {
+        loop {
+            let goal = {
+                let mut c = self.commit.lock();
+                if c.waiters.is_empty() {
+                    c.queued = false;
+                    return;
+                }
+                let written = c.written.offset;
+                c.waiters
+                    .iter()
+                    .map(|w| w.0.min(written))
+                    .max()
+                    .unwrap_or(0)
+            };
+            let res = self.sync_up_to(goal);
+            let (ready, err) = {
+                let mut c = self.commit.lock();
+                let durable = c.durable.offset;
+                let written = c.written.offset;
+                match &res {
+                    Ok(()) => {
+                        let (ready, wait): (Vec<_>, Vec<_>) = std::mem::take(&mut c.waiters)
+                            .into_iter()
+                            .partition(|w| w.0.min(written) <= durable);
+                        c.waiters = wait;
+                        (ready, None)
+                    }
+                    Err(e) => (std::mem::take(&mut c.waiters), Some(e.to_string())),
+                }
+            };
+            for (_, done) in ready {
+                done(match &err {
+                    None => Ok(()),
+                    Some(why) => Err(StorageError::Fenced(format!("{}: {why}", self.name))),
+                });
+            }
+        }
     }
 
     /// Blocks until the records below `end_offset` are as durable as the flush

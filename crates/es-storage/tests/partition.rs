@@ -477,3 +477,77 @@ fn timestamps_are_searchable() {
     assert_eq!(p.offset_for_timestamp(5000).expect("ts"), None);
     assert_eq!(p.max_timestamp().expect("max"), Some((29, 1290)));
 }
+
+/// Appends with the non-blocking durability callback, waits on a channel.
+fn append_async(
+    p: &Arc<Partition>,
+    values: &[Vec<u8>],
+) -> Result<es_storage::AppendInfo, StorageError> {
+    let info = p.append(&mut batch(values))?;
+    let (tx, rx) = std::sync::mpsc::channel();
+    p.when_durable(
+        info.last_offset + 1,
+        Box::new(move |r| {
+            let _ = tx.send(r);
+        }),
+    );
+    rx.recv_timeout(std::time::Duration::from_secs(30))
+        .expect("callback ran")?;
+    Ok(info)
+}
+
+#[test]
+fn durability_callbacks_fire_after_the_covering_fsync() {
+    let fs = SimFs::new();
+    let dir = PathBuf::from("/d/p");
+    let p = Partition::open(Arc::new(fs.clone()), dir.clone(), small_segments()).expect("open");
+    let threads = 8;
+    let per = 25;
+    let hs: Vec<_> = (0..threads)
+        .map(|t| {
+            let p = p.clone();
+            std::thread::spawn(move || {
+                (0..per)
+                    .map(|i| {
+                        let v = format!("t{t}-{i}").into_bytes();
+                        let info = append_async(&p, &[v.clone()]).expect("durable");
+                        (info.base_offset, v)
+                    })
+                    .collect::<Vec<_>>()
+            })
+        })
+        .collect();
+    let acked: Vec<(u64, Vec<u8>)> = hs
+        .into_iter()
+        .flat_map(|h| h.join().expect("join"))
+        .collect();
+    // Everything acknowledged survives a crash that keeps only fsynced bytes.
+    let q = Partition::open(Arc::new(fs.crash_image(Tear::None)), dir, small_segments())
+        .expect("recover");
+    let all = read_all(&q);
+    assert_eq!(all.len(), threads * per);
+    for (o, v) in &acked {
+        assert_eq!(&all[*o as usize].1, v);
+    }
+}
+
+#[test]
+fn durability_callbacks_report_a_failed_fsync() {
+    let fs = SimFs::new();
+    let p = Partition::open(
+        Arc::new(fs.clone()),
+        PathBuf::from("/d/p"),
+        PartitionConfig::default(),
+    )
+    .expect("open");
+    append_async(&p, &[val(0, 10)]).expect("first");
+    fs.fail_sync_at(fs.sync_count() + 1);
+    assert!(matches!(
+        append_async(&p, &[val(1, 10)]),
+        Err(StorageError::Fenced(_))
+    ));
+    // Already fenced: the callback runs at once with the error.
+    let (tx, rx) = std::sync::mpsc::channel();
+    p.when_durable(0, Box::new(move |r| drop(tx.send(r.is_err()))));
+    assert!(rx.recv().expect("called"));
+}

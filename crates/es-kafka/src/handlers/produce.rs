@@ -3,13 +3,15 @@
 //!
 //! Phases, per request:
 //! 1. resolve topics (auto-creating when allowed) and partitions;
-//! 2. on a blocking thread, decode and validate every partition's batch
-//!    (CRC, size against `max.message.bytes`, Kafka's producer rules,
-//!    timestamps) into a [`RecordBatchBuf`] — concurrently with other requests;
-//! 3. wait for this connection's [`Turn`], then on a blocking thread append
-//!    every partition (one `write` each), release the turn so the next request
-//!    may append, and wait for the group-commit fsync of each partition
-//!    (`wait_durable`) — so appends keep the client's order while fsyncs overlap;
+//! 2. decode and validate every partition's batch (CRC, size against
+//!    `max.message.bytes`, Kafka's producer rules, timestamps) into a
+//!    [`RecordBatchBuf`] — concurrently with other requests, on a blocking
+//!    thread only when the request is large;
+//! 3. wait for this connection's [`Turn`], append every partition (one
+//!    `write` each, a copy into the page cache), release the turn so the next
+//!    request may append, and await the group-commit fsync of each partition
+//!    (`when_durable`: the sync pool runs the fsync and wakes this task; no
+//!    thread blocks) — so appends keep the client's order while fsyncs overlap;
 //! 4. respond (nothing at all for acks=0).
 //!
 //! Per-partition failures are per-partition error codes; the request still
@@ -32,6 +34,10 @@ use crate::config::{TimestampType, TopicConfig};
 use crate::connection::Turn;
 use crate::errors::{batch_error_code, code, storage_error_code, ResponseError, NONE};
 use crate::topics::{validate_topic_name, PartitionSlot};
+
+/// Requests with at most this many record bytes are decoded on the runtime
+/// thread; larger ones (decompression may take milliseconds) on a blocking one.
+const INLINE_DECODE_BYTES_MAX: usize = 256 * 1024;
 
 /// Records of one partition ready to append.
 struct Item {
@@ -149,8 +155,14 @@ pub async fn handle(
         }
     }
 
-    // Phase 2: decode and validate, off the runtime, before taking our turn.
-    let mut items = blocking(move || {
+    // Phase 2: decode and validate before taking our turn. Small requests
+    // (the common case: a few batches of 16 KiB) are decoded right here, big
+    // ones (decompression can take milliseconds) on a blocking thread.
+    let record_bytes: usize = items
+        .iter()
+        .map(|i| i.records.as_ref().map_or(0, Bytes::len))
+        .sum();
+    let decode_all = move |mut items: Vec<Item>| {
         let mut decoder = BatchDecoder::new();
         let mut summaries: Vec<BatchSummary> = Vec::with_capacity(1);
         let now = now_ms();
@@ -158,84 +170,49 @@ pub async fn handle(
             decode_one(&mut decoder, &mut summaries, item, v, now);
         }
         items
-    })
-    .await?;
+    };
+    let mut items = if record_bytes <= INLINE_DECODE_BYTES_MAX {
+        decode_all(items)
+    } else {
+        blocking(move || decode_all(items)).await?
+    };
 
-    // Phase 3: append in connection order, then wait for durability.
+    // Phase 3: append in connection order (one `write` per partition, done
+    // here: it only copies into the page cache), release the turn, then wait
+    // for the group-commit fsyncs without holding any thread.
     turn.wait().await;
     let broker = ctx.broker.clone();
-    let items = blocking(move || {
-        for item in items.iter_mut() {
-            let Some(slot) = item.slot.clone() else { continue };
-            if item.error != NONE || item.buf.is_empty() {
-                continue;
-            }
-            // A transactional batch must belong to its producer's open
-            // transaction; the guard keeps the markers behind this append.
-            let guard = match txn::check_transactional(
-                &broker,
-                v,
-                transactional_id.as_deref(),
-                &item.topic_name,
-                item.partition,
-                item.producer.as_ref(),
-            ) {
-                Ok(g) => g,
-                Err((error, message)) => {
-                    item.fail(error, message);
-                    continue;
-                }
-            };
-            let log_append = item.config.as_ref().is_some_and(|c| c.timestamp_type() == TimestampType::LogAppendTime);
-            if log_append {
-                let now = now_ms();
-                item.buf.set_all_timestamps(now);
-                item.log_append_time = now;
-            }
-            // Idempotent batches: the sequence check and the append are one
-            // step; a retried batch gets its original offsets (and still
-            // waits for durability below).
-            let appended = slot.log.append_producer(&mut item.buf, item.producer.as_ref());
-            drop(guard);
-            match appended {
-                Ok(AppendOutcome::Appended(info)) => {
-                    slot.note_producer_codec(item.codec);
-                    item.base_offset = info.base_offset as i64;
-                    item.log_start_offset = slot.log.log_start_offset() as i64;
-                    item.buf.clear();
-                    item.partition_end = info.last_offset + 1;
-                }
-                Ok(AppendOutcome::Duplicate(info)) => {
-                    tracing::debug!(partition = item.partition, base_offset = info.base_offset, "duplicate batch answered with its original offsets");
-                    item.base_offset = info.base_offset as i64;
-                    item.log_start_offset = slot.log.log_start_offset() as i64;
-                    item.log_append_time = -1;
-                    item.buf.clear();
-                    item.partition_end = info.last_offset + 1;
-                }
-                Err(e) => {
-                    tracing::warn!(partition = item.partition, error = %e, "append failed");
-                    item.fail(storage_error_code(&e), e.to_string());
-                    item.log_append_time = -1;
-                }
-            }
+    for item in items.iter_mut() {
+        append_one(&broker, v, transactional_id.as_deref(), item);
+    }
+    turn.finish();
+    let mut waits = Vec::new();
+    for (i, item) in items.iter().enumerate() {
+        let Some(slot) = item.slot.as_ref() else {
+            continue;
+        };
+        if item.error != NONE || item.partition_end == 0 {
+            continue;
         }
-        turn.finish();
-        for item in items.iter_mut() {
-            let Some(slot) = item.slot.clone() else { continue };
-            if item.error != NONE || item.partition_end == 0 {
-                continue;
-            }
-            if let Err(e) = slot.log.wait_durable(item.partition_end) {
-                tracing::error!(partition = item.partition, error = %e, "waiting for durability failed");
-                item.fail(storage_error_code(&e), e.to_string());
-                item.base_offset = -1;
-                item.log_append_time = -1;
-            }
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        slot.log.when_durable(
+            item.partition_end,
+            Box::new(move |r| {
+                let _ = tx.send(r);
+            }),
+        );
+        waits.push((i, rx));
+    }
+    for (i, rx) in waits {
+        let res = rx.await.unwrap_or(Err(es_storage::StorageError::Closed));
+        if let Err(e) = res {
+            let item = &mut items[i];
+            tracing::error!(partition = item.partition, error = %e, "waiting for durability failed");
+            item.fail(storage_error_code(&e), e.to_string());
+            item.base_offset = -1;
+            item.log_append_time = -1;
         }
-        items
-    })
-    .await?;
+    }
 
     if acks == 0 {
         // No response at all; but as in Kafka, a failed acks=0 produce closes
@@ -278,6 +255,80 @@ pub async fn handle(
         r.responses.push(t);
     }
     ctx.respond(&r)
+}
+
+/// Appends one partition's records (the transactional check, LogAppendTime,
+/// the idempotent sequence check and the write), recording the outcome.
+fn append_one(
+    broker: &Arc<crate::broker::Broker>,
+    v: i16,
+    transactional_id: Option<&str>,
+    item: &mut Item,
+) {
+    let Some(slot) = item.slot.clone() else {
+        return;
+    };
+    if item.error != NONE || item.buf.is_empty() {
+        return;
+    }
+    // A transactional batch must belong to its producer's open
+    // transaction; the guard keeps the markers behind this append.
+    let guard = match txn::check_transactional(
+        broker,
+        v,
+        transactional_id,
+        &item.topic_name,
+        item.partition,
+        item.producer.as_ref(),
+    ) {
+        Ok(g) => g,
+        Err((error, message)) => {
+            item.fail(error, message);
+            return;
+        }
+    };
+    let log_append = item
+        .config
+        .as_ref()
+        .is_some_and(|c| c.timestamp_type() == TimestampType::LogAppendTime);
+    if log_append {
+        let now = now_ms();
+        item.buf.set_all_timestamps(now);
+        item.log_append_time = now;
+    }
+    // Idempotent batches: the sequence check and the append are one
+    // step; a retried batch gets its original offsets (and still
+    // waits for durability below).
+    let appended = slot
+        .log
+        .append_producer(&mut item.buf, item.producer.as_ref());
+    drop(guard);
+    match appended {
+        Ok(AppendOutcome::Appended(info)) => {
+            slot.note_producer_codec(item.codec);
+            item.base_offset = info.base_offset as i64;
+            item.log_start_offset = slot.log.log_start_offset() as i64;
+            item.buf.clear();
+            item.partition_end = info.last_offset + 1;
+        }
+        Ok(AppendOutcome::Duplicate(info)) => {
+            tracing::debug!(
+                partition = item.partition,
+                base_offset = info.base_offset,
+                "duplicate batch answered with its original offsets"
+            );
+            item.base_offset = info.base_offset as i64;
+            item.log_start_offset = slot.log.log_start_offset() as i64;
+            item.log_append_time = -1;
+            item.buf.clear();
+            item.partition_end = info.last_offset + 1;
+        }
+        Err(e) => {
+            tracing::warn!(partition = item.partition, error = %e, "append failed");
+            item.fail(storage_error_code(&e), e.to_string());
+            item.log_append_time = -1;
+        }
+    }
 }
 
 /// Decodes and validates one partition's records into `item.buf`.
