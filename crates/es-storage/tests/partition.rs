@@ -510,7 +510,7 @@ fn durability_callbacks_fire_after_the_covering_fsync() {
                 (0..per)
                     .map(|i| {
                         let v = format!("t{t}-{i}").into_bytes();
-                        let info = append_async(&p, &[v.clone()]).expect("durable");
+                        let info = append_async(&p, std::slice::from_ref(&v)).expect("durable");
                         (info.base_offset, v)
                     })
                     .collect::<Vec<_>>()
@@ -548,6 +548,11 @@ fn durability_callbacks_report_a_failed_fsync() {
     ));
     // Already fenced: the callback runs at once with the error.
     let (tx, rx) = std::sync::mpsc::channel();
-    p.when_durable(0, Box::new(move |r| drop(tx.send(r.is_err()))));
+    p.when_durable(
+        0,
+        Box::new(move |r| {
+            let _ = tx.send(r.is_err());
+        }),
+    );
     assert!(rx.recv().expect("called"));
 }
