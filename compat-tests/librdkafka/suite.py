@@ -1,0 +1,205 @@
+#!/usr/bin/env python3
+"""compat-tests/librdkafka: librdkafka's own test suite (tests/ of the librdkafka 2.12 that the
+rdkafka-sys crate bundles, built by ./prepare) against a running broker.
+
+Which tests: those in tests/test.c's table that need a broker (not TEST_F_LOCAL), in the
+default scenario, without sockem (the -E of `run-test.sh -L -Q -E`), not manual and not flagged
+as known issues, in quick mode (-Q). Tests that use consumer groups run twice, with
+TEST_CONSUMER_GROUP_PROTOCOL=classic and =consumer (named NAME/classic, NAME/consumer); the
+others once. --quick runs the Makefile's smoke set. Each test number runs in its own test-runner
+process (a crash or hang in one cannot take the others with it), two at a time, with
+TEST_KAFKA_VERSION=4.0.0 and a test.conf naming the broker. Tests that shell out to Kafka's
+scripts get a KAFKA_PATH whose bin/ runs Kafka's classes from scripts/kafka-ref's jars.
+Tests needing several brokers, SASL, TLS or an authorizer are not applicable (see NOT_APPLICABLE).
+"""
+import concurrent.futures
+import os
+import re
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from compat import REPO, Suite  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+VER = next(line.split("=", 1)[1].strip() for line in open(os.path.join(HERE, "VERSION"))
+           if line.startswith("rdkafka-sys="))
+SRC = os.path.join(REPO, "target", "compat", "src", f"librdkafka-{VER}")
+TESTS = os.path.join(SRC, "tests")
+RUNNER = os.path.join(TESTS, "test-runner")
+KAFKA_REF = os.path.join(REPO, "scripts", "kafka-ref")
+suite = Suite("librdkafka", f"librdkafka {VER.split('+')[-1]} tests (rdkafka-sys {VER.split('+')[0]})")
+
+BROKER_VERSION = "4.0.0"
+PROTOCOLS = ["classic", "consumer"]
+PARALLEL = 2
+# The Makefile's SMOKE_TESTS (0000,0001,0004,0012,0017,0022,0030,0039,0049,0087,0103), less the
+# local-only and sockem ones that -L -E leave out anyway.
+# 0103_transactions needs replication factor 3 (not applicable): 0090 (idempotence) stands in
+# for it, and 0102 adds static group membership.
+SMOKE = {"0001", "0012", "0017", "0022", "0030", "0039", "0049", "0087", "0103", "0090", "0102"}
+# Left out of full runs to keep them within ~15 minutes on 2 cores (long waits by design).
+SLOW = {}
+NOT_APPLICABLE = {
+    "0097_ssl_verify": "needs an SSL listener (TLS is scheduled later)",
+    "0101_fetch_from_follower": "needs 3 brokers with racks (fetch from follower)",
+    "0126_oauthbearer_oidc": "needs SASL/OAUTHBEARER with an OIDC token endpoint",
+    "0077_compaction": "creates a topic with segment.bytes=10000, below the 1 MiB minimum of Kafka 4 "
+                       "(KIP-1030): Kafka 4.4 itself refuses it",
+    "0098_consumer_txn": "creates its topics with replication factor 3 (needs 3 brokers)",
+    "0103_transactions": "creates its topics with replication factor 3 (needs 3 brokers)",
+    "0129_fetch_aborted_msgs": "creates a topic with segment.bytes=20000, below the 1 MiB minimum of Kafka 4 "
+                               "(KIP-1030): Kafka 4.4 itself refuses it",
+    "0135_sasl_credentials": "needs a SASL listener (SASL is scheduled later)",
+    "0142_reauthentication": "needs a SASL listener (SASL is scheduled later)",
+}
+GROUP_SRC = re.compile(r"subscribe|group\.id|test_create_consumer|KafkaConsumer::create")
+RUN_TIMEOUT_S = 600
+
+
+def table():
+    """(name, flags, scenario) of each test in test.c's tests[] array."""
+    src = open(os.path.join(TESTS, "test.c")).read()
+    body = src[src.index("struct test tests[] = {"):]
+    body = body[:body.index("{NULL}")]
+    out = []
+    for m in re.finditer(r"_TEST\((\w+),\s*([^,)]*)(.*?)\),?\s*(?=_TEST\(|#|/\*|$)", body, re.S):
+        scenario = re.search(r'\.scenario\s*=\s*"([^"]*)"', m.group(3))
+        out.append((m.group(1), m.group(2).strip(), scenario.group(1) if scenario else "default"))
+    return out
+
+
+def source_of(number):
+    for f in os.listdir(TESTS):
+        if f.startswith(number + "-") and f.endswith((".c", ".cpp")):
+            return open(os.path.join(TESTS, f), errors="replace").read()
+    return ""
+
+
+def kafka_path():
+    """A KAFKA_PATH whose bin/ scripts run Kafka's tool classes from scripts/kafka-ref's jars."""
+    lib = subprocess.run([KAFKA_REF, "fetch"], capture_output=True, text=True, check=True).stdout.strip().splitlines()[-1]
+    kp = os.path.join(suite.work, "kafka")
+    os.makedirs(os.path.join(kp, "bin"), exist_ok=True)
+    libs = os.path.join(kp, "libs")
+    if os.path.islink(libs):
+        os.remove(libs)
+    os.symlink(lib, libs)
+    scripts = {
+        "kafka-topics.sh": f'exec "{KAFKA_REF}" run org.apache.kafka.tools.TopicCommand "$@"',
+        "kafka-acls.sh": f'exec "{KAFKA_REF}" run org.apache.kafka.tools.AclCommand "$@"',
+        "kafka-run-class.sh": (f'exec java -Xmx512M -Dlog4j2.configurationFile="{REPO}/scripts/kafka/log4j2.properties" '
+                               f'-Dkafka.ref.log.level=WARN -Dkafka.ref.log.target=SYSTEM_ERR '
+                               f'-cp "${{CLASSPATH:-.}}:{lib}/*" "$@"'),
+    }
+    for name, body in scripts.items():
+        path = os.path.join(kp, "bin", name)
+        with open(path, "w") as f:
+            f.write(f"#!/usr/bin/env bash\n# written by compat-tests/librdkafka/suite.py\n{body}\n")
+        os.chmod(path, 0o755)
+    return kp
+
+
+def selected():
+    """([(test number, protocol or None)] in table order, {names of the broker tests selected})."""
+    runs, seen, names = [], set(), set()
+    for name, flags, scenario in table():
+        number = name.split("_")[0]
+        if ("TEST_F_LOCAL" in flags or "TEST_F_MANUAL" in flags or "TEST_F_SOCKEM" in flags
+                or re.search(r"TEST_F_KNOWN_ISSUE\b", flags) or "default" not in scenario.split(",")):
+            continue
+        if suite.quick and number not in SMOKE:
+            continue
+        if name in NOT_APPLICABLE:
+            suite.add_result(name, "n/a", NOT_APPLICABLE[name])
+            continue
+        names.add(name)
+        if number in seen:
+            continue  # TESTS=<number> runs every test of that number; one process per number
+        seen.add(number)
+        if not suite.quick and number in SLOW:
+            suite.add_result(name, "skipped", "left out of full runs: " + SLOW[number])
+            continue
+        protos = PROTOCOLS if GROUP_SRC.search(source_of(number)) else [None]
+        for proto in protos:
+            runs.append((number, proto))
+    # Two variants of one test must never run at the same time (0033's regexes match the other's
+    # topics): the consumer-protocol runs go after all the others.
+    runs.sort(key=lambda r: r[1] == "consumer")
+    return runs, names
+
+
+def run_number(number, proto, kp):
+    tag = f"{number}-{proto or 'any'}"
+    conf = os.path.join(suite.work, f"test-{tag}.conf")
+    with open(conf, "w") as f:
+        f.write(f"metadata.broker.list={suite.bootstrap}\ntest.timeout.multiplier=3\ntest.topic.random=true\n")
+    log = os.path.join(suite.work, f"{tag}.log")
+    report = os.path.join(suite.work, f"{tag}.json")
+    env = {**os.environ, "TESTS": number, "TEST_KAFKA_VERSION": BROKER_VERSION, "RDKAFKA_TEST_CONF": conf,
+           "KAFKA_PATH": kp, "BROKERS": suite.bootstrap, "TEST_REPORT": report, "TEST_LEVEL": "2",
+           "LD_LIBRARY_PATH": f"{SRC}/src:{SRC}/src-cpp"}
+    env.pop("CI", None)  # CI=true would add 2 to the timeout multiplier and limit concurrency
+    if proto:
+        env["TEST_CONSUMER_GROUP_PROTOCOL"] = proto
+    t0 = time.monotonic()
+    with open(log, "w") as out:
+        try:
+            p = subprocess.run([RUNNER, "-L", "-Q", "-E", "-p1"], cwd=TESTS, env=env, stdout=out,
+                               stderr=subprocess.STDOUT, timeout=RUN_TIMEOUT_S)
+            rc = p.returncode
+        except subprocess.TimeoutExpired:
+            rc = "timeout"
+    return tag, proto, log, rc, round(time.monotonic() - t0, 1)
+
+
+def results_of(number, proto, log, rc, secs, wanted):
+    """Per-test states from the runner's summary table (|name | STATE | secs | reason)."""
+    text = open(log, errors="replace").read()
+    text = re.sub(r"\x1b\[[0-9;]*m", "", text)
+    out = []
+    for m in re.finditer(r"^\|\s*(\d{4}_\w+)\s*\|\s*(\w+)\s*\|\s*[\d.]+s\s*\|\s*(.*)$", text, re.M):
+        name, state, why = m.group(1), m.group(2), m.group(3).strip()
+        if name not in wanted:
+            continue  # a local, sockem or known-issue test of the same number, left out by -L -E -K
+        rname = f"{name}/{proto}" if proto else name
+        rel = os.path.relpath(log, REPO)
+        if state == "PASSED":
+            out.append((rname, "passed", ""))
+        elif state == "SKIPPED":
+            out.append((rname, "skipped", why[:300]))
+        else:
+            fails = re.findall(r"^.*(?:TEST FAILURE|Test FAILED|FAIL:|Assertion|timed out).*$", text, re.M)
+            detail = why or "; ".join(f.strip()[:200] for f in fails[:2])
+            out.append((rname, "failed", f"{state}: {detail[:400]} (log {rel})"))
+    out = list({n: (n, s, d) for n, s, d in out}.values())  # a timeout prints the table twice: keep the last
+    if not out:
+        said = re.findall(r'^### Test "[^"]*" failed at [^\n]*\n(?:[^\n]*\n)?', text, re.M)
+        why = " | ".join(s.strip().replace("\n", " ") for s in said[:2]) or " | ".join(text.strip().splitlines()[-3:])
+        out.append((f"{number}/{proto}" if proto else number, "failed",
+                    f"runner exit {rc}, no summary (crash or timeout): {why[-400:]} (log {os.path.relpath(log, REPO)})"))
+    elif rc == "timeout":
+        out = [(n, "failed", f"timed out after {RUN_TIMEOUT_S}s; {d}") for n, _, d in out]
+    return [(n, s, d, secs) for n, s, d in out]
+
+
+def main():
+    if not os.access(RUNNER, os.X_OK):
+        suite.add_result("build", "failed", f"{RUNNER} missing: run compat-tests/librdkafka/prepare")
+        return suite.main()
+    kp = kafka_path()
+    runs, wanted = selected()
+    if suite.only:
+        runs = [(n, p) for n, p in runs if any(o.startswith(n) for o in suite.only)]
+    with concurrent.futures.ThreadPoolExecutor(PARALLEL) as pool:
+        futs = [pool.submit(run_number, n, p, kp) for n, p in runs]
+        for (number, proto), fut in zip(runs, futs):
+            tag, proto, log, rc, secs = fut.result()
+            for name, status, detail, s in results_of(number, proto, log, rc, secs, wanted):
+                suite.add_result(name, status, detail, s)
+    suite.main()
+
+
+if __name__ == "__main__":
+    main()
