@@ -62,7 +62,7 @@ PROFILES = {
     "quick": dict(rounds=2, produce_s=1.0, warm_s=0.5, lat_s=2.0, e2e_records=300,
                   e2e_s=2.0, consume_records=2_000_000, restart_bytes=512 << 20,
                   clean_restarts=2, limit_s=0.5, seq_bytes=256 << 20, java_records=200_000),
-    "full": dict(rounds=5, produce_s=3.0, warm_s=1.0, lat_s=4.0, e2e_records=2000,
+    "full": dict(rounds=5, produce_s=3.0, warm_s=1.0, lat_s=4.0, e2e_records=1000,
                  e2e_s=4.0, consume_records=2_000_000, restart_bytes=5 << 30,
                  clean_restarts=3, limit_s=1.0, seq_bytes=1 << 30, java_records=500_000),
 }
