@@ -894,6 +894,10 @@ class Bench:
             log("limits again at the end (fdatasync 16 KiB)")
             self.results["cases"]["limits"]["fdatasync_end"] = fsync_loop(
                 os.path.join(BENCH, "fsync-end.dat"), 16384, self.p["limit_s"])
+        # The brokers' data is of no use after the run; logs stay in target/bench/.
+        self.es.stop()
+        self.kafka.stop()
+        shutil.rmtree(os.path.join(BENCH, "data"), ignore_errors=True)
         self.results["meta"]["loadavg_end"] = open("/proc/loadavg").read().split()[:3]
         self.results["meta"]["elapsed_s"] = round(time.monotonic() - T0, 1)
         self.save()
