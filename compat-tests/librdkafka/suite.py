@@ -39,8 +39,12 @@ PARALLEL = 2
 # 0103_transactions needs replication factor 3 (not applicable): 0090 (idempotence) stands in
 # for it, and 0102 adds static group membership.
 SMOKE = {"0001", "0012", "0017", "0022", "0030", "0039", "0049", "0087", "0103", "0090", "0102"}
-# Left out of full runs to keep them within ~15 minutes on 2 cores (long waits by design).
-SLOW = {}
+# Left out (reported as skipped, with the reason): upstream tests whose outcome depends on timing
+# and that fail against Kafka 4.4 itself on a loaded 2-core machine, even with a second attempt.
+LEFT_OUT = {
+    "0118": "timing-dependent: expects a closing member's commit, 5 s after its revocation, to be "
+            "refused; Kafka 4.4 here sometimes still accepts it (failed twice in a row on 2026-11-29)",
+}
 NOT_APPLICABLE = {
     "0097_ssl_verify": "needs an SSL listener (TLS is scheduled later)",
     "0101_fetch_from_follower": "needs 3 brokers with racks (fetch from follower)",
@@ -118,8 +122,8 @@ def selected():
         if number in seen:
             continue  # TESTS=<number> runs every test of that number; one process per number
         seen.add(number)
-        if not suite.quick and number in SLOW:
-            suite.add_result(name, "skipped", "left out of full runs: " + SLOW[number])
+        if number in LEFT_OUT:
+            suite.add_result(name, "skipped", LEFT_OUT[number])
             continue
         protos = PROTOCOLS if GROUP_SRC.search(source_of(number)) else [None]
         for proto in protos:
@@ -130,8 +134,8 @@ def selected():
     return runs, names
 
 
-def run_number(number, proto, kp):
-    tag = f"{number}-{proto or 'any'}"
+def run_number(number, proto, kp, attempt=1):
+    tag = f"{number}-{proto or 'any'}" + ("" if attempt == 1 else f".attempt{attempt}")
     conf = os.path.join(suite.work, f"test-{tag}.conf")
     with open(conf, "w") as f:
         f.write(f"metadata.broker.list={suite.bootstrap}\ntest.timeout.multiplier=3\ntest.topic.random=true\n")
@@ -177,11 +181,32 @@ def results_of(number, proto, log, rc, secs, wanted):
     if not out:
         said = re.findall(r'^### Test "[^"]*" failed at [^\n]*\n(?:[^\n]*\n)?', text, re.M)
         why = " | ".join(s.strip().replace("\n", " ") for s in said[:2]) or " | ".join(text.strip().splitlines()[-3:])
-        out.append((f"{number}/{proto}" if proto else number, "failed",
-                    f"runner exit {rc}, no summary (crash or timeout): {why[-400:]} (log {os.path.relpath(log, REPO)})"))
+        # A crash or a kill leaves no table: every selected test of that number failed.
+        for name in sorted(n for n in wanted if n.split("_")[0] == number) or [number]:
+            out.append((f"{name}/{proto}" if proto else name, "failed",
+                        f"runner exit {rc}, no summary (crash or timeout): {why[-400:]} "
+                        f"(log {os.path.relpath(log, REPO)})"))
     elif rc == "timeout":
         out = [(n, "failed", f"timed out after {RUN_TIMEOUT_S}s; {d}") for n, _, d in out]
     return [(n, s, d, secs) for n, s, d in out]
+
+
+def run_with_retry(number, proto, kp, wanted):
+    """Runs a test number; a failure gets one more attempt. Several upstream tests depend on
+    timing (0042's legacy consumer after topic auto-creation, 0118's 5 s wait for a closing
+    member) and fail now and then against Kafka itself on a loaded 2-core machine. A test that
+    passes the second time is reported as passed, with the first failure in its detail."""
+    first = results_of(number, proto, *run_number(number, proto, kp)[2:], wanted)
+    if all(status != "failed" for _, status, _, _ in first):
+        return first
+    second = results_of(number, proto, *run_number(number, proto, kp, attempt=2)[2:], wanted)
+    before = {name: detail for name, status, detail, _ in first if status == "failed"}
+    out = []
+    for name, status, detail, secs in second:
+        if status == "passed" and name in before:
+            detail = f"passed on the second attempt; the first failed: {before[name][:300]}"
+        out.append((name, status, detail, secs))
+    return out
 
 
 def main():
@@ -193,10 +218,9 @@ def main():
     if suite.only:
         runs = [(n, p) for n, p in runs if any(o.startswith(n) for o in suite.only)]
     with concurrent.futures.ThreadPoolExecutor(PARALLEL) as pool:
-        futs = [pool.submit(run_number, n, p, kp) for n, p in runs]
-        for (number, proto), fut in zip(runs, futs):
-            tag, proto, log, rc, secs = fut.result()
-            for name, status, detail, s in results_of(number, proto, log, rc, secs, wanted):
+        futs = [pool.submit(run_with_retry, n, p, kp, wanted) for n, p in runs]
+        for fut in futs:
+            for name, status, detail, s in fut.result():
                 suite.add_result(name, status, detail, s)
     suite.main()
 
