@@ -11,7 +11,10 @@
 //!   back without a rebalance of the others;
 //! - committed offsets survive a `kill -9` of the broker, a new consumer
 //!   resumes from them, and the lag (high watermark minus committed offset,
-//!   what `kafka-consumer-groups.sh --describe` shows) is right.
+//!   what `kafka-consumer-groups.sh --describe` shows) is right;
+//! - KIP-848 consumers (`group.protocol=consumer`) subscribe to a list of
+//!   topics, and to a regex the broker resolves, including topics created
+//!   after the subscription.
 //!
 //! Every wait is a bounded retry on a condition; nothing asserts on timing.
 
@@ -523,4 +526,154 @@ async fn committed_offsets_survive_a_broker_kill_and_show_the_lag() {
         "resumed from the commit: {got:?}"
     );
     n.close().await;
+}
+
+// ----- KIP-848 (group.protocol=consumer) -------------------------------------
+
+/// A librdkafka consumer with the KIP-848 protocol, subscribed to
+/// `subscription` (names, or regexes starting with `^`), recording every
+/// (topic, partition, offset) it receives. librdkafka 2.12 sends the names as
+/// SubscribedTopicNames and the regexes, combined, as SubscribedTopicRegex
+/// (`""` when there is none).
+struct Kip848 {
+    consumer: Arc<StreamConsumer>,
+    task: tokio::task::JoinHandle<()>,
+    received: Arc<Mutex<BTreeSet<(String, i32, i64)>>>,
+}
+
+impl Kip848 {
+    fn start(b: &Broker, group: &str, subscription: &[&str]) -> Kip848 {
+        let consumer: StreamConsumer = client_config(b)
+            .set("group.id", group)
+            .set("group.protocol", "consumer")
+            .set("auto.offset.reset", "earliest")
+            .set("enable.auto.commit", "false")
+            .set("fetch.wait.max.ms", "100")
+            .create()
+            .expect("consumer");
+        consumer.subscribe(subscription).expect("subscribe");
+        let consumer = Arc::new(consumer);
+        let received = Arc::new(Mutex::new(BTreeSet::new()));
+        let (c2, r2) = (consumer.clone(), received.clone());
+        let task = tokio::spawn(async move {
+            loop {
+                // Errors (a fatal one included) leave `received` short, and
+                // the waits below fail with the broker log.
+                if let Ok(m) = c2.recv().await {
+                    r2.lock().expect("received").insert((
+                        m.topic().to_string(),
+                        m.partition(),
+                        m.offset(),
+                    ));
+                }
+            }
+        });
+        Kip848 {
+            consumer,
+            task,
+            received,
+        }
+    }
+
+    /// How many records it received from `topic`.
+    fn count(&self, topic: &str) -> usize {
+        self.received
+            .lock()
+            .expect("received")
+            .iter()
+            .filter(|(t, _, _)| t == topic)
+            .count()
+    }
+
+    async fn close(self) {
+        self.task.abort();
+        let _ = self.task.await;
+        let c = self.consumer;
+        tokio::task::spawn_blocking(move || drop(c))
+            .await
+            .expect("close");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kip848_consumer_subscribes_to_a_list_of_topics() {
+    // librdkafka sends SubscribedTopicRegex "" with a plain list; es once
+    // refused that heartbeat with INVALID_REQUEST.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let b = Broker::start(dir.path());
+    create_topic(&b, "list-a", 2).await;
+    create_topic(&b, "list-b", 1).await;
+    produce(&b, "list-a", 2, 3).await;
+    produce(&b, "list-b", 1, 4).await;
+    let c = Kip848::start(&b, "g-848-list", &["list-a", "list-b"]);
+    eventually("all 10 records of list-a and list-b consumed", &b, || {
+        (c.count("list-a") == 6 && c.count("list-b") == 4).then_some(())
+    })
+    .await;
+    let assigned: BTreeSet<(String, i32)> = c
+        .consumer
+        .assignment()
+        .expect("assignment")
+        .elements()
+        .iter()
+        .map(|e| (e.topic().to_string(), e.partition()))
+        .collect();
+    let want: BTreeSet<(String, i32)> = [("list-a", 0), ("list-a", 1), ("list-b", 0)]
+        .iter()
+        .map(|(t, p)| (t.to_string(), *p))
+        .collect();
+    assert_eq!(assigned, want);
+    c.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kip848_regex_subscription_gets_matching_topics_created_later() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let b = Broker::start(dir.path());
+    create_topic(&b, "rx-first", 2).await;
+    create_topic(&b, "other", 1).await;
+    create_topic(&b, "xrx-first", 1).await;
+    produce(&b, "rx-first", 2, 2).await;
+    produce(&b, "other", 1, 2).await;
+    produce(&b, "xrx-first", 1, 2).await;
+    let c = Kip848::start(&b, "g-848-regex", &["^rx-.*"]);
+    eventually("the records of rx-first consumed", &b, || {
+        (c.count("rx-first") == 4).then_some(())
+    })
+    .await;
+    // librdkafka sent the regex to the broker (wrapped in parentheses), and
+    // the broker resolved it: the client did not list the topic by name.
+    eventually("the broker saw the member's regex", &b, || {
+        b.log_text()
+            .lines()
+            .any(|l| {
+                l.contains("member changed its subscribed topic regex") && l.contains("(^rx-.*)")
+            })
+            .then_some(())
+    })
+    .await;
+
+    // A topic created after the subscription that matches is assigned to
+    // the group (on a heartbeat after it exists) and consumed.
+    create_topic(&b, "rx-second", 3).await;
+    produce(&b, "rx-second", 3, 1).await;
+    eventually("the records of rx-second consumed", &b, || {
+        (c.count("rx-second") == 3).then_some(())
+    })
+    .await;
+    // Whole-name matching: neither `other` nor `xrx-first` was assigned.
+    let assigned: BTreeSet<String> = c
+        .consumer
+        .assignment()
+        .expect("assignment")
+        .elements()
+        .iter()
+        .map(|e| e.topic().to_string())
+        .collect();
+    assert_eq!(
+        assigned,
+        BTreeSet::from(["rx-first".to_string(), "rx-second".to_string()])
+    );
+    assert_eq!(c.count("other") + c.count("xrx-first"), 0);
+    c.close().await;
 }

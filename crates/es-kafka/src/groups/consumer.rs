@@ -19,9 +19,27 @@
 //! - static members (instance id) leaving with epoch -2 keep their partitions
 //!   reserved until they rejoin (getting them back at once) or time out.
 //!
-//! Regular-expression subscriptions are answered with INVALID_REQUEST (as
-//! Kafka before 4.0 did); classic members cannot join a consumer group
-//! (es keeps one protocol per group; Kafka 4 can mix them).
+//! Regular-expression subscriptions (KIP-848's SubscribedTopicRegex), as
+//! Kafka 4 resolves them:
+//! - a member's subscription is the union of its SubscribedTopicNames and
+//!   the topics whose *whole* name matches its regex (RE2/J syntax; es uses
+//!   the `regex` crate, whose syntax is RE2's and whose matching is linear
+//!   time, so a hostile pattern cannot stall the coordinator);
+//! - in a request, a null regex means "unchanged" and an empty one means "no
+//!   regex" (librdkafka sends `""` with every plain subscription); a regex
+//!   that does not compile is refused with INVALID_REGULAR_EXPRESSION before
+//!   anything changes;
+//! - the group resolves each distinct regex once for all its members, and
+//!   again whenever the set of topics changed (a [`TopicView::generation`]
+//!   that differs from the one of the last resolution), on the next
+//!   heartbeat: a topic created later that matches joins the subscription,
+//!   which bumps the group epoch and reassigns. Kafka re-resolves at most
+//!   every 10 s per group from a background executor; es has no such
+//!   executor and resolution is cheap (one pass over the topic names per
+//!   changed topic set), so a new topic is picked up one heartbeat later.
+//!
+//! Classic members cannot join a consumer group (es keeps one protocol per
+//! group; Kafka 4 can mix them).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
@@ -29,6 +47,8 @@ use bytes::{Buf, Bytes};
 use kafka_protocol::messages::ConsumerProtocolSubscription;
 use kafka_protocol::protocol::Decodable;
 use uuid::Uuid;
+
+use regex::{Regex, RegexBuilder};
 
 use super::assignor::{self, AssignMember, Assignment};
 use super::{GroupConfig, Millis};
@@ -58,6 +78,52 @@ pub trait TopicView {
     fn by_name(&self, name: &str) -> Option<(Uuid, i32)>;
     /// The name of an existing topic id.
     fn name_of(&self, id: Uuid) -> Option<String>;
+    /// The name of every topic a regex subscription may match: every topic
+    /// that has a topic id (so that it can be assigned).
+    fn names(&self) -> Vec<String>;
+    /// A value that changes whenever the set of topics changes (a topic is
+    /// created, deleted or re-created), so that regex subscriptions are
+    /// resolved again only then. Equal values must mean equal topic sets
+    /// (up to a negligible collision chance).
+    fn generation(&self) -> u64;
+}
+
+/// Most bytes the compiled form of one subscription regex may take, and
+/// most bytes of its lazy DFA cache (the `regex` crate's `size_limit` and
+/// `dfa_size_limit`; its defaults are 10 MiB and 2 MiB). Topic-name patterns
+/// are small; this bounds what one member's heartbeat makes the group hold.
+pub const REGEX_COMPILED_BYTES_MAX: usize = 1 << 20;
+
+/// Compiles a SubscribedTopicRegex for whole-name matching (RE2/J's
+/// `matches()`), or explains why it is not a valid regular expression.
+pub fn compile_topic_regex(pattern: &str) -> Result<Regex, String> {
+    let build = |p: &str| {
+        RegexBuilder::new(p)
+            .size_limit(REGEX_COMPILED_BYTES_MAX)
+            .dfa_size_limit(REGEX_COMPILED_BYTES_MAX)
+            .build()
+            .map_err(|e| {
+                // The crate's syntax errors span several lines.
+                e.to_string()
+                    .lines()
+                    .map(str::trim)
+                    .filter(|l| !l.is_empty())
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            })
+    };
+    // The pattern alone first: wrapping an unbalanced one such as `a)|(b`
+    // would make it valid.
+    build(pattern)?;
+    build(&format!("^(?:{pattern})$"))
+}
+
+/// One regex some members subscribe with, and the topics it matched.
+#[derive(Clone, Debug)]
+struct ResolvedRegex {
+    regex: Regex,
+    /// Names of the matching topics; `None` until first resolved.
+    topics: Option<BTreeSet<String>>,
 }
 
 /// A ConsumerGroupHeartbeat request.
@@ -114,6 +180,9 @@ pub struct DescribedMember {
     pub client_id: String,
     pub client_host: String,
     pub subscribed_topic_names: Vec<String>,
+    /// The member's SubscribedTopicRegex; empty when it has none (as Kafka
+    /// describes such a member).
+    pub subscribed_topic_regex: String,
     /// (topic id, topic name, partitions).
     pub assignment: Vec<(Uuid, String, Vec<i32>)>,
     pub target_assignment: Vec<(Uuid, String, Vec<i32>)>,
@@ -145,8 +214,10 @@ struct Member {
     client_host: String,
     rebalance_timeout_ms: i32,
     server_assignor: Option<String>,
-    /// Sorted and de-duplicated.
+    /// SubscribedTopicNames, sorted and de-duplicated.
     subscribed: Vec<String>,
+    /// SubscribedTopicRegex; never `Some("")`.
+    regex: Option<String>,
     state: MemberState,
     member_epoch: i32,
     previous_member_epoch: i32,
@@ -169,6 +240,7 @@ impl Member {
             rebalance_timeout_ms: -1,
             server_assignor: None,
             subscribed: Vec::new(),
+            regex: None,
             state: MemberState::Stable,
             member_epoch: 0,
             previous_member_epoch: 0,
@@ -200,12 +272,26 @@ pub struct ConsumerGroup {
     partition_epochs: HashMap<(Uuid, i32), i32>,
     /// Subscribed topics that exist: name -> (id, partitions).
     subscription_metadata: BTreeMap<String, (Uuid, i32)>,
+    /// Every regex some member subscribes with (and only those).
+    regexes: BTreeMap<String, ResolvedRegex>,
+    /// The [`TopicView::generation`] the resolved regexes were resolved at.
+    regex_generation: Option<u64>,
 }
 
 fn invalid(message: &str) -> HeartbeatResponse {
     HeartbeatResponse::error(
         code(ResponseError::InvalidRequest),
         Some(message.to_string()),
+    )
+}
+
+/// Kafka's answer to a SubscribedTopicRegex that does not compile.
+fn invalid_regex(pattern: &str, why: &str) -> HeartbeatResponse {
+    HeartbeatResponse::error(
+        code(ResponseError::InvalidRegularExpression),
+        Some(format!(
+            "SubscribedTopicRegex `{pattern}` is not a valid regular expression: {why}."
+        )),
     )
 }
 
@@ -266,6 +352,8 @@ impl ConsumerGroup {
             targets: HashMap::new(),
             partition_epochs: HashMap::new(),
             subscription_metadata: BTreeMap::new(),
+            regexes: BTreeMap::new(),
+            regex_generation: None,
         }
     }
 
@@ -294,12 +382,90 @@ impl ConsumerGroup {
         }
     }
 
-    /// Every topic some member subscribes to.
+    /// Every topic some member subscribes to, by name or through its regex.
     pub fn subscribed_topic_names(&self) -> HashSet<String> {
-        self.members
+        let mut names: HashSet<String> = self
+            .members
             .values()
             .flat_map(|m| m.subscribed.iter().cloned())
-            .collect()
+            .collect();
+        for m in self.members.values() {
+            names.extend(self.regex_topics(m).iter().cloned());
+        }
+        names
+    }
+
+    /// The topics the member's regex matched when last resolved.
+    fn regex_topics(&self, m: &Member) -> &BTreeSet<String> {
+        static NONE: BTreeSet<String> = BTreeSet::new();
+        m.regex
+            .as_ref()
+            .and_then(|r| self.regexes.get(r))
+            .and_then(|r| r.topics.as_ref())
+            .unwrap_or(&NONE)
+    }
+
+    /// The member's whole subscription: its topic names and the topics its
+    /// regex matches, sorted and de-duplicated.
+    fn member_subscription(&self, m: &Member) -> Vec<String> {
+        let by_regex = self.regex_topics(m);
+        if by_regex.is_empty() {
+            return m.subscribed.clone();
+        }
+        let all: BTreeSet<&String> = m.subscribed.iter().chain(by_regex).collect();
+        all.into_iter().cloned().collect()
+    }
+
+    /// Forgets the regexes no member subscribes with any more.
+    fn drop_unused_regexes(&mut self) {
+        if self.regexes.is_empty() {
+            return;
+        }
+        let used: HashSet<&str> = self
+            .members
+            .values()
+            .filter_map(|m| m.regex.as_deref())
+            .collect();
+        self.regexes.retain(|r, _| used.contains(r.as_str()));
+        if self.regexes.is_empty() {
+            self.regex_generation = None;
+        }
+    }
+
+    /// Resolves the regexes not resolved yet, or all of them when the set of
+    /// topics changed since the last resolution. Returns whether the topics
+    /// of some regex changed (the group epoch must then be bumped, as Kafka
+    /// does when a refresh changes a resolved regex).
+    fn resolve_regexes(&mut self, topics: &dyn TopicView) -> bool {
+        if self.regexes.is_empty() {
+            return false;
+        }
+        // The generation before the names: a topic created in between makes
+        // the next heartbeat resolve once more, never once too few.
+        let generation = topics.generation();
+        let stale = self.regex_generation != Some(generation);
+        if !stale && self.regexes.values().all(|r| r.topics.is_some()) {
+            return false;
+        }
+        let names = topics.names();
+        let mut changed = false;
+        for (pattern, r) in &mut self.regexes {
+            if !stale && r.topics.is_some() {
+                continue;
+            }
+            let matched: BTreeSet<String> = names
+                .iter()
+                .filter(|n| r.regex.is_match(n))
+                .cloned()
+                .collect();
+            if r.topics.as_ref() != Some(&matched) {
+                tracing::debug!(group = %self.group_id, regex = %pattern, topics = matched.len(), "resolved subscription regex");
+                changed = true;
+                r.topics = Some(matched);
+            }
+        }
+        self.regex_generation = Some(generation);
+        changed
     }
 
     /// The assignor the members prefer (the most named; `uniform` if none).
@@ -358,9 +524,6 @@ impl ConsumerGroup {
         if req.rack_id.as_deref() == Some("") {
             return invalid("RackId can't be empty.");
         }
-        if req.subscribed_topic_regex.is_some() {
-            return invalid("SubscribedTopicRegex is not supported yet.");
-        }
         let epoch = req.member_epoch;
         if epoch > 0 || epoch == LEAVE_GROUP_MEMBER_EPOCH {
             if req.member_id.is_empty() {
@@ -373,12 +536,12 @@ impl ConsumerGroup {
             if req.topic_partitions.as_ref().is_none_or(|t| !t.is_empty()) {
                 return invalid("TopicPartitions must be empty when (re-)joining.");
             }
-            if req
-                .subscribed_topic_names
-                .as_ref()
-                .is_none_or(|t| t.is_empty())
-            {
-                return invalid("SubscribedTopicNames must be set in first request.");
+            // Kafka 4 accepts an empty list of names or an empty regex: the
+            // member is in the group, subscribed to nothing.
+            if req.subscribed_topic_names.is_none() && req.subscribed_topic_regex.is_none() {
+                return invalid(
+                    "Either SubscribedTopicNames or SubscribedTopicRegex must be non-null when (re-)joining.",
+                );
             }
         } else if epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH {
             if req.member_id.is_empty() {
@@ -423,6 +586,17 @@ impl ConsumerGroup {
                 )),
             );
         }
+        // A regex the group does not hold yet must compile; checked before
+        // anything changes, so that a refused heartbeat changes nothing.
+        let new_regex = match req.subscribed_topic_regex.as_deref() {
+            Some(p) if !p.is_empty() && !self.regexes.contains_key(p) => {
+                match compile_topic_regex(p) {
+                    Ok(r) => Some(r),
+                    Err(why) => return invalid_regex(p, &why),
+                }
+            }
+            _ => None,
+        };
         let owned = req.topic_partitions.as_deref();
 
         // Get or create the member (removing it from the maps while it is
@@ -450,9 +624,24 @@ impl ConsumerGroup {
             s.dedup();
             m.subscribed = s;
         }
+        if let Some(p) = &req.subscribed_topic_regex {
+            // Null is "unchanged"; empty is "no regex".
+            m.regex = (!p.is_empty()).then(|| p.clone());
+        }
+        let regex_changed = m.regex != old.regex;
+        if regex_changed {
+            tracing::info!(group = %self.group_id, member = %m.member_id, regex = %m.regex.as_deref().unwrap_or(""), "member changed its subscribed topic regex");
+        }
+        if let (Some(p), Some(regex)) = (&m.regex, new_regex) {
+            self.regexes.entry(p.clone()).or_insert(ResolvedRegex {
+                regex,
+                topics: None,
+            });
+        }
         m.client_id = req.client_id.clone();
         m.client_host = req.client_host.clone();
         let mut bump = old.subscribed != m.subscribed
+            || regex_changed
             || old.member_epoch == 0
                 && old.assigned.is_empty()
                 && !self.targets.contains_key(&m.member_id);
@@ -460,6 +649,12 @@ impl ConsumerGroup {
             self.static_members.insert(iid.clone(), m.member_id.clone());
         }
         self.members.insert(m.member_id.clone(), m);
+        if regex_changed {
+            self.drop_unused_regexes();
+        }
+        if self.resolve_regexes(topics) {
+            bump = true;
+        }
 
         // Subscription metadata: the subscribed topics as they are now.
         let metadata = self.compute_subscription_metadata(topics);
@@ -501,7 +696,7 @@ impl ConsumerGroup {
         self.claim(&after.pending_revocation, after.member_epoch);
         let full = epoch == 0
             || (req.rebalance_timeout_ms != -1
-                && req.subscribed_topic_names.is_some()
+                && (req.subscribed_topic_names.is_some() || req.subscribed_topic_regex.is_some())
                 && req.topic_partitions.is_some());
         let send_assignment = full || after.assigned != old.assigned;
         let r = HeartbeatResponse {
@@ -711,6 +906,9 @@ impl ConsumerGroup {
                 self.static_members.remove(iid);
             }
         }
+        if m.regex.is_some() {
+            self.drop_unused_regexes();
+        }
         self.group_epoch += 1;
     }
 
@@ -727,13 +925,19 @@ impl ConsumerGroup {
     fn compute_target_assignment(&mut self) {
         let name = self.preferred_assignor();
         let empty = Assignment::new();
+        let subscriptions: Vec<Vec<String>> = self
+            .members
+            .values()
+            .map(|m| self.member_subscription(m))
+            .collect();
         let members: Vec<AssignMember<'_>> = self
             .members
             .values()
-            .map(|m| AssignMember {
+            .zip(&subscriptions)
+            .map(|(m, subscribed)| AssignMember {
                 member_id: &m.member_id,
                 instance_id: m.instance_id.as_deref(),
-                subscribed: &m.subscribed,
+                subscribed,
                 current: self.targets.get(&m.member_id).unwrap_or(&empty),
             })
             .collect();
@@ -940,6 +1144,7 @@ impl ConsumerGroup {
                     client_id: m.client_id.clone(),
                     client_host: m.client_host.clone(),
                     subscribed_topic_names: m.subscribed.clone(),
+                    subscribed_topic_regex: m.regex.clone().unwrap_or_default(),
                     assignment: named(&m.assigned),
                     target_assignment: named(self.targets.get(&m.member_id).unwrap_or(&empty)),
                 })
@@ -963,6 +1168,14 @@ pub(crate) mod tests {
                 .iter()
                 .find(|(_, (i, _))| *i == id)
                 .map(|(n, _)| n.clone())
+        }
+        fn names(&self) -> Vec<String> {
+            self.0.keys().cloned().collect()
+        }
+        fn generation(&self) -> u64 {
+            self.0
+                .values()
+                .fold(0, |g, (id, _)| g.wrapping_add(id.as_u64_pair().0))
         }
     }
 
@@ -1208,6 +1421,168 @@ pub(crate) mod tests {
             "same target, no new epoch"
         );
         assert_eq!(g.group_epoch(), 1);
+    }
+
+    fn join_regex(member: &str, names: &[&str], regex: &str) -> HeartbeatRequest {
+        let mut r = join(member, names);
+        r.subscribed_topic_regex = Some(regex.to_string());
+        r
+    }
+
+    /// Topic names of an assignment, sorted.
+    fn assigned_names(t: &Topics, r: &HeartbeatResponse) -> Vec<String> {
+        let mut names: Vec<String> = r
+            .assignment
+            .as_ref()
+            .map(|a| a.iter().filter_map(|(id, _)| t.name_of(*id)).collect())
+            .unwrap_or_default();
+        names.sort();
+        names
+    }
+
+    #[test]
+    fn an_empty_regex_means_no_regex() {
+        // librdkafka sends SubscribedTopicRegex "" with a plain subscription.
+        let t = topics(&[("t", 2), ("u", 1)]);
+        let mut g = ConsumerGroup::new("g", GroupConfig::default());
+        let r = g.heartbeat(0, join_regex("m1", &["t"], ""), &t);
+        assert_eq!(r.error, NONE, "{:?}", r.error_message);
+        assert_eq!(assigned_names(&t, &r), vec!["t"]);
+        assert!(g.regexes.is_empty());
+        let d = g.describe(&t);
+        assert_eq!(d.members[0].subscribed_topic_regex, "");
+        // Joining with an empty list of names (and no regex) is allowed: the
+        // member is in the group with nothing to consume.
+        let r = g.heartbeat(0, join("m2", &[]), &t);
+        assert_eq!(r.error, NONE, "{:?}", r.error_message);
+        assert_eq!(count(&r), 0);
+        // Neither names nor regex on a join is refused.
+        let mut r = join("m3", &[]);
+        r.subscribed_topic_names = None;
+        assert_eq!(
+            g.heartbeat(0, r, &t).error,
+            code(ResponseError::InvalidRequest)
+        );
+    }
+
+    #[test]
+    fn a_regex_subscribes_to_matching_topics_and_later_ones() {
+        let mut t = topics(&[("p-1", 2), ("q-1", 1), ("xp-1", 1)]);
+        let mut g = ConsumerGroup::new("g", GroupConfig::default());
+        let r = g.heartbeat(0, join_regex("m1", &[], "p-.*"), &t);
+        assert_eq!(r.error, NONE, "{:?}", r.error_message);
+        // Whole-name matching: `xp-1` does not match `p-.*`.
+        assert_eq!(assigned_names(&t, &r), vec!["p-1"]);
+        assert_eq!((r.member_epoch, count(&r)), (1, 2));
+        let owned = r.assignment.clone();
+        let d = g.describe(&t);
+        assert_eq!(d.members[0].subscribed_topic_regex, "p-.*");
+        assert!(d.members[0].subscribed_topic_names.is_empty());
+
+        // Nothing changed: no new epoch, no assignment sent.
+        let r = g.heartbeat(10, beat("m1", 1, owned.clone()), &t);
+        assert_eq!((r.error, r.member_epoch, r.assignment), (NONE, 1, None));
+
+        // A matching topic is created: the next heartbeat assigns it.
+        t.0.insert("p-2".into(), (Uuid::new_v4(), 3));
+        t.0.insert("q-2".into(), (Uuid::new_v4(), 3));
+        let r = g.heartbeat(20, beat("m1", 1, owned), &t);
+        assert_eq!(r.error, NONE);
+        assert_eq!(r.member_epoch, 2);
+        assert_eq!(assigned_names(&t, &r), vec!["p-1", "p-2"]);
+        assert_eq!(count(&r), 5);
+
+        // A second member with the same regex shares the resolved topics.
+        let r = g.heartbeat(30, join_regex("m2", &[], "p-.*"), &t);
+        assert_eq!((r.error, r.member_epoch), (NONE, 3));
+        assert_eq!(g.regexes.len(), 1);
+
+        // Deleting a matching topic drops it from the subscription.
+        t.0.remove("p-2");
+        let r = g.heartbeat(40, beat("m2", 3, Some(vec![])), &t);
+        assert_eq!((r.error, r.member_epoch), (NONE, 4));
+        assert!(!g.subscribed_topic_names().contains("p-2"));
+    }
+
+    #[test]
+    fn names_and_regex_are_a_union_and_an_empty_regex_drops_the_regex() {
+        let t = topics(&[("a", 1), ("p-1", 1), ("p-2", 1), ("z", 1)]);
+        let mut g = ConsumerGroup::new("g", GroupConfig::default());
+        let r = g.heartbeat(0, join_regex("m1", &["a"], "p-1|p-2"), &t);
+        assert_eq!(r.error, NONE, "{:?}", r.error_message);
+        assert_eq!(assigned_names(&t, &r), vec!["a", "p-1", "p-2"]);
+        let owned = r.assignment.clone();
+
+        // A null regex leaves the regex as it is.
+        let mut b = beat("m1", 1, owned.clone());
+        b.subscribed_topic_names = Some(vec!["a".into(), "z".into()]);
+        let r = g.heartbeat(10, b, &t);
+        assert_eq!(r.member_epoch, 2);
+        assert_eq!(assigned_names(&t, &r), vec!["a", "p-1", "p-2", "z"]);
+        let owned = r.assignment.clone();
+
+        // An empty regex removes it: its topics are revoked first.
+        let mut b = beat("m1", 2, owned);
+        b.subscribed_topic_regex = Some(String::new());
+        let r = g.heartbeat(20, b, &t);
+        assert_eq!(r.error, NONE);
+        assert_eq!(assigned_names(&t, &r), vec!["a", "z"]);
+        assert!(g.regexes.is_empty(), "no member uses the regex any more");
+        assert_eq!(g.describe(&t).members[0].subscribed_topic_regex, "");
+    }
+
+    #[test]
+    fn an_invalid_regex_is_refused_and_changes_nothing() {
+        let t = topics(&[("t", 1)]);
+        let mut g = ConsumerGroup::new("g", GroupConfig::default());
+        for bad in ["^.*[0", "a)|(b", "(?<", "x{2,1}"] {
+            let r = g.heartbeat(0, join_regex("m1", &[], bad), &t);
+            assert_eq!(
+                r.error,
+                code(ResponseError::InvalidRegularExpression),
+                "{bad}"
+            );
+            let msg = r.error_message.expect("message");
+            assert!(
+                msg.starts_with(&format!("SubscribedTopicRegex `{bad}` is not a valid")),
+                "{msg}"
+            );
+            assert!(g.is_empty());
+            assert_eq!(g.group_epoch(), 0);
+        }
+        // A member in the group that switches to a bad regex keeps its
+        // subscription.
+        let r = g.heartbeat(0, join("m1", &["t"]), &t);
+        assert_eq!(r.member_epoch, 1);
+        let mut b = beat("m1", 1, r.assignment.clone());
+        b.subscribed_topic_regex = Some("[".into());
+        let r = g.heartbeat(10, b, &t);
+        assert_eq!(r.error, code(ResponseError::InvalidRegularExpression));
+        assert_eq!(g.group_epoch(), 1);
+        assert!(g.regexes.is_empty());
+    }
+
+    #[test]
+    fn a_fenced_regex_member_releases_its_regex() {
+        let t = topics(&[("p-1", 1)]);
+        let cfg = GroupConfig::default();
+        let mut g = ConsumerGroup::new("g", cfg);
+        g.heartbeat(0, join_regex("m1", &[], "p-.*"), &t);
+        assert_eq!(g.regexes.len(), 1);
+        g.tick(timeout(cfg.consumer_session_timeout_ms));
+        assert!(g.is_empty());
+        assert!(g.regexes.is_empty());
+        assert_eq!(g.regex_generation, None);
+    }
+
+    #[test]
+    fn regex_syntax_and_size_are_checked() {
+        let re = compile_topic_regex("^prefix-.*").expect("valid");
+        assert!(re.is_match("prefix-1"));
+        assert!(!re.is_match("xprefix-1"));
+        let re = compile_topic_regex("a|ab").expect("valid");
+        assert!(re.is_match("ab"), "whole-name match, not leftmost-first");
+        assert!(compile_topic_regex("a{1000}{1000}").is_err(), "too big");
     }
 
     #[test]

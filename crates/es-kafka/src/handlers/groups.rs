@@ -105,6 +105,23 @@ impl TopicView for BrokerTopics<'_> {
     fn name_of(&self, id: Uuid) -> Option<String> {
         self.0.topic_by_id(id).map(|t| t.name.clone())
     }
+    /// The stored topics. Kafka 4 matches regexes against internal topics
+    /// too (only DESCRIBE ACLs filter them); es's only internal topic,
+    /// `__consumer_offsets`, is emulated in Metadata without a topic id and
+    /// cannot be assigned, so it is not listed and internal topics never
+    /// match here.
+    fn names(&self) -> Vec<String> {
+        self.0.topics().iter().map(|t| t.name.clone()).collect()
+    }
+    /// A commutative sum over the topic ids: ids are random and new for
+    /// every created topic, so a created, deleted or re-created topic
+    /// changes it, and the same set of topics always gives the same value.
+    fn generation(&self) -> u64 {
+        self.0.topics().iter().fold(0u64, |g, t| {
+            let (hi, lo) = t.id.as_u64_pair();
+            g.wrapping_add(hi ^ lo.rotate_left(29))
+        })
+    }
 }
 
 // ----- FindCoordinator -----------------------------------------------------
@@ -1010,6 +1027,7 @@ pub fn consumer_group_describe(
                             .into_iter()
                             .map(|t| TopicName(s(t)))
                             .collect();
+                        cm.subscribed_topic_regex = Some(s(m.subscribed_topic_regex));
                         cm.assignment = to_wire(m.assignment);
                         cm.target_assignment = to_wire(m.target_assignment);
                         if v >= 1 {
@@ -1708,6 +1726,68 @@ mod tests {
         let j: JoinGroupResponse =
             call(&b, ApiKey::JoinGroup, 9, &join("cg-live", "", None, 9)).await;
         assert_eq!(j.error_code, code(ResponseError::InconsistentGroupProtocol));
+    }
+
+    #[tokio::test]
+    async fn regex_subscriptions_through_the_wire() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let b = broker_in(dir.path()).await;
+        b.create_topic("re-a", 2, Default::default(), false)
+            .await
+            .expect("create re-a");
+        let a = b.topic("re-a").expect("re-a").id;
+        let mut req = ConsumerGroupHeartbeatRequest::default();
+        req.group_id = gi("cg-re");
+        req.member_id = s("member-re");
+        req.rebalance_timeout_ms = 30_000;
+        req.subscribed_topic_regex = Some(s("re-.*"));
+        req.topic_partitions = Some(Vec::new());
+        let r: ConsumerGroupHeartbeatResponse =
+            call(&b, ApiKey::ConsumerGroupHeartbeat, 1, &req).await;
+        assert_eq!(r.error_code, NONE, "{:?}", r.error_message);
+        let got = r.assignment.expect("assignment");
+        assert_eq!(got.topic_partitions.len(), 1);
+        assert_eq!(got.topic_partitions[0].topic_id, a);
+        assert_eq!(got.topic_partitions[0].partitions, vec![0, 1]);
+
+        for dv in versions(ApiKey::ConsumerGroupDescribe) {
+            let mut d = ConsumerGroupDescribeRequest::default();
+            d.group_ids = vec![gi("cg-re")];
+            let r: ConsumerGroupDescribeResponse =
+                call(&b, ApiKey::ConsumerGroupDescribe, dv, &d).await;
+            let m = &r.groups[0].members[0];
+            assert_eq!(m.subscribed_topic_regex.as_deref(), Some("re-.*"));
+            assert!(m.subscribed_topic_names.is_empty());
+        }
+
+        // A topic created later that matches is assigned on the next beat.
+        b.create_topic("re-b", 1, Default::default(), false)
+            .await
+            .expect("create re-b");
+        let rb = b.topic("re-b").expect("re-b").id;
+        let mut hb = ConsumerGroupHeartbeatRequest::default();
+        hb.group_id = gi("cg-re");
+        hb.member_id = s("member-re");
+        hb.member_epoch = 1;
+        hb.rebalance_timeout_ms = -1;
+        let r: ConsumerGroupHeartbeatResponse =
+            call(&b, ApiKey::ConsumerGroupHeartbeat, 1, &hb).await;
+        assert_eq!((r.error_code, r.member_epoch), (NONE, 2));
+        let got = r.assignment.expect("assignment");
+        let mut ids: Vec<Uuid> = got.topic_partitions.iter().map(|t| t.topic_id).collect();
+        ids.sort();
+        let mut want = vec![a, rb];
+        want.sort();
+        assert_eq!(ids, want);
+
+        // An invalid regex: INVALID_REGULAR_EXPRESSION (128).
+        let mut bad = req.clone();
+        bad.member_id = s("member-bad");
+        bad.subscribed_topic_regex = Some(s("re-[a"));
+        let r: ConsumerGroupHeartbeatResponse =
+            call(&b, ApiKey::ConsumerGroupHeartbeat, 1, &bad).await;
+        assert_eq!(r.error_code, 128);
+        assert_eq!(r.error_code, code(ResponseError::InvalidRegularExpression));
     }
 
     #[tokio::test(flavor = "multi_thread")]
