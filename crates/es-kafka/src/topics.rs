@@ -300,6 +300,7 @@ pub fn partition_config(c: &TopicConfig) -> PartitionConfig {
         flush: FlushPolicy {
             every_records: c.flush_messages(),
             interval: Duration::from_millis(c.flush_ms()),
+            ..FlushPolicy::default()
         },
     }
 }

@@ -29,6 +29,6 @@ pub mod syncer;
 
 pub use compaction::{CompactionPolicy, CompactionReport, RetentionPolicy, RetentionReport};
 pub use partition::{
-    AppendInfo, AppendOutcome, DurableCallback, FlushPolicy, Partition, PartitionConfig, ReadChunk,
-    RecoveryReport,
+    AppendInfo, AppendIntent, AppendOutcome, DurableCallback, FlushPolicy, Partition,
+    PartitionConfig, ReadChunk, RecoveryReport,
 };

@@ -11,6 +11,7 @@
 
 pub mod admin;
 pub mod api_versions;
+pub mod durable;
 pub mod fetch;
 pub mod groups;
 pub mod list_offsets;

@@ -22,11 +22,12 @@ use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
-use es_storage::{AppendOutcome, ProducerAppend, RecordBatchBuf};
+use es_storage::{AppendIntent, AppendOutcome, ProducerAppend, RecordBatchBuf};
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
 
+use super::durable::Durable;
 use super::metadata::CONSUMER_OFFSETS_TOPIC;
 use super::{blocking, txn, Ctx, RequestError};
 use crate::codec::batch::{check_produce_compression, BatchDecoder, BatchSummary, DecodeLimits};
@@ -62,6 +63,9 @@ struct Item {
     producer: Option<ProducerAppend>,
     /// The topic's name (the transaction check names partitions by topic).
     topic_name: String,
+    /// Tells the partition this append is coming, so that a group-commit
+    /// fsync starting meanwhile waits for it; dropped once appended.
+    intent: Option<AppendIntent>,
 }
 
 impl Item {
@@ -129,6 +133,7 @@ pub async fn handle(
                 codec: 0,
                 producer: None,
                 topic_name: String::new(),
+                intent: None,
             };
             if !acks_ok {
                 item.fail(
@@ -144,6 +149,7 @@ pub async fn handle(
                             format!("{} has no partition {}", topic.name, pd.index),
                         ),
                         Some(slot) => {
+                            item.intent = Some(slot.log.announce_append());
                             item.slot = Some(slot);
                             item.config = Some(topic.config());
                             item.topic_name = topic.name.clone();
@@ -184,6 +190,7 @@ pub async fn handle(
     let broker = ctx.broker.clone();
     for item in items.iter_mut() {
         append_one(&broker, v, transactional_id.as_deref(), item);
+        item.intent = None;
     }
     turn.finish();
     let mut waits = Vec::new();
@@ -194,17 +201,10 @@ pub async fn handle(
         if item.error != NONE || item.partition_end == 0 {
             continue;
         }
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        slot.log.when_durable(
-            item.partition_end,
-            Box::new(move |r| {
-                let _ = tx.send(r);
-            }),
-        );
-        waits.push((i, rx));
+        waits.push((i, Durable::register(&slot.log, item.partition_end)));
     }
-    for (i, rx) in waits {
-        let res = rx.await.unwrap_or(Err(es_storage::StorageError::Closed));
+    for (i, wait) in waits {
+        let res = wait.wait().await;
         if let Err(e) = res {
             let item = &mut items[i];
             tracing::error!(partition = item.partition, error = %e, "waiting for durability failed");
