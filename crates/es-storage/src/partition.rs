@@ -140,7 +140,8 @@ fn recover_producers(
 #[derive(Clone, Debug)]
 pub struct ReadChunk {
     /// Whole on-disk records; the first has an offset >= the one asked for.
-    /// Decode with [`crate::record::RecordIter`].
+    /// Decode with [`crate::record::RecordIter::read_checked`]: their CRCs
+    /// were checked by the read.
     pub data: Bytes,
     pub log_start_offset: u64,
     pub high_watermark: u64,

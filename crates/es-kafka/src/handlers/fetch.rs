@@ -328,7 +328,7 @@ fn read_one(
     let lso = slot.log.last_stable_offset().min(hw);
     let limit = if w.read_committed { lso } else { hw };
     let mut corrupt = false;
-    let records = RecordIter::new(&chunk.data)
+    let records = RecordIter::read_checked(&chunk.data)
         .map_while(|r| match r {
             Ok(r) => Some(r),
             Err(e) => {
