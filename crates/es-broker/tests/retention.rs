@@ -277,9 +277,10 @@ async fn a_compacted_topic_keeps_the_newest_value_of_each_key_at_its_offset() {
     }
     let p = producer(&b);
     let mut produced = produce(&p, topic, &workload).await;
-    // One keyless record larger than a segment: its append rolls the active
-    // segment, so every keyed record is in a sealed (compactable) segment.
-    let filler = vec![(None, Some(vec![b'f'; 1100]), now_ms())];
+    // One record larger than a segment: its append rolls the active segment,
+    // so every earlier record is in a sealed (compactable) segment. It needs a
+    // key of its own: a compacted topic refuses records without one.
+    let filler = vec![(Some(b"filler".to_vec()), Some(vec![b'f'; 1100]), now_ms())];
     produced.extend(produce(&p, topic, &filler).await);
     let last = produced.last().map(|r| r.offset).expect("produced");
     assert_eq!(last, 300, "offsets are contiguous from 0");

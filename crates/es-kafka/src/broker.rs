@@ -10,6 +10,11 @@
 //! come through [`Broker::enforce_retention`] and [`Broker::compact`]: one
 //! partition per call, on a blocking thread, with the topic's config read at
 //! that moment and no broker-wide lock held.
+//!
+//! Dynamic broker configs (AlterConfigs on the BROKER resource) live in
+//! `data/broker_configs.json`, replaced atomically before they take effect;
+//! a change is then applied to every topic's in-memory config (its
+//! `topic.json`, which holds only the topic's own overrides, is untouched).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -21,7 +26,9 @@ use parking_lot::RwLock;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use crate::config::{BrokerSettings, BrokerTopicDefaults, ConfigError, TopicConfig};
+use crate::config::{
+    BrokerSettings, BrokerTopicDefaults, ConfigError, DynamicBrokerConfigs, TopicConfig,
+};
 use crate::errors::{code, ResponseError};
 use crate::groups::{Coordinator, GroupConfig};
 use crate::topics::{self, PartitionSlot, Topic, PARTITIONS_MAX};
@@ -35,6 +42,8 @@ pub const CONNECTIONS_MAX_DEFAULT: usize = 4096;
 pub const IN_FLIGHT_MAX_DEFAULT: usize = 16;
 /// Name of the broker identity file under the data directory.
 pub const META_FILE: &str = "meta.json";
+/// Name of the dynamic broker configs file under the data directory.
+pub const BROKER_CONFIGS_FILE: &str = "broker_configs.json";
 /// Kafka's `log.retention.check.interval.ms` default (5 minutes).
 pub const RETENTION_CHECK_INTERVAL_DEFAULT: Duration = Duration::from_secs(5 * 60);
 /// Kafka's `log.cleaner.backoff.ms` default (15 seconds): how often
@@ -104,10 +113,13 @@ impl BrokerConfig {
         }
     }
 
+    /// The topic defaults the flags imply, without dynamic broker configs
+    /// (see [`Broker::topic_defaults`]).
     pub fn topic_defaults(&self) -> BrokerTopicDefaults {
         BrokerTopicDefaults {
             flush_messages: self.flush_every_records.max(1),
             flush_ms: self.flush_interval.as_millis().min(u64::MAX as u128) as u64,
+            dynamic: Arc::default(),
         }
     }
 }
@@ -153,6 +165,24 @@ pub fn new_cluster_id() -> String {
         }
     }
     out
+}
+
+/// Reads `broker_configs.json` (absent: none), dropping with a warning any
+/// entry that is not a valid dynamic broker config, as Kafka ignores invalid
+/// persisted dynamic configs rather than refusing to start.
+fn load_dynamic_configs(
+    fs: &dyn Fs,
+    data_dir: &Path,
+) -> Result<DynamicBrokerConfigs, StorageError> {
+    let path = data_dir.join(BROKER_CONFIGS_FILE);
+    let Some(read) = meta::read_json::<DynamicBrokerConfigs>(fs, &path)? else {
+        return Ok(DynamicBrokerConfigs::default());
+    };
+    let (configs, dropped) = read.sanitized();
+    if !dropped.is_empty() {
+        tracing::warn!(file = %path.display(), ?dropped, "ignoring invalid dynamic broker configs");
+    }
+    Ok(configs)
 }
 
 /// An admin operation's failure, as Kafka reports it.
@@ -201,6 +231,9 @@ pub struct Broker {
     offsets_topic_used: std::sync::atomic::AtomicBool,
     /// The transaction coordinator: producer ids, transactions, the producers journal.
     txn: Arc<TxnCoordinator>,
+    /// Dynamic broker configs, as `broker_configs.json` holds them. Replaced
+    /// (under `admin`) only after the file is.
+    dynamic: RwLock<Arc<DynamicBrokerConfigs>>,
 }
 
 impl Broker {
@@ -232,8 +265,13 @@ impl Broker {
                 ),
             });
         }
+        let dynamic = Arc::new(load_dynamic_configs(fs.as_ref(), &config.data_dir)?);
+        let defaults = BrokerTopicDefaults {
+            dynamic: dynamic.clone(),
+            ..config.topic_defaults()
+        };
         let topics_dir = config.data_dir.join("topics");
-        let loaded = topics::load_topics(&fs, &topics_dir, config.topic_defaults())?;
+        let loaded = topics::load_topics(&fs, &topics_dir, defaults)?;
         let topics = loaded
             .into_iter()
             .map(|t| (t.name.clone(), Arc::new(t)))
@@ -250,6 +288,7 @@ impl Broker {
             stopping: tokio::sync::watch::Sender::new(false),
             offsets_topic_used: std::sync::atomic::AtomicBool::new(false),
             txn: Arc::new(txn),
+            dynamic: RwLock::new(dynamic),
             config,
         });
         // Finish transactions a crash left decided, start the coordinator's timer.
@@ -324,7 +363,7 @@ impl Broker {
             auto_create_topics: self.config.auto_create_topics,
             default_partitions: self.config.default_partitions,
             frame_bytes_max: self.config.frame_bytes_max,
-            defaults: self.config.topic_defaults(),
+            defaults: self.topic_defaults(),
             retention_check_interval_ms: duration_ms(self.config.retention_check_interval),
             compaction_interval_ms: duration_ms(self.config.compaction_interval),
             group_min_session_timeout_ms: self.config.group_min_session_timeout_ms,
@@ -345,12 +384,56 @@ impl Broker {
         self.topics.read().values().cloned().collect()
     }
 
+    /// What topics inherit: the flags and the dynamic broker configs.
+    pub fn topic_defaults(&self) -> BrokerTopicDefaults {
+        BrokerTopicDefaults {
+            dynamic: self.dynamic.read().clone(),
+            ..self.config.topic_defaults()
+        }
+    }
+
+    /// The dynamic broker configs in force.
+    pub fn dynamic_configs(&self) -> Arc<DynamicBrokerConfigs> {
+        self.dynamic.read().clone()
+    }
+
+    /// Changes the dynamic broker configs: `change` edits a copy (and may
+    /// refuse); unless `validate_only`, the result is written to
+    /// `broker_configs.json` (atomically, synced) and then applied to every
+    /// topic. Serialised with the other admin operations, so a concurrent
+    /// topic create or config change never sees a half-applied change.
+    pub async fn update_dynamic_configs(
+        &self,
+        validate_only: bool,
+        change: impl FnOnce(&mut DynamicBrokerConfigs) -> Result<(), AdminError>,
+    ) -> Result<(), AdminError> {
+        let _admin = self.admin.lock().await;
+        let mut next = DynamicBrokerConfigs::clone(&self.dynamic_configs());
+        change(&mut next)?;
+        if validate_only || next == *self.dynamic_configs() {
+            return Ok(());
+        }
+        let fs = self.fs.clone();
+        let path = self.config.data_dir.join(BROKER_CONFIGS_FILE);
+        let to_write = next.clone();
+        tokio::task::spawn_blocking(move || meta::write_json(fs.as_ref(), &path, &to_write))
+            .await
+            .map_err(|e| AdminError::new(ResponseError::UnknownServerError, e.to_string()))??;
+        *self.dynamic.write() = Arc::new(next);
+        let defaults = self.topic_defaults();
+        for t in self.topics() {
+            t.apply_broker_defaults(defaults.clone());
+        }
+        tracing::info!("altered dynamic broker configs");
+        Ok(())
+    }
+
     /// Validates a topic config map against the broker defaults.
     pub fn topic_config(
         &self,
         overrides: BTreeMap<String, String>,
     ) -> Result<TopicConfig, ConfigError> {
-        TopicConfig::new(overrides, self.config.topic_defaults())
+        TopicConfig::new(overrides, self.topic_defaults())
     }
 
     /// Creates a topic (or only validates the request). `partitions` of -1
@@ -375,8 +458,11 @@ impl Broker {
                 format!("number of partitions must be in [1, {PARTITIONS_MAX}], got {partitions}"),
             ));
         }
-        let config = self.topic_config(overrides)?;
+        // Validate before waiting; build again under the lock, where the
+        // dynamic broker configs cannot change under us.
+        self.topic_config(overrides.clone())?;
         let _admin = self.admin.lock().await;
+        let config = self.topic_config(overrides)?;
         if self.topic(name).is_some() {
             return Err(AdminError::new(
                 ResponseError::TopicAlreadyExists,
@@ -618,6 +704,85 @@ mod tests {
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_'));
         assert_ne!(a, new_cluster_id());
+    }
+
+    #[tokio::test]
+    async fn dynamic_broker_configs_reach_every_partition_and_new_topics() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let b =
+            Broker::open(BrokerConfig::new(dir.path().join("data"), "127.0.0.1:0")).expect("open");
+        b.create_topic("old", 2, BTreeMap::new(), false)
+            .await
+            .expect("create");
+        let own = BTreeMap::from([("flush.messages".to_string(), "7".to_string())]);
+        b.create_topic("own", 1, own, false).await.expect("create");
+        b.update_dynamic_configs(false, |d| {
+            d.broker
+                .insert("log.flush.interval.messages".into(), "1234".into());
+            d.cluster_default
+                .insert("log.retention.bytes".into(), "4096".into());
+            Ok(())
+        })
+        .await
+        .expect("update");
+        b.create_topic("new", 1, BTreeMap::new(), false)
+            .await
+            .expect("create");
+        for name in ["old", "new"] {
+            let t = b.topic(name).expect("topic");
+            assert_eq!(t.config().flush_messages(), 1234, "{name}");
+            assert_eq!(t.config().retention_bytes(), Some(4096), "{name}");
+            for p in t.partitions() {
+                assert_eq!(p.log.config().flush.every_records, 1234, "{name}");
+            }
+        }
+        // A topic's own override still wins.
+        let own = b.topic("own").expect("topic");
+        assert_eq!(own.config().flush_messages(), 7);
+        // validate_only and refused changes leave everything as it was.
+        b.update_dynamic_configs(true, |d| {
+            d.broker.clear();
+            Ok(())
+        })
+        .await
+        .expect("validate");
+        let refused = b
+            .update_dynamic_configs(false, |d| {
+                d.broker.clear();
+                Err(AdminError::new(ResponseError::InvalidRequest, "no"))
+            })
+            .await;
+        assert!(refused.is_err());
+        assert_eq!(b.topic("old").expect("old").config().flush_messages(), 1234);
+        // Written through: a reopened broker loads the same configs.
+        b.close().expect("close");
+        let dynamic = b.dynamic_configs();
+        drop(b);
+        let b = Broker::open(BrokerConfig::new(dir.path().join("data"), "127.0.0.1:0"))
+            .expect("reopen");
+        assert_eq!(b.dynamic_configs(), dynamic);
+        assert_eq!(b.topic("old").expect("old").config().flush_messages(), 1234);
+        b.close().expect("close");
+    }
+
+    #[test]
+    fn invalid_persisted_dynamic_configs_are_dropped() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let data = dir.path().join("data");
+        std::fs::create_dir_all(&data).expect("mkdir");
+        std::fs::write(
+            data.join(BROKER_CONFIGS_FILE),
+            r#"{"broker": {"log.retention.ms": "5", "broker.id": "3", "log.flush.interval.ms": "x"}}"#,
+        )
+        .expect("write");
+        let b = Broker::open(BrokerConfig::new(data, "127.0.0.1:0")).expect("open");
+        let d = b.dynamic_configs();
+        assert_eq!(
+            d.broker,
+            BTreeMap::from([("log.retention.ms".to_string(), "5".to_string())])
+        );
+        assert!(d.cluster_default.is_empty());
+        b.close().expect("close");
     }
 
     #[test]

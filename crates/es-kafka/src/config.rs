@@ -7,8 +7,18 @@
 //! stored, so the typed accessors on [`TopicConfig`] never see a bad value
 //! (they still fall back to the default rather than panic). This module is
 //! sans-io: it parses and describes, it never touches the disk.
+//!
+//! Dynamic broker configs (AlterConfigs on a BROKER resource) are the
+//! broker-level names of the topic configs (`log.retention.ms` for
+//! `retention.ms`, ...), as Kafka's dynamic log configs are: a topic without
+//! an override of its own takes the per-broker dynamic value, then the
+//! cluster-wide dynamic default, then the broker flag, then Kafka's default
+//! ([`BrokerTopicDefaults`]). Every other broker config is read-only.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
 
 /// Kafka's `ConfigEntry.ConfigType` codes (DescribeConfigs v3+).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -28,6 +38,10 @@ pub enum ConfigType {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ConfigSource {
     DynamicTopic = 1,
+    /// Set at run time for this broker (resource name "<node id>").
+    DynamicBroker = 2,
+    /// Set at run time as the cluster-wide default (resource name "").
+    DynamicDefaultBroker = 3,
     StaticBroker = 4,
     Default = 5,
 }
@@ -434,6 +448,25 @@ fn bad(name: &str, value: &str, why: impl Into<String>) -> ConfigError {
 /// Checks one topic config value; the value is trimmed as Kafka does.
 pub fn validate_topic_config(name: &str, value: Option<&str>) -> Result<(), ConfigError> {
     let d = topic_config_def(name).ok_or_else(|| ConfigError::UnknownName(name.to_string()))?;
+    check_value(d, name, value)
+}
+
+/// Looks up the topic config whose broker-level name is `broker_name`: the
+/// broker configs es can change at run time.
+pub fn broker_dynamic_def(broker_name: &str) -> Option<&'static TopicConfigDef> {
+    TOPIC_CONFIGS
+        .iter()
+        .find(|d| !d.internal && d.broker_name == Some(broker_name))
+}
+
+/// Checks one dynamic broker config value (see [`broker_dynamic_def`]).
+pub fn validate_broker_config(name: &str, value: Option<&str>) -> Result<(), ConfigError> {
+    let d = broker_dynamic_def(name).ok_or_else(|| ConfigError::UnknownName(name.to_string()))?;
+    check_value(d, name, value)
+}
+
+/// Checks `value` against `d`'s rule; errors name the config `name`.
+fn check_value(d: &TopicConfigDef, name: &str, value: Option<&str>) -> Result<(), ConfigError> {
     let v = value
         .ok_or_else(|| ConfigError::NullValue(name.to_string()))?
         .trim();
@@ -483,13 +516,50 @@ pub fn validate_topic_config(name: &str, value: Option<&str>) -> Result<(), Conf
     }
 }
 
+/// Dynamic broker configs: broker-level names of topic configs (see
+/// [`broker_dynamic_def`]) set at run time, as `data/broker_configs.json`
+/// keeps them.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DynamicBrokerConfigs {
+    /// Resource "<node id>": Kafka's DYNAMIC_BROKER_CONFIG.
+    #[serde(default)]
+    pub broker: BTreeMap<String, String>,
+    /// Resource "": Kafka's DYNAMIC_DEFAULT_BROKER_CONFIG.
+    #[serde(default)]
+    pub cluster_default: BTreeMap<String, String>,
+}
+
+impl DynamicBrokerConfigs {
+    /// The same configs without any entry that is not a valid dynamic
+    /// broker config (a file from another version, or edited by hand), with
+    /// the names of the entries dropped.
+    pub fn sanitized(mut self) -> (Self, Vec<String>) {
+        let mut dropped = Vec::new();
+        for map in [&mut self.broker, &mut self.cluster_default] {
+            map.retain(|k, v| {
+                let ok = validate_broker_config(k, Some(v)).is_ok();
+                if !ok {
+                    dropped.push(k.clone());
+                }
+                ok
+            });
+            for v in map.values_mut() {
+                *v = v.trim().to_string();
+            }
+        }
+        (self, dropped)
+    }
+}
+
 /// Broker settings that topic configs inherit.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BrokerTopicDefaults {
     /// `--flush-every-records`.
     pub flush_messages: u64,
     /// `--flush-interval`, in milliseconds.
     pub flush_ms: u64,
+    /// Dynamic broker configs, which win over the flags and Kafka's defaults.
+    pub dynamic: Arc<DynamicBrokerConfigs>,
 }
 
 impl Default for BrokerTopicDefaults {
@@ -497,7 +567,39 @@ impl Default for BrokerTopicDefaults {
         BrokerTopicDefaults {
             flush_messages: 1,
             flush_ms: 1000,
+            dynamic: Arc::default(),
         }
+    }
+}
+
+impl BrokerTopicDefaults {
+    /// The broker-level values of topic config `d`, most specific first:
+    /// per-broker dynamic, cluster-wide dynamic, the broker flag, Kafka's
+    /// default (always last). Each is (broker-level name, value, source).
+    fn levels(&self, d: &TopicConfigDef) -> Vec<(&'static str, String, ConfigSource)> {
+        let name = d.broker_name.unwrap_or(d.name);
+        let mut out = Vec::with_capacity(2);
+        if d.broker_name.is_some() && !d.internal {
+            if let Some(v) = self.dynamic.broker.get(name) {
+                out.push((name, v.clone(), ConfigSource::DynamicBroker));
+            }
+            if let Some(v) = self.dynamic.cluster_default.get(name) {
+                out.push((name, v.clone(), ConfigSource::DynamicDefaultBroker));
+            }
+        }
+        match d.from_broker {
+            BrokerDefault::FlushMessages => out.push((
+                name,
+                self.flush_messages.to_string(),
+                ConfigSource::StaticBroker,
+            )),
+            BrokerDefault::FlushMs => {
+                out.push((name, self.flush_ms.to_string(), ConfigSource::StaticBroker))
+            }
+            BrokerDefault::None => {}
+        }
+        out.push((name, d.default.to_string(), ConfigSource::Default));
+        out
     }
 }
 
@@ -558,17 +660,20 @@ impl TopicConfig {
         &self.overrides
     }
 
-    fn default_of(&self, d: &TopicConfigDef) -> (String, ConfigSource) {
-        match d.from_broker {
-            BrokerDefault::FlushMessages => (
-                self.broker.flush_messages.to_string(),
-                ConfigSource::StaticBroker,
-            ),
-            BrokerDefault::FlushMs => {
-                (self.broker.flush_ms.to_string(), ConfigSource::StaticBroker)
-            }
-            BrokerDefault::None => (d.default.to_string(), ConfigSource::Default),
+    /// The same overrides over other broker defaults (after a dynamic
+    /// broker config changed). The overrides were validated already.
+    pub fn with_broker(&self, broker: BrokerTopicDefaults) -> TopicConfig {
+        TopicConfig {
+            overrides: self.overrides.clone(),
+            broker,
         }
+    }
+
+    /// The value without an override, and where it comes from.
+    fn default_of(&self, d: &TopicConfigDef) -> (String, ConfigSource) {
+        let mut levels = self.broker.levels(d);
+        let (_, v, source) = levels.swap_remove(0);
+        (v, source)
     }
 
     /// The effective value and where it came from.
@@ -592,11 +697,12 @@ impl TopicConfig {
                 if let Some(v) = self.overrides.get(d.name) {
                     synonyms.push((d.name.to_string(), v.clone(), ConfigSource::DynamicTopic));
                 }
-                synonyms.push((
-                    d.broker_name.unwrap_or(d.name).to_string(),
-                    default.clone(),
-                    default_source,
-                ));
+                synonyms.extend(
+                    self.broker
+                        .levels(d)
+                        .into_iter()
+                        .map(|(n, v, s)| (n.to_string(), v, s)),
+                );
                 let (value, source) = match self.overrides.get(d.name) {
                     Some(v) => (v.clone(), ConfigSource::DynamicTopic),
                     None => (default, default_source),
@@ -714,14 +820,18 @@ impl TopicConfig {
     }
 }
 
-/// One broker config as DescribeConfigs reports it (all read-only here: es
-/// takes its broker settings from flags).
+/// One broker config as DescribeConfigs reports it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BrokerConfigEntry {
     pub name: &'static str,
     pub value: String,
     pub ty: ConfigType,
     pub source: ConfigSource,
+    /// False for the dynamic broker configs (see [`broker_dynamic_def`]);
+    /// the rest come from flags and cannot change at run time.
+    pub read_only: bool,
+    /// (name, value, source), most specific first.
+    pub synonyms: Vec<(String, String, ConfigSource)>,
 }
 
 /// The broker settings DescribeConfigs reports for a broker resource.
@@ -746,16 +856,19 @@ pub struct BrokerSettings {
 }
 
 impl BrokerSettings {
-    /// Every broker config we report, sorted by name.
+    /// Every broker config we report for this broker (resource "<node
+    /// id>"), sorted by name.
     pub fn describe(&self) -> Vec<BrokerConfigEntry> {
         use ConfigSource::{Default as D, StaticBroker as S};
         use ConfigType as T;
         let e = |name: &'static str, value: String, ty: ConfigType, source: ConfigSource| {
             BrokerConfigEntry {
                 name,
+                synonyms: vec![(name.to_string(), value.clone(), source)],
                 value,
                 ty,
                 source,
+                read_only: true,
             }
         };
         let mut out = vec![
@@ -800,18 +913,6 @@ impl BrokerSettings {
             ),
             e("log.dirs", self.log_dir.clone(), T::String, S),
             e(
-                "log.flush.interval.messages",
-                self.defaults.flush_messages.to_string(),
-                T::Long,
-                S,
-            ),
-            e(
-                "log.flush.interval.ms",
-                self.defaults.flush_ms.to_string(),
-                T::Long,
-                S,
-            ),
-            e(
                 "log.retention.check.interval.ms",
                 self.retention_check_interval_ms.to_string(),
                 T::Long,
@@ -833,21 +934,56 @@ impl BrokerSettings {
                 S,
             ),
         ];
-        // The broker-level names of the topic configs, at their defaults.
-        let topic = TopicConfig {
-            overrides: BTreeMap::new(),
-            broker: self.defaults,
-        };
+        // The broker-level names of the topic configs: dynamic, each at its
+        // most specific level.
         for d in TOPIC_CONFIGS.iter().filter(|d| !d.internal) {
             let Some(bn) = d.broker_name else { continue };
             if out.iter().any(|x| x.name == bn) {
                 continue;
             }
-            let (v, source) = topic.default_of(d);
-            out.push(e(bn, v, d.ty, source));
+            let synonyms: Vec<(String, String, ConfigSource)> = self
+                .defaults
+                .levels(d)
+                .into_iter()
+                .map(|(n, v, s)| (n.to_string(), v, s))
+                .collect();
+            let Some((_, value, source)) = synonyms.first().cloned() else {
+                continue;
+            };
+            out.push(BrokerConfigEntry {
+                name: bn,
+                value,
+                ty: d.ty,
+                source,
+                read_only: false,
+                synonyms,
+            });
         }
         out.sort_by(|a, b| a.name.cmp(b.name));
         out
+    }
+
+    /// The cluster-wide dynamic defaults (resource ""), as Kafka lists them:
+    /// only the configs set at that level, sorted by name.
+    pub fn describe_cluster_default(&self) -> Vec<BrokerConfigEntry> {
+        self.defaults
+            .dynamic
+            .cluster_default
+            .iter()
+            .filter_map(|(k, v)| {
+                let d = broker_dynamic_def(k)?;
+                let name = d.broker_name?;
+                let source = ConfigSource::DynamicDefaultBroker;
+                Some(BrokerConfigEntry {
+                    name,
+                    value: v.clone(),
+                    ty: d.ty,
+                    source,
+                    read_only: false,
+                    synonyms: vec![(name.to_string(), v.clone(), source)],
+                })
+            })
+            .collect()
     }
 }
 
@@ -975,6 +1111,133 @@ mod tests {
             .iter()
             .any(|e| e.name == "log.retention.check.interval.ms" && e.value == "300000"));
         assert!(!d.iter().any(|e| e.name.starts_with("internal.")));
+    }
+
+    #[test]
+    fn dynamic_broker_configs_are_the_topic_configs_broker_names() {
+        assert_eq!(
+            broker_dynamic_def("log.flush.interval.messages").map(|d| d.name),
+            Some("flush.messages")
+        );
+        assert_eq!(
+            broker_dynamic_def("log.retention.ms").map(|d| d.name),
+            Some("retention.ms")
+        );
+        assert!(broker_dynamic_def("broker.id").is_none());
+        assert!(broker_dynamic_def("flush.messages").is_none(), "topic name");
+        assert!(broker_dynamic_def(INTERNAL_SEGMENT_BYTES).is_none());
+        assert!(validate_broker_config("log.flush.interval.messages", Some("0")).is_err());
+        assert!(validate_broker_config("log.cleanup.policy", Some("compact,delete")).is_ok());
+        let err = validate_broker_config("log.retention.ms", Some("x")).expect_err("bad");
+        assert!(err.to_string().contains("log.retention.ms"), "{err}");
+        let (clean, dropped) = DynamicBrokerConfigs {
+            broker: BTreeMap::from([
+                ("log.retention.ms".to_string(), " 5 ".to_string()),
+                ("num.io.threads".to_string(), "8".to_string()),
+            ]),
+            cluster_default: BTreeMap::from([("log.segment.bytes".to_string(), "1".to_string())]),
+        }
+        .sanitized();
+        assert_eq!(
+            clean.broker,
+            BTreeMap::from([("log.retention.ms".to_string(), "5".to_string())])
+        );
+        assert!(clean.cluster_default.is_empty());
+        assert_eq!(dropped, vec!["num.io.threads", "log.segment.bytes"]);
+    }
+
+    #[test]
+    fn dynamic_levels_order_values_sources_and_synonyms() {
+        let dynamic = DynamicBrokerConfigs {
+            broker: BTreeMap::from([("log.flush.interval.messages".to_string(), "9".to_string())]),
+            cluster_default: BTreeMap::from([
+                ("log.flush.interval.messages".to_string(), "8".to_string()),
+                ("log.retention.ms".to_string(), "1000".to_string()),
+            ]),
+        };
+        let defaults = BrokerTopicDefaults {
+            dynamic: Arc::new(dynamic),
+            ..BrokerTopicDefaults::default()
+        };
+        let c = TopicConfig::new(BTreeMap::new(), defaults.clone()).expect("valid");
+        assert_eq!(c.flush_messages(), 9);
+        assert_eq!(c.retention_ms(), Some(1000));
+        assert_eq!(
+            c.get("retention.ms"),
+            Some(("1000".to_string(), ConfigSource::DynamicDefaultBroker))
+        );
+        let keys = vec!["flush.messages".to_string()];
+        let d = c.describe(Some(&keys));
+        let sources: Vec<(String, ConfigSource)> = d[0]
+            .synonyms
+            .iter()
+            .map(|(_, v, s)| (v.clone(), *s))
+            .collect();
+        assert_eq!(
+            sources,
+            vec![
+                ("9".to_string(), ConfigSource::DynamicBroker),
+                ("8".to_string(), ConfigSource::DynamicDefaultBroker),
+                ("1".to_string(), ConfigSource::StaticBroker),
+                (LONG_MAX_STR.to_string(), ConfigSource::Default),
+            ]
+        );
+        // A topic override still wins over every broker level.
+        let own = c.with_broker(defaults.clone());
+        assert_eq!(own, c);
+        let o = TopicConfig::new(
+            BTreeMap::from([("flush.messages".to_string(), "3".to_string())]),
+            defaults.clone(),
+        )
+        .expect("valid");
+        assert_eq!(o.flush_messages(), 3);
+        // The broker resource reports the same levels, read-only only for
+        // configs that cannot change at run time.
+        let settings = BrokerSettings {
+            node_id: 0,
+            log_dir: "/d".into(),
+            listener: "l:1".into(),
+            advertised_listener: "l:1".into(),
+            auto_create_topics: true,
+            default_partitions: 1,
+            frame_bytes_max: 100,
+            defaults,
+            retention_check_interval_ms: 1,
+            compaction_interval_ms: 1,
+            group_min_session_timeout_ms: 1,
+            group_max_session_timeout_ms: 2,
+        };
+        let all = settings.describe();
+        let flush = all
+            .iter()
+            .find(|e| e.name == "log.flush.interval.messages")
+            .expect("flush");
+        assert_eq!(
+            (flush.value.as_str(), flush.source, flush.read_only),
+            ("9", ConfigSource::DynamicBroker, false)
+        );
+        let id = all.iter().find(|e| e.name == "broker.id").expect("id");
+        assert!(id.read_only);
+        let cluster: Vec<(&str, String, ConfigSource)> = settings
+            .describe_cluster_default()
+            .into_iter()
+            .map(|e| (e.name, e.value, e.source))
+            .collect();
+        assert_eq!(
+            cluster,
+            vec![
+                (
+                    "log.flush.interval.messages",
+                    "8".to_string(),
+                    ConfigSource::DynamicDefaultBroker
+                ),
+                (
+                    "log.retention.ms",
+                    "1000".to_string(),
+                    ConfigSource::DynamicDefaultBroker
+                )
+            ]
+        );
     }
 
     #[test]

@@ -205,6 +205,19 @@ impl Topic {
         Ok(())
     }
 
+    /// Puts the topic's overrides over new broker defaults (a dynamic broker
+    /// config changed) and applies the result to every partition. Only the
+    /// in-memory config changes: `topic.json` holds the overrides alone.
+    /// The broker serialises this with [`Topic::set_config`] (its admin lock).
+    pub fn apply_broker_defaults(&self, defaults: BrokerTopicDefaults) {
+        let next = self.config.read().with_broker(defaults);
+        let pc = partition_config(&next);
+        for p in self.partitions.read().iter() {
+            p.log.set_config(pc);
+        }
+        *self.config.write() = next;
+    }
+
     /// Grows the topic to `count` partitions: opens the new partition
     /// directories, then rewrites `topic.json`. Blocking.
     pub fn add_partitions(&self, fs: &Arc<dyn Fs>, count: i32) -> Result<(), StorageError> {
@@ -413,7 +426,8 @@ pub fn load_topics(
                 m.partitions
             )));
         }
-        let config = TopicConfig::new(m.config.clone(), broker).map_err(|e| bad(e.to_string()))?;
+        let config =
+            TopicConfig::new(m.config.clone(), broker.clone()).map_err(|e| bad(e.to_string()))?;
         let mut slots = Vec::with_capacity(m.partitions as usize);
         for i in 0..m.partitions {
             slots.push(open_partition(fs, &dir, i, &config)?);

@@ -52,14 +52,22 @@ pub const SUPPORTED: &[ApiRange] = &[
     // which es does not finalize (see handlers/txn.rs).
     r(ApiKey::EndTxn, 0, 4),
     r(ApiKey::TxnOffsetCommit, 0, 4),
+    // ACL APIs answer as Kafka does without an authorizer (handlers/acls.rs).
+    r(ApiKey::DescribeAcls, 1, 3),
+    r(ApiKey::CreateAcls, 1, 3),
+    r(ApiKey::DeleteAcls, 1, 3),
     r(ApiKey::DescribeConfigs, 1, 4),
     r(ApiKey::AlterConfigs, 0, 2),
+    r(ApiKey::AlterReplicaLogDirs, 1, 2),
     r(ApiKey::DescribeLogDirs, 1, 4),
     r(ApiKey::CreatePartitions, 0, 3),
     r(ApiKey::DeleteGroups, 0, 2),
     r(ApiKey::ElectLeaders, 0, 2),
     r(ApiKey::IncrementalAlterConfigs, 0, 1),
+    r(ApiKey::AlterPartitionReassignments, 0, 1),
+    r(ApiKey::ListPartitionReassignments, 0, 0),
     r(ApiKey::OffsetDelete, 0, 0),
+    r(ApiKey::DescribeQuorum, 0, 2),
     r(ApiKey::DescribeCluster, 0, 2),
     r(ApiKey::DescribeProducers, 0, 0),
     r(ApiKey::DescribeTransactions, 0, 0),
@@ -67,6 +75,8 @@ pub const SUPPORTED: &[ApiRange] = &[
     r(ApiKey::ListTransactions, 0, 1),
     r(ApiKey::ConsumerGroupHeartbeat, 0, 1),
     r(ApiKey::ConsumerGroupDescribe, 0, 1),
+    // ListConfigResources v0 is the former ListClientMetricsResources.
+    r(ApiKey::ListConfigResources, 0, 1),
     r(ApiKey::DescribeTopicPartitions, 0, 0),
 ];
 

@@ -442,9 +442,17 @@ async fn every_served_version_answers_and_decodes() {
             vec![84, 3],
             "v{v}: ELECTION_NOT_NEEDED, UNKNOWN_TOPIC_OR_PARTITION"
         );
+        // "All partitions": every topic, with no partition elected (Kafka 4.4).
         req.topic_partitions = None;
         let r: ElectLeadersResponse = call(&b, ApiKey::ElectLeaders, v, &req).await;
-        assert!(r.replica_election_results.is_empty());
+        assert!(r
+            .replica_election_results
+            .iter()
+            .any(|t| t.topic.0.as_str() == "t" && t.partition_result.is_empty()));
+        assert!(r
+            .replica_election_results
+            .iter()
+            .all(|t| t.partition_result.is_empty()));
     }
 
     for v in versions(ApiKey::DeleteTopics) {
@@ -699,4 +707,155 @@ async fn fetch_compresses_like_the_producer_or_the_topic_config() {
         .expect("create");
     produce("lz", Compression::None).await;
     assert_eq!(fetched_codec(&b, "lz").await, Compression::Lz4.id());
+}
+
+/// The ACL and cluster-shape APIs a single node answers without state (see
+/// handlers/acls.rs and handlers/cluster.rs), at every advertised version.
+#[tokio::test]
+async fn acl_and_cluster_shape_apis_answer_at_every_version() {
+    let (_dir, b) = broker().await;
+
+    for v in versions(ApiKey::DescribeAcls) {
+        let mut req = DescribeAclsRequest::default();
+        req.resource_type_filter = 1;
+        req.pattern_type_filter = 1;
+        req.operation = 1;
+        req.permission_type = 1;
+        let r: DescribeAclsResponse = call(&b, ApiKey::DescribeAcls, v, &req).await;
+        assert_eq!(r.error_code, 54, "v{v}: SECURITY_DISABLED");
+        assert!(r.resources.is_empty());
+    }
+    for v in versions(ApiKey::CreateAcls) {
+        let mut req = CreateAclsRequest::default();
+        let mut c = create_acls_request::AclCreation::default();
+        c.resource_type = 2;
+        c.resource_name = s("t");
+        c.resource_pattern_type = 3;
+        c.principal = s("User:a");
+        c.host = s("*");
+        c.operation = 3;
+        c.permission_type = 3;
+        req.creations = vec![c];
+        let r: CreateAclsResponse = call(&b, ApiKey::CreateAcls, v, &req).await;
+        assert_eq!(r.results.len(), 1);
+        assert_eq!(r.results[0].error_code, 54, "v{v}");
+    }
+    for v in versions(ApiKey::DeleteAcls) {
+        let mut req = DeleteAclsRequest::default();
+        let mut f = delete_acls_request::DeleteAclsFilter::default();
+        f.resource_type_filter = 1;
+        f.pattern_type_filter = 1;
+        f.operation = 1;
+        f.permission_type = 1;
+        req.filters = vec![f];
+        let r: DeleteAclsResponse = call(&b, ApiKey::DeleteAcls, v, &req).await;
+        assert_eq!(r.filter_results.len(), 1);
+        assert_eq!(r.filter_results[0].error_code, 54, "v{v}");
+    }
+
+    for v in versions(ApiKey::DescribeQuorum) {
+        let mut req = DescribeQuorumRequest::default();
+        let mut t = describe_quorum_request::TopicData::default();
+        t.topic_name = tn("__cluster_metadata");
+        t.partitions = vec![describe_quorum_request::PartitionData::default()];
+        req.topics = vec![t];
+        let r: DescribeQuorumResponse = call(&b, ApiKey::DescribeQuorum, v, &req).await;
+        let p = &r.topics[0].partitions[0];
+        assert_eq!((p.error_code, p.leader_id.0), (0, 0), "v{v}");
+        assert_eq!(p.current_voters.len(), 1);
+        assert_eq!(r.nodes.len(), if v >= 2 { 1 } else { 0 });
+    }
+
+    for v in versions(ApiKey::ListPartitionReassignments) {
+        let r: ListPartitionReassignmentsResponse = call(
+            &b,
+            ApiKey::ListPartitionReassignments,
+            v,
+            &ListPartitionReassignmentsRequest::default(),
+        )
+        .await;
+        assert_eq!(r.error_code, 0);
+        assert!(r.topics.is_empty());
+    }
+    for v in versions(ApiKey::AlterPartitionReassignments) {
+        let mut req = AlterPartitionReassignmentsRequest::default();
+        let mut t = alter_partition_reassignments_request::ReassignableTopic::default();
+        t.name = tn("t");
+        let mut same = alter_partition_reassignments_request::ReassignablePartition::default();
+        same.replicas = Some(vec![BrokerId(0)]);
+        let mut cancel = alter_partition_reassignments_request::ReassignablePartition::default();
+        cancel.replicas = None;
+        t.partitions = vec![same, cancel];
+        req.topics = vec![t];
+        let r: AlterPartitionReassignmentsResponse =
+            call(&b, ApiKey::AlterPartitionReassignments, v, &req).await;
+        let codes: Vec<i16> = r.responses[0]
+            .partitions
+            .iter()
+            .map(|p| p.error_code)
+            .collect();
+        assert_eq!(
+            codes,
+            vec![0, 85],
+            "v{v}: moved nowhere, NO_REASSIGNMENT_IN_PROGRESS"
+        );
+    }
+
+    for v in versions(ApiKey::AlterReplicaLogDirs) {
+        let mut req = AlterReplicaLogDirsRequest::default();
+        let mut d = alter_replica_log_dirs_request::AlterReplicaLogDir::default();
+        d.path = s(&b.data_dir().display().to_string());
+        let mut t = alter_replica_log_dirs_request::AlterReplicaLogDirTopic::default();
+        t.name = tn("t");
+        t.partitions = vec![0, 9];
+        d.topics = vec![t];
+        let mut elsewhere = alter_replica_log_dirs_request::AlterReplicaLogDir::default();
+        elsewhere.path = s("/no/such/dir");
+        let mut t = alter_replica_log_dirs_request::AlterReplicaLogDirTopic::default();
+        t.name = tn("t");
+        t.partitions = vec![0];
+        elsewhere.topics = vec![t];
+        req.dirs = vec![d, elsewhere];
+        let r: AlterReplicaLogDirsResponse = call(&b, ApiKey::AlterReplicaLogDirs, v, &req).await;
+        assert_eq!(r.results.len(), 1, "grouped by topic");
+        let codes: Vec<i16> = r.results[0]
+            .partitions
+            .iter()
+            .map(|p| p.error_code)
+            .collect();
+        assert_eq!(
+            codes,
+            vec![0, 3, 57],
+            "v{v}: none, UNKNOWN_TOPIC_OR_PARTITION, LOG_DIR_NOT_FOUND"
+        );
+    }
+
+    for v in versions(ApiKey::ListConfigResources) {
+        let r: ListConfigResourcesResponse = call(
+            &b,
+            ApiKey::ListConfigResources,
+            v,
+            &ListConfigResourcesRequest::default(),
+        )
+        .await;
+        assert_eq!(r.error_code, 0);
+        let listed: Vec<(String, i8)> = r
+            .config_resources
+            .iter()
+            .map(|c| (c.resource_name.to_string(), c.resource_type))
+            .collect();
+        if v == 0 {
+            assert!(listed.is_empty(), "v0 lists client-metrics resources only");
+        } else {
+            assert_eq!(
+                listed,
+                vec![("0".into(), 8), ("0".into(), 4), ("t".into(), 2)]
+            );
+            let mut req = ListConfigResourcesRequest::default();
+            req.resource_types = vec![99];
+            let r: ListConfigResourcesResponse =
+                call(&b, ApiKey::ListConfigResources, v, &req).await;
+            assert_eq!(r.error_code, 35, "an unknown type is UNSUPPORTED_VERSION");
+        }
+    }
 }

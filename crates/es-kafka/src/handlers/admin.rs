@@ -8,7 +8,10 @@
 //! so a replication factor of -1 (broker default) or 1 is accepted and
 //! anything else is INVALID_REPLICATION_FACTOR; a manual assignment must put
 //! every partition on this node alone. Broker configs come from command-line
-//! flags and are read-only here.
+//! flags, except the dynamic ones (the broker-level names of topic configs,
+//! `log.flush.interval.messages`, `log.retention.ms`, ...), which AlterConfigs
+//! and IncrementalAlterConfigs change on BROKER "<node id>" and on the
+//! cluster default ""; see [`crate::config`] for how topics inherit them.
 
 use std::collections::{BTreeMap, HashSet};
 
@@ -47,7 +50,10 @@ use super::{
     TOPIC_OPERATIONS_ALL,
 };
 use crate::broker::AdminError;
-use crate::config::{topic_config_def, validate_topic_config, ConfigType, TopicConfig};
+use crate::config::{
+    broker_dynamic_def, topic_config_def, validate_broker_config, validate_topic_config,
+    ConfigError, ConfigType, TopicConfig, TopicConfigDef,
+};
 use crate::errors::{code, ResponseError, NONE};
 
 /// Kafka's ConfigResource.Type codes.
@@ -405,38 +411,47 @@ pub fn describe_configs(
                     out.error_message = Some(s(format!("Topic '{name}' does not exist.")));
                 }
             },
-            RESOURCE_BROKER if name.is_empty() || name == b.node_id().to_string() => {
-                out.configs = b
-                    .settings()
-                    .describe()
-                    .into_iter()
-                    .filter(|e| {
-                        keys.as_ref()
-                            .is_none_or(|ks| ks.iter().any(|k| k == e.name))
-                    })
-                    .map(|e| {
-                        let syn = vec![(e.name.to_string(), e.value.clone(), e.source as i8)];
-                        config_result(
-                            v,
-                            Entry {
-                                name: e.name,
-                                value: e.value,
-                                source: e.source as i8,
-                                ty: e.ty,
-                                read_only: true,
-                                doc: "",
-                                synonyms: syn,
-                            },
-                            req.include_synonyms,
-                            include_doc,
-                        )
-                    })
-                    .collect();
-            }
-            RESOURCE_BROKER => {
-                out.error_code = code(ResponseError::InvalidRequest);
-                out.error_message = Some(s(format!("this is broker {}, not {name}", b.node_id())));
-            }
+            RESOURCE_BROKER => match broker_scope(b.node_id(), &name, true) {
+                Ok(scope) => {
+                    let settings = b.settings();
+                    let entries = match scope {
+                        BrokerScope::ThisBroker => settings.describe(),
+                        BrokerScope::ClusterDefault => settings.describe_cluster_default(),
+                    };
+                    out.configs = entries
+                        .into_iter()
+                        .filter(|e| {
+                            keys.as_ref()
+                                .is_none_or(|ks| ks.iter().any(|k| k == e.name))
+                        })
+                        .map(|e| {
+                            let syn = e
+                                .synonyms
+                                .into_iter()
+                                .map(|(n, v, src)| (n, v, src as i8))
+                                .collect();
+                            config_result(
+                                v,
+                                Entry {
+                                    name: e.name,
+                                    value: e.value,
+                                    source: e.source as i8,
+                                    ty: e.ty,
+                                    read_only: e.read_only,
+                                    doc: "",
+                                    synonyms: syn,
+                                },
+                                req.include_synonyms,
+                                include_doc,
+                            )
+                        })
+                        .collect();
+                }
+                Err(e) => {
+                    out.error_code = e.code;
+                    out.error_message = Some(s(e.message));
+                }
+            },
             RESOURCE_BROKER_LOGGER => {
                 // Loggers are set by --log-level; report none.
                 out.configs = Vec::new();
@@ -451,7 +466,9 @@ pub fn describe_configs(
     ctx.respond(&r)
 }
 
-/// Resource-level check shared by both alter APIs: topics exist, brokers are read-only.
+/// Resource-level check shared by both alter APIs for everything but a
+/// BROKER resource (see [`alter_broker`]): topics exist, loggers are
+/// read-only.
 fn alter_target(ctx: &Ctx, resource_type: i8, name: &str) -> Result<(), AdminError> {
     match resource_type {
         RESOURCE_TOPIC => ctx.broker.topic(name).map(|_| ()).ok_or_else(|| {
@@ -460,9 +477,9 @@ fn alter_target(ctx: &Ctx, resource_type: i8, name: &str) -> Result<(), AdminErr
                 format!("Topic '{name}' does not exist."),
             )
         }),
-        RESOURCE_BROKER | RESOURCE_BROKER_LOGGER => Err(AdminError::new(
+        RESOURCE_BROKER_LOGGER => Err(AdminError::new(
             ResponseError::InvalidRequest,
-            "es broker configs come from command-line flags and cannot be altered at run time",
+            "es log levels come from --log-level and cannot be altered at run time",
         )),
         other => Err(AdminError::new(
             ResponseError::InvalidRequest,
@@ -479,6 +496,18 @@ pub async fn alter_configs(
     for res in req.resources {
         let name = res.resource_name.to_string();
         let outcome: Result<(), AdminError> = async {
+            if res.resource_type == RESOURCE_BROKER {
+                let ops: Vec<BrokerOp> = res
+                    .configs
+                    .iter()
+                    .map(|c| BrokerOp {
+                        name: c.name.to_string(),
+                        op: OP_SET,
+                        value: c.value.as_ref().map(|v| v.to_string()),
+                    })
+                    .collect();
+                return alter_broker(ctx, &name, &ops, true, req.validate_only).await;
+            }
             alter_target(ctx, res.resource_type, &name)?;
             // The legacy API replaces the whole set of overrides.
             let mut overrides = BTreeMap::new();
@@ -498,7 +527,9 @@ pub async fn alter_configs(
         let mut out = alter_configs_response::AlterConfigsResourceResponse::default();
         out.resource_type = res.resource_type;
         out.resource_name = res.resource_name;
+        out.error_message = None;
         if let Err(e) = outcome {
+            tracing::info!(resource = %name, code = e.code, message = %e.message, "AlterConfigs refused");
             out.error_code = e.code;
             out.error_message = Some(s(e.message));
         }
@@ -507,7 +538,7 @@ pub async fn alter_configs(
     ctx.respond(&r)
 }
 
-/// Applies one incremental operation to a set of overrides.
+/// Applies one incremental operation to a set of topic config overrides.
 pub fn apply_incremental(
     overrides: &mut BTreeMap<String, String>,
     name: &str,
@@ -520,23 +551,37 @@ pub fn apply_incremental(
             format!("unknown topic config name: {name}"),
         )
     })?;
+    apply_op(overrides, d, name, op, value, |v| {
+        validate_topic_config(name, v)
+    })
+}
+
+/// Applies one incremental operation on config `name` (defined by `d`) to
+/// `map`, checking every value it stores with `validate`.
+fn apply_op(
+    map: &mut BTreeMap<String, String>,
+    d: &TopicConfigDef,
+    name: &str,
+    op: i8,
+    value: Option<&str>,
+    validate: impl Fn(Option<&str>) -> Result<(), ConfigError>,
+) -> Result<(), AdminError> {
     let is_list = d.ty == ConfigType::List;
     let current = || {
-        overrides
-            .get(name)
+        map.get(name)
             .cloned()
             .unwrap_or_else(|| d.default.to_string())
     };
     match op {
         OP_SET => {
-            validate_topic_config(name, value)?;
-            overrides.insert(
+            validate(value)?;
+            map.insert(
                 name.to_string(),
                 value.unwrap_or_default().trim().to_string(),
             );
         }
         OP_DELETE => {
-            overrides.remove(name);
+            map.remove(name);
         }
         OP_APPEND | OP_SUBTRACT if is_list => {
             let cur = current();
@@ -563,8 +608,8 @@ pub fn apply_incremental(
                 items.retain(|i| !given.contains(i));
             }
             let joined = items.join(",");
-            validate_topic_config(name, Some(&joined))?;
-            overrides.insert(name.to_string(), joined);
+            validate(Some(&joined))?;
+            map.insert(name.to_string(), joined);
         }
         OP_APPEND | OP_SUBTRACT => {
             return Err(AdminError::new(
@@ -585,6 +630,113 @@ pub fn apply_incremental(
     Ok(())
 }
 
+/// Which dynamic configs a BROKER resource name addresses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum BrokerScope {
+    /// "<node id>": this broker's own (Kafka's DYNAMIC_BROKER_CONFIG).
+    ThisBroker,
+    /// "": the cluster-wide default (DYNAMIC_DEFAULT_BROKER_CONFIG).
+    ClusterDefault,
+}
+
+/// Resolves a BROKER resource name as Kafka does, with its messages (which
+/// differ between DescribeConfigs and the alter APIs).
+fn broker_scope(node: i32, name: &str, describe: bool) -> Result<BrokerScope, AdminError> {
+    if name.is_empty() {
+        return Ok(BrokerScope::ClusterDefault);
+    }
+    let bad = |m: String| AdminError::new(ResponseError::InvalidRequest, m);
+    let Ok(id) = name.parse::<i32>() else {
+        return Err(bad(if describe {
+            format!("Broker id must be an integer, but it is: {name}")
+        } else {
+            format!("Node id must be an integer, but it is: {name}")
+        }));
+    };
+    if id != node {
+        return Err(bad(if describe {
+            format!("Unexpected broker id, expected {node} or empty string, but received {name}")
+        } else {
+            format!("Unexpected broker id, expected {node}, but received {name}")
+        }));
+    }
+    Ok(BrokerScope::ThisBroker)
+}
+
+/// One requested change to a broker config (legacy AlterConfigs is a SET of
+/// every config named, replacing the rest).
+struct BrokerOp {
+    name: String,
+    op: i8,
+    value: Option<String>,
+}
+
+/// AlterConfigs / IncrementalAlterConfigs on a BROKER resource. The dynamic
+/// configs are the broker-level names of the topic configs; anything else
+/// is refused as Kafka refuses a read-only broker config. Errors are
+/// INVALID_REQUEST, as Kafka reports broker config validation (KAFKA-13609).
+async fn alter_broker(
+    ctx: &Ctx,
+    name: &str,
+    ops: &[BrokerOp],
+    replace: bool,
+    validate_only: bool,
+) -> Result<(), AdminError> {
+    let invalid = |m: String| AdminError::new(ResponseError::InvalidRequest, m);
+    let mut seen = HashSet::new();
+    if ops.iter().any(|o| !seen.insert(o.name.as_str())) {
+        return Err(invalid("Error due to duplicate config keys".into()));
+    }
+    let nulls: Vec<&str> = ops
+        .iter()
+        .filter(|o| o.op != OP_DELETE && o.value.is_none())
+        .map(|o| o.name.as_str())
+        .collect();
+    if !nulls.is_empty() {
+        return Err(invalid(format!(
+            "Null value not supported for : {}",
+            nulls.join(", ")
+        )));
+    }
+    let scope = broker_scope(ctx.broker.node_id(), name, false)?;
+    let fixed: Vec<&str> = ops
+        .iter()
+        .filter(|o| broker_dynamic_def(&o.name).is_none())
+        .map(|o| o.name.as_str())
+        .collect();
+    if !fixed.is_empty() {
+        return Err(invalid(format!(
+            "Cannot update these configs dynamically: [{}]",
+            fixed.join(", ")
+        )));
+    }
+    let as_invalid_request = |e: AdminError| AdminError {
+        code: code(ResponseError::InvalidRequest),
+        ..e
+    };
+    ctx.broker
+        .update_dynamic_configs(validate_only, |all| {
+            let map = match scope {
+                BrokerScope::ThisBroker => &mut all.broker,
+                BrokerScope::ClusterDefault => &mut all.cluster_default,
+            };
+            if replace {
+                map.clear();
+            }
+            for o in ops {
+                let Some(d) = broker_dynamic_def(&o.name) else {
+                    continue;
+                };
+                apply_op(map, d, &o.name, o.op, o.value.as_deref(), |v| {
+                    validate_broker_config(&o.name, v)
+                })
+                .map_err(as_invalid_request)?;
+            }
+            Ok(())
+        })
+        .await
+}
+
 pub async fn incremental_alter_configs(
     ctx: &Ctx,
     req: IncrementalAlterConfigsRequest,
@@ -593,6 +745,18 @@ pub async fn incremental_alter_configs(
     for res in req.resources {
         let name = res.resource_name.to_string();
         let outcome: Result<(), AdminError> = async {
+            if res.resource_type == RESOURCE_BROKER {
+                let ops: Vec<BrokerOp> = res
+                    .configs
+                    .iter()
+                    .map(|c| BrokerOp {
+                        name: c.name.to_string(),
+                        op: c.config_operation,
+                        value: c.value.as_ref().map(|v| v.to_string()),
+                    })
+                    .collect();
+                return alter_broker(ctx, &name, &ops, false, req.validate_only).await;
+            }
             alter_target(ctx, res.resource_type, &name)?;
             let topic = ctx.broker.topic(&name).ok_or_else(|| {
                 AdminError::new(
@@ -625,6 +789,7 @@ pub async fn incremental_alter_configs(
         let mut out = incremental_alter_configs_response::AlterConfigsResourceResponse::default();
         out.resource_type = res.resource_type;
         out.resource_name = res.resource_name;
+        out.error_message = None;
         if let Err(e) = outcome {
             tracing::info!(resource = %name, code = e.code, message = %e.message, "IncrementalAlterConfigs refused");
             out.error_code = e.code;
@@ -781,7 +946,9 @@ pub fn describe_topic_partitions(
 /// DeleteRecords (v0-2): moves each partition's log start offset forward
 /// (durably, in es-storage); offset -1 means "up to the high watermark".
 /// Answers the new low watermark, or OFFSET_OUT_OF_RANGE past the high
-/// watermark, as Kafka does.
+/// watermark, as Kafka does. A topic whose `cleanup.policy` lacks `delete`
+/// (compact only) answers POLICY_VIOLATION, as Kafka's
+/// `Partition.deleteRecordsOnLeader` does.
 pub async fn delete_records(
     ctx: &Ctx,
     req: DeleteRecordsRequest,
@@ -800,6 +967,9 @@ pub async fn delete_records(
                 pr.low_watermark = -1;
                 match topic.as_ref().and_then(|t| t.partition(p.partition_index)) {
                     None => pr.error_code = code(ResponseError::UnknownTopicOrPartition),
+                    Some(_) if topic.as_ref().is_some_and(|t| !t.config().cleanup_policy().delete) => {
+                        pr.error_code = code(ResponseError::PolicyViolation);
+                    }
                     Some(slot) => {
                         let target = if p.offset == -1 { Some(slot.log.high_watermark()) } else { u64::try_from(p.offset).ok() };
                         match target.map(|o| slot.log.delete_records_before(o)) {
@@ -827,12 +997,20 @@ pub async fn delete_records(
 /// ElectLeaders (v0-2): this node leads every partition and is every
 /// partition's preferred (and only) replica, so no election is ever needed.
 /// Named partitions answer ELECTION_NOT_NEEDED (or UNKNOWN_TOPIC_OR_PARTITION);
-/// "all partitions" (null) answers an empty list, as Kafka lists only the
-/// partitions it actually elected.
+/// "all partitions" (null) lists every topic with no partitions, as Kafka
+/// 4.4 lists only the partitions it actually elected.
 pub fn elect_leaders(ctx: &Ctx, req: ElectLeadersRequest) -> Result<Option<Bytes>, RequestError> {
     let b = &ctx.broker;
     let mut r = ElectLeadersResponse::default();
-    for t in req.topic_partitions.unwrap_or_default() {
+    let Some(named) = req.topic_partitions else {
+        for t in b.topics() {
+            let mut res = elect_leaders_response::ReplicaElectionResult::default();
+            res.topic = TopicName(s(t.name.clone()));
+            r.replica_election_results.push(res);
+        }
+        return ctx.respond(&r);
+    };
+    for t in named {
         let topic = b.topic(t.topic.0.as_str());
         let mut res = elect_leaders_response::ReplicaElectionResult::default();
         res.topic = t.topic;

@@ -9,8 +9,10 @@
 //! shape (see [`unsupported`]); only bytes that cannot be parsed at all end
 //! the connection ([`RequestError`]).
 
+pub mod acls;
 pub mod admin;
 pub mod api_versions;
+pub mod cluster;
 pub mod durable;
 pub mod fetch;
 pub mod groups;
@@ -246,6 +248,24 @@ async fn served(ctx: Ctx, mut body: Bytes, mut turn: Turn) -> Result<Option<Byte
                     admin::delete_records(&ctx, decode_body(&mut body, key, v)?).await
                 }
                 ApiKey::ElectLeaders => admin::elect_leaders(&ctx, decode_body(&mut body, key, v)?),
+                ApiKey::DescribeAcls => acls::describe_acls(&ctx, decode_body(&mut body, key, v)?),
+                ApiKey::CreateAcls => acls::create_acls(&ctx, decode_body(&mut body, key, v)?),
+                ApiKey::DeleteAcls => acls::delete_acls(&ctx, decode_body(&mut body, key, v)?),
+                ApiKey::DescribeQuorum => {
+                    cluster::describe_quorum(&ctx, decode_body(&mut body, key, v)?)
+                }
+                ApiKey::ListPartitionReassignments => {
+                    cluster::list_partition_reassignments(&ctx, decode_body(&mut body, key, v)?)
+                }
+                ApiKey::AlterPartitionReassignments => {
+                    cluster::alter_partition_reassignments(&ctx, decode_body(&mut body, key, v)?)
+                }
+                ApiKey::AlterReplicaLogDirs => {
+                    cluster::alter_replica_log_dirs(&ctx, decode_body(&mut body, key, v)?)
+                }
+                ApiKey::ListConfigResources => {
+                    cluster::list_config_resources(&ctx, decode_body(&mut body, key, v)?)
+                }
                 ApiKey::InitProducerId => {
                     txn::init_producer_id(&ctx, decode_body(&mut body, key, v)?).await
                 }

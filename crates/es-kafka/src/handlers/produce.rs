@@ -23,7 +23,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use es_storage::{AppendIntent, AppendOutcome, ProducerAppend, RecordBatchBuf};
-use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use kafka_protocol::messages::produce_response::{
+    BatchIndexAndErrorMessage, PartitionProduceResponse, TopicProduceResponse,
+};
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
 
@@ -63,6 +65,8 @@ struct Item {
     producer: Option<ProducerAppend>,
     /// The topic's name (the transaction check names partitions by topic).
     topic_name: String,
+    /// Per-record errors (batch index, message): Produce v8+ RecordErrors.
+    record_errors: Vec<(i32, String)>,
     /// Tells the partition this append is coming, so that a group-commit
     /// fsync starting meanwhile waits for it; dropped once appended.
     intent: Option<AppendIntent>,
@@ -133,6 +137,7 @@ pub async fn handle(
                 codec: 0,
                 producer: None,
                 topic_name: String::new(),
+                record_errors: Vec::new(),
                 intent: None,
             };
             if !acks_ok {
@@ -240,6 +245,16 @@ pub async fn handle(
         }
         if v >= 8 {
             p.error_message = item.message.map(StrBytes::from_string);
+            p.record_errors = item
+                .record_errors
+                .into_iter()
+                .map(|(index, message)| {
+                    let mut e = BatchIndexAndErrorMessage::default();
+                    e.batch_index = index;
+                    e.batch_index_error_message = Some(StrBytes::from_string(message));
+                    e
+                })
+                .collect();
         }
         by_topic.entry(item.topic).or_default().push(p);
     }
@@ -377,5 +392,107 @@ fn decode_one(
                 return;
             }
         }
+    }
+    if config.cleanup_policy().compact {
+        refuse_keyless_records(item);
+    }
+}
+
+/// Kafka's LogValidator on a compacted topic: every record needs a key. If
+/// any lacks one, the whole batch is refused with INVALID_RECORD, one
+/// RecordError per keyless record (its index in the batch: Produce v3+
+/// carries exactly one batch per partition), Kafka's messages, and the
+/// partition's log start offset; nothing is appended.
+fn refuse_keyless_records(item: &mut Item) {
+    let keyless = keyless_records(&item.buf);
+    if keyless.is_empty() {
+        return;
+    }
+    let tp = format!("{}-{}", item.topic_name, item.partition);
+    let errors: Vec<(i32, String)> = keyless
+        .into_iter()
+        .map(|i| {
+            (
+                i,
+                format!(
+                    "Compacted topic cannot accept message without key in topic partition {tp}"
+                ),
+            )
+        })
+        .collect();
+    let shown: Vec<String> = errors
+        .iter()
+        .take(3)
+        .map(|(i, m)| format!("RecordError(batchIndex={i}, message='{m}')"))
+        .collect();
+    item.fail(
+        code(ResponseError::InvalidRecord),
+        format!(
+            "One or more records have been rejected due to {} record errors in total, and only showing the first three errors at most: [{}]",
+            errors.len(),
+            shown.join(", ")
+        ),
+    );
+    item.record_errors = errors;
+    if let Some(slot) = &item.slot {
+        item.log_start_offset = slot.log.log_start_offset() as i64;
+    }
+}
+
+/// Indexes of the records in `buf` without a key. Reads the key length of
+/// each unsealed record where the documented record format puts it (after
+/// the timestamp, or after the extension section when the length's top bit
+/// says there is one; docs/storage.md); a record too short to hold one is
+/// skipped (it cannot occur: `buf` was built by `RecordBatchBuf::push`).
+fn keyless_records(buf: &RecordBatchBuf) -> Vec<i32> {
+    use es_storage::record::{EXT_BIT, TIMESTAMP_FIELD_POS};
+    let bytes = buf.as_bytes();
+    let be_u32 = |p: usize| -> Option<u32> {
+        let b = bytes.get(p..p.checked_add(4)?)?;
+        Some(u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+    };
+    let mut out = Vec::new();
+    for i in 0..buf.len() {
+        let start = buf.record_start(i);
+        let Some(len) = be_u32(start) else { continue };
+        let mut key_pos = start + TIMESTAMP_FIELD_POS + 8;
+        if len & EXT_BIT != 0 {
+            let Some(ext) = be_u32(key_pos) else { continue };
+            key_pos += 4 + ext as usize;
+        }
+        if be_u32(key_pos) == Some(u32::MAX) {
+            out.push(i32::try_from(i).unwrap_or(i32::MAX));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use es_storage::{ProducerInfo, RecordMeta};
+
+    #[test]
+    fn keyless_records_are_found_with_and_without_the_extension() {
+        let plain = RecordMeta::default();
+        let idempotent = RecordMeta {
+            producer: Some(ProducerInfo {
+                producer_id: 7,
+                producer_epoch: 1,
+                sequence: 3,
+            }),
+            transactional: true,
+            control: false,
+        };
+        let header: [(&[u8], Option<&[u8]>); 1] = [(b"h", Some(b"v"))];
+        let mut buf = RecordBatchBuf::new();
+        buf.push(1, None, Some(b"v"), [], &plain);
+        buf.push(1, Some(b"k"), Some(b"v"), [], &plain);
+        buf.push(1, None, None, header, &idempotent);
+        buf.push(1, Some(b""), None, header, &idempotent);
+        buf.push(1, None, Some(b""), [], &idempotent);
+        buf.push(1, Some(b"\xff\xff\xff\xff"), Some(b"v"), [], &plain);
+        assert_eq!(keyless_records(&buf), vec![0, 2, 4]);
+        assert!(keyless_records(&RecordBatchBuf::new()).is_empty());
     }
 }

@@ -1,0 +1,332 @@
+//! Cluster-shape APIs a single node answers plainly, with what Kafka 4.4
+//! answers on a one-node KRaft cluster (broker and controller in one
+//! process): DescribeQuorum, ListPartitionReassignments,
+//! AlterPartitionReassignments, AlterReplicaLogDirs, ListConfigResources.
+//!
+//! es has no KRaft quorum and no metadata log: DescribeQuorum reports this
+//! node as the only voter and leader of `__cluster_metadata`-0 at epoch 1
+//! (the first election of a new KRaft cluster), with high watermark and log
+//! end offset 0, since there is no metadata log whose offsets it could
+//! report. Every partition's only replica is this node in its one log
+//! directory (the data directory), so no reassignment is ever in progress
+//! and the only valid target is the current one.
+
+use std::collections::HashSet;
+
+use bytes::Bytes;
+use kafka_protocol::messages::alter_partition_reassignments_response::{
+    ReassignablePartitionResponse, ReassignableTopicResponse,
+};
+use kafka_protocol::messages::alter_replica_log_dirs_response::{
+    AlterReplicaLogDirPartitionResult, AlterReplicaLogDirTopicResult,
+};
+use kafka_protocol::messages::describe_quorum_response::{
+    self as dq, Listener, Node, ReplicaState,
+};
+use kafka_protocol::messages::list_config_resources_response::ConfigResource;
+use kafka_protocol::messages::{
+    AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse,
+    AlterReplicaLogDirsRequest, AlterReplicaLogDirsResponse, BrokerId, DescribeQuorumRequest,
+    DescribeQuorumResponse, ListConfigResourcesRequest, ListConfigResourcesResponse,
+    ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse,
+};
+use kafka_protocol::protocol::StrBytes;
+
+use super::admin::{RESOURCE_BROKER, RESOURCE_BROKER_LOGGER, RESOURCE_TOPIC};
+use super::produce::now_ms;
+use super::{Ctx, RequestError};
+use crate::errors::{code, ResponseError, NONE};
+
+/// KRaft's metadata topic, the one partition DescribeQuorum describes.
+pub const METADATA_TOPIC: &str = "__cluster_metadata";
+/// The leader epoch es reports for its (implicit) quorum.
+pub const QUORUM_LEADER_EPOCH: i32 = 1;
+/// Kafka's ConfigResource.Type codes ListConfigResources knows besides
+/// topic, broker and broker logger.
+pub const RESOURCE_CLIENT_METRICS: i8 = 16;
+pub const RESOURCE_GROUP: i8 = 32;
+
+fn s(v: impl Into<String>) -> StrBytes {
+    StrBytes::from_string(v.into())
+}
+
+/// DescribeQuorum (v0-2).
+pub fn describe_quorum(
+    ctx: &Ctx,
+    req: DescribeQuorumRequest,
+) -> Result<Option<Bytes>, RequestError> {
+    let v = ctx.version;
+    let b = &ctx.broker;
+    let node = BrokerId(b.node_id());
+    let now = now_ms();
+    let mut r = DescribeQuorumResponse::default();
+    if v >= 2 {
+        r.error_message = Some(StrBytes::default());
+    }
+    let mut described = false;
+    for t in req.topics {
+        let mut td = dq::TopicData::default();
+        let is_metadata = t.topic_name.0.as_str() == METADATA_TOPIC;
+        td.topic_name = t.topic_name;
+        for p in t.partitions {
+            let mut pd = dq::PartitionData::default();
+            pd.partition_index = p.partition_index;
+            if is_metadata && p.partition_index == 0 {
+                described = true;
+                pd.error_code = NONE;
+                if v >= 2 {
+                    pd.error_message = Some(StrBytes::default());
+                }
+                pd.leader_id = node;
+                pd.leader_epoch = QUORUM_LEADER_EPOCH;
+                pd.high_watermark = 0;
+                let mut me = ReplicaState::default();
+                me.replica_id = node;
+                me.log_end_offset = 0;
+                if v >= 1 {
+                    me.last_fetch_timestamp = now;
+                    me.last_caught_up_timestamp = now;
+                }
+                pd.current_voters = vec![me];
+            } else {
+                pd.error_code = code(ResponseError::UnknownTopicOrPartition);
+                if v >= 2 {
+                    pd.error_message = Some(s("This server does not host this topic-partition."));
+                }
+            }
+            td.partitions.push(pd);
+        }
+        r.topics.push(td);
+    }
+    if v >= 2 && described {
+        let mut n = Node::default();
+        n.node_id = node;
+        let mut l = Listener::default();
+        l.name = s("PLAINTEXT");
+        l.host = s(b.config().advertised_host.clone());
+        l.port = u16::try_from(b.config().advertised_port).unwrap_or(0);
+        n.listeners = vec![l];
+        r.nodes = vec![n];
+    }
+    ctx.respond(&r)
+}
+
+/// ListPartitionReassignments (v0): nothing is ever being reassigned; Kafka
+/// answers an empty list even for topics that do not exist.
+pub fn list_partition_reassignments(
+    ctx: &Ctx,
+    _req: ListPartitionReassignmentsRequest,
+) -> Result<Option<Bytes>, RequestError> {
+    let mut r = ListPartitionReassignmentsResponse::default();
+    r.error_message = None;
+    ctx.respond(&r)
+}
+
+/// Why a reassignment target is refused, as Kafka's
+/// `ReplicationControlManager.validateManualPartitionAssignment` says it.
+fn check_target(node: i32, replicas: &[BrokerId]) -> Result<(), (ResponseError, String)> {
+    if replicas.is_empty() {
+        return Err((
+            ResponseError::InvalidReplicaAssignment,
+            "The manual partition assignment includes an empty replica list.".into(),
+        ));
+    }
+    let mut sorted: Vec<i32> = replicas.iter().map(|r| r.0).collect();
+    sorted.sort_unstable();
+    let mut prev = None;
+    for id in sorted {
+        if id != node {
+            return Err((
+                ResponseError::InvalidReplicaAssignment,
+                format!("The manual partition assignment includes broker {id}, but no such broker is registered."),
+            ));
+        }
+        if prev == Some(id) {
+            return Err((
+                ResponseError::InvalidReplicaAssignment,
+                format!("The manual partition assignment includes the broker {id} more than once."),
+            ));
+        }
+        prev = Some(id);
+    }
+    Ok(())
+}
+
+/// AlterPartitionReassignments (v0-1): the only possible target is this
+/// node alone, which is where the partition already is (nothing to do);
+/// cancelling answers NO_REASSIGNMENT_IN_PROGRESS.
+pub fn alter_partition_reassignments(
+    ctx: &Ctx,
+    req: AlterPartitionReassignmentsRequest,
+) -> Result<Option<Bytes>, RequestError> {
+    let b = &ctx.broker;
+    let node = b.node_id();
+    let mut r = AlterPartitionReassignmentsResponse::default();
+    r.allow_replication_factor_change = req.allow_replication_factor_change;
+    r.error_message = None;
+    for t in req.topics {
+        let name = t.name.0.to_string();
+        let topic = b.topic(&name);
+        let mut tr = ReassignableTopicResponse::default();
+        tr.name = t.name;
+        for p in t.partitions {
+            let mut pr = ReassignablePartitionResponse::default();
+            pr.partition_index = p.partition_index;
+            pr.error_message = None;
+            let outcome = match &topic {
+                None => Err((
+                    ResponseError::UnknownTopicOrPartition,
+                    Some(format!("Unable to find a topic named {name}.")),
+                )),
+                Some(t) if t.partition(p.partition_index).is_none() => Err((
+                    ResponseError::UnknownTopicOrPartition,
+                    Some(format!(
+                        "Unable to find partition {name}:{}.",
+                        p.partition_index
+                    )),
+                )),
+                // Kafka's message for this one is the error's default: null.
+                Some(_) => match &p.replicas {
+                    None => Err((ResponseError::NoReassignmentInProgress, None)),
+                    Some(replicas) => check_target(node, replicas).map_err(|(e, m)| (e, Some(m))),
+                },
+            };
+            if let Err((e, message)) = outcome {
+                pr.error_code = code(e);
+                pr.error_message = message.map(s);
+            }
+            tr.partitions.push(pr);
+        }
+        r.responses.push(tr);
+    }
+    ctx.respond(&r)
+}
+
+/// AlterReplicaLogDirs (v1-2): es has one log directory, the data
+/// directory. Moving a partition there is a no-op; any other path is
+/// LOG_DIR_NOT_FOUND; a partition that does not exist is
+/// UNKNOWN_TOPIC_OR_PARTITION. Results are grouped by topic, as Kafka's.
+pub fn alter_replica_log_dirs(
+    ctx: &Ctx,
+    req: AlterReplicaLogDirsRequest,
+) -> Result<Option<Bytes>, RequestError> {
+    let b = &ctx.broker;
+    let data_dir = b.data_dir();
+    let mut known: HashSet<String> = HashSet::new();
+    known.insert(data_dir.display().to_string());
+    if let Ok(c) = std::fs::canonicalize(data_dir) {
+        known.insert(c.display().to_string());
+    }
+    let mut results: Vec<AlterReplicaLogDirTopicResult> = Vec::new();
+    for dir in req.dirs {
+        let path = dir.path.as_str();
+        let trimmed = if path.len() > 1 {
+            path.trim_end_matches('/')
+        } else {
+            path
+        };
+        let dir_ok = known.contains(trimmed);
+        for t in dir.topics {
+            let topic = b.topic(t.name.0.as_str());
+            let at = match results.iter().position(|r| r.topic_name == t.name) {
+                Some(i) => i,
+                None => {
+                    let mut tr = AlterReplicaLogDirTopicResult::default();
+                    tr.topic_name = t.name.clone();
+                    results.push(tr);
+                    results.len() - 1
+                }
+            };
+            for p in t.partitions {
+                let mut pr = AlterReplicaLogDirPartitionResult::default();
+                pr.partition_index = p;
+                pr.error_code = if !dir_ok {
+                    code(ResponseError::LogDirNotFound)
+                } else if topic.as_ref().and_then(|t| t.partition(p)).is_none() {
+                    code(ResponseError::UnknownTopicOrPartition)
+                } else {
+                    NONE
+                };
+                results[at].partitions.push(pr);
+            }
+        }
+    }
+    let mut r = AlterReplicaLogDirsResponse::default();
+    r.results = results;
+    ctx.respond(&r)
+}
+
+/// ListConfigResources (v0-1; v0 was ListClientMetricsResources): the
+/// resources that have configs. This broker and its loggers, and every
+/// topic; es has no client-metrics subscriptions and no group configs. A
+/// type Kafka does not know answers UNSUPPORTED_VERSION, as Kafka does.
+pub fn list_config_resources(
+    ctx: &Ctx,
+    req: ListConfigResourcesRequest,
+) -> Result<Option<Bytes>, RequestError> {
+    const KNOWN: [i8; 5] = [
+        RESOURCE_TOPIC,
+        RESOURCE_BROKER,
+        RESOURCE_BROKER_LOGGER,
+        RESOURCE_CLIENT_METRICS,
+        RESOURCE_GROUP,
+    ];
+    let mut r = ListConfigResourcesResponse::default();
+    // v0 lists client-metrics resources only (it has no type filter).
+    let wanted: Vec<i8> = if ctx.version == 0 {
+        vec![RESOURCE_CLIENT_METRICS]
+    } else if req.resource_types.is_empty() {
+        KNOWN.to_vec()
+    } else {
+        req.resource_types
+    };
+    if wanted.iter().any(|t| !KNOWN.contains(t)) {
+        r.error_code = code(ResponseError::UnsupportedVersion);
+        return ctx.respond(&r);
+    }
+    let b = &ctx.broker;
+    let resource = |name: String, ty: i8| {
+        let mut c = ConfigResource::default();
+        c.resource_name = s(name);
+        c.resource_type = ty;
+        c
+    };
+    if wanted.contains(&RESOURCE_BROKER_LOGGER) {
+        r.config_resources
+            .push(resource(b.node_id().to_string(), RESOURCE_BROKER_LOGGER));
+    }
+    if wanted.contains(&RESOURCE_BROKER) {
+        r.config_resources
+            .push(resource(b.node_id().to_string(), RESOURCE_BROKER));
+    }
+    if wanted.contains(&RESOURCE_TOPIC) {
+        for t in b.topics() {
+            r.config_resources
+                .push(resource(t.name.clone(), RESOURCE_TOPIC));
+        }
+    }
+    ctx.respond(&r)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reassignment_targets_follow_kafkas_checks() {
+        assert!(check_target(0, &[BrokerId(0)]).is_ok());
+        let msg = |r: Result<(), (ResponseError, String)>| r.err().map(|(_, m)| m);
+        assert_eq!(
+            msg(check_target(0, &[])).as_deref(),
+            Some("The manual partition assignment includes an empty replica list.")
+        );
+        assert_eq!(
+            msg(check_target(0, &[BrokerId(0), BrokerId(9)])).as_deref(),
+            Some("The manual partition assignment includes broker 9, but no such broker is registered.")
+        );
+        assert_eq!(
+            msg(check_target(0, &[BrokerId(0), BrokerId(0)])).as_deref(),
+            Some("The manual partition assignment includes the broker 0 more than once.")
+        );
+    }
+}
