@@ -4,8 +4,14 @@
 //! allocation: fields are copied straight into the buffer). The partition then
 //! assigns offsets and computes CRCs under its write lock with [`RecordBatchBuf::seal`],
 //! and writes the whole buffer with a single `write`.
+//!
+//! A batch the producer compressed is recorded on its first record (the
+//! extension's batch fields, see `record.rs`): [`RecordBatchBuf::push_batch_start`]
+//! writes that record with room for the batch's extent, and
+//! [`RecordBatchBuf::end_batch`] fills the extent in once the batch's last
+//! record is pushed, before the CRCs are computed.
 
-use crate::record::{self, RecordMeta};
+use crate::record::{self, ProducedBatch, RecordMeta};
 
 /// The records of one append, in the on-disk format, offsets not yet assigned.
 #[derive(Debug, Default, Clone)]
@@ -14,6 +20,9 @@ pub struct RecordBatchBuf {
     /// Start of each record in `buf`.
     starts: Vec<u32>,
     max_timestamp_ms: i64,
+    /// The produced batch being pushed: its first record's index and the
+    /// position of that record's batch fields.
+    open_batch: Option<(usize, usize)>,
 }
 
 impl RecordBatchBuf {
@@ -26,6 +35,7 @@ impl RecordBatchBuf {
             buf: Vec::with_capacity(bytes),
             starts: Vec::with_capacity(records),
             max_timestamp_ms: i64::MIN,
+            open_batch: None,
         }
     }
 
@@ -46,6 +56,69 @@ impl RecordBatchBuf {
         self.starts.push(self.buf.len() as u32);
         record::encode_unsealed(&mut self.buf, timestamp_ms, key, value, headers, meta);
         self.max_timestamp_ms = self.max_timestamp_ms.max(timestamp_ms);
+    }
+
+    /// Pushes the first record of a batch as its producer sent it, compressed
+    /// with `codec` (Kafka's id, at most [`record::BATCH_CODEC_MAX`]). The
+    /// records pushed after it, up to [`RecordBatchBuf::end_batch`], are that
+    /// batch. Ends a batch still open.
+    pub fn push_batch_start<'h, H>(
+        &mut self,
+        timestamp_ms: i64,
+        key: Option<&[u8]>,
+        value: Option<&[u8]>,
+        headers: H,
+        meta: &RecordMeta,
+        codec: u8,
+    ) where
+        H: IntoIterator<Item = (&'h [u8], Option<&'h [u8]>)>,
+    {
+        debug_assert!(codec <= record::BATCH_CODEC_MAX);
+        self.end_batch();
+        if self.starts.is_empty() {
+            self.max_timestamp_ms = i64::MIN;
+        }
+        let start = self.buf.len();
+        self.starts.push(start as u32);
+        // The extent is not known yet: end_batch fills it in.
+        let batch = ProducedBatch {
+            codec: codec.min(record::BATCH_CODEC_MAX),
+            last_offset_delta: 0,
+            stored_bytes: 0,
+        };
+        record::encode_unsealed_batch(
+            &mut self.buf,
+            timestamp_ms,
+            key,
+            value,
+            headers,
+            meta,
+            Some(&batch),
+        );
+        self.open_batch = Some((
+            self.starts.len() - 1,
+            start + record::batch_fields_pos(meta),
+        ));
+        self.max_timestamp_ms = self.max_timestamp_ms.max(timestamp_ms);
+    }
+
+    /// Ends the batch [`RecordBatchBuf::push_batch_start`] began: records its
+    /// extent (record count and bytes) on its first record. No-op without an
+    /// open batch.
+    pub fn end_batch(&mut self) {
+        let Some((first, fields_pos)) = self.open_batch.take() else {
+            return;
+        };
+        let start = self.starts[first] as usize;
+        let last_offset_delta = (self.starts.len() - 1 - first) as u32;
+        let stored_bytes = u32::try_from(self.buf.len() - start).unwrap_or(u32::MAX);
+        let (s, e) = self.bounds(first);
+        record::set_batch_extent(
+            &mut self.buf[s..e],
+            fields_pos - start,
+            last_offset_delta,
+            stored_bytes,
+        );
     }
 
     /// Number of records.
@@ -80,6 +153,7 @@ impl RecordBatchBuf {
         self.buf.clear();
         self.starts.clear();
         self.max_timestamp_ms = i64::MIN;
+        self.open_batch = None;
     }
 
     fn bounds(&self, i: usize) -> (usize, usize) {
@@ -99,6 +173,8 @@ impl RecordBatchBuf {
     /// Assigns offsets `base_offset..` and computes every CRC. Returns the bytes
     /// to write. Called by the partition under its write lock.
     pub fn seal(&mut self, base_offset: u64) -> &[u8] {
+        // A batch left open ends with the buffer.
+        self.end_batch();
         for i in 0..self.starts.len() {
             let (s, e) = self.bounds(i);
             record::seal(&mut self.buf[s..e], base_offset + i as u64);
@@ -109,5 +185,75 @@ impl RecordBatchBuf {
     /// The encoded bytes (sealed or not).
     pub fn as_bytes(&self) -> &[u8] {
         &self.buf
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::{ProducerInfo, RecordIter};
+
+    #[test]
+    fn produced_batches_record_their_extent_on_their_first_record() {
+        let idem = |seq| RecordMeta {
+            producer: Some(ProducerInfo {
+                producer_id: 3,
+                producer_epoch: 0,
+                sequence: seq,
+            }),
+            ..RecordMeta::default()
+        };
+        let plain = RecordMeta::default();
+        let mut b = RecordBatchBuf::new();
+        // An uncompressed record, a gzip batch of 3, a zstd batch of 1 with
+        // producer fields and a header, and one left open until the seal.
+        b.push(1, None, Some(b"a"), [], &plain);
+        b.push_batch_start(2, Some(b"k"), Some(b"b"), [], &plain, 1);
+        b.push(3, None, Some(b"c"), [], &plain);
+        b.push(4, None, None, [], &plain);
+        b.end_batch();
+        let header: [(&[u8], Option<&[u8]>); 1] = [(b"h", Some(b"v"))];
+        b.push_batch_start(5, None, Some(b"d"), header, &idem(7), 4);
+        b.push_batch_start(6, None, Some(b"e"), [], &idem(8), 2);
+        b.push(7, None, Some(b"f"), [], &idem(9));
+        let bytes = b.seal(100).to_vec();
+        let recs: Vec<_> = RecordIter::new(&bytes)
+            .collect::<std::result::Result<_, _>>()
+            .expect("valid");
+        let batches: Vec<_> = recs.iter().map(|r| r.batch).collect();
+        let gzip_bytes = (recs[1].encoded_len + recs[2].encoded_len + recs[3].encoded_len) as u32;
+        assert_eq!(
+            batches,
+            vec![
+                None,
+                Some(ProducedBatch {
+                    codec: 1,
+                    last_offset_delta: 2,
+                    stored_bytes: gzip_bytes,
+                }),
+                None,
+                None,
+                Some(ProducedBatch {
+                    codec: 4,
+                    last_offset_delta: 0,
+                    stored_bytes: recs[4].encoded_len as u32,
+                }),
+                Some(ProducedBatch {
+                    codec: 2,
+                    last_offset_delta: 1,
+                    stored_bytes: (recs[5].encoded_len + recs[6].encoded_len) as u32,
+                }),
+                None,
+            ]
+        );
+        // The plain records stay byte for byte the documented format.
+        assert_eq!(bytes[0] & 0x80, 0);
+        assert_eq!(recs[4].meta, idem(7));
+        assert_eq!(recs[4].headers().count(), 1);
+        assert_eq!(recs[3].value, None);
+        assert_eq!(
+            recs.iter().map(|r| r.offset).collect::<Vec<_>>(),
+            (100..107).collect::<Vec<_>>()
+        );
     }
 }

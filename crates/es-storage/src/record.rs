@@ -15,8 +15,10 @@
 //!
 //! The extension (see docs/storage.md) carries what Kafka records need and the
 //! documented format lacks: a null value (distinct from an empty one), producer
-//! id / epoch / sequence, the transactional and control flags, and headers. A
-//! record that needs none of it is exactly the documented format.
+//! id / epoch / sequence, the transactional and control flags, headers, and on
+//! the first record of a batch the producer compressed, that batch's codec and
+//! extent (so Fetch serves it as it was produced). A record that needs none of
+//! it is exactly the documented format.
 //!
 //! Invariant: [`decode`] checks that the length is plausible and the CRC matches
 //! before it hands out any field, and it never allocates: a [`RecordView`]
@@ -49,8 +51,23 @@ pub const EXT_CONTROL: u8 = 0x08;
 /// Extension flag: a header list follows (count u32, then per header
 /// key_len u32, key, value_len i32 (-1 = null), value).
 pub const EXT_HEADERS: u8 = 0x10;
-const EXT_KNOWN: u8 = EXT_VALUE_NULL | EXT_PRODUCER | EXT_TRANSACTIONAL | EXT_CONTROL | EXT_HEADERS;
+/// Extension flag: this record starts a batch as its producer sent it; the
+/// batch fields ([`ProducedBatch`]: codec u8, last_offset_delta u32,
+/// stored_bytes u32) follow the producer fields, before the headers.
+pub const EXT_BATCH: u8 = 0x20;
+const EXT_KNOWN: u8 =
+    EXT_VALUE_NULL | EXT_PRODUCER | EXT_TRANSACTIONAL | EXT_CONTROL | EXT_HEADERS | EXT_BATCH;
 const PRODUCER_BYTES: usize = 8 + 2 + 4;
+/// codec u8 + last_offset_delta u32 + stored_bytes u32.
+pub const BATCH_FIELDS_BYTES: usize = 1 + 4 + 4;
+/// The most the batch fields add to a record: the extension's length and
+/// flags (when the record had no extension otherwise) and the fields.
+pub const BATCH_FIELDS_OVERHEAD_BYTES_MAX: usize = 4 + 1 + BATCH_FIELDS_BYTES;
+/// The largest codec id a batch may record (Kafka's ids: 0 none, 1 gzip,
+/// 2 snappy, 3 lz4, 4 zstd).
+pub const BATCH_CODEC_MAX: u8 = 4;
+/// Bytes from the start of a record to its extension's flags byte.
+const EXT_FLAGS_POS: usize = TIMESTAMP_FIELD_POS + 8 + 4;
 
 /// Producer identity of an idempotent or transactional record.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -60,6 +77,22 @@ pub struct ProducerInfo {
     /// This record's own sequence number (a Kafka batch's base sequence plus
     /// the record's offset delta).
     pub sequence: i32,
+}
+
+/// A batch as its producer sent it, recorded on the batch's first record
+/// (extension flag [`EXT_BATCH`]). es keeps records, not batches; this lets a
+/// fetch re-create the producer's batch with its codec and boundaries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ProducedBatch {
+    /// Kafka's codec id the producer compressed the batch with (0-4).
+    pub codec: u8,
+    /// The batch holds this record's offset through offset + last_offset_delta
+    /// (fewer records once compaction has removed some). At most `i32::MAX`.
+    pub last_offset_delta: u32,
+    /// On-disk bytes of the batch's records, this one included, as appended:
+    /// a hint for reading the whole batch in one go (compaction can only make
+    /// it an overestimate). Never trusted for bounds.
+    pub stored_bytes: u32,
 }
 
 /// Everything in the extension section except headers and the null value.
@@ -101,6 +134,8 @@ pub struct RecordView<'a> {
     pub key: Option<&'a [u8]>,
     pub value: Option<&'a [u8]>,
     pub meta: RecordMeta,
+    /// Set on the first record of a batch the producer compressed.
+    pub batch: Option<ProducedBatch>,
     /// Raw header section (without the count); iterate with [`RecordView::headers`].
     headers_raw: &'a [u8],
     header_count: u32,
@@ -116,6 +151,7 @@ impl fmt::Debug for RecordView<'_> {
             .field("key_len", &self.key.map(<[u8]>::len))
             .field("value_len", &self.value.map(<[u8]>::len))
             .field("meta", &self.meta)
+            .field("batch", &self.batch)
             .field("header_count", &self.header_count)
             .finish()
     }
@@ -253,6 +289,7 @@ fn decode_with(buf: &[u8], check_crc: bool) -> Result<RecordView<'_>, DecodeErro
     let timestamp_ms = be_u64(rec, TIMESTAMP_FIELD_POS) as i64;
     let mut p = TIMESTAMP_FIELD_POS + 8;
     let mut meta = RecordMeta::default();
+    let mut batch = None;
     let mut value_null = false;
     let mut headers_raw: &[u8] = &[];
     let mut header_count = 0u32;
@@ -283,6 +320,24 @@ fn decode_with(buf: &[u8], check_crc: bool) -> Result<RecordView<'_>, DecodeErro
                 sequence: be_u32(e, 10) as i32,
             });
             e = &e[PRODUCER_BYTES..];
+        }
+        if flags & EXT_BATCH != 0 {
+            if e.len() < BATCH_FIELDS_BYTES {
+                return Err(DecodeError::Corrupt("truncated batch fields"));
+            }
+            let b = ProducedBatch {
+                codec: e[0],
+                last_offset_delta: be_u32(e, 1),
+                stored_bytes: be_u32(e, 5),
+            };
+            if b.codec > BATCH_CODEC_MAX {
+                return Err(DecodeError::Corrupt("unknown batch codec"));
+            }
+            if b.last_offset_delta > i32::MAX as u32 {
+                return Err(DecodeError::Corrupt("batch offset delta out of range"));
+            }
+            batch = Some(b);
+            e = &e[BATCH_FIELDS_BYTES..];
         }
         if flags & EXT_HEADERS != 0 {
             if e.len() < 4 {
@@ -347,6 +402,7 @@ fn decode_with(buf: &[u8], check_crc: bool) -> Result<RecordView<'_>, DecodeErro
         key,
         value,
         meta,
+        batch,
         headers_raw,
         header_count,
         encoded_len: total,
@@ -409,7 +465,8 @@ impl<'a> Iterator for RecordIter<'a> {
     }
 }
 
-/// Encoded size of a record with these fields.
+/// Encoded size of a record with these fields (without batch fields, which
+/// add at most [`BATCH_FIELDS_OVERHEAD_BYTES_MAX`]).
 pub fn encoded_len<'h, H>(
     key: Option<&[u8]>,
     value: Option<&[u8]>,
@@ -456,6 +513,25 @@ pub fn encode_unsealed<'h, H>(
 where
     H: IntoIterator<Item = (&'h [u8], Option<&'h [u8]>)>,
 {
+    encode_unsealed_batch(out, timestamp_ms, key, value, headers, meta, None)
+}
+
+/// [`encode_unsealed`] for a record that may start a produced batch. The
+/// batch fields sit at [`batch_fields_pos`] from the record's start, so
+/// [`set_batch_extent`] can fill them in once the batch's last record is
+/// encoded.
+pub fn encode_unsealed_batch<'h, H>(
+    out: &mut Vec<u8>,
+    timestamp_ms: i64,
+    key: Option<&[u8]>,
+    value: Option<&[u8]>,
+    headers: H,
+    meta: &RecordMeta,
+    batch: Option<&ProducedBatch>,
+) -> usize
+where
+    H: IntoIterator<Item = (&'h [u8], Option<&'h [u8]>)>,
+{
     let start = out.len();
     out.extend_from_slice(&[0u8; 4]); // record_len, patched below
     out.extend_from_slice(&0u64.to_be_bytes()); // offset, set by seal()
@@ -473,6 +549,9 @@ where
     if meta.producer.is_some() {
         flags |= EXT_PRODUCER;
     }
+    if batch.is_some() {
+        flags |= EXT_BATCH;
+    }
     // Reserve the extension; dropped again below if nothing goes in it.
     let ext_pos = out.len();
     out.extend_from_slice(&[0u8; 5]);
@@ -480,6 +559,12 @@ where
         out.extend_from_slice(&p.producer_id.to_be_bytes());
         out.extend_from_slice(&p.producer_epoch.to_be_bytes());
         out.extend_from_slice(&p.sequence.to_be_bytes());
+    }
+    if let Some(b) = batch {
+        debug_assert_eq!(out.len() - start, batch_fields_pos(meta));
+        out.push(b.codec);
+        out.extend_from_slice(&b.last_offset_delta.to_be_bytes());
+        out.extend_from_slice(&b.stored_bytes.to_be_bytes());
     }
     let count_pos = out.len();
     out.extend_from_slice(&[0u8; 4]);
@@ -530,6 +615,33 @@ where
     total
 }
 
+/// Where the batch fields of a record with these producer fields start,
+/// counted from the record's first byte.
+pub fn batch_fields_pos(meta: &RecordMeta) -> usize {
+    EXT_FLAGS_POS
+        + 1
+        + if meta.producer.is_some() {
+            PRODUCER_BYTES
+        } else {
+            0
+        }
+}
+
+/// Fills in the extent of the batch an unsealed record starts (written by
+/// [`encode_unsealed_batch`] with `batch`; `fields_pos` from
+/// [`batch_fields_pos`]). Before [`seal`], which computes the CRC.
+pub fn set_batch_extent(
+    rec: &mut [u8],
+    fields_pos: usize,
+    last_offset_delta: u32,
+    stored_bytes: u32,
+) {
+    debug_assert!(rec[EXT_FLAGS_POS] & EXT_BATCH != 0);
+    let p = fields_pos + 1;
+    rec[p..p + 4].copy_from_slice(&last_offset_delta.to_be_bytes());
+    rec[p + 4..p + 8].copy_from_slice(&stored_bytes.to_be_bytes());
+}
+
 /// Writes `offset` into the record at the start of `rec` (exactly one encoded
 /// record) and computes its CRC.
 pub fn seal(rec: &mut [u8], offset: u64) {
@@ -559,8 +671,26 @@ pub fn encode<'h, H>(
 where
     H: IntoIterator<Item = (&'h [u8], Option<&'h [u8]>)>,
 {
+    encode_with_batch(out, offset, timestamp_ms, key, value, headers, meta, None)
+}
+
+/// [`encode`] with the batch fields (tests and tools).
+#[allow(clippy::too_many_arguments)]
+pub fn encode_with_batch<'h, H>(
+    out: &mut Vec<u8>,
+    offset: u64,
+    timestamp_ms: i64,
+    key: Option<&[u8]>,
+    value: Option<&[u8]>,
+    headers: H,
+    meta: &RecordMeta,
+    batch: Option<&ProducedBatch>,
+) -> usize
+where
+    H: IntoIterator<Item = (&'h [u8], Option<&'h [u8]>)>,
+{
     let start = out.len();
-    let n = encode_unsealed(out, timestamp_ms, key, value, headers, meta);
+    let n = encode_unsealed_batch(out, timestamp_ms, key, value, headers, meta, batch);
     seal(&mut out[start..], offset);
     n
 }
@@ -597,6 +727,18 @@ mod tests {
         proptest::collection::vec((bytes(), proptest::option::of(bytes())), 0..4)
     }
 
+    fn arb_batch() -> impl Strategy<Value = Option<ProducedBatch>> {
+        proptest::option::of(
+            (0..=BATCH_CODEC_MAX, 0..=i32::MAX as u32, any::<u32>()).prop_map(
+                |(codec, last_offset_delta, stored_bytes)| ProducedBatch {
+                    codec,
+                    last_offset_delta,
+                    stored_bytes,
+                },
+            ),
+        )
+    }
+
     fn enc(
         off: u64,
         ts: i64,
@@ -605,8 +747,20 @@ mod tests {
         h: &Hdrs,
         m: &RecordMeta,
     ) -> Vec<u8> {
+        enc_batch(off, ts, k, v, h, m, None)
+    }
+
+    fn enc_batch(
+        off: u64,
+        ts: i64,
+        k: &Option<Vec<u8>>,
+        v: &Option<Vec<u8>>,
+        h: &Hdrs,
+        m: &RecordMeta,
+        b: Option<ProducedBatch>,
+    ) -> Vec<u8> {
         let mut out = Vec::new();
-        let n = encode(
+        let n = encode_with_batch(
             &mut out,
             off,
             ts,
@@ -614,17 +768,20 @@ mod tests {
             v.as_deref(),
             h.iter().map(|(a, b)| (a.as_slice(), b.as_deref())),
             m,
+            b.as_ref(),
         );
         assert_eq!(n, out.len());
-        assert_eq!(
-            n,
-            encoded_len(
-                k.as_deref(),
-                v.as_deref(),
-                h.iter().map(|(a, b)| (a.as_slice(), b.as_deref())),
-                m
-            )
+        let plain_len = encoded_len(
+            k.as_deref(),
+            v.as_deref(),
+            h.iter().map(|(a, b)| (a.as_slice(), b.as_deref())),
+            m,
         );
+        if b.is_none() {
+            assert_eq!(n, plain_len);
+        } else {
+            assert!(n > plain_len && n <= plain_len + BATCH_FIELDS_OVERHEAD_BYTES_MAX);
+        }
         out
     }
 
@@ -653,6 +810,130 @@ mod tests {
     }
 
     #[test]
+    fn batch_fields_follow_the_producer_fields() {
+        // A plain record that starts a gzip batch of 3 records, 900 bytes on disk.
+        let b = ProducedBatch {
+            codec: 1,
+            last_offset_delta: 2,
+            stored_bytes: 900,
+        };
+        let mut out = Vec::new();
+        encode_with_batch(
+            &mut out,
+            7,
+            1000,
+            None,
+            Some(b"v"),
+            [],
+            &RecordMeta::default(),
+            Some(&b),
+        );
+        let mut want = Vec::new();
+        let body_len = 8 + 8 + (4 + 1 + 9) + 4 + 4 + 1 + 4;
+        want.extend_from_slice(&(body_len as u32 | EXT_BIT).to_be_bytes());
+        want.extend_from_slice(&7u64.to_be_bytes());
+        want.extend_from_slice(&1000i64.to_be_bytes());
+        want.extend_from_slice(&10u32.to_be_bytes()); // ext_len
+        want.push(EXT_BATCH);
+        want.push(1); // codec
+        want.extend_from_slice(&2u32.to_be_bytes());
+        want.extend_from_slice(&900u32.to_be_bytes());
+        want.extend_from_slice(&(-1i32).to_be_bytes());
+        want.extend_from_slice(&1u32.to_be_bytes());
+        want.extend_from_slice(b"v");
+        let crc = crc32c::crc32c(&want);
+        want.extend_from_slice(&crc.to_be_bytes());
+        assert_eq!(out, want);
+        assert_eq!(batch_fields_pos(&RecordMeta::default()), 25);
+        // With producer fields, the batch fields come after them.
+        let meta = RecordMeta {
+            producer: Some(ProducerInfo {
+                producer_id: 1,
+                producer_epoch: 0,
+                sequence: 0,
+            }),
+            ..RecordMeta::default()
+        };
+        let mut out = Vec::new();
+        encode_with_batch(&mut out, 0, 0, None, Some(b""), [], &meta, Some(&b));
+        let p = batch_fields_pos(&meta);
+        assert_eq!(p, 25 + 14);
+        assert_eq!(out[p], 1);
+        assert_eq!(decode(&out).expect("decodes").batch, Some(b));
+    }
+
+    /// docs/storage.md maps the extension byte by byte; keep the flags and
+    /// the batch fields' sizes equal to it.
+    #[test]
+    fn the_extension_matches_docs_storage_md() {
+        let doc = include_str!("../../../docs/storage.md");
+        let flags_row = doc
+            .lines()
+            .find(|l| l.starts_with("| 1 | `flags` u8 |"))
+            .expect("flags row");
+        for (flag, words) in [
+            (EXT_VALUE_NULL, "value is null"),
+            (EXT_PRODUCER, "producer fields follow"),
+            (EXT_TRANSACTIONAL, "transactional"),
+            (EXT_CONTROL, "control record"),
+            (EXT_HEADERS, "headers follow"),
+            (EXT_BATCH, "batch fields follow"),
+        ] {
+            let want = format!("0x{flag:02x} {words}");
+            assert!(flags_row.contains(&want), "{want} in {flags_row}");
+        }
+        let batch_rows: usize = doc
+            .lines()
+            .filter(|l| l.starts_with("| ") && l.contains("`batch_"))
+            .map(|l| {
+                l.trim_start_matches("| ")
+                    .split(' ')
+                    .next()
+                    .and_then(|n| n.parse::<usize>().ok())
+                    .expect("a size")
+            })
+            .sum();
+        assert_eq!(batch_rows, BATCH_FIELDS_BYTES);
+    }
+
+    #[test]
+    fn unknown_batch_codecs_and_deltas_are_corrupt() {
+        let b = ProducedBatch {
+            codec: BATCH_CODEC_MAX,
+            last_offset_delta: 0,
+            stored_bytes: 0,
+        };
+        let fresh = || {
+            let mut out = Vec::new();
+            encode_unsealed_batch(
+                &mut out,
+                0,
+                None,
+                Some(b"v"),
+                [],
+                &RecordMeta::default(),
+                Some(&b),
+            );
+            out
+        };
+        let p = batch_fields_pos(&RecordMeta::default());
+        let mut bad = fresh();
+        bad[p] = BATCH_CODEC_MAX + 1;
+        seal(&mut bad, 0);
+        assert_eq!(
+            decode(&bad),
+            Err(DecodeError::Corrupt("unknown batch codec"))
+        );
+        let mut bad = fresh();
+        set_batch_extent(&mut bad, p, i32::MAX as u32 + 1, 0);
+        seal(&mut bad, 0);
+        assert_eq!(
+            decode(&bad),
+            Err(DecodeError::Corrupt("batch offset delta out of range"))
+        );
+    }
+
+    #[test]
     fn implausible_lengths_are_rejected_before_reading() {
         assert!(matches!(
             decode(&[0, 0, 0, 3]),
@@ -674,8 +955,8 @@ mod tests {
 
     proptest! {
         #[test]
-        fn round_trips(off in any::<u64>(), ts in any::<i64>(), k in proptest::option::of(bytes()), v in proptest::option::of(bytes()), h in arb_headers(), m in arb_meta()) {
-            let out = enc(off, ts, &k, &v, &h, &m);
+        fn round_trips(off in any::<u64>(), ts in any::<i64>(), k in proptest::option::of(bytes()), v in proptest::option::of(bytes()), h in arb_headers(), m in arb_meta(), b in arb_batch()) {
+            let out = enc_batch(off, ts, &k, &v, &h, &m, b);
             let r = decode(&out).expect("decodes");
             prop_assert_eq!(r.encoded_len, out.len());
             prop_assert_eq!(r.offset, off);
@@ -683,10 +964,24 @@ mod tests {
             prop_assert_eq!(r.key, k.as_deref());
             prop_assert_eq!(r.value, v.as_deref());
             prop_assert_eq!(r.meta, m);
+            prop_assert_eq!(r.batch, b);
             let got: Hdrs = r.headers().map(|(a, b)| (a.to_vec(), b.map(<[u8]>::to_vec))).collect();
             prop_assert_eq!(got, h.clone());
-            let plain = v.is_some() && h.is_empty() && m == RecordMeta::default();
+            let plain = v.is_some() && h.is_empty() && m == RecordMeta::default() && b.is_none();
             prop_assert_eq!(out[0] & 0x80 == 0, plain);
+        }
+
+        #[test]
+        fn batch_extent_is_filled_in_before_the_seal(m in arb_meta(), h in arb_headers(), codec in 0..=BATCH_CODEC_MAX, delta in 0..=i32::MAX as u32, stored in any::<u32>()) {
+            let start = ProducedBatch { codec, last_offset_delta: 0, stored_bytes: 0 };
+            let mut out = Vec::new();
+            encode_unsealed_batch(&mut out, 5, Some(b"k"), Some(b"v"), h.iter().map(|(a, b)| (a.as_slice(), b.as_deref())), &m, Some(&start));
+            set_batch_extent(&mut out, batch_fields_pos(&m), delta, stored);
+            seal(&mut out, 9);
+            let r = decode(&out).expect("decodes");
+            prop_assert_eq!(r.batch, Some(ProducedBatch { codec, last_offset_delta: delta, stored_bytes: stored }));
+            prop_assert_eq!(r.meta, m);
+            prop_assert_eq!(r.headers().count(), h.len());
         }
 
         #[test]
@@ -706,8 +1001,8 @@ mod tests {
         }
 
         #[test]
-        fn any_flipped_bit_is_detected(k in proptest::option::of(bytes()), v in proptest::option::of(bytes()), h in arb_headers(), m in arb_meta(), bit in any::<proptest::sample::Index>()) {
-            let out = enc(42, 1, &k, &v, &h, &m);
+        fn any_flipped_bit_is_detected(k in proptest::option::of(bytes()), v in proptest::option::of(bytes()), h in arb_headers(), m in arb_meta(), b in arb_batch(), bit in any::<proptest::sample::Index>()) {
+            let out = enc_batch(42, 1, &k, &v, &h, &m, b);
             let mut bad = out.clone();
             let i = bit.index(out.len() * 8);
             bad[i / 8] ^= 1 << (i % 8);

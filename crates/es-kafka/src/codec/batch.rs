@@ -36,7 +36,10 @@
 //!
 //! Records are pushed into the caller's [`RecordBatchBuf`] as they are
 //! parsed: key, value and headers are copied once, straight from the input
-//! (or the reused decompression buffer), with no per-record allocation.
+//! (or the reused decompression buffer), with no per-record allocation. The
+//! first record of a compressed batch carries the batch's codec and extent
+//! (the storage extension's batch fields), so Fetch can serve the batch as it
+//! was produced; records of uncompressed batches stay plain.
 
 use es_storage::record::{self as disk, ProducerInfo, RecordMeta};
 use es_storage::RecordBatchBuf;
@@ -417,8 +420,15 @@ impl BatchDecoder {
                 "record count exceeds what the batch can hold",
             ));
         }
-        let max_timestamp =
-            decode_records(records, &h, log_append_time, transactional, control, out)?;
+        let max_timestamp = decode_records(
+            records,
+            &h,
+            log_append_time,
+            transactional,
+            control,
+            compression,
+            out,
+        )?;
         Ok(BatchSummary {
             base_offset: h.base_offset,
             partition_leader_epoch: h.partition_leader_epoch,
@@ -485,19 +495,23 @@ fn frame_batch(buf: &[u8], limits: &DecodeLimits) -> Result<usize, BatchError> {
 const BAD_RECORD: BatchError = BatchError::InvalidRecord("malformed record");
 
 /// Parses exactly `h.record_count` records filling `records` exactly and
-/// pushes them; returns the largest timestamp.
+/// pushes them; returns the largest timestamp. A compressed batch is recorded
+/// on its first record (codec and extent).
 fn decode_records(
     records: &[u8],
     h: &Header,
     log_append_time: bool,
     transactional: bool,
     control: bool,
+    compression: Compression,
     out: &mut RecordBatchBuf,
 ) -> Result<i64, BatchError> {
+    // Control batches are es's own (markers), never recorded as produced.
+    let record_batch = compression != Compression::None && !control;
     let mut rest = records;
     let mut max_timestamp = i64::MIN;
     let has_producer = h.producer_id > NO_PRODUCER_ID;
-    for _ in 0..h.record_count {
+    for i in 0..h.record_count {
         let (len, used) = read_varint(rest).ok_or(BAD_RECORD)?;
         let body = usize::try_from(len)
             .ok()
@@ -527,14 +541,24 @@ fn decode_records(
             control,
         };
         if body.len() > DISK_CHECK_THRESHOLD_BYTES {
-            let disk_len = disk::encoded_len(r.key, r.value, r.headers(), &meta);
+            // Room for the batch fields too, whichever record carries them.
+            let disk_len = disk::encoded_len(r.key, r.value, r.headers(), &meta)
+                + disk::BATCH_FIELDS_OVERHEAD_BYTES_MAX;
             if disk_len > disk::LEN_PREFIX_BYTES + disk::BODY_BYTES_MAX {
                 return Err(BatchError::MessageTooLarge(
                     "record larger than es can store",
                 ));
             }
         }
-        out.push(timestamp, r.key, r.value, r.headers(), &meta);
+        if record_batch && i == 0 {
+            let codec = compression.id() as u8;
+            out.push_batch_start(timestamp, r.key, r.value, r.headers(), &meta, codec);
+        } else {
+            out.push(timestamp, r.key, r.value, r.headers(), &meta);
+        }
+    }
+    if record_batch {
+        out.end_batch();
     }
     if !rest.is_empty() {
         return Err(BatchError::InvalidRecord(
@@ -545,8 +569,10 @@ fn decode_records(
 }
 
 /// A record of at most this many bytes cannot exceed es-storage's record
-/// limit (an on-disk record is at most 51 + 4x the Kafka record's bytes).
-const DISK_CHECK_THRESHOLD_BYTES: usize = disk::BODY_BYTES_MAX / 4 - 64;
+/// limit (an on-disk record is at most 51 + 4x the Kafka record's bytes, plus
+/// the batch fields).
+const DISK_CHECK_THRESHOLD_BYTES: usize =
+    disk::BODY_BYTES_MAX / 4 - 64 - disk::BATCH_FIELDS_OVERHEAD_BYTES_MAX;
 
 /// One record's fields, borrowed from the records section.
 #[derive(Clone, Copy, Debug)]
@@ -792,6 +818,47 @@ mod tests {
         );
         assert_eq!(got[2].timestamp_ms, 1002);
         assert_eq!(got[2].offset, 12);
+    }
+
+    #[test]
+    fn compressed_batches_are_recorded_on_their_first_record() {
+        let mut recs = Vec::new();
+        for i in 0..3 {
+            recs.extend(record(Some(b"k"), Some(&[0u8; 100][..]), &[], i));
+        }
+        for codec in Compression::ALL {
+            let mut raw = Raw::new(Vec::new(), 3);
+            raw.attributes = codec.id();
+            crate::codec::compression::Compressor::new()
+                .compress(codec, &recs, &mut raw.records)
+                .expect("compresses");
+            // Two produced batches in one (trusted) input.
+            let mut input = raw.bytes();
+            input.extend(raw.bytes());
+            let (mut out, _) = decode(&input, &DecodeLimits::trusted(1 << 20)).expect("decodes");
+            let bytes = out.seal(0).to_vec();
+            let got: Vec<_> = RecordIter::new(&bytes).map(|r| r.expect("valid")).collect();
+            assert_eq!(got.len(), 6);
+            let batch_len: usize = got[..3].iter().map(|r| r.encoded_len).sum();
+            for (i, r) in got.iter().enumerate() {
+                let want = (codec != Compression::None && i % 3 == 0).then_some(
+                    es_storage::record::ProducedBatch {
+                        codec: codec.id() as u8,
+                        last_offset_delta: 2,
+                        stored_bytes: batch_len as u32,
+                    },
+                );
+                assert_eq!(r.batch, want, "{codec:?} record {i}");
+            }
+            if codec == Compression::None {
+                // Uncompressed batches leave plain records plain.
+                let mut pos = 0;
+                for r in &got {
+                    assert_eq!(bytes[pos] & 0x80, 0, "no extension");
+                    pos += r.encoded_len;
+                }
+            }
+        }
     }
 
     #[test]

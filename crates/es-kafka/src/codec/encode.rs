@@ -1,20 +1,33 @@
 //! Encoding records read from storage as Kafka RecordBatch v2, for Fetch.
 //!
-//! Batching: one batch per run of records that share producer id and epoch,
-//! the transactional flag and (for LogAppendTime topics) the timestamp, with
-//! strictly increasing offsets. Gaps left by compaction stay inside a batch
-//! (offset deltas may skip; lastOffsetDelta is the last record's delta), but
-//! a gap that would break the producer's sequence arithmetic (record sequence
-//! = baseSequence + offsetDelta) starts a new batch. A control record always
-//! gets a batch of its own, uncompressed, as Kafka writes them. A batch's
-//! records section is kept near [`BATCH_RECORDS_BYTES_SOFT_MAX`].
+//! Produced batches: a batch its producer compressed is recorded on its first
+//! record (the storage extension's batch fields: codec and extent). Such a
+//! record starts a batch that holds exactly the records of that produced
+//! batch (those compaction left), so consumers get the producer's batch
+//! boundaries; with [`CodecRules::as_produced`] (`compression.type=producer`)
+//! it is compressed with the producer's codec, as Kafka serves it.
+//!
+//! Other records (uncompressed produce, or a fetch that starts inside a
+//! produced batch) are batched in runs of records that share producer id and
+//! epoch, the transactional flag and (for LogAppendTime topics) the
+//! timestamp, with strictly increasing offsets. Gaps left by compaction stay
+//! inside a batch (offset deltas may skip; lastOffsetDelta is the last
+//! record's delta), but a gap that would break the producer's sequence
+//! arithmetic (record sequence = baseSequence + offsetDelta) starts a new
+//! batch. A control record always gets a batch of its own, uncompressed, as
+//! Kafka writes them. A run's records section is kept near
+//! [`BATCH_RECORDS_BYTES_SOFT_MAX`]; a produced batch is split only past
+//! [`PRODUCED_BATCH_RECORDS_BYTES_MAX`].
 //!
 //! Budget: whole batches only, never more than `max_bytes` in total, except
-//! that the first batch always holds at least the first record (Kafka returns
-//! an oversized first batch so consumers make progress). Without compression
-//! batches are cut at the exact record that would not fit; with compression
-//! the uncompressed size is the estimate and a compressed batch that still
-//! overshoots (incompressible data) is dropped unless it is the first.
+//! that the first batch is always written (Kafka returns an oversized first
+//! batch so consumers make progress): a run holds at least its first record,
+//! a produced batch all of its records in the input. Runs without
+//! compression are cut at the exact record that would not fit; compressed
+//! runs use the uncompressed size as the estimate. A produced batch is
+//! measured after compression, and is dropped, unless it is the first, when
+//! it does not fit or when the input ends before its last record (the next
+//! fetch starts with it).
 //!
 //! Cost: a record's encoded length is computed from its field sizes, then the
 //! record is written straight into the output (or the reused compression
@@ -33,15 +46,20 @@ use super::batch::{
 use super::compression::{Compression, Compressor};
 use super::varint::{put_varint, put_varlong, varint_len, varlong_len};
 
-/// A batch's records section stops growing past this many (uncompressed)
+/// A run's records section stops growing past this many (uncompressed)
 /// bytes, so compression work and consumer memory per batch stay bounded.
 pub const BATCH_RECORDS_BYTES_SOFT_MAX: usize = 1024 * 1024;
+/// A produced batch is re-created whole up to this many (uncompressed) record
+/// bytes: the produce path's default bound on a request's decompressed
+/// records, so only batches accepted under raised limits are split.
+pub const PRODUCED_BATCH_RECORDS_BYTES_MAX: usize = 64 * 1024 * 1024;
 
 /// How to encode one partition's records for a Fetch response.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct EncodeOptions {
-    /// The topic's compression.type (for "producer", pass what fits; es does
-    /// not keep the producer's codec).
+    /// The codec of every batch (a topic's compression.type), except under
+    /// [`CodecRules::as_produced`], where it applies only to records outside
+    /// a recorded produced batch.
     pub compression: Compression,
     /// The topic uses LogAppendTime: set attribute bit 3 (clients then take
     /// the batch's maxTimestamp as every record's timestamp).
@@ -63,6 +81,27 @@ pub struct EncodeSummary {
     /// Offset of the last record written; the next fetch starts after it.
     /// Records the iterator yielded beyond it were not written.
     pub last_offset: Option<u64>,
+}
+
+/// Where batch codecs come from, beyond [`EncodeOptions::compression`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CodecRules {
+    /// `compression.type=producer`: a recorded produced batch gets the codec
+    /// its producer used.
+    pub as_produced: bool,
+    /// The client reads zstd (Fetch v10+); otherwise zstd batches are sent
+    /// uncompressed.
+    pub zstd_allowed: bool,
+}
+
+impl Default for CodecRules {
+    /// Every batch with [`EncodeOptions::compression`].
+    fn default() -> Self {
+        CodecRules {
+            as_produced: false,
+            zstd_allowed: true,
+        }
+    }
 }
 
 /// Why records could not be encoded.
@@ -225,9 +264,26 @@ impl BatchEncoder {
     where
         I: IntoIterator<Item = RecordView<'a>>,
     {
+        self.encode_with(records, out, opts, CodecRules::default())
+    }
+
+    /// [`BatchEncoder::encode`] with codecs chosen by `rules`.
+    pub fn encode_with<'a, I>(
+        &mut self,
+        records: I,
+        out: &mut Vec<u8>,
+        opts: &EncodeOptions,
+        rules: CodecRules,
+    ) -> Result<EncodeSummary, EncodeError>
+    where
+        I: IntoIterator<Item = RecordView<'a>>,
+    {
         let start = out.len();
         let mut summary = EncodeSummary::default();
         let mut it = records.into_iter().peekable();
+        // A produced batch split by the size cap (or by records that cannot
+        // share a batch) continues in the next batch: (last offset, codec).
+        let mut carry: Option<(u64, Compression)> = None;
         while let Some(first) = it.next() {
             if first.offset > i64::MAX as u64 {
                 return Err(EncodeError::OffsetOutOfRange(first.offset));
@@ -235,14 +291,34 @@ impl BatchEncoder {
             let used = out.len() - start;
             let (first_total, first_body) = record_len(&first, 0, 0);
             let first_batch = summary.batches == 0;
-            if !first_batch && used + BATCH_HEADER_BYTES + first_total > opts.max_bytes {
+            // The produced batch this record starts or continues.
+            let produced = match (first.batch, carry.take()) {
+                _ if first.meta.control => None,
+                (Some(b), _) => Some((
+                    first.offset.saturating_add(u64::from(b.last_offset_delta)),
+                    Compression::from_id(i16::from(b.codec)).unwrap_or(Compression::None),
+                )),
+                (None, Some((end, codec))) if first.offset <= end => Some((end, codec)),
+                (None, _) => None,
+            };
+            let produced_end = produced.map(|(end, _)| end);
+            // A produced batch is measured once compressed: it needs room for
+            // its header here, a run for its header and first record.
+            let least = match produced {
+                Some(_) => BATCH_HEADER_BYTES + 1,
+                None => BATCH_HEADER_BYTES + first_total,
+            };
+            if !first_batch && used + least > opts.max_bytes {
                 break;
             }
-            let codec = if first.meta.control {
-                Compression::None
-            } else {
-                opts.compression
+            let mut codec = match produced {
+                _ if first.meta.control => Compression::None,
+                Some((_, produced_codec)) if rules.as_produced => produced_codec,
+                _ => opts.compression,
             };
+            if codec == Compression::Zstd && !rules.zstd_allowed {
+                codec = Compression::None;
+            }
             let batch_start = out.len();
             out.extend_from_slice(&[0u8; BATCH_HEADER_BYTES]);
             if codec != Compression::None {
@@ -259,22 +335,47 @@ impl BatchEncoder {
                 let dst_start = dst.len();
                 write_record(dst, &first, 0, 0, first_total, first_body);
                 while let Some(next) = it.peek() {
+                    // A recorded produced batch always starts a batch.
+                    if next.batch.is_some() || produced_end.is_some_and(|end| next.offset > end) {
+                        break;
+                    }
                     let Some(delta) = run.accepts(next, opts.log_append_time) else {
                         break;
                     };
                     let ts_delta = next.timestamp_ms.wrapping_sub(run.base_timestamp);
                     let (total, body) = record_len(next, ts_delta, delta);
                     let records_bytes = dst.len() - dst_start;
-                    if records_bytes + total > BATCH_RECORDS_BYTES_SOFT_MAX {
-                        break;
-                    }
-                    if used + BATCH_HEADER_BYTES + records_bytes + total > opts.max_bytes {
-                        budget_hit = true;
-                        break;
+                    if produced_end.is_some() {
+                        if records_bytes + total > PRODUCED_BATCH_RECORDS_BYTES_MAX {
+                            break;
+                        }
+                    } else {
+                        if records_bytes + total > BATCH_RECORDS_BYTES_SOFT_MAX {
+                            break;
+                        }
+                        if used + BATCH_HEADER_BYTES + records_bytes + total > opts.max_bytes {
+                            budget_hit = true;
+                            break;
+                        }
                     }
                     write_record(dst, next, ts_delta, delta, total, body);
                     run.add(next);
                     it.next();
+                }
+            }
+            if let Some((end, produced_codec)) = produced {
+                match it.peek() {
+                    // The rest of the produced batch is not in the input
+                    // (the read window ended): unless this is the first
+                    // batch, the next fetch starts with it, whole.
+                    None if run.last_offset < end && !first_batch => {
+                        out.truncate(batch_start);
+                        break;
+                    }
+                    Some(next) if next.batch.is_none() && next.offset <= end => {
+                        carry = Some((end, produced_codec));
+                    }
+                    _ => {}
                 }
             }
             if codec != Compression::None {
@@ -804,6 +905,304 @@ mod tests {
         }
     }
 
+    /// Stored records as the produce path writes them: each `(records,
+    /// codec)` is one produced batch, decoded into es-storage's format
+    /// (compressed batches recorded on their first record), offsets from 0.
+    fn produced(batches: &[(Vec<Rec>, Compression)]) -> Vec<u8> {
+        let mut wire = Vec::new();
+        for (recs, codec) in batches {
+            wire.extend(one_batch(recs, *codec));
+        }
+        let mut buf = RecordBatchBuf::new();
+        let mut summaries = Vec::new();
+        decode_batches(
+            &wire,
+            &mut buf,
+            &DecodeLimits::trusted(usize::MAX),
+            &mut summaries,
+        )
+        .expect("decodes");
+        buf.seal(0).to_vec()
+    }
+
+    /// `recs` as one Kafka batch, however large, as a producer sends it.
+    fn one_batch(recs: &[Rec], codec: Compression) -> Vec<u8> {
+        let buf = stored(recs);
+        let vs: Vec<RecordView<'_>> = views(&buf).collect();
+        let mut run = Run::new(&vs[0]);
+        let mut records = Vec::new();
+        for (i, r) in vs.iter().enumerate() {
+            let delta = (r.offset - vs[0].offset) as i32;
+            let ts = r.timestamp_ms - run.base_timestamp;
+            let (total, body) = record_len(r, ts, delta);
+            write_record(&mut records, r, ts, delta, total, body);
+            if i > 0 {
+                run.add(r);
+            }
+        }
+        let mut out = vec![0u8; BATCH_HEADER_BYTES];
+        Compressor::default()
+            .compress(codec, &records, &mut out)
+            .expect("compresses");
+        finish_batch(&mut out, &run, codec, &opts(codec, usize::MAX));
+        out
+    }
+
+    /// (base offset, record count, codec) of each batch in `wire`.
+    fn shape(wire: &[u8]) -> Vec<(i64, u32, Compression)> {
+        let mut buf = RecordBatchBuf::new();
+        let mut summaries = Vec::new();
+        decode_batches(
+            wire,
+            &mut buf,
+            &DecodeLimits::trusted(usize::MAX),
+            &mut summaries,
+        )
+        .expect("decodes");
+        summaries
+            .iter()
+            .map(|s| (s.base_offset, s.record_count, s.compression))
+            .collect()
+    }
+
+    const AS_PRODUCED: CodecRules = CodecRules {
+        as_produced: true,
+        zstd_allowed: true,
+    };
+
+    fn recs(from: u64, n: u64, value: &[u8]) -> Vec<Rec> {
+        (from..from + n).map(|i| Rec::plain(i, value)).collect()
+    }
+
+    #[test]
+    fn produced_batches_keep_their_codec_and_boundaries() {
+        let stored = produced(&[
+            (recs(0, 3, b"gzip"), Compression::Gzip),
+            (recs(3, 2, b"plain"), Compression::None),
+            (recs(5, 2, b"plain"), Compression::None),
+            (recs(7, 4, b"zstd"), Compression::Zstd),
+            (recs(11, 1, b"snappy"), Compression::Snappy),
+            (recs(12, 2, b"lz4"), Compression::Lz4),
+        ]);
+        let all: Vec<Rec> = views(&stored).map(|r| Rec::from_view(&r)).collect();
+        let mut enc = BatchEncoder::new();
+        let mut wire = Vec::new();
+        let s = enc
+            .encode_with(
+                views(&stored),
+                &mut wire,
+                &opts(Compression::None, usize::MAX),
+                AS_PRODUCED,
+            )
+            .expect("encodes");
+        assert_eq!(s.records, 14);
+        // Uncompressed produce is not recorded: those records form one run.
+        assert_eq!(
+            shape(&wire),
+            vec![
+                (0, 3, Compression::Gzip),
+                (3, 4, Compression::None),
+                (7, 4, Compression::Zstd),
+                (11, 1, Compression::Snappy),
+                (12, 2, Compression::Lz4),
+            ]
+        );
+        assert_eq!(decode_ours(&wire, 0).0, all);
+        // A topic codec: every batch with it, still the producer's boundaries.
+        wire.clear();
+        enc.encode(
+            views(&stored),
+            &mut wire,
+            &opts(Compression::Lz4, usize::MAX),
+        )
+        .expect("encodes");
+        let got: Vec<(i64, u32)> = shape(&wire).iter().map(|s| (s.0, s.1)).collect();
+        assert_eq!(got, vec![(0, 3), (3, 4), (7, 4), (11, 1), (12, 2)]);
+        assert!(shape(&wire).iter().all(|s| s.2 == Compression::Lz4));
+        // Old fetch versions cannot take zstd: that batch goes uncompressed.
+        wire.clear();
+        enc.encode_with(
+            views(&stored),
+            &mut wire,
+            &opts(Compression::None, usize::MAX),
+            CodecRules {
+                zstd_allowed: false,
+                ..AS_PRODUCED
+            },
+        )
+        .expect("encodes");
+        assert_eq!(shape(&wire)[2], (7, 4, Compression::None));
+        assert_eq!(decode_ours(&wire, 0).0, all);
+    }
+
+    #[test]
+    fn a_fetch_inside_a_produced_batch_gets_the_rest_uncompressed() {
+        let stored = produced(&[
+            (recs(0, 4, b"gzip"), Compression::Gzip),
+            (recs(4, 2, b"gzip"), Compression::Gzip),
+        ]);
+        let from_2 = views(&stored).skip(2);
+        let mut wire = Vec::new();
+        BatchEncoder::new()
+            .encode_with(
+                from_2,
+                &mut wire,
+                &opts(Compression::None, usize::MAX),
+                AS_PRODUCED,
+            )
+            .expect("encodes");
+        assert_eq!(
+            shape(&wire),
+            vec![(2, 2, Compression::None), (4, 2, Compression::Gzip)]
+        );
+    }
+
+    #[test]
+    fn produced_batches_are_measured_compressed_and_served_whole() {
+        // Three 1 MiB values of zeros in one gzip batch (franz-go's
+        // TestConsumeMaxDecompressBatchBytes), then a small batch.
+        let big = vec![0u8; 1 << 20];
+        let stored = produced(&[
+            (recs(0, 3, &big), Compression::Gzip),
+            (recs(3, 1, b"after"), Compression::Gzip),
+        ]);
+        let mut enc = BatchEncoder::new();
+        for budget in [0, 1 << 20] {
+            let mut wire = Vec::new();
+            let s = enc
+                .encode_with(
+                    views(&stored),
+                    &mut wire,
+                    &opts(Compression::None, budget),
+                    AS_PRODUCED,
+                )
+                .expect("encodes");
+            // The first batch is whole whatever the budget; with 1 MiB the
+            // second fits too, as the compressed batches are a few KiB.
+            let want = if budget == 0 { 1 } else { 2 };
+            assert_eq!(s.batches, want, "budget {budget}");
+            assert_eq!(shape(&wire)[0], (0, 3, Compression::Gzip));
+            assert!(wire.len() < 64 * 1024, "{} bytes", wire.len());
+        }
+        // A produced batch that does not fit after compression is left for
+        // the next fetch, unless it is the first.
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        let noise: Vec<u8> = (0..4000)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect();
+        let stored = produced(&[
+            (recs(0, 1, b"small"), Compression::Gzip),
+            (recs(1, 2, &noise), Compression::Gzip),
+        ]);
+        let mut wire = Vec::new();
+        let s = enc
+            .encode_with(
+                views(&stored),
+                &mut wire,
+                &opts(Compression::None, 2000),
+                AS_PRODUCED,
+            )
+            .expect("encodes");
+        assert_eq!((s.batches, s.records, s.last_offset), (1, 1, Some(0)));
+        assert!(s.bytes <= 2000);
+    }
+
+    #[test]
+    fn a_produced_batch_cut_by_the_read_window_waits_unless_first() {
+        let stored = produced(&[
+            (recs(0, 2, b"a"), Compression::Gzip),
+            (recs(2, 3, b"b"), Compression::Snappy),
+        ]);
+        // The window ends after offset 3, inside the second batch.
+        let window: Vec<RecordView<'_>> = views(&stored).take(4).collect();
+        let mut enc = BatchEncoder::new();
+        let mut wire = Vec::new();
+        let s = enc
+            .encode_with(
+                window.iter().copied(),
+                &mut wire,
+                &opts(Compression::None, usize::MAX),
+                AS_PRODUCED,
+            )
+            .expect("encodes");
+        assert_eq!((s.batches, s.last_offset), (1, Some(1)));
+        assert_eq!(s.bytes, wire.len());
+        assert_eq!(shape(&wire), vec![(0, 2, Compression::Gzip)]);
+        // The first batch is served with what there is (compaction may have
+        // removed the rest of it).
+        wire.clear();
+        let s = enc
+            .encode_with(
+                window[2..].iter().copied(),
+                &mut wire,
+                &opts(Compression::None, usize::MAX),
+                AS_PRODUCED,
+            )
+            .expect("encodes");
+        assert_eq!(s.last_offset, Some(3));
+        assert_eq!(shape(&wire), vec![(2, 2, Compression::Snappy)]);
+    }
+
+    #[test]
+    fn a_produced_batch_split_in_two_keeps_its_codec() {
+        // Records of one produced batch that cannot share a Kafka batch
+        // (here: the transactional flag changes, which a real producer never
+        // does) are split, and both parts keep the producer's codec.
+        let mut batch = recs(0, 4, b"v");
+        for r in &mut batch[2..] {
+            r.meta.transactional = true;
+        }
+        let mut stored = Vec::new();
+        for (i, r) in batch.iter().enumerate() {
+            let b = (i == 0).then_some(disk::ProducedBatch {
+                codec: Compression::Zstd.id() as u8,
+                last_offset_delta: 3,
+                stored_bytes: 0,
+            });
+            disk::encode_with_batch(
+                &mut stored,
+                r.offset,
+                r.ts,
+                r.key.as_deref(),
+                r.value.as_deref(),
+                [],
+                &r.meta,
+                b.as_ref(),
+            );
+        }
+        disk::encode(
+            &mut stored,
+            4,
+            4,
+            None,
+            Some(b"w"),
+            [],
+            &RecordMeta::default(),
+        );
+        let mut wire = Vec::new();
+        BatchEncoder::new()
+            .encode_with(
+                views(&stored),
+                &mut wire,
+                &opts(Compression::None, usize::MAX),
+                AS_PRODUCED,
+            )
+            .expect("encodes");
+        assert_eq!(
+            shape(&wire),
+            vec![
+                (0, 2, Compression::Zstd),
+                (2, 2, Compression::Zstd),
+                (4, 1, Compression::None)
+            ]
+        );
+    }
+
     fn arb_bytes() -> impl Strategy<Value = Vec<u8>> {
         proptest::collection::vec(any::<u8>(), 0..40)
     }
@@ -882,6 +1281,53 @@ mod tests {
             let (got, _) = decode_ours(&wire, 0);
             prop_assert_eq!(got.len(), s.records);
             prop_assert_eq!(Some(recs[s.records - 1].offset), s.last_offset);
+        }
+
+        #[test]
+        fn prop_consumer_gets_produced_batches_as_produced(
+            batches in proptest::collection::vec((1u64..6, arb_codec(), 0usize..300), 1..12),
+            budget in 0usize..4000,
+        ) {
+            // Produce the batches, then fetch from offset 0 to the end with
+            // `budget` per fetch, as a consumer does.
+            let mut offset = 0u64;
+            let mut input = Vec::new();
+            for (n, codec, len) in &batches {
+                input.push((recs(offset, *n, &vec![b'x'; *len]), *codec));
+                offset += n;
+            }
+            let stored = produced(&input);
+            let all: Vec<Rec> = views(&stored).map(|r| Rec::from_view(&r)).collect();
+            let mut enc = BatchEncoder::new();
+            let mut got = Vec::new();
+            let mut shapes = Vec::new();
+            let mut next = 0u64;
+            while next < offset {
+                let mut wire = Vec::new();
+                let s = enc
+                    .encode_with(
+                        views(&stored).filter(|r| r.offset >= next),
+                        &mut wire,
+                        &opts(Compression::None, budget),
+                        AS_PRODUCED,
+                    )
+                    .expect("encodes");
+                prop_assert!(s.records >= 1, "progress");
+                prop_assert!(s.bytes <= budget || s.batches == 1);
+                got.extend(decode_ours(&wire, next).0);
+                shapes.extend(shape(&wire));
+                next = s.last_offset.expect("records") + 1;
+            }
+            prop_assert_eq!(got, all);
+            // Every compressed batch comes back whole with its codec.
+            let mut base = 0i64;
+            for (recs, codec) in &input {
+                if *codec != Compression::None {
+                    let want = (base, recs.len() as u32, *codec);
+                    prop_assert!(shapes.contains(&want), "{:?} in {:?}", want, shapes);
+                }
+                base += recs.len() as i64;
+            }
         }
 
         #[test]

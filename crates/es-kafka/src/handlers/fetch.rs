@@ -13,10 +13,17 @@
 //! always makes progress. The response is also capped at
 //! [`FETCH_RESPONSE_BYTES_MAX`] whatever the client asks.
 //!
-//! Compression: per the topic's `compression.type`; for "producer" (the
-//! default), the codec of the partition's last produced batch, so a topic fed
-//! by compressing producers is served compressed as from Kafka (es stores
-//! records, not the producer's batches; see `PartitionSlot::producer_codec`).
+//! Compression and batches: es stores records, not the producer's batches,
+//! but the first record of every batch a producer compressed records that
+//! batch's codec and extent (docs/storage.md, the extension's batch fields).
+//! Such a batch is served whole, as one batch with the producer's boundaries;
+//! with the topic's `compression.type=producer` (the default) it is
+//! compressed with the producer's codec, as Kafka serves it, and other
+//! records go uncompressed; any other `compression.type` compresses every
+//! batch with that codec. When a fetch's first record starts a produced batch
+//! larger than the partition's budget, the read window grows to hold the
+//! whole batch (KIP-74: the first batch is returned even when it is larger),
+//! up to [`PRODUCED_BATCH_READ_BYTES_MAX`].
 //!
 //! Fetch sessions (KIP-227): we never create one. A full fetch (session id 0,
 //! epoch -1 or 0) is answered with session id 0, which tells the client that
@@ -37,7 +44,7 @@ use tokio::sync::Notify;
 use super::metadata::LEADER_EPOCH;
 use super::{blocking, Ctx, RequestError};
 use crate::codec::compression::Compression;
-use crate::codec::encode::{BatchEncoder, EncodeOptions};
+use crate::codec::encode::{BatchEncoder, CodecRules, EncodeOptions};
 use crate::config::TimestampType;
 use crate::errors::{code, storage_error_code, ResponseError, NONE};
 use crate::topics::PartitionSlot;
@@ -47,6 +54,10 @@ use es_storage::record::RecordIter;
 pub const FETCH_RESPONSE_BYTES_MAX: usize = 64 * 1024 * 1024;
 /// The longest a fetch may park (Kafka clients use 500 ms by default).
 pub const FETCH_WAIT_MS_MAX: u64 = 60_000;
+/// The largest read window a produced batch may grow a partition's read to
+/// (its records as stored, which exceed their Kafka encoding by about 20
+/// bytes each). A larger batch is served in parts.
+pub const PRODUCED_BATCH_READ_BYTES_MAX: usize = 64 * 1024 * 1024;
 
 /// One partition the request asks for.
 #[derive(Clone)]
@@ -58,6 +69,7 @@ struct Want {
     max_bytes: usize,
     error: i16,
     compression: Compression,
+    codec_rules: CodecRules,
     log_append_time: bool,
     /// isolation_level 1: serve only records below the last stable offset.
     read_committed: bool,
@@ -82,23 +94,23 @@ struct Stable {
     aborted: Vec<AbortedTransaction>,
 }
 
-/// The codec fetched batches are encoded with: the topic's
-/// `compression.type`, or for "producer" (Kafka's default) the codec of the
-/// partition's last produced batch.
-fn compression_for(name: &str, producer_codec: i16, version: i16) -> Compression {
+/// The codecs fetched batches are encoded with, from the topic's
+/// `compression.type`: that codec for every batch, or for "producer" (Kafka's
+/// default) each produced batch's own codec and none for other records.
+fn compression_for(name: &str, version: i16) -> (Compression, CodecRules) {
     let c = match name {
         "gzip" => Compression::Gzip,
         "snappy" => Compression::Snappy,
         "lz4" => Compression::Lz4,
         "zstd" => Compression::Zstd,
-        "producer" => Compression::from_id(producer_codec).unwrap_or(Compression::None),
         _ => Compression::None,
     };
-    // Fetch before v10 cannot carry zstd; serve those clients uncompressed.
-    if c == Compression::Zstd && version < 10 {
-        return Compression::None;
-    }
-    c
+    let rules = CodecRules {
+        as_produced: name == "producer",
+        // Fetch before v10 cannot carry zstd; those clients get it uncompressed.
+        zstd_allowed: version >= 10,
+    };
+    (c, rules)
 }
 
 pub async fn handle(ctx: &Ctx, req: FetchRequest) -> Result<Option<Bytes>, RequestError> {
@@ -150,8 +162,7 @@ pub async fn handle(ctx: &Ctx, req: FetchRequest) -> Result<Option<Bytes>, Reque
             } else {
                 NONE
             };
-            let producer_codec = slot.as_ref().map_or(0, |s| s.producer_codec());
-            let compression = compression_for(&compression_type, producer_codec, v);
+            let (compression, codec_rules) = compression_for(&compression_type, v);
             wants.push(Want {
                 topic: ti,
                 partition: fp.partition,
@@ -160,6 +171,7 @@ pub async fn handle(ctx: &Ctx, req: FetchRequest) -> Result<Option<Bytes>, Reque
                 max_bytes: usize::try_from(fp.partition_max_bytes).unwrap_or(0),
                 error,
                 compression,
+                codec_rules,
                 log_append_time,
                 read_committed,
             });
@@ -316,12 +328,21 @@ fn read_one(
     first: bool,
 ) -> Result<(Bytes, i64, i64, Stable), i16> {
     let offset = u64::try_from(w.offset).map_err(|_| code(ResponseError::OffsetOutOfRange))?;
-    let chunk = slot.log.read(offset, budget.max(1)).map_err(|e| {
-        if !matches!(e, es_storage::StorageError::OffsetOutOfRange { .. }) {
-            tracing::error!(partition = w.partition, offset, error = %e, "read failed");
-        }
-        storage_error_code(&e)
-    })?;
+    let read = |max_bytes: usize| {
+        slot.log.read(offset, max_bytes).map_err(|e| {
+            if !matches!(e, es_storage::StorageError::OffsetOutOfRange { .. }) {
+                tracing::error!(partition = w.partition, offset, error = %e, "read failed");
+            }
+            storage_error_code(&e)
+        })
+    };
+    let mut chunk = read(budget.max(1))?;
+    if let Some(window) = produced_batch_window(&chunk.data) {
+        // The first record starts a produced batch the window cut short:
+        // read it whole (the encoder serves the first batch whatever its
+        // size; a later partition's is dropped below if it does not fit).
+        chunk = read(window)?;
+    }
     let hw = chunk.high_watermark;
     // Open transactions hold the last stable offset back; read_committed
     // consumers see only what is below it.
@@ -345,10 +366,12 @@ fn read_one(
         max_bytes: budget,
     };
     let mut buf = Vec::with_capacity(chunk.data.len().min(budget.max(1)) + 128);
-    let summary = encoder.encode(records, &mut buf, &opts).map_err(|e| {
-        tracing::error!(partition = w.partition, error = %e, "encoding fetched records failed");
-        code(ResponseError::KafkaStorageError)
-    })?;
+    let summary = encoder
+        .encode_with(records, &mut buf, &opts, w.codec_rules)
+        .map_err(|e| {
+            tracing::error!(partition = w.partition, error = %e, "encoding fetched records failed");
+            code(ResponseError::KafkaStorageError)
+        })?;
     if corrupt && summary.records == 0 {
         return Err(code(ResponseError::CorruptMessage));
     }
@@ -380,4 +403,16 @@ fn read_one(
         chunk.log_start_offset as i64,
         stable,
     ))
+}
+
+/// The read window that holds all of the produced batch the first record of
+/// `data` starts, when `data` does not: its stored size, bounded by
+/// [`PRODUCED_BATCH_READ_BYTES_MAX`]. The size is a hint from the record
+/// (compaction can only shrink the batch); reads never trust it for bounds.
+fn produced_batch_window(data: &[u8]) -> Option<usize> {
+    let first = RecordIter::read_checked(data).next()?.ok()?;
+    let window = usize::try_from(first.batch?.stored_bytes)
+        .unwrap_or(usize::MAX)
+        .min(PRODUCED_BATCH_READ_BYTES_MAX);
+    (window > data.len()).then_some(window)
 }
