@@ -122,11 +122,11 @@ pub struct PartitionSlot {
     pub index: i32,
     pub log: Arc<Partition>,
     pub waiters: Arc<Waiters>,
-    /// Kafka codec id (0-4) of the last batch produced here. With the topic's
-    /// `compression.type=producer`, Fetch compresses with it: the disk format
-    /// keeps records, not the producer's batches, so this is how a topic fed
-    /// by compressing producers is still served compressed. In memory only:
-    /// after a restart it is "none" until the next produce.
+    /// Kafka codec id (0-4) of the last batch produced here, in memory only.
+    /// Fetch no longer reads it: each compressed batch is recorded with its
+    /// codec on its first record (docs/storage.md, the extension's batch
+    /// fields), which survives restarts and serves every batch with its own
+    /// codec. Left until produce.rs stops calling `note_producer_codec`.
     pub producer_codec: AtomicU8,
 }
 
