@@ -21,7 +21,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -122,25 +122,6 @@ pub struct PartitionSlot {
     pub index: i32,
     pub log: Arc<Partition>,
     pub waiters: Arc<Waiters>,
-    /// Kafka codec id (0-4) of the last batch produced here, in memory only.
-    /// Fetch no longer reads it: each compressed batch is recorded with its
-    /// codec on its first record (docs/storage.md, the extension's batch
-    /// fields), which survives restarts and serves every batch with its own
-    /// codec. Left until produce.rs stops calling `note_producer_codec`.
-    pub producer_codec: AtomicU8,
-}
-
-impl PartitionSlot {
-    /// Remembers the codec of a batch just appended.
-    pub fn note_producer_codec(&self, codec_id: i16) {
-        self.producer_codec
-            .store(u8::try_from(codec_id).unwrap_or(0), Ordering::Relaxed);
-    }
-
-    /// The codec of the last batch produced here (Kafka's id, 0 = none).
-    pub fn producer_codec(&self) -> i16 {
-        i16::from(self.producer_codec.load(Ordering::Relaxed))
-    }
 }
 
 /// An open topic.
@@ -340,7 +321,6 @@ fn open_partition(
         index,
         log,
         waiters,
-        producer_codec: AtomicU8::new(0),
     }))
 }
 

@@ -58,8 +58,6 @@ struct Item {
     log_start_offset: i64,
     /// One past the last appended offset (0 until appended).
     partition_end: u64,
-    /// Kafka codec id of the produced batch (for compression.type=producer).
-    codec: i16,
     /// The batch's producer fields when it has a producer id (idempotent or
     /// transactional): checked and recorded atomically with the append.
     producer: Option<ProducerAppend>,
@@ -134,7 +132,6 @@ pub async fn handle(
                 log_append_time: -1,
                 log_start_offset: -1,
                 partition_end: 0,
-                codec: 0,
                 producer: None,
                 topic_name: String::new(),
                 record_errors: Vec::new(),
@@ -320,7 +317,6 @@ fn append_one(
     drop(guard);
     match appended {
         Ok(AppendOutcome::Appended(info)) => {
-            slot.note_producer_codec(item.codec);
             item.base_offset = info.base_offset as i64;
             item.log_start_offset = slot.log.log_start_offset() as i64;
             item.buf.clear();
@@ -369,7 +365,6 @@ fn decode_one(
         return;
     }
     item.producer = txn::producer_append(summaries);
-    item.codec = summaries.last().map_or(0, |s| s.compression.id());
     for s in summaries.iter() {
         if let Err(e) = check_produce_compression(version, s) {
             item.fail(batch_error_code(&e), e.to_string());
