@@ -173,20 +173,9 @@ pub(crate) struct CommitState {
     last_sync: Instant,
     /// Callbacks of [`Partition::when_durable`], run once their end offset is durable.
     waiters: Vec<(u64, DurableCallback)>,
-    /// Sync-pool jobs of this partition queued or running (at most
-    /// [`PARALLEL_SYNCS`]).
-    pool_syncs: usize,
-    /// The highest end offset any fsync has been started for: waiters at or
-    /// below it are covered by an fsync in progress (or already durable).
-    sync_started: u64,
+    /// Whether the partition is queued on (or being served by) the sync pool.
+    queued: bool,
 }
-
-/// Fsyncs of one partition that the sync pool runs at once. Each covers
-/// everything written before it started, so more than one may overlap in
-/// the device; measured with a pipelining producer, 4 doubled the
-/// fdatasyncs and wake-ups per request without raising throughput, so one
-/// at a time (plus [`Partition::announce_append`]) is the default.
-pub const PARALLEL_SYNCS: usize = 1;
 
 /// Called once records are durable, or with the error that prevents it.
 pub type DurableCallback = Box<dyn FnOnce(Result<()>) + Send>;
@@ -343,8 +332,7 @@ impl Partition {
                 closed: false,
                 last_sync: Instant::now(),
                 waiters: Vec::new(),
-                pool_syncs: 0,
-                sync_started: 0,
+                queued: false,
             }),
             synced: Condvar::new(),
             log_start: std::sync::atomic::AtomicU64::new(start),
@@ -721,10 +709,6 @@ impl Partition {
     /// — at once on this thread if they already are, otherwise on a thread of
     /// the shared sync pool right after the group-commit fsync that covers
     /// them. For callers on an async runtime: no thread waits on a condvar.
-    ///
-    /// Up to [`PARALLEL_SYNCS`] fsyncs of one partition run at once; a
-    /// request whose records an fsync already in progress covers waits for
-    /// that one, others for the next.
     pub fn when_durable(self: &Arc<Self>, end_offset: u64, done: DurableCallback) {
         let every = self.config().flush.every_records;
         let mut c = self.commit.lock();
@@ -747,11 +731,11 @@ impl Partition {
         let target = if every > 1 {
             c.written.offset
         } else {
-            end_offset.min(c.written.offset)
+            end_offset
         };
         c.waiters.push((target, done));
-        if target > c.sync_started && c.pool_syncs < PARALLEL_SYNCS {
-            c.pool_syncs += 1;
+        if !c.queued {
+            c.queued = true;
             drop(c);
             crate::syncer::submit(self.clone());
         }
@@ -799,74 +783,48 @@ impl Partition {
         self.intent_waiting.store(false, Ordering::SeqCst);
     }
 
-    /// Runs on a sync-pool thread: fsyncs while some registered waiter is
-    /// covered neither by the durable mark nor by an fsync already in
-    /// progress, running the callbacks of the waiters each fsync covers.
+    /// Runs on a sync-pool thread: fsyncs until every registered waiter is
+    /// covered (or the partition is fenced), running their callbacks.
     pub(crate) fn serve_waiters(&self) {
-        let mut c = self.commit.lock();
         loop {
-            if c.fenced.is_some() {
-                let why = c.fenced.clone().unwrap_or_default();
-                let all = std::mem::take(&mut c.waiters);
-                c.pool_syncs -= 1;
-                drop(c);
-                for (_, done) in all {
-                    done(Err(StorageError::Fenced(format!("{}: {why}", self.name))));
+            let goal = {
+                let mut c = self.commit.lock();
+                if c.waiters.is_empty() {
+                    c.queued = false;
+                    return;
                 }
-                return;
-            }
-            // Everything an fsync still in progress covers is left to it:
-            // when it completes the durable mark reaches `sync_started`.
-            let cover = c.durable.offset.max(c.sync_started);
-            if !c.waiters.iter().any(|w| w.0 > cover) {
-                c.pool_syncs -= 1;
-                return;
-            }
-            // Requests already received join this fsync rather than the next.
-            self.wait_for_announced(&mut c);
-            let goal = c.written.clone();
-            c.sync_started = c.sync_started.max(goal.offset);
-            drop(c);
-            let res = goal.segment.log.sync_data();
-            c = self.commit.lock();
-            let err = match res {
-                Ok(()) if c.fenced.is_none() => {
-                    if goal.offset > c.durable.offset {
-                        c.durable = goal;
+                // Requests already received join this fsync rather than the
+                // next: the fsync covers everything written when it starts.
+                self.wait_for_announced(&mut c);
+                let written = c.written.offset;
+                c.waiters
+                    .iter()
+                    .map(|w| w.0.min(written))
+                    .max()
+                    .unwrap_or(0)
+            };
+            let res = self.sync_up_to(goal);
+            let (ready, err) = {
+                let mut c = self.commit.lock();
+                let durable = c.durable.offset;
+                let written = c.written.offset;
+                match &res {
+                    Ok(()) => {
+                        let (ready, wait): (Vec<_>, Vec<_>) = std::mem::take(&mut c.waiters)
+                            .into_iter()
+                            .partition(|w| w.0.min(written) <= durable);
+                        c.waiters = wait;
+                        (ready, None)
                     }
-                    c.last_sync = Instant::now();
-                    None
-                }
-                Ok(()) => c.fenced.clone(),
-                Err(e) => {
-                    tracing::error!(partition = %self.name, error = %e, "fsync failed; partition fenced until restart");
-                    let why = format!("fsync failed: {e}");
-                    c.fenced = Some(why.clone());
-                    Some(why)
+                    Err(e) => (std::mem::take(&mut c.waiters), Some(e.to_string())),
                 }
             };
-            let durable = c.durable.offset;
-            let ready: Vec<(u64, DurableCallback)> = if err.is_some() {
-                std::mem::take(&mut c.waiters)
-            } else {
-                let (ready, wait) = std::mem::take(&mut c.waiters)
-                    .into_iter()
-                    .partition(|w| w.0 <= durable);
-                c.waiters = wait;
-                ready
-            };
-            drop(c);
-            self.synced.notify_all();
-            if err.is_none() && self.config().flush.every_records <= 1 {
-                self.notify(durable);
-            }
             for (_, done) in ready {
                 done(match &err {
                     None => Ok(()),
                     Some(why) => Err(StorageError::Fenced(format!("{}: {why}", self.name))),
                 });
             }
-            c = self.commit.lock();
         }
     }
 

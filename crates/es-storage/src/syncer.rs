@@ -1,11 +1,9 @@
 //! The shared sync pool: a few threads that run group-commit fsyncs for
 //! partitions whose callers registered [`crate::Partition::when_durable`]
-//! callbacks instead of blocking. A partition has at most
-//! [`crate::partition::PARALLEL_SYNCS`] jobs queued or running at a time;
-//! the thread that takes one fsyncs until every waiter is covered by the
-//! durable mark or by an fsync in progress. Every fsync covers everything
-//! written before it started; fsyncs of one partition overlap up to that
-//! limit, and different partitions sync in parallel.
+//! callbacks instead of blocking. A partition is queued at most once at a
+//! time (its `queued` flag); the thread that takes it fsyncs until all of its
+//! waiters are covered, so every fsync still covers everything written before
+//! it started, and concurrent partitions sync in parallel.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, OnceLock};
