@@ -182,6 +182,12 @@ impl RecordBatchBuf {
         &self.buf
     }
 
+    /// The records pushed so far, decoded (offsets and CRCs are set only by
+    /// [`RecordBatchBuf::seal`], so CRCs are not checked).
+    pub fn records(&self) -> record::RecordIter<'_> {
+        record::RecordIter::read_checked(&self.buf)
+    }
+
     /// The encoded bytes (sealed or not).
     pub fn as_bytes(&self) -> &[u8] {
         &self.buf

@@ -427,10 +427,11 @@ impl<'a> RecordIter<'a> {
         }
     }
 
-    /// For the data of a [`crate::ReadChunk`]: [`crate::Partition::read`]
-    /// returns only records whose CRC it has just checked, so they are not
-    /// checked twice (on a fetch that was a quarter of the broker's CPU).
-    /// Every length and bound is still checked.
+    /// For records whose CRC is not to be checked here: the data of a
+    /// [`crate::ReadChunk`] ([`crate::Partition::read`] returns only records
+    /// whose CRC it has just checked; on a fetch a second check was a quarter
+    /// of the broker's CPU) and the records of a [`crate::RecordBatchBuf`]
+    /// before its seal (no CRC yet). Every length and bound is still checked.
     pub fn read_checked(buf: &'a [u8]) -> Self {
         RecordIter {
             buf,

@@ -434,32 +434,14 @@ fn refuse_keyless_records(item: &mut Item) {
     }
 }
 
-/// Indexes of the records in `buf` without a key. Reads the key length of
-/// each unsealed record where the documented record format puts it (after
-/// the timestamp, or after the extension section when the length's top bit
-/// says there is one; docs/storage.md); a record too short to hold one is
-/// skipped (it cannot occur: `buf` was built by `RecordBatchBuf::push`).
+/// Indexes of the records in `buf` without a key.
 fn keyless_records(buf: &RecordBatchBuf) -> Vec<i32> {
-    use es_storage::record::{EXT_BIT, TIMESTAMP_FIELD_POS};
-    let bytes = buf.as_bytes();
-    let be_u32 = |p: usize| -> Option<u32> {
-        let b = bytes.get(p..p.checked_add(4)?)?;
-        Some(u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
-    };
-    let mut out = Vec::new();
-    for i in 0..buf.len() {
-        let start = buf.record_start(i);
-        let Some(len) = be_u32(start) else { continue };
-        let mut key_pos = start + TIMESTAMP_FIELD_POS + 8;
-        if len & EXT_BIT != 0 {
-            let Some(ext) = be_u32(key_pos) else { continue };
-            key_pos += 4 + ext as usize;
-        }
-        if be_u32(key_pos) == Some(u32::MAX) {
-            out.push(i32::try_from(i).unwrap_or(i32::MAX));
-        }
-    }
-    out
+    buf.records()
+        .map_while(Result::ok)
+        .enumerate()
+        .filter(|(_, r)| r.key.is_none())
+        .map(|(i, _)| i32::try_from(i).unwrap_or(i32::MAX))
+        .collect()
 }
 
 #[cfg(test)]
