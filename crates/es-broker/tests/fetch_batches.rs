@@ -9,13 +9,11 @@
 
 mod common;
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
-use common::Broker;
+use common::{Broker, KafkaClient};
 use es_kafka::kafka_protocol::messages::*;
 use es_kafka::kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use rdkafka::config::ClientConfig;
@@ -84,29 +82,7 @@ fn s(v: &str) -> StrBytes {
 
 /// One request/response over a fresh connection.
 fn call<Req: Encodable, Resp: Decodable>(b: &Broker, key: ApiKey, v: i16, req: &Req) -> Resp {
-    let mut stream = TcpStream::connect(&b.addr).expect("connect");
-    stream.set_read_timeout(Some(TIMEOUT)).expect("timeout");
-    let mut header = RequestHeader::default();
-    header.request_api_key = key as i16;
-    header.request_api_version = v;
-    header.correlation_id = 7;
-    header.client_id = Some(s("fetch-batches-test"));
-    let mut body: Vec<u8> = Vec::new();
-    header
-        .encode(&mut body, key.request_header_version(v))
-        .expect("header");
-    req.encode(&mut body, v).expect("request");
-    let mut frame = (body.len() as i32).to_be_bytes().to_vec();
-    frame.extend_from_slice(&body);
-    stream.write_all(&frame).expect("send");
-    let mut len = [0u8; 4];
-    stream.read_exact(&mut len).expect("response length");
-    let mut buf = vec![0u8; i32::from_be_bytes(len) as usize];
-    stream.read_exact(&mut buf).expect("response");
-    let mut rest: &[u8] = &buf;
-    let h = ResponseHeader::decode(&mut rest, key.response_header_version(v)).expect("header");
-    assert_eq!(h.correlation_id, 7);
-    Resp::decode(&mut rest, v).expect("response body")
+    KafkaClient::connect(&b.addr, "fetch-batches-test").call(key, v, req)
 }
 
 /// A fetched batch: (base offset, record count, codec).

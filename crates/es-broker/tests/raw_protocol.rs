@@ -8,11 +8,11 @@
 
 mod common;
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::TcpStream;
 use std::time::Duration;
 
-use common::Broker;
+use common::{read_frame, Broker, KafkaClient};
 use es_kafka::codec::encode::{encode_records, EncodeOptions};
 use es_kafka::kafka_protocol::messages::*;
 use es_kafka::kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
@@ -43,27 +43,6 @@ fn frame(api_key: i16, version: i16, correlation_id: i32, body: &[u8]) -> Vec<u8
     let mut out = (f.len() as i32).to_be_bytes().to_vec();
     out.extend_from_slice(&f);
     out
-}
-
-/// Reads one response frame; `None` when the broker closed the connection.
-fn read_frame(s: &mut TcpStream) -> Option<Vec<u8>> {
-    let mut len = [0u8; 4];
-    match s.read_exact(&mut len) {
-        Ok(()) => {}
-        Err(e)
-            if matches!(
-                e.kind(),
-                std::io::ErrorKind::UnexpectedEof | std::io::ErrorKind::ConnectionReset
-            ) =>
-        {
-            return None
-        }
-        Err(e) => panic!("read failed: {e}"),
-    }
-    let n = i32::from_be_bytes(len) as usize;
-    let mut body = vec![0u8; n];
-    s.read_exact(&mut body).ok()?;
-    Some(body)
 }
 
 struct Reader<'a> {
@@ -327,44 +306,22 @@ fn tn(v: &str) -> TopicName {
 
 /// A connection that sends typed requests and decodes typed responses.
 struct Client {
-    stream: TcpStream,
-    correlation: i32,
+    k: KafkaClient,
 }
 
 impl Client {
     fn new(b: &Broker) -> Client {
         Client {
-            stream: connect(b),
-            correlation: 0,
+            k: KafkaClient::connect(&b.addr, "raw-test"),
         }
     }
 
     fn send<Req: Encodable>(&mut self, key: ApiKey, v: i16, req: &Req) {
-        self.correlation += 1;
-        let mut header = RequestHeader::default();
-        header.request_api_key = key as i16;
-        header.request_api_version = v;
-        header.correlation_id = self.correlation;
-        header.client_id = Some(s("raw-test"));
-        let mut body: Vec<u8> = Vec::new();
-        header
-            .encode(&mut body, key.request_header_version(v))
-            .expect("header");
-        req.encode(&mut body, v).expect("request");
-        let mut frame = (body.len() as i32).to_be_bytes().to_vec();
-        frame.extend_from_slice(&body);
-        self.stream.write_all(&frame).expect("send");
+        self.k.send(key, v, req);
     }
 
     fn call<Req: Encodable, Resp: Decodable>(&mut self, key: ApiKey, v: i16, req: &Req) -> Resp {
-        self.send(key, v, req);
-        let buf = read_frame(&mut self.stream).expect("a response");
-        let mut rest: &[u8] = &buf;
-        let h = ResponseHeader::decode(&mut rest, key.response_header_version(v)).expect("header");
-        assert_eq!(h.correlation_id, self.correlation);
-        let r = Resp::decode(&mut rest, v).expect("response body");
-        assert!(rest.is_empty(), "trailing bytes in {key:?} v{v}");
-        r
+        self.k.call(key, v, req)
     }
 
     fn create_topic(&mut self, name: &str, configs: &[(&str, &str)]) {
@@ -719,7 +676,7 @@ fn acl_apis_answer_security_disabled_without_an_authorizer() {
     d.operation = 1;
     d.permission_type = 1;
     c.send(ApiKey::DescribeAcls, 3, &d);
-    assert_closed(&mut c.stream);
+    assert_closed(&mut c.k.stream);
     api_versions_ok(&mut connect(&b), 1);
 }
 

@@ -167,3 +167,97 @@ pub fn eventually<T>(timeout: Duration, what: &str, mut f: impl FnMut() -> Optio
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// Reads one length-prefixed Kafka frame; `None` when the peer closed the
+/// connection (end of stream or reset) before a frame began.
+pub fn read_frame(s: &mut std::net::TcpStream) -> Option<Vec<u8>> {
+    use std::io::Read;
+    let mut len = [0u8; 4];
+    match s.read_exact(&mut len) {
+        Ok(()) => {}
+        Err(e)
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::UnexpectedEof | std::io::ErrorKind::ConnectionReset
+            ) =>
+        {
+            return None
+        }
+        Err(e) => panic!("read failed: {e}"),
+    }
+    let n = i32::from_be_bytes(len) as usize;
+    let mut body = vec![0u8; n];
+    s.read_exact(&mut body).ok()?;
+    Some(body)
+}
+
+/// One connection that sends typed requests (kafka-protocol encodes them
+/// with a request header) and decodes typed responses, checking the
+/// response's correlation id and that nothing trails its body.
+pub struct KafkaClient {
+    pub stream: std::net::TcpStream,
+    correlation: i32,
+    client_id: &'static str,
+}
+
+impl KafkaClient {
+    pub fn connect(addr: &str, client_id: &'static str) -> KafkaClient {
+        let stream = std::net::TcpStream::connect(addr).expect("connect");
+        stream
+            .set_read_timeout(Some(Duration::from_secs(30)))
+            .expect("timeout");
+        KafkaClient {
+            stream,
+            correlation: 0,
+            client_id,
+        }
+    }
+
+    /// Sends one request without reading its response.
+    pub fn send<Req: es_kafka::kafka_protocol::protocol::Encodable>(
+        &mut self,
+        key: es_kafka::kafka_protocol::messages::ApiKey,
+        v: i16,
+        req: &Req,
+    ) {
+        use es_kafka::kafka_protocol::messages::RequestHeader;
+        use es_kafka::kafka_protocol::protocol::{Encodable, StrBytes};
+        use std::io::Write;
+        self.correlation += 1;
+        let mut header = RequestHeader::default();
+        header.request_api_key = key as i16;
+        header.request_api_version = v;
+        header.correlation_id = self.correlation;
+        header.client_id = Some(StrBytes::from_static_str(self.client_id));
+        let mut body: Vec<u8> = Vec::new();
+        header
+            .encode(&mut body, key.request_header_version(v))
+            .expect("header");
+        req.encode(&mut body, v).expect("request");
+        let mut frame = (body.len() as i32).to_be_bytes().to_vec();
+        frame.extend_from_slice(&body);
+        self.stream.write_all(&frame).expect("send");
+    }
+
+    /// Sends one request and decodes its response.
+    pub fn call<
+        Req: es_kafka::kafka_protocol::protocol::Encodable,
+        Resp: es_kafka::kafka_protocol::protocol::Decodable,
+    >(
+        &mut self,
+        key: es_kafka::kafka_protocol::messages::ApiKey,
+        v: i16,
+        req: &Req,
+    ) -> Resp {
+        use es_kafka::kafka_protocol::messages::ResponseHeader;
+        use es_kafka::kafka_protocol::protocol::Decodable;
+        self.send(key, v, req);
+        let buf = read_frame(&mut self.stream).expect("a response");
+        let mut rest: &[u8] = &buf;
+        let h = ResponseHeader::decode(&mut rest, key.response_header_version(v)).expect("header");
+        assert_eq!(h.correlation_id, self.correlation);
+        let r = Resp::decode(&mut rest, v).expect("response body");
+        assert!(rest.is_empty(), "trailing bytes in {key:?} v{v}");
+        r
+    }
+}
