@@ -7,6 +7,11 @@
 //! tested. The one deliberate exception is Produce v0-2: Kafka 4 advertises
 //! Produce from v0 because librdkafka refuses to compress unless it sees v0
 //! (KAFKA-18659), and answers v0-2 with UNSUPPORTED_VERSION; we do the same.
+//!
+//! A few versions are newer than the kafka-protocol crate knows. They are
+//! served when their request has the shape of a version the crate decodes
+//! ([`PAST_CRATE`]): the body is decoded and encoded at that version
+//! ([`crate_version`]), and the handler adds what the newer response carries.
 
 use kafka_protocol::messages::ApiKey;
 
@@ -29,7 +34,7 @@ pub const PRODUCE_SERVED_MIN: i16 = 3;
 pub const SUPPORTED: &[ApiRange] = &[
     r(ApiKey::Produce, 0, 13),
     r(ApiKey::Fetch, 4, 18),
-    r(ApiKey::ListOffsets, 1, 10),
+    r(ApiKey::ListOffsets, 1, 11),
     r(ApiKey::Metadata, 0, 13),
     r(ApiKey::OffsetCommit, 2, 9),
     r(ApiKey::OffsetFetch, 1, 9),
@@ -59,7 +64,7 @@ pub const SUPPORTED: &[ApiRange] = &[
     r(ApiKey::DescribeConfigs, 1, 4),
     r(ApiKey::AlterConfigs, 0, 2),
     r(ApiKey::AlterReplicaLogDirs, 1, 2),
-    r(ApiKey::DescribeLogDirs, 1, 4),
+    r(ApiKey::DescribeLogDirs, 1, 5),
     r(ApiKey::CreatePartitions, 0, 3),
     r(ApiKey::DeleteGroups, 0, 2),
     r(ApiKey::ElectLeaders, 0, 2),
@@ -79,6 +84,29 @@ pub const SUPPORTED: &[ApiRange] = &[
     r(ApiKey::ListConfigResources, 0, 1),
     r(ApiKey::DescribeTopicPartitions, 0, 0),
 ];
+
+/// Versions past the crate's newest that es serves: (api key, wire version,
+/// the crate version with the same request and response shape). Both are the
+/// newest versions Kafka 4.4 serves.
+pub const PAST_CRATE: &[(ApiKey, i16, i16)] = &[
+    // ListOffsets v11 (KIP-1023) adds only the timestamp spec -6, earliest
+    // pending upload; request and response are v10's.
+    (ApiKey::ListOffsets, 11, 10),
+    // DescribeLogDirs v5 (KIP-1066) adds IsCordoned to each log directory of
+    // the response; the request is v4's. handlers::admin encodes the v5
+    // response itself.
+    (ApiKey::DescribeLogDirs, 5, 4),
+];
+
+/// The version at which the kafka-protocol crate decodes and encodes the
+/// bodies of `key` at wire version `version`: the same version except for
+/// those in [`PAST_CRATE`].
+pub fn crate_version(key: ApiKey, version: i16) -> i16 {
+    PAST_CRATE
+        .iter()
+        .find(|(k, wire, _)| *k == key && *wire == version)
+        .map_or(version, |(_, _, v)| *v)
+}
 
 /// How a request's (api key, version) relates to what we serve.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -143,11 +171,32 @@ mod tests {
         for a in SUPPORTED {
             let c = a.key.valid_versions();
             assert!(a.min <= a.max);
-            assert!(a.max <= c.max, "{:?} advertises past the crate", a.key);
+            assert!(
+                crate_version(a.key, a.max) <= c.max,
+                "{:?} advertises past the crate",
+                a.key
+            );
             if a.key != ApiKey::Produce {
                 assert!(a.min >= c.min, "{:?} advertises below the crate", a.key);
             }
         }
+    }
+
+    #[test]
+    fn versions_past_the_crate_map_to_its_newest() {
+        for &(key, wire, v) in PAST_CRATE {
+            let c = key.valid_versions();
+            assert_eq!(v, c.max, "{key:?} v{wire} should map to the crate's newest");
+            assert_eq!(wire, v + 1, "{key:?}: one version past the crate");
+            assert_eq!(advertised(key).map(|a| a.max), Some(wire));
+            assert_eq!(classify(key as i16, wire), Support::Served(key));
+            assert_eq!(crate_version(key, wire), v);
+            assert_eq!(crate_version(key, v), v);
+        }
+        assert_eq!(
+            classify(ApiKey::ListOffsets as i16, 12),
+            Support::Unparseable(ApiKey::ListOffsets)
+        );
     }
 
     #[test]

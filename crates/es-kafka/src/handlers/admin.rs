@@ -868,7 +868,11 @@ pub async fn describe_log_dirs(
     dir.topics = topics;
     let mut r = DescribeLogDirsResponse::default();
     r.results = vec![dir];
-    ctx.respond(&r)
+    if ctx.version >= 5 {
+        ctx.respond(&super::past_crate::DescribeLogDirsV5(&r))
+    } else {
+        ctx.respond(&r)
+    }
 }
 
 pub fn describe_topic_partitions(

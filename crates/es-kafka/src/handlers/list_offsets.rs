@@ -1,4 +1,4 @@
-//! ListOffsets (v1-10): earliest (-2), latest (-1), max timestamp (-3),
+//! ListOffsets (v1-11): earliest (-2), latest (-1), max timestamp (-3),
 //! earliest local (-4, the same as earliest here: no tiered storage) and
 //! offset by timestamp.
 //!
@@ -23,6 +23,10 @@ pub const LATEST: i64 = -1;
 pub const EARLIEST: i64 = -2;
 pub const MAX_TIMESTAMP: i64 = -3;
 pub const EARLIEST_LOCAL: i64 = -4;
+/// The last offset in tiered storage (v9+, KIP-1005): none here.
+pub const LATEST_TIERED: i64 = -5;
+/// The first offset not yet in tiered storage (v11+, KIP-1023): none here.
+pub const EARLIEST_PENDING_UPLOAD: i64 = -6;
 /// ListOffsets `isolation_level` of read_committed consumers.
 pub const READ_COMMITTED: i8 = 1;
 
@@ -69,8 +73,10 @@ pub async fn handle(ctx: &Ctx, req: ListOffsetsRequest) -> Result<Option<Bytes>,
                             Ok(None) => (NONE, -1, -1),
                             Err(e) => (storage_error_code(&e), -1, -1),
                         },
-                        // Other negative specs (e.g. -5, earliest pending
-                        // upload) name tiered-storage positions es does not have.
+                        // LATEST_TIERED, EARLIEST_PENDING_UPLOAD and unknown
+                        // negative specs name tiered-storage positions es
+                        // does not have: no offset, as Kafka answers for a
+                        // topic without remote storage.
                         _ => (NONE, -1, -1),
                     },
                 };
@@ -126,7 +132,12 @@ mod tests {
         header
             .encode(&mut buf, ApiKey::ListOffsets.request_header_version(v))
             .expect("header");
-        req.encode(&mut buf, v).expect("request");
+        // v11 goes on the wire with v10's body (crate::versions::PAST_CRATE).
+        req.encode(
+            &mut buf,
+            crate::versions::crate_version(ApiKey::ListOffsets, v),
+        )
+        .expect("request");
         let mut frame = handlers::handle(b.clone(), buf.freeze(), Turn::free())
             .await
             .expect("handled")
@@ -137,7 +148,12 @@ mod tests {
             ApiKey::ListOffsets.response_header_version(v),
         )
         .expect("response header");
-        let r = ListOffsetsResponse::decode(&mut frame, v).expect("response");
+        let r = ListOffsetsResponse::decode(
+            &mut frame,
+            crate::versions::crate_version(ApiKey::ListOffsets, v),
+        )
+        .expect("response");
+        assert!(!frame.has_remaining(), "v{v}: bytes after the response");
         let p = &r.topics[0].partitions[0];
         assert_eq!(p.error_code, NONE);
         p.offset
@@ -192,7 +208,7 @@ mod tests {
         })
         .await
         .expect("join");
-        for v in 1..=10 {
+        for v in 1..=11 {
             assert_eq!(list(&b, v, 0, LATEST).await, 5, "v{v} read_uncommitted");
             let committed = if v >= 2 { 3 } else { 5 };
             assert_eq!(
@@ -210,5 +226,9 @@ mod tests {
         assert_eq!(start, 2);
         assert_eq!(list(&b, 10, 0, EARLIEST).await, 2);
         assert_eq!(list(&b, 10, 0, EARLIEST_LOCAL).await, 2);
+        assert_eq!(list(&b, 11, 0, EARLIEST_LOCAL).await, 2);
+        // Tiered-storage positions: none without tiered storage, as Kafka.
+        assert_eq!(list(&b, 9, 0, LATEST_TIERED).await, -1);
+        assert_eq!(list(&b, 11, 0, EARLIEST_PENDING_UPLOAD).await, -1);
     }
 }

@@ -19,6 +19,7 @@ pub mod groups;
 pub mod list_offsets;
 pub mod metadata;
 pub mod offset_for_leader_epoch;
+pub mod past_crate;
 pub mod produce;
 pub mod txn;
 pub mod unsupported;
@@ -97,6 +98,7 @@ pub fn encode_response<T: Encodable>(
     body: &T,
 ) -> Result<Bytes, RequestError> {
     let header_version = key.response_header_version(version);
+    let version = versions::crate_version(key, version);
     let mut header = ResponseHeader::default();
     header.correlation_id = correlation_id;
     let header_len = header
@@ -183,7 +185,9 @@ pub async fn handle_from(
 }
 
 async fn served(ctx: Ctx, mut body: Bytes, mut turn: Turn) -> Result<Option<Bytes>, RequestError> {
-    let (key, v) = (ctx.key, ctx.version);
+    // Bodies are decoded at the crate's version of the same shape; handlers
+    // see the wire version in `ctx.version`.
+    let (key, v) = (ctx.key, versions::crate_version(ctx.key, ctx.version));
     match key {
         ApiKey::Produce => produce::handle(&ctx, decode_body(&mut body, key, v)?, turn).await,
         ApiKey::Fetch => {
