@@ -5,11 +5,11 @@
 //! assigns offsets and computes CRCs under its write lock with [`RecordBatchBuf::seal`],
 //! and writes the whole buffer with a single `write`.
 //!
-//! A batch the producer compressed is recorded on its first record (the
-//! extension's batch fields, see `record.rs`): [`RecordBatchBuf::push_batch_start`]
-//! writes that record with room for the batch's extent, and
-//! [`RecordBatchBuf::end_batch`] fills the extent in once the batch's last
-//! record is pushed, before the CRCs are computed.
+//! A batch the producer compressed is noted beside the records, not in them:
+//! [`RecordBatchBuf::push_batch_start`] pushes its first record (a plain
+//! record like any other) and opens the batch, [`RecordBatchBuf::end_batch`]
+//! notes its extent, and the partition writes those notes to the segment's
+//! `.batches` file with the append (see `batch_marks.rs`).
 
 use crate::record::{self, ProducedBatch, RecordMeta};
 
@@ -20,9 +20,11 @@ pub struct RecordBatchBuf {
     /// Start of each record in `buf`.
     starts: Vec<u32>,
     max_timestamp_ms: i64,
-    /// The produced batch being pushed: its first record's index and the
-    /// position of that record's batch fields.
-    open_batch: Option<(usize, usize)>,
+    /// The produced batch being pushed: its first record's index and codec.
+    open_batch: Option<(usize, u8)>,
+    /// Produced batches pushed so far: the index of each one's first record
+    /// and the batch.
+    produced: Vec<(u32, ProducedBatch)>,
 }
 
 impl RecordBatchBuf {
@@ -36,6 +38,7 @@ impl RecordBatchBuf {
             starts: Vec::with_capacity(records),
             max_timestamp_ms: i64::MIN,
             open_batch: None,
+            produced: Vec::new(),
         }
     }
 
@@ -75,50 +78,33 @@ impl RecordBatchBuf {
     {
         debug_assert!(codec <= record::BATCH_CODEC_MAX);
         self.end_batch();
-        if self.starts.is_empty() {
-            self.max_timestamp_ms = i64::MIN;
-        }
-        let start = self.buf.len();
-        self.starts.push(start as u32);
-        // The extent is not known yet: end_batch fills it in.
-        let batch = ProducedBatch {
-            codec: codec.min(record::BATCH_CODEC_MAX),
-            last_offset_delta: 0,
-            stored_bytes: 0,
-        };
-        record::encode_unsealed_batch(
-            &mut self.buf,
-            timestamp_ms,
-            key,
-            value,
-            headers,
-            meta,
-            Some(&batch),
-        );
-        self.open_batch = Some((
-            self.starts.len() - 1,
-            start + record::batch_fields_pos(meta),
-        ));
-        self.max_timestamp_ms = self.max_timestamp_ms.max(timestamp_ms);
+        self.push(timestamp_ms, key, value, headers, meta);
+        self.open_batch = Some((self.starts.len() - 1, codec.min(record::BATCH_CODEC_MAX)));
     }
 
-    /// Ends the batch [`RecordBatchBuf::push_batch_start`] began: records its
-    /// extent (record count and bytes) on its first record. No-op without an
-    /// open batch.
+    /// Ends the batch [`RecordBatchBuf::push_batch_start`] began: notes its
+    /// extent (record count and bytes). No-op without an open batch.
     pub fn end_batch(&mut self) {
-        let Some((first, fields_pos)) = self.open_batch.take() else {
+        let Some((first, codec)) = self.open_batch.take() else {
             return;
         };
         let start = self.starts[first] as usize;
-        let last_offset_delta = (self.starts.len() - 1 - first) as u32;
+        let last_offset_delta = u32::try_from(self.starts.len() - 1 - first).unwrap_or(u32::MAX);
         let stored_bytes = u32::try_from(self.buf.len() - start).unwrap_or(u32::MAX);
-        let (s, e) = self.bounds(first);
-        record::set_batch_extent(
-            &mut self.buf[s..e],
-            fields_pos - start,
-            last_offset_delta,
-            stored_bytes,
-        );
+        self.produced.push((
+            first as u32,
+            ProducedBatch {
+                codec,
+                last_offset_delta,
+                stored_bytes,
+            },
+        ));
+    }
+
+    /// The produced batches pushed (ended ones; [`RecordBatchBuf::seal`]
+    /// ends an open one): the index of each one's first record and the batch.
+    pub fn produced(&self) -> &[(u32, ProducedBatch)] {
+        &self.produced
     }
 
     /// Number of records.
@@ -154,6 +140,7 @@ impl RecordBatchBuf {
         self.starts.clear();
         self.max_timestamp_ms = i64::MIN;
         self.open_batch = None;
+        self.produced.clear();
     }
 
     fn bounds(&self, i: usize) -> (usize, usize) {
@@ -200,7 +187,7 @@ mod tests {
     use crate::record::{ProducerInfo, RecordIter};
 
     #[test]
-    fn produced_batches_record_their_extent_on_their_first_record() {
+    fn produced_batches_are_noted_beside_plain_records() {
         let idem = |seq| RecordMeta {
             producer: Some(ProducerInfo {
                 producer_id: 3,
@@ -226,34 +213,44 @@ mod tests {
         let recs: Vec<_> = RecordIter::new(&bytes)
             .collect::<std::result::Result<_, _>>()
             .expect("valid");
-        let batches: Vec<_> = recs.iter().map(|r| r.batch).collect();
+        // Nothing of the batches is in the records.
+        assert!(recs.iter().all(|r| r.batch.is_none()));
         let gzip_bytes = (recs[1].encoded_len + recs[2].encoded_len + recs[3].encoded_len) as u32;
         assert_eq!(
-            batches,
-            vec![
-                None,
-                Some(ProducedBatch {
-                    codec: 1,
-                    last_offset_delta: 2,
-                    stored_bytes: gzip_bytes,
-                }),
-                None,
-                None,
-                Some(ProducedBatch {
-                    codec: 4,
-                    last_offset_delta: 0,
-                    stored_bytes: recs[4].encoded_len as u32,
-                }),
-                Some(ProducedBatch {
-                    codec: 2,
-                    last_offset_delta: 1,
-                    stored_bytes: (recs[5].encoded_len + recs[6].encoded_len) as u32,
-                }),
-                None,
+            b.produced(),
+            &[
+                (
+                    1,
+                    ProducedBatch {
+                        codec: 1,
+                        last_offset_delta: 2,
+                        stored_bytes: gzip_bytes,
+                    }
+                ),
+                (
+                    4,
+                    ProducedBatch {
+                        codec: 4,
+                        last_offset_delta: 0,
+                        stored_bytes: recs[4].encoded_len as u32,
+                    }
+                ),
+                (
+                    5,
+                    ProducedBatch {
+                        codec: 2,
+                        last_offset_delta: 1,
+                        stored_bytes: (recs[5].encoded_len + recs[6].encoded_len) as u32,
+                    }
+                ),
             ]
         );
-        // The plain records stay byte for byte the documented format.
-        assert_eq!(bytes[0] & 0x80, 0);
+        // Records without headers, producer or null value stay byte for
+        // byte the documented format, compressed batch or not.
+        for i in [0, 1, 2] {
+            let s = b.record_start(i);
+            assert_eq!(bytes[s] & 0x80, 0, "record {i}");
+        }
         assert_eq!(recs[4].meta, idem(7));
         assert_eq!(recs[4].headers().count(), 1);
         assert_eq!(recs[3].value, None);
@@ -261,5 +258,7 @@ mod tests {
             recs.iter().map(|r| r.offset).collect::<Vec<_>>(),
             (100..107).collect::<Vec<_>>()
         );
+        b.clear();
+        assert!(b.produced().is_empty());
     }
 }

@@ -33,7 +33,7 @@ use crate::index::{IndexEntry, IndexPolicy};
 use crate::meta;
 use crate::partition::Partition;
 use crate::record::RecordView;
-use crate::segment::{self, Segment, INDEX_SUFFIX, LOG_SUFFIX};
+use crate::segment::{self, Segment, BATCHES_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX};
 
 /// Per-partition state kept beside the segments, replaced atomically.
 pub const STATE_FILE: &str = "partition.json";
@@ -95,6 +95,16 @@ pub fn recover_swap(fs: &dyn Fs, dir: &Path) -> Result<()> {
 
 /// Step 4 of a swap (also run by recovery): idempotent.
 fn finish_swap(fs: &dyn Fs, dir: &Path, plan: &SwapPlan) -> Result<()> {
+    // The replaced segments' batch notes describe batches compaction may
+    // have thinned: the new segments start without any (Fetch serves their
+    // records in es's own batches). First, so that no note outlives its
+    // segment whatever step a crash interrupts.
+    for &b in &plan.replace {
+        let p = seg_path(dir, b, BATCHES_SUFFIX);
+        if fs.exists(&p) {
+            fs.remove_file(&p)?;
+        }
+    }
     for &b in &plan.with {
         for suffix in [LOG_SUFFIX, INDEX_SUFFIX] {
             let c = cleaned_path(dir, b, suffix);
@@ -293,6 +303,9 @@ impl Partition {
         for seg in &doomed {
             self.fs.remove_file(&seg.log_path)?;
             self.fs.remove_file(&seg.index_path)?;
+            if self.fs.exists(&seg.batches_path) {
+                self.fs.remove_file(&seg.batches_path)?;
+            }
             report.deleted_segments.push(seg.base_offset);
             report.deleted_bytes += seg.valid_len();
         }

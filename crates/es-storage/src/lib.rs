@@ -2,12 +2,14 @@
 //!
 //! A partition is a directory of segments; a segment is a `.log` file of
 //! length-prefixed, CRC-checked records (see [`record`]) and an `.index` file
-//! of 16-byte sparse entries. This crate owns the disk format, group-commit
+//! of 16-byte sparse entries (and a `.batches` file noting the batches
+//! producers compressed, see [`batch_marks`]). This crate owns the disk format, group-commit
 //! durability, crash recovery, retention and compaction, and atomic metadata
 //! files. It knows nothing of Kafka and nothing of tokio: its API is blocking
 //! and thread-safe, and callers on an async runtime call it from blocking threads.
 
 pub mod batch;
+pub mod batch_marks;
 pub mod compaction;
 pub mod error;
 pub mod fs;

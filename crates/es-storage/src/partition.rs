@@ -23,6 +23,7 @@ use bytes::Bytes;
 use parking_lot::{Condvar, Mutex, RwLock};
 
 use crate::batch::RecordBatchBuf;
+use crate::batch_marks::BatchMark;
 use crate::error::{Result, StorageError};
 use crate::fs::Fs;
 use crate::index::{IndexEntry, IndexPolicy, INDEX_INTERVAL_BYTES};
@@ -30,7 +31,7 @@ use crate::producers::{
     AbortedTxn, ProducerAppend, ProducerState, SeqCheck, CONTROL_ABORT, CONTROL_COMMIT,
     SNAPSHOT_FILE,
 };
-use crate::record::{self, DecodeError, ProducerInfo, RecordMeta};
+use crate::record::{self, DecodeError, ProducedBatch, ProducerInfo, RecordMeta};
 use crate::segment::{self, read_exact_at, Segment, SegmentRecovery};
 
 /// When appends are made durable.
@@ -146,6 +147,16 @@ pub struct ReadChunk {
     pub log_start_offset: u64,
     pub high_watermark: u64,
     pub log_end_offset: u64,
+    /// Produced batches noted from the first offset asked for on, sorted
+    /// (some may start after `data` ends); see [`ReadChunk::batch_at`].
+    pub batches: Vec<BatchMark>,
+}
+
+impl ReadChunk {
+    /// The batch a producer compressed that starts at `offset`, if noted.
+    pub fn batch_at(&self, offset: u64) -> Option<ProducedBatch> {
+        crate::batch_marks::find(&self.batches, offset)
+    }
 }
 
 /// What recovery did when the partition opened.
@@ -272,9 +283,13 @@ impl Partition {
             .filter_map(|n| segment::parse_log_name(n))
             .collect();
         bases.sort_unstable();
-        // An index without its log is left over from a removed segment.
+        // An index or batch notes without their log are left over from a
+        // removed segment.
         for n in &names {
-            if let Some(stem) = n.strip_suffix(segment::INDEX_SUFFIX) {
+            let stem = n
+                .strip_suffix(segment::INDEX_SUFFIX)
+                .or_else(|| n.strip_suffix(segment::BATCHES_SUFFIX));
+            if let Some(stem) = stem {
                 if stem.len() == segment::NAME_DIGITS
                     && stem.parse::<u64>().map_or(true, |b| !bases.contains(&b))
                 {
@@ -602,6 +617,17 @@ impl Partition {
                 return Err(e.into());
             }
         }
+        if !batch.produced().is_empty() {
+            let marks: Vec<BatchMark> = batch
+                .produced()
+                .iter()
+                .map(|&(i, b)| BatchMark {
+                    offset: base_offset + u64::from(i),
+                    batch: b,
+                })
+                .collect();
+            active.append_marks(&*self.fs, &marks);
+        }
         let new_len = pos0 + bytes_len;
         let last_offset = base_offset + count - 1;
         active.note_append(new_len, last_offset + 1, batch.max_timestamp_ms(), &entries);
@@ -656,6 +682,10 @@ impl Partition {
         let sealed = (|| -> Result<Arc<Segment>> {
             old.log.sync_data()?;
             old.index_file.sync_data()?;
+            if let Err(e) = old.sync_marks() {
+                // A hint only: recovery keeps what survives of it.
+                tracing::warn!(file = %old.batches_path.display(), error = %e, "fsync of produced batch notes failed");
+            }
             let seg = Arc::new(Segment::create(
                 &*self.fs,
                 &self.dir,
@@ -936,6 +966,9 @@ impl Partition {
         let seg = c.written.segment.clone();
         drop(c);
         let r2 = seg.index_file.sync_data();
+        if let Err(e) = seg.sync_marks() {
+            tracing::warn!(file = %seg.batches_path.display(), error = %e, "fsync of produced batch notes failed");
+        }
         let r3 = if r.is_ok() {
             self.write_producer_snapshot()
         } else {
@@ -956,11 +989,12 @@ impl Partition {
             (self.visible(&c).clone(), c.written.offset)
         };
         let log_start = self.log_start_offset();
-        let chunk = |data: Bytes| ReadChunk {
+        let chunk = |data: Bytes, batches: Vec<BatchMark>| ReadChunk {
             data,
             log_start_offset: log_start,
             high_watermark: hw.offset,
             log_end_offset: log_end,
+            batches,
         };
         if offset < log_start || offset > hw.offset {
             return Err(StorageError::OffsetOutOfRange {
@@ -970,7 +1004,7 @@ impl Partition {
             });
         }
         if offset == hw.offset {
-            return Ok(chunk(Bytes::new()));
+            return Ok(chunk(Bytes::new(), Vec::new()));
         }
         let segs = self.segments();
         let first = segs
@@ -987,13 +1021,16 @@ impl Partition {
             };
             let data = self.read_segment(seg, offset, limit, max_bytes.max(1), hw.offset)?;
             if !data.is_empty() {
-                return Ok(chunk(data));
+                // No more batches can start in `data` than it holds records.
+                let most = data.len() / (record::LEN_PREFIX_BYTES + record::BODY_BYTES_MIN) + 1;
+                let batches = seg.marks_from(offset, most);
+                return Ok(chunk(data, batches));
             }
             if Arc::ptr_eq(seg, &hw.segment) {
                 break;
             }
         }
-        Ok(chunk(Bytes::new()))
+        Ok(chunk(Bytes::new(), Vec::new()))
     }
 
     fn read_segment(

@@ -15,10 +15,11 @@
 //!
 //! The extension (see docs/storage.md) carries what Kafka records need and the
 //! documented format lacks: a null value (distinct from an empty one), producer
-//! id / epoch / sequence, the transactional and control flags, headers, and on
-//! the first record of a batch the producer compressed, that batch's codec and
-//! extent (so Fetch serves it as it was produced). A record that needs none of
-//! it is exactly the documented format.
+//! id / epoch / sequence, the transactional and control flags and headers. A
+//! record that needs none of it is exactly the documented format. Flag 0x20
+//! (a compressed batch's codec and extent on its first record) is read but no
+//! longer written: es notes those batches beside the segment instead
+//! (`batch_marks.rs`), so that compression never changes a record's format.
 //!
 //! Invariant: [`decode`] checks that the length is plausible and the CRC matches
 //! before it hands out any field, and it never allocates: a [`RecordView`]
@@ -53,7 +54,9 @@ pub const EXT_CONTROL: u8 = 0x08;
 pub const EXT_HEADERS: u8 = 0x10;
 /// Extension flag: this record starts a batch as its producer sent it; the
 /// batch fields ([`ProducedBatch`]: codec u8, last_offset_delta u32,
-/// stored_bytes u32) follow the producer fields, before the headers.
+/// stored_bytes u32) follow the producer fields, before the headers. Written
+/// by es until the `.batches` files replaced it; still read, so data written
+/// then keeps its batches.
 pub const EXT_BATCH: u8 = 0x20;
 const EXT_KNOWN: u8 =
     EXT_VALUE_NULL | EXT_PRODUCER | EXT_TRANSACTIONAL | EXT_CONTROL | EXT_HEADERS | EXT_BATCH;
@@ -79,8 +82,9 @@ pub struct ProducerInfo {
     pub sequence: i32,
 }
 
-/// A batch as its producer sent it, recorded on the batch's first record
-/// (extension flag [`EXT_BATCH`]). es keeps records, not batches; this lets a
+/// A batch as its producer sent it, noted in the segment's `.batches` file
+/// (or, in data written by older es, on the batch's first record with
+/// extension flag [`EXT_BATCH`]). es keeps records, not batches; this lets a
 /// fetch re-create the producer's batch with its codec and boundaries.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct ProducedBatch {

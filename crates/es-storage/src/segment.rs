@@ -1,5 +1,6 @@
 //! One segment: a `.log` file of records and its `.index`, named after the
-//! segment's base offset padded to 20 digits.
+//! segment's base offset padded to 20 digits, and, when producers compressed
+//! batches into it, a `.batches` file noting them (see `batch_marks.rs`).
 //!
 //! A `Segment` owns its two file handles for its whole life. The partition
 //! shares segments with readers through `Arc`, so a segment that retention or
@@ -12,8 +13,9 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 
-use parking_lot::RwLock;
+use parking_lot::{Mutex, RwLock};
 
+use crate::batch_marks::{self, BatchMark, MARK_BYTES};
 use crate::error::{Result, StorageError};
 use crate::fs::{FileHandle, Fs};
 use crate::index::{self, IndexEntry, ENTRY_BYTES};
@@ -23,6 +25,8 @@ use crate::record::{self, DecodeError};
 pub const LOG_SUFFIX: &str = ".log";
 /// Extension of segment index files.
 pub const INDEX_SUFFIX: &str = ".index";
+/// Extension of the files that note a segment's produced batches.
+pub const BATCHES_SUFFIX: &str = ".batches";
 /// Digits of the zero-padded base offset in segment file names.
 pub const NAME_DIGITS: usize = 20;
 /// Bytes read per system call when scanning a segment.
@@ -63,6 +67,20 @@ pub struct Segment {
     pub created_ms: i64,
     index: RwLock<Vec<IndexEntry>>,
     index_bytes: AtomicU64,
+    /// `<stem>.batches`: the produced batches noted in this segment.
+    pub batches_path: PathBuf,
+    /// The marks of that file, sorted by offset.
+    marks: RwLock<Vec<BatchMark>>,
+    /// That file once opened, and the bytes of valid marks in it.
+    batches_file: Mutex<BatchesFile>,
+}
+
+#[derive(Debug, Default)]
+struct BatchesFile {
+    file: Option<Arc<dyn FileHandle>>,
+    len: u64,
+    /// Written since its last fsync.
+    dirty: bool,
 }
 
 /// What recovery found in a segment.
@@ -110,6 +128,7 @@ impl Segment {
         index_file: Arc<dyn FileHandle>,
         now_ms: i64,
     ) -> Segment {
+        let batches_path = log_path.with_extension(&BATCHES_SUFFIX[1..]);
         Segment {
             base_offset,
             log_path,
@@ -123,6 +142,9 @@ impl Segment {
             created_ms: now_ms,
             index: RwLock::new(Vec::new()),
             index_bytes: AtomicU64::new(0),
+            batches_path,
+            marks: RwLock::new(Vec::new()),
+            batches_file: Mutex::new(BatchesFile::default()),
         }
     }
 
@@ -187,6 +209,7 @@ impl Segment {
                 seg.index_bytes
                     .store((entries.len() * ENTRY_BYTES) as u64, Ordering::Release);
                 *seg.index.write() = entries;
+                seg.load_marks(fs)?;
                 return Ok((seg, rep));
             }
         }
@@ -222,6 +245,7 @@ impl Segment {
         seg.index_file.sync_data()?;
         seg.index_bytes.store(bytes.len() as u64, Ordering::Release);
         *seg.index.write() = scan.entries;
+        seg.load_marks(fs)?;
         Ok((seg, rep))
     }
 
@@ -391,6 +415,102 @@ impl Segment {
             pos += p as u64;
         }
         Ok(ScanEnd::Done)
+    }
+
+    /// Notes produced batches just appended to this segment in its
+    /// `.batches` file (created on first use). Called under the partition's
+    /// write lock, after the records' write. The marks are a hint for Fetch:
+    /// when they cannot be written they are dropped with a warning and the
+    /// append stands.
+    pub(crate) fn append_marks(&self, fs: &dyn Fs, marks: &[BatchMark]) {
+        if marks.is_empty() {
+            return;
+        }
+        let mut bytes = Vec::with_capacity(marks.len() * MARK_BYTES);
+        for m in marks {
+            m.encode(&mut bytes);
+        }
+        let mut bf = self.batches_file.lock();
+        let written = (|| -> std::io::Result<()> {
+            let file = match &bf.file {
+                Some(f) => f.clone(),
+                None => {
+                    let f = match fs.create_new(&self.batches_path) {
+                        Ok(f) => f,
+                        // Left by an earlier life of this base offset.
+                        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                            fs.open(&self.batches_path)?
+                        }
+                        Err(e) => return Err(e),
+                    };
+                    bf.file = Some(f.clone());
+                    f
+                }
+            };
+            if let Err(e) = file.write_all_at(&bytes, bf.len) {
+                let _ = file.set_len(bf.len);
+                return Err(e);
+            }
+            Ok(())
+        })();
+        match written {
+            Ok(()) => {
+                bf.len += bytes.len() as u64;
+                bf.dirty = true;
+                self.marks.write().extend_from_slice(marks);
+            }
+            Err(e) => {
+                tracing::warn!(file = %self.batches_path.display(), error = %e, "produced batches not noted; fetch serves those records in es's own batches");
+            }
+        }
+    }
+
+    /// Loads the `.batches` file at recovery: keeps the marks the recovered
+    /// log vouches for and cuts the file after them.
+    fn load_marks(&self, fs: &dyn Fs) -> Result<()> {
+        if !fs.exists(&self.batches_path) {
+            return Ok(());
+        }
+        let file = fs.open(&self.batches_path)?;
+        let len = file.len()?;
+        // At most one batch per record, and a record takes at least
+        // a length prefix and the smallest body: never read more than the log
+        // can justify.
+        let most = (self.valid_len() / (record::LEN_PREFIX_BYTES + record::BODY_BYTES_MIN) as u64
+            + 1)
+        .saturating_mul(MARK_BYTES as u64)
+        .min(len);
+        let mut buf = vec![0u8; most as usize];
+        read_exact_at(&*file, &mut buf, 0)?;
+        let (marks, used) = batch_marks::parse(&buf, self.base_offset, self.end_offset());
+        if (used as u64) < len {
+            file.set_len(used as u64)?;
+            file.sync_data()?;
+        }
+        *self.marks.write() = marks;
+        *self.batches_file.lock() = BatchesFile {
+            file: Some(file),
+            len: used as u64,
+            dirty: false,
+        };
+        Ok(())
+    }
+
+    /// Fsyncs the `.batches` file if it was written since its last fsync.
+    pub(crate) fn sync_marks(&self) -> std::io::Result<()> {
+        let mut bf = self.batches_file.lock();
+        if let (true, Some(f)) = (bf.dirty, &bf.file) {
+            f.sync_data()?;
+            bf.dirty = false;
+        }
+        Ok(())
+    }
+
+    /// Up to `max` marks of batches starting at or after `offset`.
+    pub fn marks_from(&self, offset: u64, max: usize) -> Vec<BatchMark> {
+        let marks = self.marks.read();
+        let i = marks.partition_point(|m| m.offset < offset);
+        marks[i..].iter().take(max).copied().collect()
     }
 
     /// Bytes of valid records.

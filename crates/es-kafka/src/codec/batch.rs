@@ -36,10 +36,11 @@
 //!
 //! Records are pushed into the caller's [`RecordBatchBuf`] as they are
 //! parsed: key, value and headers are copied once, straight from the input
-//! (or the reused decompression buffer), with no per-record allocation. The
-//! first record of a compressed batch carries the batch's codec and extent
-//! (the storage extension's batch fields), so Fetch can serve the batch as it
-//! was produced; records of uncompressed batches stay plain.
+//! (or the reused decompression buffer), with no per-record allocation. A
+//! compressed batch is noted with the buffer (codec and extent,
+//! `RecordBatchBuf::push_batch_start`), which storage keeps beside the
+//! records, so Fetch can serve the batch as it was produced; every record
+//! stays plain unless it has headers, a null value or a producer id.
 
 use es_storage::record::{self as disk, ProducerInfo, RecordMeta};
 use es_storage::RecordBatchBuf;
@@ -495,8 +496,8 @@ fn frame_batch(buf: &[u8], limits: &DecodeLimits) -> Result<usize, BatchError> {
 const BAD_RECORD: BatchError = BatchError::InvalidRecord("malformed record");
 
 /// Parses exactly `h.record_count` records filling `records` exactly and
-/// pushes them; returns the largest timestamp. A compressed batch is recorded
-/// on its first record (codec and extent).
+/// pushes them; returns the largest timestamp. A compressed batch is noted
+/// with the buffer (codec and extent).
 fn decode_records(
     records: &[u8],
     h: &Header,
@@ -821,7 +822,7 @@ mod tests {
     }
 
     #[test]
-    fn compressed_batches_are_recorded_on_their_first_record() {
+    fn compressed_batches_are_noted_beside_plain_records() {
         let mut recs = Vec::new();
         for i in 0..3 {
             recs.extend(record(Some(b"k"), Some(&[0u8; 100][..]), &[], i));
@@ -840,23 +841,31 @@ mod tests {
             let got: Vec<_> = RecordIter::new(&bytes).map(|r| r.expect("valid")).collect();
             assert_eq!(got.len(), 6);
             let batch_len: usize = got[..3].iter().map(|r| r.encoded_len).sum();
-            for (i, r) in got.iter().enumerate() {
-                let want = (codec != Compression::None && i % 3 == 0).then_some(
-                    es_storage::record::ProducedBatch {
-                        codec: codec.id() as u8,
-                        last_offset_delta: 2,
-                        stored_bytes: batch_len as u32,
-                    },
-                );
-                assert_eq!(r.batch, want, "{codec:?} record {i}");
-            }
-            if codec == Compression::None {
-                // Uncompressed batches leave plain records plain.
-                let mut pos = 0;
-                for r in &got {
-                    assert_eq!(bytes[pos] & 0x80, 0, "no extension");
-                    pos += r.encoded_len;
-                }
+            let want: Vec<_> = if codec == Compression::None {
+                Vec::new()
+            } else {
+                [0u32, 3]
+                    .iter()
+                    .map(|&i| {
+                        (
+                            i,
+                            es_storage::record::ProducedBatch {
+                                codec: codec.id() as u8,
+                                last_offset_delta: 2,
+                                stored_bytes: batch_len as u32,
+                            },
+                        )
+                    })
+                    .collect()
+            };
+            assert_eq!(out.produced(), want.as_slice(), "{codec:?}");
+            // The batches are noted beside the records, which stay plain
+            // (no headers, producer or null value here), compressed or not.
+            let mut pos = 0;
+            for r in &got {
+                assert_eq!(bytes[pos] & 0x80, 0, "{codec:?}: no extension");
+                assert_eq!(r.batch, None);
+                pos += r.encoded_len;
             }
         }
     }

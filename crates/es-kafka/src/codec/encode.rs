@@ -1,8 +1,9 @@
 //! Encoding records read from storage as Kafka RecordBatch v2, for Fetch.
 //!
-//! Produced batches: a batch its producer compressed is recorded on its first
-//! record (the storage extension's batch fields: codec and extent). Such a
-//! record starts a batch that holds exactly the records of that produced
+//! Produced batches: a batch its producer compressed is noted by storage
+//! (codec and extent, in the segment's `.batches` file; the fetch path sets
+//! it on the batch's first record, [`RecordView::batch`]). Such a record
+//! starts a batch that holds exactly the records of that produced
 //! batch (those compaction left), so consumers get the producer's batch
 //! boundaries; with [`CodecRules::as_produced`] (`compression.type=producer`)
 //! it is compressed with the producer's codec, as Kafka serves it.
@@ -905,10 +906,32 @@ mod tests {
         }
     }
 
+    /// Stored records as the produce path writes them, and the batches
+    /// storage notes beside them, as a fetch reads both.
+    struct Produced {
+        bytes: Vec<u8>,
+        marks: Vec<(u64, disk::ProducedBatch)>,
+    }
+
+    impl Produced {
+        /// The records with their noted batches, as `read_one` hands them
+        /// to the encoder.
+        fn views(&self) -> impl Iterator<Item = RecordView<'_>> {
+            views(&self.bytes).map(|mut r| {
+                r.batch = self
+                    .marks
+                    .iter()
+                    .find(|(o, _)| *o == r.offset)
+                    .map(|(_, b)| *b);
+                r
+            })
+        }
+    }
+
     /// Stored records as the produce path writes them: each `(records,
     /// codec)` is one produced batch, decoded into es-storage's format
-    /// (compressed batches recorded on their first record), offsets from 0.
-    fn produced(batches: &[(Vec<Rec>, Compression)]) -> Vec<u8> {
+    /// (compressed batches noted beside the records), offsets from 0.
+    fn produced(batches: &[(Vec<Rec>, Compression)]) -> Produced {
         let mut wire = Vec::new();
         for (recs, codec) in batches {
             wire.extend(one_batch(recs, *codec));
@@ -922,7 +945,13 @@ mod tests {
             &mut summaries,
         )
         .expect("decodes");
-        buf.seal(0).to_vec()
+        let bytes = buf.seal(0).to_vec();
+        let marks = buf
+            .produced()
+            .iter()
+            .map(|&(i, b)| (u64::from(i), b))
+            .collect();
+        Produced { bytes, marks }
     }
 
     /// `recs` as one Kafka batch, however large, as a producer sends it.
@@ -984,12 +1013,12 @@ mod tests {
             (recs(11, 1, b"snappy"), Compression::Snappy),
             (recs(12, 2, b"lz4"), Compression::Lz4),
         ]);
-        let all: Vec<Rec> = views(&stored).map(|r| Rec::from_view(&r)).collect();
+        let all: Vec<Rec> = stored.views().map(|r| Rec::from_view(&r)).collect();
         let mut enc = BatchEncoder::new();
         let mut wire = Vec::new();
         let s = enc
             .encode_with(
-                views(&stored),
+                stored.views(),
                 &mut wire,
                 &opts(Compression::None, usize::MAX),
                 AS_PRODUCED,
@@ -1011,7 +1040,7 @@ mod tests {
         // A topic codec: every batch with it, still the producer's boundaries.
         wire.clear();
         enc.encode(
-            views(&stored),
+            stored.views(),
             &mut wire,
             &opts(Compression::Lz4, usize::MAX),
         )
@@ -1022,7 +1051,7 @@ mod tests {
         // Old fetch versions cannot take zstd: that batch goes uncompressed.
         wire.clear();
         enc.encode_with(
-            views(&stored),
+            stored.views(),
             &mut wire,
             &opts(Compression::None, usize::MAX),
             CodecRules {
@@ -1041,7 +1070,7 @@ mod tests {
             (recs(0, 4, b"gzip"), Compression::Gzip),
             (recs(4, 2, b"gzip"), Compression::Gzip),
         ]);
-        let from_2 = views(&stored).skip(2);
+        let from_2 = stored.views().skip(2);
         let mut wire = Vec::new();
         BatchEncoder::new()
             .encode_with(
@@ -1071,7 +1100,7 @@ mod tests {
             let mut wire = Vec::new();
             let s = enc
                 .encode_with(
-                    views(&stored),
+                    stored.views(),
                     &mut wire,
                     &opts(Compression::None, budget),
                     AS_PRODUCED,
@@ -1102,7 +1131,7 @@ mod tests {
         let mut wire = Vec::new();
         let s = enc
             .encode_with(
-                views(&stored),
+                stored.views(),
                 &mut wire,
                 &opts(Compression::None, 2000),
                 AS_PRODUCED,
@@ -1119,7 +1148,7 @@ mod tests {
             (recs(2, 3, b"b"), Compression::Snappy),
         ]);
         // The window ends after offset 3, inside the second batch.
-        let window: Vec<RecordView<'_>> = views(&stored).take(4).collect();
+        let window: Vec<RecordView<'_>> = stored.views().take(4).collect();
         let mut enc = BatchEncoder::new();
         let mut wire = Vec::new();
         let s = enc
@@ -1297,7 +1326,7 @@ mod tests {
                 offset += n;
             }
             let stored = produced(&input);
-            let all: Vec<Rec> = views(&stored).map(|r| Rec::from_view(&r)).collect();
+            let all: Vec<Rec> = stored.views().map(|r| Rec::from_view(&r)).collect();
             let mut enc = BatchEncoder::new();
             let mut got = Vec::new();
             let mut shapes = Vec::new();
@@ -1306,7 +1335,7 @@ mod tests {
                 let mut wire = Vec::new();
                 let s = enc
                     .encode_with(
-                        views(&stored).filter(|r| r.offset >= next),
+                        stored.views().filter(|r| r.offset >= next),
                         &mut wire,
                         &opts(Compression::None, budget),
                         AS_PRODUCED,

@@ -14,8 +14,8 @@
 //! [`FETCH_RESPONSE_BYTES_MAX`] whatever the client asks.
 //!
 //! Compression and batches: es stores records, not the producer's batches,
-//! but the first record of every batch a producer compressed records that
-//! batch's codec and extent (docs/storage.md, the extension's batch fields).
+//! but notes every batch a producer compressed, its codec and extent, in a
+//! `.batches` file beside the segment (docs/storage.md, "Produced batches").
 //! Such a batch is served whole, as one batch with the producer's boundaries;
 //! with the topic's `compression.type=producer` (the default) it is
 //! compressed with the producer's codec, as Kafka serves it, and other
@@ -49,6 +49,7 @@ use crate::config::TimestampType;
 use crate::errors::{code, storage_error_code, ResponseError, NONE};
 use crate::topics::PartitionSlot;
 use es_storage::record::RecordIter;
+use es_storage::ReadChunk;
 
 /// The largest response we build, whatever `max_bytes` says (64 MiB).
 pub const FETCH_RESPONSE_BYTES_MAX: usize = 64 * 1024 * 1024;
@@ -337,7 +338,7 @@ fn read_one(
         })
     };
     let mut chunk = read(budget.max(1))?;
-    if let Some(window) = produced_batch_window(&chunk.data) {
+    if let Some(window) = produced_batch_window(&chunk) {
         // The first record starts a produced batch the window cut short:
         // read it whole (the encoder serves the first batch whatever its
         // size; a later partition's is dropped below if it does not fit).
@@ -358,7 +359,15 @@ fn read_one(
                 None
             }
         })
-        .take_while(|r| r.offset < limit);
+        .take_while(|r| r.offset < limit)
+        // Batches noted beside the segment (data written by older es notes
+        // them on the record itself).
+        .map(|mut r| {
+            if r.batch.is_none() {
+                r.batch = chunk.batch_at(r.offset);
+            }
+            r
+        });
     let opts = EncodeOptions {
         compression: w.compression,
         log_append_time: w.log_append_time,
@@ -406,12 +415,14 @@ fn read_one(
 }
 
 /// The read window that holds all of the produced batch the first record of
-/// `data` starts, when `data` does not: its stored size, bounded by
-/// [`PRODUCED_BATCH_READ_BYTES_MAX`]. The size is a hint from the record
+/// `chunk` starts, when `chunk` does not: its stored size, bounded by
+/// [`PRODUCED_BATCH_READ_BYTES_MAX`]. The size is a hint from storage
 /// (compaction can only shrink the batch); reads never trust it for bounds.
-fn produced_batch_window(data: &[u8]) -> Option<usize> {
+fn produced_batch_window(chunk: &ReadChunk) -> Option<usize> {
+    let data = &chunk.data;
     let first = RecordIter::read_checked(data).next()?.ok()?;
-    let window = usize::try_from(first.batch?.stored_bytes)
+    let batch = first.batch.or_else(|| chunk.batch_at(first.offset))?;
+    let window = usize::try_from(batch.stored_bytes)
         .unwrap_or(usize::MAX)
         .min(PRODUCED_BATCH_READ_BYTES_MAX);
     (window > data.len()).then_some(window)
