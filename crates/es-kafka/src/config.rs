@@ -799,6 +799,28 @@ impl TopicConfig {
         self.parse_i64("segment.ms")
     }
 
+    /// `min.compaction.lag.ms` (at least 0).
+    pub fn min_compaction_lag_ms(&self) -> i64 {
+        self.parse_i64("min.compaction.lag.ms").max(0)
+    }
+
+    /// `max.compaction.lag.ms` (at least 1).
+    pub fn max_compaction_lag_ms(&self) -> i64 {
+        self.parse_i64("max.compaction.lag.ms").max(1)
+    }
+
+    /// How old the active segment may get before it is rolled: `segment.ms`,
+    /// or `max.compaction.lag.ms` when that is shorter on a compacted topic,
+    /// so that records overdue for compaction leave the active segment (as
+    /// Kafka's `LogConfig.maxSegmentMs`).
+    pub fn roll_ms(&self) -> i64 {
+        if self.cleanup_policy().compact {
+            self.segment_ms().min(self.max_compaction_lag_ms())
+        } else {
+            self.segment_ms()
+        }
+    }
+
     pub fn index_interval_bytes(&self) -> u64 {
         self.parse_i64("index.interval.bytes").max(0) as u64
     }

@@ -15,7 +15,8 @@
 //!
 //! The background cleaners' policies come from here too: a topic's Kafka
 //! configs (`cleanup.policy`, `retention.ms`, `retention.bytes`,
-//! `delete.retention.ms`, `min.cleanable.dirty.ratio`) become es-storage's
+//! `delete.retention.ms`, `min.cleanable.dirty.ratio`, `min.compaction.lag.ms`,
+//! `max.compaction.lag.ms`) become es-storage's
 //! [`RetentionPolicy`] and [`CompactionPolicy`], read afresh for every pass so
 //! that AlterConfigs takes effect at the next one.
 
@@ -268,6 +269,8 @@ pub fn compaction_policy(c: &TopicConfig, stable_offset: u64) -> Option<Compacti
     Some(CompactionPolicy {
         delete_retention_ms: c.delete_retention_ms(),
         min_cleanable_dirty_ratio: c.min_cleanable_dirty_ratio(),
+        min_compaction_lag_ms: c.min_compaction_lag_ms(),
+        max_compaction_lag_ms: c.max_compaction_lag_ms(),
         stable_offset,
         control_kind: kafka_control_kind,
     })
@@ -289,7 +292,7 @@ pub fn kafka_control_kind(r: &RecordView<'_>) -> Option<bool> {
 pub fn partition_config(c: &TopicConfig) -> PartitionConfig {
     PartitionConfig {
         segment_bytes: c.segment_bytes(),
-        segment_ms: c.segment_ms(),
+        segment_ms: c.roll_ms(),
         index_interval_bytes: c.index_interval_bytes(),
         flush: FlushPolicy {
             every_records: c.flush_messages(),
@@ -508,18 +511,33 @@ mod tests {
             ("cleanup.policy", "compact"),
             ("delete.retention.ms", "0"),
             ("min.cleanable.dirty.ratio", "0.01"),
+            ("min.compaction.lag.ms", "60000"),
+            ("max.compaction.lag.ms", "3600000"),
+            ("segment.ms", "86400000"),
         ]);
         assert!(retention_policy(&compact, None, "t", 0).is_none());
         let c = compaction_policy(&compact, 42).expect("compact");
         assert_eq!(c.delete_retention_ms, 0);
         assert_eq!(c.min_cleanable_dirty_ratio, 0.01);
+        assert_eq!(c.min_compaction_lag_ms, 60_000);
+        assert_eq!(c.max_compaction_lag_ms, 3_600_000);
         assert_eq!(c.stable_offset, 42);
+        // The active segment rolls at the shorter of segment.ms and
+        // max.compaction.lag.ms on a compacted topic, at segment.ms otherwise.
+        assert_eq!(partition_config(&compact).segment_ms, 3_600_000);
+        let delete_lag = topic_config(&[
+            ("max.compaction.lag.ms", "3600000"),
+            ("segment.ms", "86400000"),
+        ]);
+        assert_eq!(partition_config(&delete_lag).segment_ms, 86_400_000);
 
         let both = topic_config(&[("cleanup.policy", "delete,compact")]);
         assert!(retention_policy(&both, None, "t", 0).is_some());
         let c = compaction_policy(&both, 7).expect("compact");
         assert_eq!(c.delete_retention_ms, 86_400_000);
         assert_eq!(c.min_cleanable_dirty_ratio, 0.5);
+        assert_eq!(c.min_compaction_lag_ms, 0);
+        assert_eq!(c.max_compaction_lag_ms, i64::MAX);
     }
 
     #[test]

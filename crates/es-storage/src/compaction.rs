@@ -160,6 +160,12 @@ pub struct CompactionPolicy {
     pub delete_retention_ms: i64,
     /// `min.cleanable.dirty.ratio`.
     pub min_cleanable_dirty_ratio: f64,
+    /// `min.compaction.lag.ms`: a segment holding a record younger than this
+    /// (by its timestamp) is not compacted, nor any after it.
+    pub min_compaction_lag_ms: i64,
+    /// `max.compaction.lag.ms`: a dirty segment whose first record is older
+    /// than this is compacted whatever the dirty ratio (Kafka's KIP-354).
+    pub max_compaction_lag_ms: i64,
     /// Records at or above this offset are not compacted (the last stable
     /// offset: open transactions are never cleaned).
     pub stable_offset: u64,
@@ -173,6 +179,8 @@ impl Default for CompactionPolicy {
         CompactionPolicy {
             delete_retention_ms: 24 * 3600 * 1000,
             min_cleanable_dirty_ratio: 0.5,
+            min_compaction_lag_ms: 0,
+            max_compaction_lag_ms: i64::MAX,
             stable_offset: u64::MAX,
             control_kind: |_| None,
         }
@@ -365,6 +373,25 @@ impl Partition {
             report.skipped = Some("no sealed segments");
             return Ok(report);
         }
+        // min.compaction.lag.ms: stop at the first segment with a record
+        // younger than the lag (Kafka's first uncleanable offset).
+        let sealed = if policy.min_compaction_lag_ms > 0 {
+            let horizon = now_ms.saturating_sub(policy.min_compaction_lag_ms);
+            let mut keep = Vec::with_capacity(sealed.len());
+            for s in sealed {
+                if s.max_timestamp_ms()?.is_some_and(|ts| ts > horizon) {
+                    break;
+                }
+                keep.push(s);
+            }
+            keep
+        } else {
+            sealed
+        };
+        if sealed.is_empty() {
+            report.skipped = Some("every sealed segment is within min.compaction.lag.ms");
+            return Ok(report);
+        }
         let mut st = self.load_state()?;
         let total: u64 = sealed.iter().map(|s| s.valid_len()).sum();
         let cleaned_to = st.cleaned_up_to.unwrap_or(0);
@@ -373,7 +400,21 @@ impl Partition {
             .filter(|s| s.base_offset >= cleaned_to)
             .map(|s| s.valid_len())
             .sum();
-        if total == 0 || (dirty as f64 / total as f64) < policy.min_cleanable_dirty_ratio {
+        // max.compaction.lag.ms: dirty records that old are compacted now.
+        let overdue = match sealed.iter().find(|s| s.base_offset >= cleaned_to) {
+            Some(first_dirty) if policy.max_compaction_lag_ms < i64::MAX => {
+                let mut first_ts = None;
+                first_dirty.for_each_record(first_dirty.valid_len(), |r| {
+                    first_ts = Some(r.timestamp_ms);
+                    false
+                })?;
+                first_ts.is_some_and(|ts| now_ms.saturating_sub(ts) > policy.max_compaction_lag_ms)
+            }
+            _ => false,
+        };
+        if total == 0
+            || (!overdue && (dirty as f64 / total as f64) < policy.min_cleanable_dirty_ratio)
+        {
             report.skipped = Some("dirty ratio below min.cleanable.dirty.ratio");
             return Ok(report);
         }

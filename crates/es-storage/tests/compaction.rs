@@ -212,6 +212,88 @@ fn a_pass_that_drops_nothing_is_skipped_and_dirty_ratio_is_honoured() {
 }
 
 #[test]
+fn min_and_max_compaction_lag_are_honoured() {
+    let fs = SimFs::new();
+    let p = Partition::open(Arc::new(fs.clone()), PathBuf::from("/p"), cfg()).expect("open");
+    // Old records (timestamp 1000) then young ones (timestamp 9000), all
+    // overwriting the same five keys, enough for several segments each.
+    let keyed = |n: u16| -> Vec<(Option<u8>, Option<u16>)> {
+        (0..n).map(|i| (Some((i % 5) as u8), Some(i))).collect()
+    };
+    fill(&p, &keyed(60), 1_000);
+    let young_from = p.log_end_offset();
+    fill(&p, &keyed(60), 9_000);
+    let before = read_all(&p);
+    // At time 10,000 with a lag of 5,000, only segments whose records are
+    // all at or before 5,000 may be compacted: the old ones.
+    let lag = CompactionPolicy {
+        min_compaction_lag_ms: 5_000,
+        ..policy(1000)
+    };
+    let rep = p.compact(&lag, 10_000).expect("compact");
+    assert!(rep.records_dropped > 0, "{rep:?}");
+    let after = read_all(&p);
+    // Every young record is still there, in order.
+    let young =
+        |recs: &[Rec]| -> Vec<Rec> { recs.iter().filter(|r| r.0 >= young_from).cloned().collect() };
+    assert_eq!(young(&after), young(&before));
+    // The old records were compacted: at most one per key among them (the
+    // segment holding both old and young records is not compacted either).
+    let first_young_segment = p
+        .segments()
+        .iter()
+        .rev()
+        .find(|s| s.base_offset <= young_from)
+        .expect("segment")
+        .base_offset;
+    let old: Vec<&Rec> = after.iter().filter(|r| r.0 < first_young_segment).collect();
+    let mut keys: Vec<_> = old.iter().map(|r| r.1.clone()).collect();
+    keys.sort();
+    keys.dedup();
+    assert_eq!(keys.len(), old.len(), "one record per key below the lag");
+    // At time 5,900 every record is within the lag: nothing to do.
+    let rep = p.compact(&lag, 5_900).expect("compact");
+    assert_eq!(
+        rep.skipped,
+        Some("every sealed segment is within min.compaction.lag.ms")
+    );
+
+    // max.compaction.lag.ms: once part of the log is clean, a dirty ratio of
+    // 1.0 is out of reach, but dirty records older than the lag are
+    // compacted anyway.
+    let q = Partition::open(Arc::new(fs.clone()), PathBuf::from("/q"), cfg()).expect("open");
+    fill(&q, &keyed(60), 1_000);
+    let rep = q.compact(&policy(1000), 1_500).expect("first pass");
+    assert!(rep.records_dropped > 0, "{rep:?}");
+    fill(&q, &keyed(60), 2_000);
+    let strict = CompactionPolicy {
+        min_cleanable_dirty_ratio: 1.0,
+        ..policy(1000)
+    };
+    let rep = q.compact(&strict, 3_000).expect("compact");
+    assert_eq!(
+        rep.skipped,
+        Some("dirty ratio below min.cleanable.dirty.ratio")
+    );
+    // Not yet overdue: the oldest dirty record (1,000) is 2,000 ms old.
+    let not_yet = CompactionPolicy {
+        max_compaction_lag_ms: 2_500,
+        ..strict.clone()
+    };
+    let rep = q.compact(&not_yet, 3_000).expect("compact");
+    assert_eq!(
+        rep.skipped,
+        Some("dirty ratio below min.cleanable.dirty.ratio")
+    );
+    let overdue = CompactionPolicy {
+        max_compaction_lag_ms: 1_500,
+        ..strict
+    };
+    let rep = q.compact(&overdue, 3_000).expect("compact");
+    assert!(rep.records_dropped > 0, "overdue dirt compacted: {rep:?}");
+}
+
+#[test]
 fn fetch_from_a_compacted_offset_returns_the_next_survivor() {
     let fs = SimFs::new();
     let p = Partition::open(Arc::new(fs), PathBuf::from("/p"), cfg()).expect("open");
