@@ -163,7 +163,17 @@ impl ReadChunk {
 #[derive(Clone, Debug, Default)]
 pub struct RecoveryReport {
     pub segments: Vec<SegmentRecovery>,
+    /// The partition was closed cleanly (see [`CLEAN_SHUTDOWN_FILE`]): its
+    /// active segment was checked against its index instead of scanned.
+    pub clean_shutdown: bool,
 }
+
+/// Written by [`Partition::close`] once everything is fsynced; removed
+/// (durably) when the partition opens, before it accepts a write. While it
+/// exists, the active segment ends exactly where its last fsynced record
+/// does, so recovery may trust it like a sealed segment (Kafka's
+/// `.kafka_cleanshutdown`).
+pub const CLEAN_SHUTDOWN_FILE: &str = "clean_shutdown";
 
 /// A position in the log: exclusive end offset and the byte end within the
 /// segment that holds it.
@@ -298,13 +308,23 @@ impl Partition {
             }
         }
         let now = now_ms();
-        let mut report = RecoveryReport::default();
+        let clean_marker = dir.join(CLEAN_SHUTDOWN_FILE);
+        let clean = fs.exists(&clean_marker);
+        let mut report = RecoveryReport {
+            clean_shutdown: clean,
+            ..RecoveryReport::default()
+        };
         let mut segs: Vec<Arc<Segment>> = Vec::with_capacity(bases.len() + 1);
         for (i, &base) in bases.iter().enumerate() {
             let active = i + 1 == bases.len();
-            let (seg, rep) = Segment::open_and_recover(&*fs, &dir, base, active, now)?;
+            let (seg, rep) = Segment::open_and_recover(&*fs, &dir, base, active, clean, now)?;
             report.segments.push(rep);
             segs.push(Arc::new(seg));
+        }
+        if clean {
+            // From here on the active segment may grow past what was synced.
+            fs.remove_file(&clean_marker)?;
+            fs.sync_dir(&dir)?;
         }
         if segs.is_empty() {
             segs.push(Arc::new(Segment::create(&*fs, &dir, 0, now)?));
@@ -978,6 +998,7 @@ impl Partition {
         r3?;
         r?;
         r2?;
+        crate::meta::write_atomic(&*self.fs, &self.dir.join(CLEAN_SHUTDOWN_FILE), b"")?;
         Ok(())
     }
 

@@ -173,13 +173,16 @@ impl Segment {
     }
 
     /// Opens an existing segment and recovers it. A sealed segment is checked
-    /// against its index and trusted if it passes; the active one (and any that
-    /// fails) is scanned in full. Torn tails are cut only from the active segment.
+    /// against its index and trusted if it passes; so is the active one after
+    /// a clean shutdown (`clean`). The active one otherwise (and any that
+    /// fails) is scanned in full. Torn tails are cut only from the active
+    /// segment.
     pub fn open_and_recover(
         fs: &dyn Fs,
         dir: &Path,
         base_offset: u64,
         active: bool,
+        clean: bool,
         now_ms: i64,
     ) -> Result<(Segment, SegmentRecovery)> {
         let stem = file_stem(base_offset);
@@ -200,7 +203,7 @@ impl Segment {
             records: None,
         };
         let file_len = seg.log.len()?;
-        if !active {
+        if !active || clean {
             if let Some((entries, end_offset, tail_max_ts)) = seg.check_against_index(file_len)? {
                 seg.valid_len.store(file_len, Ordering::Release);
                 seg.end_offset.store(end_offset, Ordering::Release);

@@ -97,13 +97,11 @@ fn append_read_roll_and_reopen_on_disk() {
     drop(p);
     let (p, rep) = Partition::open_with_report(fs, dir.clone(), small_segments()).expect("reopen");
     assert_eq!(read_all(&p), want);
-    // Sealed segments were trusted from their index, the active one scanned.
+    // Every segment was trusted from its index: the sealed ones always, the
+    // active one because the partition was closed cleanly.
+    assert!(rep.clean_shutdown);
     let scanned: Vec<bool> = rep.segments.iter().map(|s| s.scanned).collect();
-    assert!(
-        scanned[..scanned.len() - 1].iter().all(|s| !s),
-        "{scanned:?}"
-    );
-    assert_eq!(scanned.last(), Some(&true));
+    assert!(scanned.iter().all(|s| !s), "{scanned:?}");
     assert_eq!(p.log_end_offset(), 500);
     // The documented layout: 20-digit names, modes private.
     let names: Vec<String> = std::fs::read_dir(&dir)
@@ -629,4 +627,59 @@ fn an_announced_append_that_never_comes_only_delays_the_fsync() {
     drop(stalled);
     append_async(&p, &[val(2, 10)]).expect("durable");
     assert_eq!(p.high_watermark(), 3);
+}
+
+#[test]
+fn a_clean_shutdown_lets_the_active_segment_be_trusted_once() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let dir = tmp.path().join("topics/t/0");
+    let fs: Arc<dyn Fs> = Arc::new(RealFs);
+    let cfg = PartitionConfig::default();
+    let p = Partition::open(fs.clone(), dir.clone(), cfg).expect("open");
+    let vals: Vec<Vec<u8>> = (0..200).map(|i| val(i, 100)).collect();
+    let info = p.append(&mut batch(&vals)).expect("append");
+    p.wait_durable(info.last_offset + 1).expect("durable");
+    p.close().expect("close");
+    drop(p);
+    let marker = dir.join(es_storage::partition::CLEAN_SHUTDOWN_FILE);
+    assert!(marker.exists(), "close leaves the marker");
+
+    // Clean: the active segment is checked against its index, not scanned,
+    // and the marker is gone before the partition takes a write.
+    let (p, rep) = Partition::open_with_report(fs.clone(), dir.clone(), cfg).expect("reopen");
+    assert!(rep.clean_shutdown);
+    assert!(!rep.segments.last().expect("active").scanned);
+    assert!(!marker.exists(), "marker removed at open");
+    assert_eq!(read_all(&p).len(), 200);
+    let info = p.append(&mut batch(&vals[..10])).expect("append");
+    p.wait_durable(info.last_offset + 1).expect("durable");
+    drop(p); // a crash: no close, no marker
+
+    let (p, rep) = Partition::open_with_report(fs.clone(), dir.clone(), cfg).expect("recover");
+    assert!(!rep.clean_shutdown);
+    assert!(rep.segments.last().expect("active").scanned);
+    assert_eq!(read_all(&p).len(), 210);
+    p.close().expect("close");
+    drop(p);
+
+    // A marker that lies (bytes appended after the clean close, as a torn
+    // write would leave them): the check fails and the active segment is
+    // scanned and its tail cut, as after a crash.
+    let log = dir.join("00000000000000000000.log");
+    let len = std::fs::metadata(&log).expect("log").len();
+    {
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&log)
+            .expect("open log");
+        f.write_all(&[0, 0, 0, 90, 1, 2, 3]).expect("torn bytes");
+    }
+    let (p, rep) = Partition::open_with_report(fs, dir, cfg).expect("recover");
+    assert!(rep.clean_shutdown);
+    let active = rep.segments.last().expect("active");
+    assert!(active.scanned);
+    assert_eq!(active.truncated_bytes, 7);
+    assert_eq!(std::fs::metadata(&log).expect("log").len(), len);
+    assert_eq!(read_all(&p).len(), 210);
 }
