@@ -916,3 +916,129 @@ fn single_node_cluster_shape_apis_answer_as_kafka_does() {
         ]
     );
 }
+
+/// `__consumer_offsets`, once a client has looked up a group coordinator,
+/// is one topic with one id everywhere: Metadata lists it (internal) with
+/// the id a KIP-848 regex assignment carries; a consumer assigned to it can
+/// list its offsets and fetch it (an empty log: es keeps offsets in its own
+/// files); clients cannot produce to it (INVALID_TOPIC_EXCEPTION, as Kafka);
+/// and its id survives a restart (franz-go's Test848RegexBrokerResolves).
+#[test]
+fn a_kip848_regex_gets_consumer_offsets_with_the_id_metadata_reports() {
+    const OFFSETS: &str = "__consumer_offsets";
+    const INVALID_TOPIC_EXCEPTION: i16 = 17;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let b = Broker::start_in(data.clone(), &[]);
+    let mut c = Client::new(&b);
+    c.create_topic("orders", &[]);
+
+    let metadata = |c: &mut Client| -> Vec<(String, bool, uuid::Uuid, usize)> {
+        let mut req = MetadataRequest::default();
+        req.topics = None;
+        let r: MetadataResponse = c.call(ApiKey::Metadata, 12, &req);
+        r.topics
+            .iter()
+            .map(|t| {
+                assert_eq!(t.error_code, 0);
+                (
+                    t.name.as_ref().map(|n| n.0.to_string()).unwrap_or_default(),
+                    t.is_internal,
+                    t.topic_id,
+                    t.partitions.len(),
+                )
+            })
+            .collect()
+    };
+    assert!(metadata(&mut c).iter().all(|t| t.0 != OFFSETS));
+
+    let mut req = FindCoordinatorRequest::default();
+    req.key_type = 0;
+    req.coordinator_keys = vec![s("g")];
+    let r: FindCoordinatorResponse = c.call(ApiKey::FindCoordinator, 4, &req);
+    assert_eq!(r.coordinators[0].error_code, 0);
+
+    let listed = metadata(&mut c);
+    let offsets = listed.iter().find(|t| t.0 == OFFSETS).expect("listed");
+    let orders = listed.iter().find(|t| t.0 == "orders").expect("listed");
+    let id = offsets.2;
+    assert!(!id.is_nil());
+    assert_eq!((offsets.1, offsets.3), (true, 1), "internal, one partition");
+    assert!(!orders.1);
+
+    // A KIP-848 member subscribed to "orders" by name and to the quoted
+    // name of the offsets topic as a regex, as franz-go subscribes.
+    let mut hb = ConsumerGroupHeartbeatRequest::default();
+    hb.group_id = GroupId(s("g"));
+    hb.member_id = s("m1");
+    hb.rebalance_timeout_ms = 30_000;
+    hb.subscribed_topic_names = Some(vec![tn("orders")]);
+    hb.subscribed_topic_regex = Some(s("^__consumer_offsets$"));
+    hb.topic_partitions = Some(Vec::new());
+    let r: ConsumerGroupHeartbeatResponse = c.call(ApiKey::ConsumerGroupHeartbeat, 1, &hb);
+    assert_eq!(r.error_code, 0, "{:?}", r.error_message);
+    let mut assigned: Vec<(uuid::Uuid, Vec<i32>)> = r
+        .assignment
+        .expect("assignment")
+        .topic_partitions
+        .iter()
+        .map(|t| (t.topic_id, t.partitions.clone()))
+        .collect();
+    assigned.sort();
+    let mut want = vec![(id, vec![0]), (orders.2, vec![0])];
+    want.sort();
+    assert_eq!(assigned, want);
+
+    // The consumer reads it: earliest and latest offsets are 0, a fetch by
+    // id answers an empty partition without error.
+    for ts in [-2i64, -1] {
+        let mut p = list_offsets_request::ListOffsetsPartition::default();
+        p.partition_index = 0;
+        p.current_leader_epoch = -1;
+        p.timestamp = ts;
+        let mut t = list_offsets_request::ListOffsetsTopic::default();
+        t.name = tn(OFFSETS);
+        t.partitions = vec![p];
+        let mut req = ListOffsetsRequest::default();
+        req.replica_id = BrokerId(-1);
+        req.topics = vec![t];
+        let r: ListOffsetsResponse = c.call(ApiKey::ListOffsets, 10, &req);
+        let p = &r.topics[0].partitions[0];
+        assert_eq!((p.error_code, p.offset), (0, 0), "timestamp {ts}");
+    }
+    let mut fp = fetch_request::FetchPartition::default();
+    fp.partition = 0;
+    fp.fetch_offset = 0;
+    fp.partition_max_bytes = 1 << 20;
+    let mut ft = fetch_request::FetchTopic::default();
+    ft.topic_id = id;
+    ft.partitions = vec![fp];
+    let mut req = FetchRequest::default();
+    req.max_wait_ms = 0;
+    req.max_bytes = 1 << 20;
+    req.topics = vec![ft];
+    let r: FetchResponse = c.call(ApiKey::Fetch, 17, &req);
+    assert_eq!(r.error_code, 0);
+    assert_eq!(r.responses[0].topic_id, id);
+    let p = &r.responses[0].partitions[0];
+    assert_eq!((p.error_code, p.high_watermark), (0, 0));
+
+    assert_eq!(
+        c.produce(9, OFFSETS, &[Some("k")]).error_code,
+        INVALID_TOPIC_EXCEPTION
+    );
+    b.stop();
+
+    // Persisted with the other topics: the same id after a restart.
+    assert!(data
+        .join("topics")
+        .join(OFFSETS)
+        .join("topic.json")
+        .exists());
+    let b = Broker::start_in(data.clone(), &[]);
+    let mut c = Client::new(&b);
+    let listed = metadata(&mut c);
+    let again = listed.iter().find(|t| t.0 == OFFSETS).expect("listed");
+    assert_eq!((again.1, again.2), (true, id));
+    b.stop();
+}

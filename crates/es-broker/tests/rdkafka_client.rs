@@ -755,9 +755,10 @@ async fn acknowledged_records_survive_a_kill() {
     }
 }
 
-/// Once a consumer group exists, Metadata lists Kafka's internal
-/// `__consumer_offsets` (clients skip it in regex subscriptions), and it can
-/// be neither created nor written as a topic.
+/// Once a consumer group has looked up its coordinator, Metadata lists
+/// Kafka's internal `__consumer_offsets` (clients skip it in their own regex
+/// subscriptions), and, as on Kafka, it then cannot be created again
+/// (TOPIC_ALREADY_EXISTS) nor produced to (INVALID_TOPIC_EXCEPTION).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn consumer_offsets_topic_appears_with_groups() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -770,18 +771,6 @@ async fn consumer_offsets_topic_appears_with_groups() {
     };
     let plain = metadata_client(&b);
     assert!(!names(&plain).contains(&"__consumer_offsets".to_string()));
-    let r = admin(&b)
-        .create_topics(
-            [&NewTopic::new(
-                "__consumer_offsets",
-                1,
-                TopicReplication::Fixed(1),
-            )],
-            &opts(),
-        )
-        .await
-        .expect("create");
-    assert!(r[0].is_err(), "{r:?}");
 
     let p = producer(&b, &[]);
     p.send(
@@ -804,6 +793,40 @@ async fn consumer_offsets_topic_appears_with_groups() {
         }
     });
     assert!(names(&plain).contains(&"__consumer_offsets".to_string()));
+
+    let r = admin(&b)
+        .create_topics(
+            [&NewTopic::new(
+                "__consumer_offsets",
+                1,
+                TopicReplication::Fixed(1),
+            )],
+            &opts(),
+        )
+        .await
+        .expect("create");
+    assert!(
+        matches!(r[0], Err((_, RDKafkaErrorCode::TopicAlreadyExists))),
+        "{r:?}"
+    );
+    let sent = p
+        .send(
+            FutureRecord::<str, str>::to("__consumer_offsets")
+                .partition(0)
+                .payload("m"),
+            TIMEOUT,
+        )
+        .await;
+    assert!(
+        matches!(
+            sent,
+            Err((
+                KafkaError::MessageProduction(RDKafkaErrorCode::InvalidTopic),
+                _
+            ))
+        ),
+        "{sent:?}"
+    );
 }
 
 /// Pipelined produce requests on one connection (librdkafka keeps up to 5 in

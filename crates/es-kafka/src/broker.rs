@@ -226,9 +226,6 @@ pub struct Broker {
     groups: Arc<Coordinator>,
     /// Flips to true when shutdown begins: parked fetches answer at once.
     stopping: tokio::sync::watch::Sender<bool>,
-    /// A client has looked up a group coordinator: Kafka would have created
-    /// `__consumer_offsets` by now, so Metadata lists it (see handlers/metadata.rs).
-    offsets_topic_used: std::sync::atomic::AtomicBool,
     /// The transaction coordinator: producer ids, transactions, the producers journal.
     txn: Arc<TxnCoordinator>,
     /// Dynamic broker configs, as `broker_configs.json` holds them. Replaced
@@ -286,7 +283,6 @@ impl Broker {
             admin: tokio::sync::Mutex::new(()),
             groups,
             stopping: tokio::sync::watch::Sender::new(false),
-            offsets_topic_used: std::sync::atomic::AtomicBool::new(false),
             txn: Arc::new(txn),
             dynamic: RwLock::new(dynamic),
             config,
@@ -297,20 +293,6 @@ impl Broker {
     }
 
     /// Starts shutdown: long-polling fetches stop waiting and answer.
-    /// Records that consumer groups are in use (a group coordinator lookup).
-    pub fn note_group_use(&self) {
-        self.offsets_topic_used
-            .store(true, std::sync::atomic::Ordering::Relaxed);
-    }
-
-    /// Whether Kafka would have created `__consumer_offsets` by now: a group
-    /// coordinator was looked up, or groups exist (they survive restarts).
-    pub fn offsets_topic_exists(&self) -> bool {
-        self.offsets_topic_used
-            .load(std::sync::atomic::Ordering::Relaxed)
-            || !self.groups().list(&[], &[]).is_empty()
-    }
-
     pub fn begin_shutdown(&self) {
         self.stopping.send_replace(true);
         // Parked JoinGroup/SyncGroup calls answer NOT_COORDINATOR now rather
@@ -497,8 +479,24 @@ impl Broker {
         Ok(Some(topic))
     }
 
+    /// Returns `__consumer_offsets`, creating it first if it does not exist,
+    /// as Kafka creates it when a client first looks up a group coordinator
+    /// (whatever `--auto-create-topics` says): [`topics::OFFSETS_TOPIC_PARTITIONS`]
+    /// partitions with Kafka's configs for it. Concurrent callers get the
+    /// same topic (creation is serialised under the admin lock).
+    pub async fn offsets_topic(&self) -> Result<Arc<Topic>, AdminError> {
+        self.get_or_create_with(
+            topics::CONSUMER_OFFSETS_TOPIC,
+            topics::OFFSETS_TOPIC_PARTITIONS,
+            topics::offsets_topic_overrides(),
+        )
+        .await
+    }
+
     /// Returns the topic, creating it with the defaults when auto-creation is
     /// on and `allowed` (Metadata's `allow_auto_topic_creation`).
+    /// `__consumer_offsets` is created as [`Broker::offsets_topic`] creates it,
+    /// as Kafka's auto-creation gives it the group coordinator's settings.
     pub async fn get_or_create(&self, name: &str, allowed: bool) -> Result<Arc<Topic>, AdminError> {
         if let Some(t) = self.topic(name) {
             return Ok(t);
@@ -509,7 +507,23 @@ impl Broker {
                 format!("unknown topic {name}"),
             ));
         }
-        match self.create_topic(name, -1, BTreeMap::new(), false).await {
+        if name == topics::CONSUMER_OFFSETS_TOPIC {
+            return self.offsets_topic().await;
+        }
+        self.get_or_create_with(name, -1, BTreeMap::new()).await
+    }
+
+    /// Returns the topic, creating it with these settings if it does not exist.
+    async fn get_or_create_with(
+        &self,
+        name: &str,
+        partitions: i32,
+        overrides: BTreeMap<String, String>,
+    ) -> Result<Arc<Topic>, AdminError> {
+        if let Some(t) = self.topic(name) {
+            return Ok(t);
+        }
+        match self.create_topic(name, partitions, overrides, false).await {
             Ok(Some(t)) => Ok(t),
             Ok(None) => Err(AdminError::new(
                 ResponseError::UnknownServerError,

@@ -947,7 +947,20 @@ impl BrokerSettings {
                 T::Int,
                 S,
             ),
+            // What the `__consumer_offsets` es creates gets (crate::topics).
+            e(
+                "offsets.topic.num.partitions",
+                crate::topics::OFFSETS_TOPIC_PARTITIONS.to_string(),
+                T::Int,
+                D,
+            ),
             e("offsets.topic.replication.factor", "1".into(), T::Short, D),
+            e(
+                "offsets.topic.segment.bytes",
+                crate::topics::OFFSETS_TOPIC_SEGMENT_BYTES.to_string(),
+                T::Int,
+                D,
+            ),
             e("process.roles", "broker,controller".into(), T::List, S),
             e(
                 "socket.request.max.bytes",

@@ -19,6 +19,21 @@
 //! `max.compaction.lag.ms`) become es-storage's
 //! [`RetentionPolicy`] and [`CompactionPolicy`], read afresh for every pass so
 //! that AlterConfigs takes effect at the next one.
+//!
+//! Internal topics: Kafka calls a topic internal by its name alone
+//! (`__consumer_offsets`, `__transaction_state`, `__share_group_state`), and
+//! so does es ([`is_internal`]): Metadata flags them, clients cannot produce
+//! to them or delete their records. The one es creates itself is
+//! `__consumer_offsets`, as an ordinary stored topic (with Kafka's configs
+//! for it, [`offsets_topic_overrides`]) on the first group coordinator
+//! lookup. es keeps committed offsets in the group coordinator's own files,
+//! so its log stays empty; it exists so that every API sees the same topic,
+//! with one id, that Kafka clients expect (KIP-848 regexes match it, a
+//! consumer assigned to it can list offsets and fetch). Its id is random and
+//! persisted in its `topic.json` like every topic's: a deleted and re-created
+//! offsets topic gets a new id, as on Kafka, which is how clients and the
+//! KIP-848 regex resolution notice a re-creation (a name-derived id would
+//! hide it).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -45,6 +60,42 @@ pub const PARTITIONS_MAX: i32 = 10_000;
 pub const TOPIC_FILE: &str = "topic.json";
 /// Suffix of a topic directory being deleted.
 pub const DELETED_SUFFIX: &str = ".deleted";
+
+/// Kafka's topic of committed offsets and group metadata.
+pub const CONSUMER_OFFSETS_TOPIC: &str = "__consumer_offsets";
+/// Partitions of the `__consumer_offsets` es creates (Kafka's
+/// `offsets.topic.num.partitions` is 50; es keeps offsets elsewhere, so one
+/// partition is what it has always advertised).
+pub const OFFSETS_TOPIC_PARTITIONS: i32 = 1;
+/// Kafka's `offsets.topic.segment.bytes` default (100 MiB).
+pub const OFFSETS_TOPIC_SEGMENT_BYTES: u64 = 100 * 1024 * 1024;
+/// The names Kafka treats as internal topics (`Topic.INTERNAL_TOPICS`).
+const INTERNAL_TOPICS: [&str; 3] = [
+    CONSUMER_OFFSETS_TOPIC,
+    "__transaction_state",
+    "__share_group_state",
+];
+
+/// Whether Kafka treats a topic of this name as internal: flagged in
+/// Metadata and DescribeTopicPartitions, closed to Produce and DeleteRecords.
+pub fn is_internal(name: &str) -> bool {
+    INTERNAL_TOPICS.contains(&name)
+}
+
+/// The config overrides Kafka gives `__consumer_offsets` when it creates it
+/// (`GroupCoordinatorService.groupMetadataTopicConfigs`): compacted, the
+/// producer's compression, 100 MiB segments. They show in DescribeConfigs
+/// as topic overrides, as on Kafka.
+pub fn offsets_topic_overrides() -> BTreeMap<String, String> {
+    BTreeMap::from([
+        ("cleanup.policy".to_string(), "compact".to_string()),
+        ("compression.type".to_string(), "producer".to_string()),
+        (
+            "segment.bytes".to_string(),
+            OFFSETS_TOPIC_SEGMENT_BYTES.to_string(),
+        ),
+    ])
+}
 
 /// Checks a topic name as Kafka does: 1..=249 characters of `[a-zA-Z0-9._-]`,
 /// and not `.` or `..`.

@@ -22,7 +22,8 @@
 //! Regular-expression subscriptions (KIP-848's SubscribedTopicRegex), as
 //! Kafka 4 resolves them:
 //! - a member's subscription is the union of its SubscribedTopicNames and
-//!   the topics whose *whole* name matches its regex (RE2/J syntax; es uses
+//!   the topics whose *whole* name matches its regex, internal topics such
+//!   as `__consumer_offsets` included (RE2/J syntax; es uses
 //!   the `regex` crate, whose syntax is RE2's and whose matching is linear
 //!   time, so a hostile pattern cannot stall the coordinator);
 //! - in a request, a null regex means "unchanged" and an empty one means "no

@@ -12,6 +12,16 @@
 //! `log.flush.interval.messages`, `log.retention.ms`, ...), which AlterConfigs
 //! and IncrementalAlterConfigs change on BROKER "<node id>" and on the
 //! cluster default ""; see [`crate::config`] for how topics inherit them.
+//!
+//! Internal topics, as Kafka 4.4 treats them (checked against it): only
+//! `__cluster_metadata` is closed to CreateTopics, so a client may create
+//! `__consumer_offsets` before the broker does (with the settings it asks
+//! for) and gets TOPIC_ALREADY_EXISTS once it exists; DeleteTopics deletes
+//! it (on Kafka that loses every committed offset; es keeps offsets in the
+//! group coordinator's files, so nothing is lost, and the next group
+//! coordinator lookup creates it again, with a new id); CreatePartitions and
+//! DescribeConfigs work on it as on any topic; DeleteRecords refuses it with
+//! INVALID_TOPIC_EXCEPTION.
 
 use std::collections::{BTreeMap, HashSet};
 
@@ -44,7 +54,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
-use super::metadata::{CONSUMER_OFFSETS_TOPIC, LEADER_EPOCH};
+use super::metadata::LEADER_EPOCH;
 use super::{
     blocking, Ctx, RequestError, AUTHORIZED_OPERATIONS_OMITTED, CLUSTER_OPERATIONS_ALL,
     TOPIC_OPERATIONS_ALL,
@@ -55,6 +65,7 @@ use crate::config::{
     ConfigError, ConfigType, TopicConfig, TopicConfigDef,
 };
 use crate::errors::{code, ResponseError, NONE};
+use crate::topics::is_internal;
 
 /// Kafka's ConfigResource.Type codes.
 pub const RESOURCE_TOPIC: i8 = 2;
@@ -115,9 +126,6 @@ pub async fn create_topics(
         let outcome: Result<Option<TopicConfig>, AdminError> = async {
             if dup.contains(&name) {
                 return Err(AdminError::new(ResponseError::InvalidRequest, format!("Create topics request from client contains a duplicate topic: {name}")));
-            }
-            if name == CONSUMER_OFFSETS_TOPIC {
-                return Err(AdminError::new(ResponseError::InvalidRequest, format!("Creation of internal topic {name} is prohibited.")));
             }
             let mut partitions = t.num_partitions;
             if !t.assignments.is_empty() {
@@ -913,6 +921,7 @@ pub fn describe_topic_partitions(
             continue;
         };
         t.topic_id = topic.id;
+        t.is_internal = is_internal(&name);
         t.topic_authorized_operations = TOPIC_OPERATIONS_ALL;
         let start = if cursor_topic.as_deref() == Some(name.as_str()) {
             cursor_partition
@@ -952,7 +961,8 @@ pub fn describe_topic_partitions(
 /// Answers the new low watermark, or OFFSET_OUT_OF_RANGE past the high
 /// watermark, as Kafka does. A topic whose `cleanup.policy` lacks `delete`
 /// (compact only) answers POLICY_VIOLATION, as Kafka's
-/// `Partition.deleteRecordsOnLeader` does.
+/// `Partition.deleteRecordsOnLeader` does; an internal topic's partitions
+/// INVALID_TOPIC_EXCEPTION, as Kafka's `ReplicaManager` refuses them first.
 pub async fn delete_records(
     ctx: &Ctx,
     req: DeleteRecordsRequest,
@@ -971,6 +981,9 @@ pub async fn delete_records(
                 pr.low_watermark = -1;
                 match topic.as_ref().and_then(|t| t.partition(p.partition_index)) {
                     None => pr.error_code = code(ResponseError::UnknownTopicOrPartition),
+                    Some(_) if is_internal(tr.name.0.as_str()) => {
+                        pr.error_code = code(ResponseError::InvalidTopicException);
+                    }
                     Some(_) if topic.as_ref().is_some_and(|t| !t.config().cleanup_policy().delete) => {
                         pr.error_code = code(ResponseError::PolicyViolation);
                     }

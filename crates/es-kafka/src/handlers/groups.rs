@@ -105,11 +105,10 @@ impl TopicView for BrokerTopics<'_> {
     fn name_of(&self, id: Uuid) -> Option<String> {
         self.0.topic_by_id(id).map(|t| t.name.clone())
     }
-    /// The stored topics. Kafka 4 matches regexes against internal topics
-    /// too (only DESCRIBE ACLs filter them); es's only internal topic,
-    /// `__consumer_offsets`, is emulated in Metadata without a topic id and
-    /// cannot be assigned, so it is not listed and internal topics never
-    /// match here.
+    /// Every topic, internal ones included: Kafka 4 matches regexes against
+    /// all the topics of its metadata image (`refreshRegularExpressions`;
+    /// only DESCRIBE ACLs filter, and es has none), so a regex that matches
+    /// `__consumer_offsets` gets it assigned once it exists.
     fn names(&self) -> Vec<String> {
         self.0.topics().iter().map(|t| t.name.clone()).collect()
     }
@@ -126,24 +125,54 @@ impl TopicView for BrokerTopics<'_> {
 
 // ----- FindCoordinator -----------------------------------------------------
 
-pub fn find_coordinator(
+/// FindCoordinator. A group lookup first makes sure `__consumer_offsets`
+/// exists, as Kafka creates its offsets topic there; if that fails (a disk
+/// error, a colliding topic name) group keys answer COORDINATOR_NOT_AVAILABLE,
+/// Kafka's answer while its offsets topic is not there.
+pub async fn find_coordinator(
     ctx: &Ctx,
     req: FindCoordinatorRequest,
 ) -> Result<Option<Bytes>, RequestError> {
     let v = ctx.version;
     let b = &ctx.broker;
-    let answer = |key_type: i8| -> (i16, i32, String, i32) {
-        if key_type == KEY_TYPE_GROUP || key_type == KEY_TYPE_TRANSACTION {
-            (
-                NONE,
-                b.node_id(),
-                b.config().advertised_host.clone(),
-                b.config().advertised_port,
-            )
-        } else {
-            // Share coordinators (2) and anything else: not here.
-            (code(ResponseError::InvalidRequest), -1, String::new(), -1)
-        }
+    let key_type = if v >= 1 { req.key_type } else { KEY_TYPE_GROUP };
+    let any_key = v < 4 || !req.coordinator_keys.is_empty();
+    let offsets_topic_missing = key_type == KEY_TYPE_GROUP
+        && any_key
+        && match b.offsets_topic().await {
+            Ok(_) => false,
+            Err(e) => {
+                tracing::warn!(code = e.code, message = %e.message, "cannot create __consumer_offsets; group coordinator lookups answer COORDINATOR_NOT_AVAILABLE");
+                true
+            }
+        };
+    // (error, node, host, port, Kafka's message for the error)
+    let (error, node, host, port, message) = if key_type == KEY_TYPE_GROUP && offsets_topic_missing
+    {
+        (
+            code(ResponseError::CoordinatorNotAvailable),
+            -1,
+            String::new(),
+            -1,
+            "The coordinator is not available.",
+        )
+    } else if key_type == KEY_TYPE_GROUP || key_type == KEY_TYPE_TRANSACTION {
+        (
+            NONE,
+            b.node_id(),
+            b.config().advertised_host.clone(),
+            b.config().advertised_port,
+            "NONE",
+        )
+    } else {
+        // Share coordinators (2) and anything else: not here.
+        (
+            code(ResponseError::InvalidRequest),
+            -1,
+            String::new(),
+            -1,
+            "The request is invalid.",
+        )
     };
     let mut r = FindCoordinatorResponse::default();
     if v >= 4 {
@@ -151,29 +180,23 @@ pub fn find_coordinator(
             .coordinator_keys
             .iter()
             .map(|k| {
-                let (error, node, host, port) = answer(req.key_type);
                 let mut c = FcCoordinator::default();
                 c.key = k.clone();
                 c.node_id = BrokerId(node);
-                c.host = s(host);
+                c.host = s(host.clone());
                 c.port = port;
                 c.error_code = error;
-                c.error_message = (error != NONE).then(|| s("The request is invalid."));
+                c.error_message = (error != NONE).then(|| s(message));
                 c
             })
             .collect();
     } else {
-        let (error, node, host, port) = answer(if v >= 1 { req.key_type } else { KEY_TYPE_GROUP });
         r.error_code = error;
         r.node_id = BrokerId(node);
         r.host = s(host);
         r.port = port;
         if v >= 1 {
-            r.error_message = Some(s(if error == NONE {
-                "NONE"
-            } else {
-                "The request is invalid."
-            }));
+            r.error_message = Some(s(message));
         }
     }
     ctx.respond(&r)

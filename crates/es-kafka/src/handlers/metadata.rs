@@ -6,11 +6,13 @@
 //! One node (this broker) leads every partition at leader epoch 0 with
 //! itself as the only replica.
 //!
-//! `__consumer_offsets`: es keeps committed offsets in the group coordinator's
-//! own files, not in a topic, but clients expect Kafka's internal offsets
-//! topic to be listed (flagged internal, so regex subscriptions skip it) once
-//! groups are in use. Metadata shows it then, as a read-only internal topic
-//! with one partition; it is never auto-created as a real topic.
+//! Internal topics ([`crate::topics::is_internal`]) are flagged `is_internal`,
+//! also in the error answer for one that does not exist, as Kafka flags them
+//! by name. `__consumer_offsets` is an ordinary stored topic once it exists
+//! (created on the first group coordinator lookup, see
+//! [`crate::broker::Broker::offsets_topic`]), so it is listed with its id
+//! like any other; auto-creation through Metadata gives it Kafka's settings
+//! for it.
 
 use std::sync::Arc;
 
@@ -23,18 +25,10 @@ use kafka_protocol::protocol::StrBytes;
 
 use super::{Ctx, RequestError, CLUSTER_OPERATIONS_ALL, TOPIC_OPERATIONS_ALL};
 use crate::errors::{code, ResponseError};
-use crate::topics::{validate_topic_name, Topic};
+use crate::topics::{is_internal, validate_topic_name, Topic};
 
 /// Leader epoch of every partition on a single node.
 pub const LEADER_EPOCH: i32 = 0;
-/// Kafka's internal topic of committed offsets.
-pub const CONSUMER_OFFSETS_TOPIC: &str = "__consumer_offsets";
-
-/// Whether Metadata lists `__consumer_offsets` now: once groups are in use,
-/// as Kafka creates the topic on the first group coordinator lookup.
-fn offsets_topic_listed(ctx: &Ctx) -> bool {
-    ctx.broker.offsets_topic_exists()
-}
 
 pub async fn handle(ctx: &Ctx, req: MetadataRequest) -> Result<Option<Bytes>, RequestError> {
     let v = ctx.version;
@@ -66,10 +60,6 @@ pub async fn handle(ctx: &Ctx, req: MetadataRequest) -> Result<Option<Bytes>, Re
             for t in b.topics() {
                 r.topics.push(describe(ctx, &t, include_ops));
             }
-            if offsets_topic_listed(ctx) {
-                r.topics
-                    .push(internal_topic(ctx, CONSUMER_OFFSETS_TOPIC, include_ops));
-            }
         }
         Some(list) => {
             // Kafka's default for v0-3 is to auto-create.
@@ -78,18 +68,6 @@ pub async fn handle(ctx: &Ctx, req: MetadataRequest) -> Result<Option<Bytes>, Re
                 match t.name {
                     Some(name) => {
                         let name = name.0.to_string();
-                        if name == CONSUMER_OFFSETS_TOPIC {
-                            r.topics.push(if offsets_topic_listed(ctx) {
-                                internal_topic(ctx, &name, include_ops)
-                            } else {
-                                error_topic(
-                                    v,
-                                    Some(&name),
-                                    code(ResponseError::UnknownTopicOrPartition),
-                                )
-                            });
-                            continue;
-                        }
                         if let Err(why) = validate_topic_name(&name) {
                             tracing::debug!(topic = %name, %why, "metadata for an invalid topic name");
                             r.topics.push(error_topic(
@@ -124,6 +102,9 @@ pub async fn handle(ctx: &Ctx, req: MetadataRequest) -> Result<Option<Bytes>, Re
 fn error_topic(v: i16, name: Option<&str>, error_code: i16) -> MetadataResponseTopic {
     let mut t = MetadataResponseTopic::default();
     t.error_code = error_code;
+    if v >= 1 {
+        t.is_internal = name.is_some_and(is_internal);
+    }
     t.name = match name {
         Some(n) => Some(TopicName(StrBytes::from_string(n.to_string()))),
         // Names are nullable from v12 on; before that an empty name stands in.
@@ -146,26 +127,14 @@ fn local_partition(v: i16, node: BrokerId, index: i32) -> MetadataResponsePartit
     m
 }
 
-/// An internal topic es emulates rather than stores (no topic id, one partition).
-fn internal_topic(ctx: &Ctx, name: &str, include_ops: bool) -> MetadataResponseTopic {
-    let v = ctx.version;
-    let mut t = MetadataResponseTopic::default();
-    t.name = Some(TopicName(StrBytes::from_string(name.to_string())));
-    if v >= 1 {
-        t.is_internal = true;
-    }
-    if include_ops {
-        t.topic_authorized_operations = TOPIC_OPERATIONS_ALL;
-    }
-    t.partitions = vec![local_partition(v, BrokerId(ctx.broker.node_id()), 0)];
-    t
-}
-
 fn describe(ctx: &Ctx, topic: &Arc<Topic>, include_ops: bool) -> MetadataResponseTopic {
     let v = ctx.version;
     let node = BrokerId(ctx.broker.node_id());
     let mut t = MetadataResponseTopic::default();
     t.name = Some(TopicName(StrBytes::from_string(topic.name.clone())));
+    if v >= 1 {
+        t.is_internal = is_internal(&topic.name);
+    }
     if v >= 10 {
         t.topic_id = topic.id;
     }

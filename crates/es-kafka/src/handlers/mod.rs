@@ -24,11 +24,14 @@ pub mod produce;
 pub mod txn;
 pub mod unsupported;
 
+#[cfg(test)]
+mod internal_topics_tests;
+
 use std::net::IpAddr;
 use std::sync::Arc;
 
 use bytes::{BufMut, Bytes, BytesMut};
-use kafka_protocol::messages::{ApiKey, FindCoordinatorRequest, RequestHeader, ResponseHeader};
+use kafka_protocol::messages::{ApiKey, RequestHeader, ResponseHeader};
 use kafka_protocol::protocol::{Decodable, Encodable};
 
 use crate::broker::Broker;
@@ -293,12 +296,7 @@ async fn served(ctx: Ctx, mut body: Bytes, mut turn: Turn) -> Result<Option<Byte
                     txn::describe_producers(&ctx, decode_body(&mut body, key, v)?).await
                 }
                 ApiKey::FindCoordinator => {
-                    let req: FindCoordinatorRequest = decode_body(&mut body, key, v)?;
-                    // Key type 0 is a group; Kafka creates __consumer_offsets here.
-                    if req.key_type == 0 {
-                        ctx.broker.note_group_use();
-                    }
-                    groups::find_coordinator(&ctx, req)
+                    groups::find_coordinator(&ctx, decode_body(&mut body, key, v)?).await
                 }
                 ApiKey::Heartbeat => groups::heartbeat(&ctx, decode_body(&mut body, key, v)?),
                 ApiKey::LeaveGroup => groups::leave_group(&ctx, decode_body(&mut body, key, v)?),

@@ -30,13 +30,12 @@ use kafka_protocol::messages::{ProduceRequest, ProduceResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
 
 use super::durable::Durable;
-use super::metadata::CONSUMER_OFFSETS_TOPIC;
 use super::{blocking, txn, Ctx, RequestError};
 use crate::codec::batch::{check_produce_compression, BatchDecoder, BatchSummary, DecodeLimits};
 use crate::config::{TimestampType, TopicConfig};
 use crate::connection::Turn;
 use crate::errors::{batch_error_code, code, storage_error_code, ResponseError, NONE};
-use crate::topics::{validate_topic_name, PartitionSlot};
+use crate::topics::{is_internal, validate_topic_name, PartitionSlot};
 
 /// Requests with at most this many record bytes are decoded on the runtime
 /// thread; larger ones (decompression may take milliseconds) on a blocking one.
@@ -108,12 +107,9 @@ pub async fn handle(
             let name = td.name.0.as_str();
             match validate_topic_name(name) {
                 Err(why) => Err((code(ResponseError::InvalidTopicException), why)),
-                Ok(()) if name == CONSUMER_OFFSETS_TOPIC => Err((
-                    code(ResponseError::InvalidTopicException),
-                    format!("cannot append to internal topic {name}"),
-                )),
+                // Produce never creates an internal topic.
                 Ok(()) => b
-                    .get_or_create(name, true)
+                    .get_or_create(name, !is_internal(name))
                     .await
                     .map_err(|e| (e.code, e.message)),
             }
@@ -149,6 +145,13 @@ pub async fn handle(
                         None => item.fail(
                             code(ResponseError::UnknownTopicOrPartition),
                             format!("{} has no partition {}", topic.name, pd.index),
+                        ),
+                        // Kafka's ReplicaManager refuses clients' appends to
+                        // an internal topic's partitions, however the topic
+                        // was named (v13 by id too).
+                        Some(_) if is_internal(&topic.name) => item.fail(
+                            code(ResponseError::InvalidTopicException),
+                            format!("Cannot append to internal topic {}", topic.name),
                         ),
                         Some(slot) => {
                             item.intent = Some(slot.log.announce_append());

@@ -41,7 +41,7 @@ use super::{blocking, Ctx, RequestError};
 use crate::broker::Broker;
 use crate::codec::batch::BatchSummary;
 use crate::errors::{code, ResponseError, NONE};
-use crate::topics::validate_topic_name;
+use crate::topics::{is_internal, validate_topic_name};
 use crate::txn::{ProduceGuard, TopicPartition, TxnOffset};
 use es_storage::ProducerAppend;
 
@@ -226,19 +226,27 @@ fn add_one(b: &Broker, version: i16, t: &AddTxn) -> AddResult {
             })
             .collect()
     };
-    // Any unknown partition fails the whole transaction: the unknown ones
-    // with UNKNOWN_TOPIC_OR_PARTITION, the rest OPERATION_NOT_ATTEMPTED.
-    let missing = t
+    // A client (v0-3) may not write to an internal topic: Kafka leaves
+    // those out of the WRITE-authorized topics, so they answer
+    // TOPIC_AUTHORIZATION_FAILED; then unknown partitions
+    // UNKNOWN_TOPIC_OR_PARTITION. Any such partition fails the whole
+    // transaction, the others with OPERATION_NOT_ATTEMPTED.
+    let refused = |topic: &str, p: i32| -> Option<i16> {
+        if version < 4 && is_internal(topic) {
+            Some(code(ResponseError::TopicAuthorizationFailed))
+        } else if !exists(topic, p) {
+            Some(code(ResponseError::UnknownTopicOrPartition))
+        } else {
+            None
+        }
+    };
+    let any_refused = t
         .topics
         .iter()
-        .any(|(name, ps)| ps.iter().any(|&p| !exists(name, p)));
-    if missing {
+        .any(|(name, ps)| ps.iter().any(|&p| refused(name, p).is_some()));
+    if any_refused {
         return all(&mut |topic, p| {
-            if exists(topic, p) {
-                code(ResponseError::OperationNotAttempted)
-            } else {
-                code(ResponseError::UnknownTopicOrPartition)
-            }
+            refused(topic, p).unwrap_or(code(ResponseError::OperationNotAttempted))
         });
     }
     let tps: Vec<TopicPartition> = t
