@@ -51,6 +51,66 @@ pub struct PartitionState {
     /// Offset up to which the log has been compacted.
     #[serde(default)]
     pub cleaned_up_to: Option<u64>,
+    /// When tombstones may go: `(end offset, horizon ms)` pairs, ascending
+    /// by offset, one per compaction pass that moved `cleaned_up_to`. A
+    /// tombstone below `end` (and not below the previous pair's end) was
+    /// first cleaned by that pass and is dropped only once `horizon` (the
+    /// pass's time plus `delete.retention.ms`) has passed: Kafka's delete
+    /// horizon, set when the cleaner first sees a tombstone.
+    #[serde(default)]
+    pub tombstone_horizons: Vec<(u64, i64)>,
+}
+
+/// At most this many tombstone horizons are kept; beyond it the two oldest
+/// merge, keeping the later horizon (tombstones stay longer, never less).
+const TOMBSTONE_HORIZONS_MAX: usize = 1024;
+
+impl PartitionState {
+    /// The horizon of a tombstone at `offset` below `cleaned_up_to`; `None`
+    /// when no pass recorded one (data compacted before horizons were kept,
+    /// or a range whose horizon a pass has already applied).
+    fn tombstone_horizon(&self, offset: u64) -> Option<i64> {
+        let i = self
+            .tombstone_horizons
+            .partition_point(|&(end, _)| end <= offset);
+        self.tombstone_horizons.get(i).map(|&(_, h)| h)
+    }
+
+    /// Whether tombstones below `cleaned_up_to` have reached their horizon:
+    /// a pass is due for them whatever the dirty ratio (Kafka's cleaner picks
+    /// such logs too, KAFKA-8522).
+    fn tombstones_due(&self, now_ms: i64) -> bool {
+        let cleaned = self.cleaned_up_to.unwrap_or(0);
+        self.tombstone_horizons
+            .iter()
+            .any(|&(end, h)| h <= now_ms && end <= cleaned)
+    }
+
+    /// Notes that a pass at `now_ms` compacted the log up to `cleaned_to`:
+    /// the horizons it applied are done, and the tombstones it kept seeing
+    /// them for the first time (`new_tombstones`) get theirs.
+    fn note_cleaned(
+        &mut self,
+        cleaned_to: u64,
+        now_ms: i64,
+        delete_retention_ms: i64,
+        new_tombstones: bool,
+    ) {
+        let before = self.cleaned_up_to.unwrap_or(0);
+        self.cleaned_up_to = Some(cleaned_to);
+        // This pass dropped every tombstone whose horizon had passed.
+        self.tombstone_horizons
+            .retain(|&(end, h)| h > now_ms || end > cleaned_to);
+        if cleaned_to > before && new_tombstones {
+            self.tombstone_horizons
+                .push((cleaned_to, now_ms.saturating_add(delete_retention_ms)));
+        }
+        let hs = &mut self.tombstone_horizons;
+        while hs.len() > TOMBSTONE_HORIZONS_MAX {
+            let (_, h0) = hs.remove(0);
+            hs[0].1 = hs[0].1.max(h0);
+        }
+    }
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -412,8 +472,8 @@ impl Partition {
             }
             _ => false,
         };
-        if total == 0
-            || (!overdue && (dirty as f64 / total as f64) < policy.min_cleanable_dirty_ratio)
+        let due = overdue || st.tombstones_due(now_ms);
+        if total == 0 || (!due && (dirty as f64 / total as f64) < policy.min_cleanable_dirty_ratio)
         {
             report.skipped = Some("dirty ratio below min.cleanable.dirty.ratio");
             return Ok(report);
@@ -501,17 +561,30 @@ impl Partition {
                     if newest.get(k) != Some(&r.offset) {
                         return false;
                     }
-                    // A tombstone is itself dropped after delete.retention.ms.
-                    !(r.value.is_none()
-                        && now_ms.saturating_sub(r.timestamp_ms) > policy.delete_retention_ms)
+                    // A tombstone is itself dropped once it has been
+                    // cleaned before and delete.retention.ms has passed
+                    // since (Kafka's delete horizon). Never on its first
+                    // pass, so a consumer reading from the start has that
+                    // long to see it.
+                    if r.value.is_some() || r.offset >= cleaned_to {
+                        return true;
+                    }
+                    match st.tombstone_horizon(r.offset) {
+                        Some(horizon) => now_ms < horizon,
+                        // Compacted before horizons were kept: by its age.
+                        None => now_ms.saturating_sub(r.timestamp_ms) <= policy.delete_retention_ms,
+                    }
                 }
             }
         };
         let mut drops = 0u64;
+        let mut new_tombstones = false;
         for s in &sealed {
             s.for_each_record(s.valid_len(), |r| {
                 if !survives(r) {
                     drops += 1;
+                } else if r.value.is_none() && r.key.is_some() && r.offset >= cleaned_to {
+                    new_tombstones = true;
                 }
                 true
             })?;
@@ -519,7 +592,12 @@ impl Partition {
         let new_cleaned = sealed.last().map_or(0, |s| s.end_offset());
         if drops == 0 {
             report.skipped = Some("nothing to drop");
-            st.cleaned_up_to = Some(new_cleaned);
+            st.note_cleaned(
+                new_cleaned,
+                now_ms,
+                policy.delete_retention_ms,
+                new_tombstones,
+            );
             self.store_state(&st)?;
             return Ok(report);
         }
@@ -566,7 +644,12 @@ impl Partition {
         report.segments_written = list.len() - (now.len() - sealed.len());
         *self.segments.write() = Arc::new(list);
         drop(w);
-        st.cleaned_up_to = Some(new_cleaned);
+        st.note_cleaned(
+            new_cleaned,
+            now_ms,
+            policy.delete_retention_ms,
+            new_tombstones,
+        );
         self.store_state(&st)?;
         tracing::info!(partition = %self.name, read = report.records_read, dropped = report.records_dropped, replaced = report.segments_replaced, written = report.segments_written, "compacted");
         Ok(report)

@@ -91,11 +91,16 @@ proptest! {
         fill(&p, &recs, 1_000);
         let before = read_all(&p);
         let active_base = p.segments().last().expect("active").base_offset;
-        let now = if drop_tombstones { 1_000_000 } else { 1_000 };
-        p.compact(&policy(1000), now).expect("compact");
+        // The first pass keeps every tombstone (delete.retention.ms counts
+        // from then); a second one after delete.retention.ms drops them.
+        p.compact(&policy(1000), 1_000_000).expect("compact");
+        if drop_tombstones {
+            p.compact(&policy(1000), 1_001_001).expect("second pass");
+        }
         let after = read_all(&p);
         // The model: in the sealed part, keyless records and each key's newest
-        // record survive (tombstones too, unless expired); the active segment is untouched.
+        // record survive (tombstones too, until a pass after their horizon);
+        // the active segment is untouched.
         let mut newest = BTreeMap::new();
         for (o, k, _, _) in before.iter().filter(|r| r.0 < active_base) {
             if let Some(k) = k { newest.insert(k.clone(), *o); }
@@ -205,6 +210,59 @@ fn a_pass_that_drops_nothing_is_skipped_and_dirty_ratio_is_honoured() {
             1,
         )
         .expect("compact");
+    assert_eq!(
+        rep.skipped,
+        Some("dirty ratio below min.cleanable.dirty.ratio")
+    );
+}
+
+#[test]
+fn tombstones_outlive_their_first_pass_by_delete_retention_ms() {
+    let fs = SimFs::new();
+    let p = Partition::open(Arc::new(fs.clone()), PathBuf::from("/p"), cfg()).expect("open");
+    // Tombstones timestamped long ago: by their age they would be gone.
+    let recs: Vec<(Option<u8>, Option<u16>)> = (0..60u16)
+        .map(|i| (Some((i % 6) as u8), (i < 54).then_some(i)))
+        .collect();
+    fill(&p, &recs, 1);
+    // A young record per extra key, so that the tombstones end up sealed.
+    let more: Vec<(Option<u8>, Option<u16>)> = (0..40u16)
+        .map(|i| (Some(100 + (i % 4) as u8), Some(i)))
+        .collect();
+    fill(&p, &more, 1);
+    let tombstones = |recs: &[Rec]| recs.iter().filter(|r| r.2.is_none()).count();
+    let keep = CompactionPolicy {
+        min_cleanable_dirty_ratio: 0.5,
+        ..policy(10_000)
+    };
+    let rep = p.compact(&keep, 100_000).expect("first pass");
+    assert!(rep.records_dropped > 0, "{rep:?}");
+    assert_eq!(
+        tombstones(&read_all(&p)),
+        6,
+        "first pass keeps the tombstones"
+    );
+    // Before the horizon (100,000 + 10,000) the log is clean: skipped.
+    let rep = p.compact(&keep, 109_999).expect("pass");
+    assert_eq!(
+        rep.skipped,
+        Some("dirty ratio below min.cleanable.dirty.ratio")
+    );
+    assert_eq!(tombstones(&read_all(&p)), 6);
+    // The horizon survives a reopen, and once it has passed a pass runs
+    // although nothing is dirty, and drops the tombstones.
+    drop(p);
+    let p = Partition::open(
+        Arc::new(fs.crash_image(Tear::None)),
+        PathBuf::from("/p"),
+        cfg(),
+    )
+    .expect("reopen");
+    let rep = p.compact(&keep, 110_001).expect("pass after the horizon");
+    assert_eq!(rep.records_dropped, 6, "{rep:?}");
+    assert_eq!(tombstones(&read_all(&p)), 0);
+    // Done: the next pass has nothing to do.
+    let rep = p.compact(&keep, 200_000).expect("pass");
     assert_eq!(
         rep.skipped,
         Some("dirty ratio below min.cleanable.dirty.ratio")
