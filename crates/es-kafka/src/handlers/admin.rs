@@ -67,6 +67,9 @@ use crate::config::{
 use crate::errors::{code, ResponseError, NONE};
 use crate::topics::is_internal;
 
+/// KRaft's metadata log: the one topic name CreateTopics refuses.
+const CLUSTER_METADATA_TOPIC: &str = "__cluster_metadata";
+
 /// Kafka's ConfigResource.Type codes.
 pub const RESOURCE_TOPIC: i8 = 2;
 pub const RESOURCE_BROKER: i8 = 4;
@@ -126,6 +129,9 @@ pub async fn create_topics(
         let outcome: Result<Option<TopicConfig>, AdminError> = async {
             if dup.contains(&name) {
                 return Err(AdminError::new(ResponseError::InvalidRequest, format!("Create topics request from client contains a duplicate topic: {name}")));
+            }
+            if name == CLUSTER_METADATA_TOPIC {
+                return Err(AdminError::new(ResponseError::InvalidRequest, format!("Creation of internal topic {CLUSTER_METADATA_TOPIC} is prohibited.")));
             }
             let mut partitions = t.num_partitions;
             if !t.assignments.is_empty() {

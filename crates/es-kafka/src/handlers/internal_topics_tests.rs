@@ -584,5 +584,21 @@ async fn consumer_offsets_is_created_deleted_and_created_again_as_on_kafka() {
     let third = b.topic(OFFSETS).expect("created again");
     assert!(third.id != first.id && third.id != second.id);
     assert_eq!(third.partition_count(), 1);
+
+    // `__cluster_metadata` is the one name CreateTopics refuses, with
+    // Kafka's code and message.
+    let mut ct = CreatableTopic::default();
+    ct.name = tn("__cluster_metadata");
+    ct.num_partitions = 1;
+    ct.replication_factor = 1;
+    let mut req = CreateTopicsRequest::default();
+    req.topics = vec![ct];
+    let r: CreateTopicsResponse = call(&b, ApiKey::CreateTopics, 7, &req).await;
+    assert_eq!(r.topics[0].error_code, c(ResponseError::InvalidRequest));
+    assert_eq!(
+        r.topics[0].error_message.as_deref(),
+        Some("Creation of internal topic __cluster_metadata is prohibited.")
+    );
+    assert!(b.topic("__cluster_metadata").is_none());
     close(b).await;
 }
