@@ -307,7 +307,9 @@ impl Checker {
         Self::default()
     }
 
-    /// [`check`] of the record at `buf[pos..]`.
+    /// [`check`] of the record at `buf[pos..]`. One checker serves one
+    /// buffer, whose bytes do not change between calls (records checked
+    /// ahead are remembered by position).
     pub fn check(&mut self, buf: &[u8], pos: usize) -> Result<(u64, usize), DecodeError> {
         if self.next < self.len && self.ahead[self.next].0 == pos {
             let (_, offset, len) = self.ahead[self.next];

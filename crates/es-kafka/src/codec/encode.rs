@@ -16,8 +16,9 @@
 //! arithmetic (record sequence = baseSequence + offsetDelta) starts a new
 //! batch. A control record always gets a batch of its own, uncompressed, as
 //! Kafka writes them. A run's records section is kept near
-//! [`BATCH_RECORDS_BYTES_SOFT_MAX`]; a produced batch is split only past
-//! [`PRODUCED_BATCH_RECORDS_BYTES_MAX`].
+//! [`UNCOMPRESSED_BATCH_RECORDS_BYTES_SOFT_MAX`] when it goes uncompressed
+//! and [`BATCH_RECORDS_BYTES_SOFT_MAX`] before compression; a produced batch
+//! is split only past [`PRODUCED_BATCH_RECORDS_BYTES_MAX`].
 //!
 //! Budget: whole batches only, never more than `max_bytes` in total, except
 //! that the first batch is always written (Kafka returns an oversized first
