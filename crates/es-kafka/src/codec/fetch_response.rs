@@ -447,6 +447,12 @@ mod tests {
     }
 
     #[test]
+    fn every_advertised_fetch_version_is_written() {
+        let r = crate::versions::advertised(ApiKey::Fetch).expect("Fetch is served");
+        assert!(FETCH_VERSIONS.contains(&r.min) && FETCH_VERSIONS.contains(&r.max));
+    }
+
+    #[test]
     fn small_and_empty_replies_are_one_part() {
         let mut reply = sample(false);
         for t in &mut reply.topics {
