@@ -23,13 +23,16 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 
 use crate::broker::Broker;
-use crate::codec::frame::{self, FrameStatus};
+use crate::codec::frame::{self, FrameStatus, ResponseFrame};
 use crate::handlers::{self, RequestError};
 
 /// Bytes read from the socket at once when no larger frame is pending.
 const READ_CHUNK_BYTES: usize = 64 * 1024;
 /// How far ahead of the received bytes the buffer of a large frame grows.
 const FRAME_GROW_BYTES_MAX: usize = 4 * 1024 * 1024;
+/// The writer's buffer: responses smaller than this are copied into it and
+/// leave together; larger ones go out with vectored writes of their parts.
+const WRITE_BUFFER_BYTES: usize = 64 * 1024;
 
 /// A request's place in its connection's order: [`Turn::wait`] resolves when
 /// the previous request has called [`Turn::finish`] (or dropped its turn).
@@ -89,7 +92,7 @@ impl Turn {
     }
 }
 
-type Pending = JoinHandle<Result<Option<Bytes>, RequestError>>;
+type Pending = JoinHandle<Result<Option<ResponseFrame>, RequestError>>;
 
 /// Serves one connection until the peer closes it, a frame is bad, or
 /// `shutdown` flips to true (then in-flight requests are finished and answered).
@@ -197,11 +200,11 @@ async fn write_responses<W>(writer: W, mut rx: mpsc::Receiver<Pending>, peer: St
 where
     W: AsyncWrite + Unpin,
 {
-    let mut w = BufWriter::with_capacity(64 * 1024, writer);
+    let mut w = BufWriter::with_capacity(WRITE_BUFFER_BYTES, writer);
     while let Some(pending) = rx.recv().await {
         match pending.await {
             Ok(Ok(Some(response))) => {
-                if let Err(e) = w.write_all(&response).await {
+                if let Err(e) = write_frame(&mut w, &response).await {
                     tracing::debug!(%peer, error = %e, "write failed");
                     break;
                 }
@@ -227,6 +230,46 @@ where
     let _ = w.shutdown().await;
 }
 
+/// Writes one response: a small one into the buffer (it leaves with the
+/// next flush), a large one straight to the stream after what is buffered,
+/// its parts in vectored writes (one system call for a whole Fetch response
+/// when the socket takes it).
+async fn write_frame<W>(w: &mut BufWriter<W>, frame: &ResponseFrame) -> std::io::Result<()>
+where
+    W: AsyncWrite + Unpin,
+{
+    let parts = frame.parts();
+    if frame.len() < WRITE_BUFFER_BYTES {
+        for p in parts {
+            w.write_all(p).await?;
+        }
+        return Ok(());
+    }
+    w.flush().await?;
+    write_all_vectored(w.get_mut(), parts).await
+}
+
+/// `write_all` for several buffers: vectored writes until every byte is out.
+async fn write_all_vectored<W>(w: &mut W, parts: &[Bytes]) -> std::io::Result<()>
+where
+    W: AsyncWrite + Unpin,
+{
+    let mut slices: Vec<std::io::IoSlice<'_>> = parts
+        .iter()
+        .filter(|p| !p.is_empty())
+        .map(|p| std::io::IoSlice::new(p))
+        .collect();
+    let mut rest = &mut slices[..];
+    while !rest.is_empty() {
+        let n = w.write_vectored(rest).await?;
+        if n == 0 {
+            return Err(std::io::ErrorKind::WriteZero.into());
+        }
+        std::io::IoSlice::advance_slices(&mut rest, n);
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -244,6 +287,97 @@ mod tests {
         assert!(!waiter.is_finished());
         a.finish();
         assert_eq!(waiter.await.ok(), Some(1));
+    }
+
+    /// A stream that takes at most `step` bytes per write and remembers
+    /// how many writes it was given.
+    struct Trickle {
+        got: Vec<u8>,
+        step: usize,
+        writes: usize,
+    }
+
+    impl AsyncWrite for Trickle {
+        fn poll_write(
+            self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+            buf: &[u8],
+        ) -> std::task::Poll<std::io::Result<usize>> {
+            let me = self.get_mut();
+            let n = buf.len().min(me.step);
+            me.got.extend_from_slice(&buf[..n]);
+            me.writes += 1;
+            std::task::Poll::Ready(Ok(n))
+        }
+
+        fn poll_write_vectored(
+            self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+            bufs: &[std::io::IoSlice<'_>],
+        ) -> std::task::Poll<std::io::Result<usize>> {
+            let me = self.get_mut();
+            let mut n = 0;
+            for b in bufs {
+                let take = b.len().min(me.step - n);
+                me.got.extend_from_slice(&b[..take]);
+                n += take;
+                if n == me.step {
+                    break;
+                }
+            }
+            me.writes += 1;
+            std::task::Poll::Ready(Ok(n))
+        }
+
+        fn is_write_vectored(&self) -> bool {
+            true
+        }
+
+        fn poll_flush(
+            self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<std::io::Result<()>> {
+            std::task::Poll::Ready(Ok(()))
+        }
+
+        fn poll_shutdown(
+            self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<std::io::Result<()>> {
+            std::task::Poll::Ready(Ok(()))
+        }
+    }
+
+    #[tokio::test]
+    async fn frames_leave_whole_and_in_order_whatever_the_stream_takes() {
+        let small = ResponseFrame::from(Bytes::from_static(b"small"));
+        let big: Vec<Bytes> = (0..5u8)
+            .map(|i| Bytes::from(vec![i; 40_000 * usize::from(i % 2)]))
+            .collect();
+        let big = ResponseFrame::from_parts(big);
+        for step in [1 << 20, 70_001, 4096] {
+            let mut w = BufWriter::with_capacity(
+                WRITE_BUFFER_BYTES,
+                Trickle {
+                    got: Vec::new(),
+                    step,
+                    writes: 0,
+                },
+            );
+            write_frame(&mut w, &small).await.expect("write");
+            write_frame(&mut w, &big).await.expect("write");
+            write_frame(&mut w, &small).await.expect("write");
+            w.flush().await.expect("flush");
+            let mut want = small.clone().into_bytes().to_vec();
+            want.extend_from_slice(&big.clone().into_bytes());
+            want.extend_from_slice(b"small");
+            let t = w.into_inner();
+            assert_eq!(t.got, want, "step {step}");
+            if step == 1 << 20 {
+                // The buffered frame, the big frame's parts in one write, the last frame.
+                assert_eq!(t.writes, 3);
+            }
+        }
     }
 
     #[tokio::test]

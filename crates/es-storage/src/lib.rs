@@ -32,5 +32,5 @@ pub mod syncer;
 pub use compaction::{CompactionPolicy, CompactionReport, RetentionPolicy, RetentionReport};
 pub use partition::{
     AppendInfo, AppendIntent, AppendOutcome, DurableCallback, FlushPolicy, Partition,
-    PartitionConfig, ReadChunk, RecoveryReport,
+    PartitionConfig, ReadBuf, ReadChunk, ReadView, RecoveryReport,
 };

@@ -141,8 +141,9 @@ fn recover_producers(
 #[derive(Clone, Debug)]
 pub struct ReadChunk {
     /// Whole on-disk records; the first has an offset >= the one asked for.
-    /// Decode with [`crate::record::RecordIter::read_checked`]: their CRCs
-    /// were checked by the read.
+    /// Decode with [`crate::record::RecordIter::read_checked`]: their lengths
+    /// and CRCs were checked by the read ([`crate::record::check`]); their
+    /// fields are parsed (and every bound checked) when they are decoded.
     pub data: Bytes,
     pub log_start_offset: u64,
     pub high_watermark: u64,
@@ -157,6 +158,76 @@ impl ReadChunk {
     pub fn batch_at(&self, offset: u64) -> Option<ProducedBatch> {
         crate::batch_marks::find(&self.batches, offset)
     }
+}
+
+/// A read window that is kept between reads ([`Partition::read_into`]), so
+/// that a fetch neither allocates nor zero-fills its window every time.
+///
+/// Invariant: every byte of `buf` is initialised (its length is the largest
+/// window read so far); a read overwrites a prefix and reports which range
+/// holds records. Growth replaces the buffer with a fresh zeroed one (`calloc`:
+/// fresh pages need no memset) instead of resizing, which would also copy
+/// the old contents.
+#[derive(Debug, Default)]
+pub struct ReadBuf {
+    buf: Vec<u8>,
+}
+
+impl ReadBuf {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Bytes this buffer holds on to between reads.
+    pub fn retained_bytes(&self) -> usize {
+        self.buf.len()
+    }
+
+    /// Gives the memory back if the buffer holds more than `bytes_max`.
+    pub fn shrink_to(&mut self, bytes_max: usize) {
+        if self.buf.len() > bytes_max {
+            self.buf = Vec::new();
+        }
+    }
+
+    /// The first `len` bytes, growing the buffer (keeping `..keep`) if needed.
+    fn window(&mut self, len: usize, keep: usize) -> &mut [u8] {
+        if self.buf.len() < len {
+            let mut grown = vec![0u8; len];
+            grown[..keep].copy_from_slice(&self.buf[..keep]);
+            self.buf = grown;
+        }
+        &mut self.buf[..len]
+    }
+}
+
+/// The result of [`Partition::read_into`]: a [`ReadChunk`] whose records
+/// borrow the caller's [`ReadBuf`].
+#[derive(Debug)]
+pub struct ReadView<'a> {
+    /// Whole on-disk records, CRC-checked by the read (see [`ReadChunk::data`]).
+    pub data: &'a [u8],
+    pub log_start_offset: u64,
+    pub high_watermark: u64,
+    pub log_end_offset: u64,
+    /// As [`ReadChunk::batches`].
+    pub batches: Vec<BatchMark>,
+}
+
+impl ReadView<'_> {
+    /// The batch a producer compressed that starts at `offset`, if noted.
+    pub fn batch_at(&self, offset: u64) -> Option<ProducedBatch> {
+        crate::batch_marks::find(&self.batches, offset)
+    }
+}
+
+/// What [`Partition::read_range`] found.
+struct ReadSpan {
+    range: std::ops::Range<usize>,
+    log_start: u64,
+    hw: u64,
+    log_end: u64,
+    batches: Vec<BatchMark>,
 }
 
 /// What recovery did when the partition opened.
@@ -1005,18 +1076,44 @@ impl Partition {
     /// Reads whole records starting at the first offset >= `offset`, up to
     /// about `max_bytes` (always at least one record if one is visible).
     pub fn read(&self, offset: u64, max_bytes: usize) -> Result<ReadChunk> {
+        let mut rb = ReadBuf::new();
+        let span = self.read_range(offset, max_bytes, &mut rb)?;
+        Ok(ReadChunk {
+            data: Bytes::from(rb.buf).slice(span.range),
+            log_start_offset: span.log_start,
+            high_watermark: span.hw,
+            log_end_offset: span.log_end,
+            batches: span.batches,
+        })
+    }
+
+    /// [`Partition::read`] into a window kept by the caller: no allocation
+    /// and no zero-filling once `rb` has grown to the size of the reads.
+    pub fn read_into<'b>(
+        &self,
+        offset: u64,
+        max_bytes: usize,
+        rb: &'b mut ReadBuf,
+    ) -> Result<ReadView<'b>> {
+        let span = self.read_range(offset, max_bytes, rb)?;
+        Ok(ReadView {
+            data: &rb.buf[span.range],
+            log_start_offset: span.log_start,
+            high_watermark: span.hw,
+            log_end_offset: span.log_end,
+            batches: span.batches,
+        })
+    }
+
+    /// The read behind [`Partition::read`] and [`Partition::read_into`]: the
+    /// records' range in `rb`, the log start, the high watermark, the log end
+    /// and the produced batches noted from `offset` on.
+    fn read_range(&self, offset: u64, max_bytes: usize, rb: &mut ReadBuf) -> Result<ReadSpan> {
         let (hw, log_end) = {
             let c = self.commit.lock();
             (self.visible(&c).clone(), c.written.offset)
         };
         let log_start = self.log_start_offset();
-        let chunk = |data: Bytes, batches: Vec<BatchMark>| ReadChunk {
-            data,
-            log_start_offset: log_start,
-            high_watermark: hw.offset,
-            log_end_offset: log_end,
-            batches,
-        };
         if offset < log_start || offset > hw.offset {
             return Err(StorageError::OffsetOutOfRange {
                 offset,
@@ -1024,8 +1121,15 @@ impl Partition {
                 log_end: hw.offset,
             });
         }
+        let none = ReadSpan {
+            range: 0..0,
+            log_start,
+            hw: hw.offset,
+            log_end,
+            batches: Vec::new(),
+        };
         if offset == hw.offset {
-            return Ok(chunk(Bytes::new(), Vec::new()));
+            return Ok(none);
         }
         let segs = self.segments();
         let first = segs
@@ -1040,20 +1144,27 @@ impl Partition {
             } else {
                 seg.valid_len()
             };
-            let data = self.read_segment(seg, offset, limit, max_bytes.max(1), hw.offset)?;
-            if !data.is_empty() {
-                // No more batches can start in `data` than it holds records.
-                let most = data.len() / (record::LEN_PREFIX_BYTES + record::BODY_BYTES_MIN) + 1;
+            let range = self.read_segment(seg, offset, limit, max_bytes.max(1), hw.offset, rb)?;
+            if !range.is_empty() {
+                // No more batches can start in the range than it holds records.
+                let most = range.len() / (record::LEN_PREFIX_BYTES + record::BODY_BYTES_MIN) + 1;
                 let batches = seg.marks_from(offset, most);
-                return Ok(chunk(data, batches));
+                return Ok(ReadSpan {
+                    range,
+                    log_start,
+                    hw: hw.offset,
+                    log_end,
+                    batches,
+                });
             }
             if Arc::ptr_eq(seg, &hw.segment) {
                 break;
             }
         }
-        Ok(chunk(Bytes::new(), Vec::new()))
+        Ok(none)
     }
 
+    /// Reads one segment's records from `offset` into `rb`; returns their range.
     fn read_segment(
         &self,
         seg: &Segment,
@@ -1061,38 +1172,43 @@ impl Partition {
         limit: u64,
         max_bytes: usize,
         hw: u64,
-    ) -> Result<Bytes> {
+        rb: &mut ReadBuf,
+    ) -> Result<std::ops::Range<usize>> {
         let start = seg.lookup(offset);
         if start >= limit {
-            return Ok(Bytes::new());
+            return Ok(0..0);
         }
         // One window: the index gap (about 4 KiB) plus what was asked for.
         let span = (limit - start) as usize;
         let want = span
             .min(max_bytes.saturating_add(self.config().index_interval_bytes as usize + 64))
             .max(span.min(64 * 1024));
-        let mut buf = vec![0u8; want];
-        read_exact_at(&*seg.log, &mut buf, start)?;
+        read_exact_at(&*seg.log, rb.window(want, 0), start)?;
+        // The bytes of `rb` read in this call.
+        let mut len = want;
         let mut p = 0usize;
         let mut from = None;
         let mut to = 0usize;
+        let mut checker = record::Checker::new();
         loop {
-            if p >= buf.len() {
+            if p >= len {
                 break;
             }
-            match record::decode(&buf[p..]) {
-                Ok(r) => {
-                    if r.offset >= hw {
+            // Length and CRC only: the reader parses the fields once, when
+            // it decodes the records (read_checked checks every bound).
+            match checker.check(&rb.buf[..len], p) {
+                Ok((record_offset, encoded_len)) => {
+                    if record_offset >= hw {
                         break;
                     }
-                    if r.offset >= offset {
+                    if record_offset >= offset {
                         let s = *from.get_or_insert(p);
-                        if p + r.encoded_len - s > max_bytes && p > s {
+                        if p + encoded_len - s > max_bytes && p > s {
                             break;
                         }
-                        to = p + r.encoded_len;
+                        to = p + encoded_len;
                     }
-                    p += r.encoded_len;
+                    p += encoded_len;
                 }
                 Err(DecodeError::Incomplete { needed }) => {
                     let at = start + p as u64;
@@ -1104,10 +1220,8 @@ impl Partition {
                     }
                     // Nothing found yet: read further (the first record may be large).
                     let grow = needed.max(want.min(limit as usize - at as usize));
-                    let mut more = vec![0u8; grow];
-                    read_exact_at(&*seg.log, &mut more, at)?;
-                    buf.truncate(p);
-                    buf.extend_from_slice(&more);
+                    len = p + grow;
+                    read_exact_at(&*seg.log, &mut rb.window(len, p)[p..], at)?;
                 }
                 Err(DecodeError::Corrupt(why)) => {
                     if from.is_some() {
@@ -1118,9 +1232,9 @@ impl Partition {
             }
         }
         let Some(s) = from else {
-            return Ok(Bytes::new());
+            return Ok(0..0);
         };
-        Ok(Bytes::from(buf).slice(s..to))
+        Ok(s..to)
     }
 
     /// The first record with a timestamp >= `ts`: (offset, timestamp).

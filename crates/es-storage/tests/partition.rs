@@ -683,3 +683,48 @@ fn a_clean_shutdown_lets_the_active_segment_be_trusted_once() {
     assert_eq!(std::fs::metadata(&log).expect("log").len(), len);
     assert_eq!(read_all(&p).len(), 210);
 }
+
+/// `read_into` with one window reused across reads of every size (large
+/// first, so later reads leave stale bytes behind their records) returns
+/// exactly what `read` returns, including a first record larger than the
+/// window asked for.
+#[test]
+fn reads_into_a_reused_window_match_fresh_reads() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let fs: Arc<dyn Fs> = Arc::new(RealFs);
+    let p = Partition::open(fs, tmp.path().join("t/0"), small_segments()).expect("open");
+    for i in 0..40u64 {
+        // Mostly small records, now and then one larger than a segment.
+        let len = if i % 13 == 5 {
+            20_000
+        } else {
+            64 + (i as usize * 37) % 700
+        };
+        let info = p.append(&mut batch(&[val(i, len)])).expect("append");
+        p.wait_durable(info.last_offset + 1).expect("durable");
+    }
+    let mut window = es_storage::ReadBuf::new();
+    for max_bytes in [1 << 20, 1, 300, 5000, 64 * 1024, 2] {
+        for offset in 0..=40u64 {
+            let fresh = p.read(offset, max_bytes).expect("read");
+            let reused = p
+                .read_into(offset, max_bytes, &mut window)
+                .expect("read_into");
+            assert_eq!(
+                reused.data,
+                &fresh.data[..],
+                "offset {offset}, max_bytes {max_bytes}"
+            );
+            assert_eq!(reused.high_watermark, fresh.high_watermark);
+            assert_eq!(reused.log_start_offset, fresh.log_start_offset);
+            assert_eq!(reused.log_end_offset, fresh.log_end_offset);
+        }
+    }
+    assert!(window.retained_bytes() > 0);
+    window.shrink_to(0);
+    assert_eq!(window.retained_bytes(), 0);
+    assert!(matches!(
+        p.read_into(41, 10, &mut window),
+        Err(StorageError::OffsetOutOfRange { .. })
+    ));
+}

@@ -17,8 +17,9 @@
 //! arithmetic (record sequence = baseSequence + offsetDelta) starts a new
 //! batch. A control record always gets a batch of its own, uncompressed, as
 //! Kafka writes them. A run's records section is kept near
-//! [`BATCH_RECORDS_BYTES_SOFT_MAX`]; a produced batch is split only past
-//! [`PRODUCED_BATCH_RECORDS_BYTES_MAX`].
+//! [`UNCOMPRESSED_BATCH_RECORDS_BYTES_SOFT_MAX`] when it goes uncompressed
+//! and [`BATCH_RECORDS_BYTES_SOFT_MAX`] before compression; a produced batch
+//! is split only past [`PRODUCED_BATCH_RECORDS_BYTES_MAX`].
 //!
 //! Budget: whole batches only, never more than `max_bytes` in total, except
 //! that the first batch is always written (Kafka returns an oversized first
@@ -50,6 +51,10 @@ use super::varint::{put_varint, put_varlong, varint_len, varlong_len};
 /// A run's records section stops growing past this many (uncompressed)
 /// bytes, so compression work and consumer memory per batch stay bounded.
 pub const BATCH_RECORDS_BYTES_SOFT_MAX: usize = 1024 * 1024;
+/// The same for a run sent uncompressed: nothing is gained by larger
+/// batches, and a batch this small is still in the CPU's cache when its
+/// CRC-32C is computed.
+pub const UNCOMPRESSED_BATCH_RECORDS_BYTES_SOFT_MAX: usize = 64 * 1024;
 /// A produced batch is re-created whole up to this many (uncompressed) record
 /// bytes: the produce path's default bound on a request's decompressed
 /// records, so only batches accepted under raised limits are split.
@@ -255,6 +260,14 @@ impl BatchEncoder {
         Self::default()
     }
 
+    /// Frees the compression buffer if it holds more than `bytes_max`
+    /// (for an encoder kept between fetches).
+    pub fn shrink_to(&mut self, bytes_max: usize) {
+        if self.scratch.capacity() > bytes_max {
+            self.scratch = Vec::new();
+        }
+    }
+
     /// See [`encode_records`].
     pub fn encode<'a, I>(
         &mut self,
@@ -325,6 +338,11 @@ impl BatchEncoder {
             if codec != Compression::None {
                 self.scratch.clear();
             }
+            let soft_max = if codec == Compression::None {
+                UNCOMPRESSED_BATCH_RECORDS_BYTES_SOFT_MAX
+            } else {
+                BATCH_RECORDS_BYTES_SOFT_MAX
+            };
             let mut run = Run::new(&first);
             let mut budget_hit = false;
             {
@@ -351,7 +369,7 @@ impl BatchEncoder {
                             break;
                         }
                     } else {
-                        if records_bytes + total > BATCH_RECORDS_BYTES_SOFT_MAX {
+                        if records_bytes + total > soft_max {
                             break;
                         }
                         if used + BATCH_HEADER_BYTES + records_bytes + total > opts.max_bytes {

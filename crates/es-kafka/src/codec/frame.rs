@@ -34,6 +34,71 @@ pub enum FrameError {
     ShortHeader { len: usize },
 }
 
+/// A response frame ready for the socket (size prefix, response header,
+/// body), in one part or in several that are written back to back: a Fetch
+/// response keeps its record batches in the buffers they were encoded into
+/// (see [`super::fetch_response`]) and the connection writes the parts with
+/// one vectored write.
+#[derive(Clone, Debug)]
+pub struct ResponseFrame {
+    parts: Parts,
+}
+
+#[derive(Clone, Debug)]
+enum Parts {
+    One(Bytes),
+    Many(Vec<Bytes>),
+}
+
+impl ResponseFrame {
+    /// A frame made of `parts`, in order.
+    pub fn from_parts(parts: Vec<Bytes>) -> Self {
+        ResponseFrame {
+            parts: Parts::Many(parts),
+        }
+    }
+
+    /// The parts, to be written in order.
+    pub fn parts(&self) -> &[Bytes] {
+        match &self.parts {
+            Parts::One(b) => std::slice::from_ref(b),
+            Parts::Many(v) => v,
+        }
+    }
+
+    /// Total bytes of the frame.
+    pub fn len(&self) -> usize {
+        self.parts().iter().map(Bytes::len).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The frame as one buffer (copies only when it has several parts).
+    pub fn into_bytes(self) -> Bytes {
+        match self.parts {
+            Parts::One(b) => b,
+            Parts::Many(v) if v.len() == 1 => v.into_iter().next().unwrap_or_default(),
+            Parts::Many(v) => {
+                let mut out = BytesMut::with_capacity(v.iter().map(Bytes::len).sum());
+                for p in &v {
+                    out.extend_from_slice(p);
+                }
+                out.freeze()
+            }
+        }
+    }
+}
+
+impl From<Bytes> for ResponseFrame {
+    fn from(b: Bytes) -> Self {
+        ResponseFrame {
+            parts: Parts::One(b),
+        }
+    }
+}
+
 /// What the buffered bytes hold.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FrameStatus {

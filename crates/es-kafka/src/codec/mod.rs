@@ -1,6 +1,8 @@
 //! Kafka wire codecs: frames and record batches.
 //!
-//! - [`frame`]: splitting the byte stream into size-prefixed requests.
+//! - [`frame`]: splitting the byte stream into size-prefixed requests; the
+//!   response frame the connection writes.
+//! - [`fetch_response`]: Fetch responses written around their record batches.
 //! - [`batch`]: RecordBatch v2 layout and decoding produced batches into
 //!   es-storage records.
 //! - [`encode`]: encoding stored records as RecordBatch v2 for Fetch.
@@ -10,6 +12,7 @@
 pub mod batch;
 pub mod compression;
 pub mod encode;
+pub mod fetch_response;
 pub mod frame;
 pub mod varint;
 
@@ -18,4 +21,5 @@ pub use compression::Compression;
 pub use encode::{encode_records, BatchEncoder, EncodeError, EncodeOptions, EncodeSummary};
 pub use frame::{
     check_frame, peek_request_header, split_frame, FrameError, FrameStatus, RequestHeaderPrefix,
+    ResponseFrame,
 };

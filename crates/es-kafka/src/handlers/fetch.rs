@@ -25,31 +25,38 @@
 //! whole batch (KIP-74: the first batch is returned even when it is larger),
 //! up to [`PRODUCED_BATCH_READ_BYTES_MAX`].
 //!
+//! Copies: a partition's records are read into a window the blocking thread
+//! keeps between fetches ([`ReadState`]: no allocation, no zero-filling),
+//! encoded once into the Bytes of that partition's batches, and the response
+//! is written around those Bytes by [`crate::codec::fetch_response`], which
+//! the connection sends with vectored writes: the records are copied once in
+//! user space (disk format to Kafka batches), not three times.
+//!
 //! Fetch sessions (KIP-227): we never create one. A full fetch (session id 0,
 //! epoch -1 or 0) is answered with session id 0, which tells the client that
 //! this broker does not keep sessions, so librdkafka and the Java consumer
 //! continue with full fetches; an incremental fetch naming a session gets
 //! FETCH_SESSION_ID_NOT_FOUND, which makes the client start over with a full one.
 
+use std::cell::RefCell;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use kafka_protocol::messages::fetch_response::{
-    AbortedTransaction, FetchableTopicResponse, PartitionData,
-};
-use kafka_protocol::messages::{FetchRequest, FetchResponse, ProducerId, TopicName};
+use kafka_protocol::messages::{FetchRequest, TopicName};
 use tokio::sync::Notify;
 
 use super::metadata::LEADER_EPOCH;
 use super::{blocking, Ctx, RequestError};
 use crate::codec::compression::Compression;
 use crate::codec::encode::{BatchEncoder, CodecRules, EncodeOptions};
+use crate::codec::fetch_response::{Aborted, FetchReply, FetchedPartition, FetchedTopic};
+use crate::codec::frame::ResponseFrame;
 use crate::config::TimestampType;
 use crate::errors::{code, storage_error_code, ResponseError, NONE};
 use crate::topics::PartitionSlot;
 use es_storage::record::RecordIter;
-use es_storage::ReadChunk;
+use es_storage::{ReadBuf, ReadView};
 
 /// The largest response we build, whatever `max_bytes` says (64 MiB).
 pub const FETCH_RESPONSE_BYTES_MAX: usize = 64 * 1024 * 1024;
@@ -59,6 +66,22 @@ pub const FETCH_WAIT_MS_MAX: u64 = 60_000;
 /// (its records as stored, which exceed their Kafka encoding by about 20
 /// bytes each). A larger batch is served in parts.
 pub const PRODUCED_BATCH_READ_BYTES_MAX: usize = 64 * 1024 * 1024;
+/// The read window and encoder buffers a blocking thread keeps between
+/// fetches ([`ReadState`]); larger ones are freed after the fetch.
+pub const READ_STATE_KEEP_BYTES_MAX: usize = 4 * 1024 * 1024;
+
+/// What a blocking thread reuses from one fetch to the next: the read window
+/// (so a read neither allocates nor zero-fills it) and the encoder's
+/// compression buffer and codec contexts.
+#[derive(Default)]
+struct ReadState {
+    window: ReadBuf,
+    encoder: BatchEncoder,
+}
+
+thread_local! {
+    static READ_STATE: RefCell<ReadState> = RefCell::new(ReadState::default());
+}
 
 /// One partition the request asks for.
 #[derive(Clone)]
@@ -85,14 +108,14 @@ struct Got {
     records: Bytes,
     last_stable_offset: i64,
     /// Aborted transactions overlapping the records returned (read_committed).
-    aborted: Vec<AbortedTransaction>,
+    aborted: Vec<Aborted>,
 }
 
 /// The transactional view of one read: the last stable offset and the
 /// aborted transactions a read_committed consumer must skip.
 struct Stable {
     last_stable_offset: i64,
-    aborted: Vec<AbortedTransaction>,
+    aborted: Vec<Aborted>,
 }
 
 /// The codecs fetched batches are encoded with, from the topic's
@@ -114,10 +137,10 @@ fn compression_for(name: &str, version: i16) -> (Compression, CodecRules) {
     (c, rules)
 }
 
-pub async fn handle(ctx: &Ctx, req: FetchRequest) -> Result<Option<Bytes>, RequestError> {
+pub async fn handle(ctx: &Ctx, req: FetchRequest) -> Result<Option<ResponseFrame>, RequestError> {
     let v = ctx.version;
     let b = &ctx.broker;
-    let mut r = FetchResponse::default();
+    let mut r = FetchReply::default();
     if v >= 7 && req.session_id != 0 {
         tracing::debug!(
             session_id = req.session_id,
@@ -125,7 +148,7 @@ pub async fn handle(ctx: &Ctx, req: FetchRequest) -> Result<Option<Bytes>, Reque
             "fetch names a session we never created"
         );
         r.error_code = code(ResponseError::FetchSessionIdNotFound);
-        return ctx.respond(&r);
+        return respond(ctx, &r);
     }
     let read_committed = req.isolation_level == 1;
     let mut topics: Vec<(TopicName, uuid::Uuid)> = Vec::with_capacity(req.topics.len());
@@ -234,44 +257,65 @@ pub async fn handle(ctx: &Ctx, req: FetchRequest) -> Result<Option<Bytes>, Reque
         }
     }
 
-    let mut per_topic: Vec<Vec<PartitionData>> = (0..topics.len()).map(|_| Vec::new()).collect();
+    let mut per_topic: Vec<Vec<FetchedPartition>> = (0..topics.len()).map(|_| Vec::new()).collect();
     for (w, g) in wants.iter().zip(gots) {
-        let mut p = PartitionData::default();
-        p.partition_index = w.partition;
-        p.error_code = g.error;
-        p.high_watermark = g.high_watermark;
-        p.last_stable_offset = g.last_stable_offset;
-        if v >= 5 {
-            p.log_start_offset = g.log_start_offset;
-        }
-        p.aborted_transactions = if read_committed {
-            Some(g.aborted)
-        } else {
-            None
+        let p = FetchedPartition {
+            partition_index: w.partition,
+            error_code: g.error,
+            high_watermark: g.high_watermark,
+            last_stable_offset: g.last_stable_offset,
+            log_start_offset: g.log_start_offset,
+            aborted_transactions: read_committed.then_some(g.aborted),
+            records: g.records,
         };
-        p.records = Some(g.records);
         if let Some(list) = per_topic.get_mut(w.topic) {
             list.push(p);
         }
     }
     for ((name, id), partitions) in topics.into_iter().zip(per_topic) {
-        let mut t = FetchableTopicResponse::default();
-        if v >= 13 {
-            t.topic_id = id;
-        } else {
-            t.topic = name;
-        }
-        t.partitions = partitions;
-        r.responses.push(t);
+        r.topics.push(FetchedTopic {
+            name,
+            id,
+            partitions,
+        });
     }
-    ctx.respond(&r)
+    respond(ctx, &r)
+}
+
+/// Encodes `r` as this request's response frame (by hand: the record
+/// batches are not copied again; see [`crate::codec::fetch_response`]).
+fn respond(ctx: &Ctx, r: &FetchReply) -> Result<Option<ResponseFrame>, RequestError> {
+    r.encode(ctx.version, ctx.header.correlation_id)
+        .map(Some)
+        .map_err(|e| {
+            tracing::error!(version = ctx.version, error = %e, "cannot encode Fetch response");
+            RequestError(format!(
+                "cannot encode Fetch v{} response: {e}",
+                ctx.version
+            ))
+        })
 }
 
 /// Reads every wanted partition once, within the budgets. Returns the
 /// per-partition results, the record bytes gathered, and whether any
 /// partition has an error (Kafka answers at once then).
 fn read_pass(wants: &[Want], max_bytes: usize) -> (Vec<Got>, usize, bool) {
-    let mut encoder = BatchEncoder::new();
+    READ_STATE
+        .try_with(|st| match st.try_borrow_mut() {
+            Ok(mut st) => {
+                let r = read_pass_with(&mut st, wants, max_bytes);
+                st.window.shrink_to(READ_STATE_KEEP_BYTES_MAX);
+                st.encoder.shrink_to(READ_STATE_KEEP_BYTES_MAX);
+                r
+            }
+            Err(_) => read_pass_with(&mut ReadState::default(), wants, max_bytes),
+        })
+        // The thread is exiting (never on a pool thread running a task).
+        .unwrap_or_else(|_| read_pass_with(&mut ReadState::default(), wants, max_bytes))
+}
+
+/// [`read_pass`] with the thread's reused buffers.
+fn read_pass_with(st: &mut ReadState, wants: &[Want], max_bytes: usize) -> (Vec<Got>, usize, bool) {
     let mut out = Vec::with_capacity(wants.len());
     let mut total = 0usize;
     let mut any_error = false;
@@ -300,7 +344,7 @@ fn read_pass(wants: &[Want], max_bytes: usize) -> (Vec<Got>, usize, bool) {
             out.push(g);
             continue;
         }
-        match read_one(&mut encoder, slot, w, budget, first) {
+        match read_one(st, slot, w, budget, first) {
             Ok((records, hw, log_start, stable)) => {
                 total += records.len();
                 g.records = records;
@@ -322,35 +366,41 @@ fn read_pass(wants: &[Want], max_bytes: usize) -> (Vec<Got>, usize, bool) {
 /// Reads and encodes one partition: `(records, high watermark, log start,
 /// transactional view)`.
 fn read_one(
-    encoder: &mut BatchEncoder,
+    st: &mut ReadState,
     slot: &PartitionSlot,
     w: &Want,
     budget: usize,
     first: bool,
 ) -> Result<(Bytes, i64, i64, Stable), i16> {
     let offset = u64::try_from(w.offset).map_err(|_| code(ResponseError::OffsetOutOfRange))?;
-    let read = |max_bytes: usize| {
-        slot.log.read(offset, max_bytes).map_err(|e| {
-            if !matches!(e, es_storage::StorageError::OffsetOutOfRange { .. }) {
-                tracing::error!(partition = w.partition, offset, error = %e, "read failed");
-            }
-            storage_error_code(&e)
-        })
+    let read_error = |e: es_storage::StorageError| {
+        if !matches!(e, es_storage::StorageError::OffsetOutOfRange { .. }) {
+            tracing::error!(partition = w.partition, offset, error = %e, "read failed");
+        }
+        storage_error_code(&e)
     };
-    let mut chunk = read(budget.max(1))?;
-    if let Some(window) = produced_batch_window(&chunk) {
+    let ReadState { window, encoder } = st;
+    let first_read = slot
+        .log
+        .read_into(offset, budget.max(1), window)
+        .map_err(read_error)?;
+    let chunk = match produced_batch_window(&first_read) {
         // The first record starts a produced batch the window cut short:
         // read it whole (the encoder serves the first batch whatever its
         // size; a later partition's is dropped below if it does not fit).
-        chunk = read(window)?;
-    }
+        Some(size) => slot
+            .log
+            .read_into(offset, size, window)
+            .map_err(read_error)?,
+        None => first_read,
+    };
     let hw = chunk.high_watermark;
     // Open transactions hold the last stable offset back; read_committed
     // consumers see only what is below it.
     let lso = slot.log.last_stable_offset().min(hw);
     let limit = if w.read_committed { lso } else { hw };
     let mut corrupt = false;
-    let records = RecordIter::read_checked(&chunk.data)
+    let records = RecordIter::read_checked(chunk.data)
         .map_while(|r| match r {
             Ok(r) => Some(r),
             Err(e) => {
@@ -393,11 +443,9 @@ fn read_one(
             .log
             .aborted_transactions(offset, last + 1)
             .into_iter()
-            .map(|a| {
-                let mut t = AbortedTransaction::default();
-                t.producer_id = ProducerId(a.producer_id);
-                t.first_offset = a.first_offset as i64;
-                t
+            .map(|a| Aborted {
+                producer_id: a.producer_id,
+                first_offset: a.first_offset as i64,
             })
             .collect(),
         _ => Vec::new(),
@@ -418,8 +466,8 @@ fn read_one(
 /// `chunk` starts, when `chunk` does not: its stored size, bounded by
 /// [`PRODUCED_BATCH_READ_BYTES_MAX`]. The size is a hint from storage
 /// (compaction can only shrink the batch); reads never trust it for bounds.
-fn produced_batch_window(chunk: &ReadChunk) -> Option<usize> {
-    let data = &chunk.data;
+fn produced_batch_window(chunk: &ReadView<'_>) -> Option<usize> {
+    let data = chunk.data;
     let first = RecordIter::read_checked(data).next()?.ok()?;
     let batch = first.batch.or_else(|| chunk.batch_at(first.offset))?;
     let window = usize::try_from(batch.stored_bytes)

@@ -1110,7 +1110,9 @@ mod tests {
         let out = handlers::handle_from(b.clone(), peer, buf.freeze(), Turn::free())
             .await
             .unwrap_or_else(|e| panic!("{key:?} v{v}: {e}"));
-        let mut frame = out.unwrap_or_else(|| panic!("{key:?} v{v}: no response"));
+        let mut frame = out
+            .unwrap_or_else(|| panic!("{key:?} v{v}: no response"))
+            .into_bytes();
         let size = frame.get_i32() as usize;
         assert_eq!(size, frame.remaining());
         let rh = ResponseHeader::decode(&mut frame, key.response_header_version(v))

@@ -35,7 +35,7 @@ use kafka_protocol::messages::{ApiKey, RequestHeader, ResponseHeader};
 use kafka_protocol::protocol::{Decodable, Encodable};
 
 use crate::broker::Broker;
-use crate::codec::frame;
+use crate::codec::frame::{self, ResponseFrame};
 use crate::connection::Turn;
 use crate::versions::{self, Support};
 
@@ -134,12 +134,14 @@ fn encode_failed(key: ApiKey, version: i16, e: impl std::fmt::Display) -> Reques
 /// Handles one request frame (the body after the size prefix). `Ok(None)` is
 /// "send nothing" (a produce with acks=0). For requests that did not come
 /// over a connection (tests, internal calls); see [`handle_from`].
+/// The response comes back as one buffer.
 pub async fn handle(
     broker: Arc<Broker>,
     frame: Bytes,
     turn: Turn,
 ) -> Result<Option<Bytes>, RequestError> {
-    handle_from(broker, None, frame, turn).await
+    let r = handle_from(broker, None, frame, turn).await?;
+    Ok(r.map(ResponseFrame::into_bytes))
 }
 
 /// Handles one request frame from the client at `peer`.
@@ -148,7 +150,7 @@ pub async fn handle_from(
     peer: Option<IpAddr>,
     frame: Bytes,
     turn: Turn,
-) -> Result<Option<Bytes>, RequestError> {
+) -> Result<Option<ResponseFrame>, RequestError> {
     let prefix = frame::peek_request_header(&frame)?;
     match versions::classify(prefix.api_key, prefix.api_version) {
         Support::UnknownKey => Err(RequestError(format!(
@@ -156,7 +158,7 @@ pub async fn handle_from(
             prefix.api_key, prefix.api_version
         ))),
         Support::Unparseable(ApiKey::ApiVersions) => {
-            api_versions::fallback(prefix.correlation_id).map(Some)
+            api_versions::fallback(prefix.correlation_id).map(|b| Some(b.into()))
         }
         Support::Unparseable(key) => Err(RequestError(format!(
             "{key:?} v{} is beyond any version we can parse",
@@ -164,7 +166,8 @@ pub async fn handle_from(
         ))),
         Support::Unsupported(key) => {
             drop(turn);
-            unsupported::respond(key, prefix.api_version, frame)
+            let r = unsupported::respond(key, prefix.api_version, frame)?;
+            Ok(r.map(ResponseFrame::from))
         }
         Support::Served(key) => {
             let version = prefix.api_version;
@@ -187,18 +190,34 @@ pub async fn handle_from(
     }
 }
 
-async fn served(ctx: Ctx, mut body: Bytes, mut turn: Turn) -> Result<Option<Bytes>, RequestError> {
+async fn served(
+    ctx: Ctx,
+    mut body: Bytes,
+    mut turn: Turn,
+) -> Result<Option<ResponseFrame>, RequestError> {
     // Bodies are decoded at the crate's version of the same shape; handlers
     // see the wire version in `ctx.version`.
     let (key, v) = (ctx.key, versions::crate_version(ctx.key, ctx.version));
+    if key == ApiKey::Fetch {
+        // Fetch writes its own response frame around its record batches.
+        let req = decode_body(&mut body, key, v)?;
+        turn.wait().await;
+        turn.finish();
+        return fetch::handle(&ctx, req).await;
+    }
+    let r = served_encoded(ctx, body, turn).await?;
+    Ok(r.map(ResponseFrame::from))
+}
+
+/// Every API but Fetch: the response is encoded by kafka-protocol into one buffer.
+async fn served_encoded(
+    ctx: Ctx,
+    mut body: Bytes,
+    mut turn: Turn,
+) -> Result<Option<Bytes>, RequestError> {
+    let (key, v) = (ctx.key, versions::crate_version(ctx.key, ctx.version));
     match key {
         ApiKey::Produce => produce::handle(&ctx, decode_body(&mut body, key, v)?, turn).await,
-        ApiKey::Fetch => {
-            let req = decode_body(&mut body, key, v)?;
-            turn.wait().await;
-            turn.finish();
-            fetch::handle(&ctx, req).await
-        }
         // Group calls that park or wait for durability manage their turn
         // themselves: the state change in order, the wait outside it.
         ApiKey::JoinGroup => groups::join_group(&ctx, decode_body(&mut body, key, v)?, turn).await,
