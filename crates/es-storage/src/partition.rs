@@ -124,14 +124,20 @@ fn recover_producers(
     let from = st.applied_up_to.max(log_start);
     st.applied_up_to = from;
     let now = now_ms();
-    let first = segs
-        .partition_point(|s| s.base_offset <= from)
-        .saturating_sub(1);
-    for seg in &segs[first..] {
-        seg.for_each_record(seg.valid_len(), |r| {
-            st.replay(r, now);
-            true
-        })?;
+    if from < log_end {
+        // Replay what the snapshot lacks, from the index entry at or before
+        // `from` (replay skips records below it): a snapshot taken at a
+        // clean close leaves nothing to read.
+        let first = segs
+            .partition_point(|s| s.base_offset <= from)
+            .saturating_sub(1);
+        for (i, seg) in segs[first..].iter().enumerate() {
+            let start = if i == 0 { seg.lookup(from) } else { 0 };
+            seg.for_each_record_from(start, seg.valid_len(), |r| {
+                st.replay(r, now);
+                true
+            })?;
+        }
     }
     st.applied_up_to = log_end;
     Ok(st)
@@ -645,8 +651,15 @@ impl Partition {
     }
 
     /// Writes the producer snapshot (covering everything written so far).
+    /// Called with the writer lock held: every record written so far is in
+    /// the producer state (producer appends and markers update it as they
+    /// are written; other records change nothing in it), so the snapshot
+    /// covers the log up to the written offset and recovery replays nothing
+    /// before it.
     fn write_producer_snapshot(&self) -> Result<()> {
-        let st = self.producers.lock().clone();
+        let written = self.commit.lock().written.offset;
+        let mut st = self.producers.lock().clone();
+        st.applied_up_to = st.applied_up_to.max(written);
         crate::meta::write_json(&*self.fs, &self.dir.join(SNAPSHOT_FILE), &st)
     }
 

@@ -588,9 +588,20 @@ impl Segment {
     pub fn for_each_record(
         &self,
         limit: u64,
+        f: impl FnMut(&record::RecordView<'_>) -> bool,
+    ) -> Result<()> {
+        self.for_each_record_from(0, limit, f)
+    }
+
+    /// [`Segment::for_each_record`] from byte position `start`, which must be
+    /// a record's start (0, or an index entry's position).
+    pub fn for_each_record_from(
+        &self,
+        start: u64,
+        limit: u64,
         mut f: impl FnMut(&record::RecordView<'_>) -> bool,
     ) -> Result<()> {
-        match self.scan(0, limit, |_, r| f(r))? {
+        match self.scan(start, limit, |_, r| f(r))? {
             ScanEnd::Bad { pos, why } => Err(self.corrupt(pos, &why)),
             ScanEnd::Done | ScanEnd::Stopped => Ok(()),
         }

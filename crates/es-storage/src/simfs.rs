@@ -53,6 +53,8 @@ struct State {
     dirs: HashMap<PathBuf, DirData>,
     next_id: u64,
     syncs: u64,
+    /// Bytes handed out by reads, for tests of what recovery reads.
+    bytes_read: u64,
     fail_sync_at: Option<u64>,
     crash_at_sync: Option<u64>,
     crashed: Option<Box<State>>,
@@ -200,6 +202,11 @@ impl SimFs {
         self.st.lock().syncs
     }
 
+    /// Bytes read from files so far.
+    pub fn bytes_read(&self) -> u64 {
+        self.st.lock().bytes_read
+    }
+
     /// The k-th sync from now on (1-based, counted from the start) fails with EIO.
     pub fn fail_sync_at(&self, k: u64) {
         self.st.lock().fail_sync_at = Some(k);
@@ -278,7 +285,7 @@ struct SimHandle {
 
 impl FileHandle for SimHandle {
     fn read_at(&self, buf: &mut [u8], pos: u64) -> io::Result<usize> {
-        let st = self.st.lock();
+        let mut st = self.st.lock();
         st.check()?;
         let f = st
             .files
@@ -290,6 +297,7 @@ impl FileHandle for SimHandle {
         }
         let n = buf.len().min(f.live.len() - pos);
         buf[..n].copy_from_slice(&f.live[pos..pos + n]);
+        st.bytes_read += n as u64;
         Ok(n)
     }
 

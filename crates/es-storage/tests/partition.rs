@@ -728,3 +728,43 @@ fn reads_into_a_reused_window_match_fresh_reads() {
         Err(StorageError::OffsetOutOfRange { .. })
     ));
 }
+
+/// After a clean close, opening a partition reads its metadata, its index
+/// and a few KiB of log, not the log: neither recovery nor the producer
+/// state replay scans the active segment.
+#[test]
+fn a_clean_open_does_not_read_the_log() {
+    let fs = SimFs::new();
+    let dir = PathBuf::from("/p");
+    let cfg = PartitionConfig::default(); // one segment
+    let p = Partition::open(Arc::new(fs.clone()), dir.clone(), cfg).expect("open");
+    for i in 0..64u64 {
+        let vals: Vec<Vec<u8>> = (0..64).map(|j| val(i * 64 + j, 250)).collect();
+        let info = p.append(&mut batch(&vals)).expect("append");
+        p.wait_durable(info.last_offset + 1).expect("durable");
+    }
+    let log_bytes = p.size_bytes();
+    assert!(log_bytes > 1_000_000);
+    p.close().expect("close");
+    drop(p);
+
+    let img = fs.crash_image(Tear::None);
+    let before = img.bytes_read();
+    let (p, rep) =
+        Partition::open_with_report(Arc::new(img.clone()), dir.clone(), cfg).expect("reopen");
+    assert!(rep.clean_shutdown);
+    let read = img.bytes_read() - before;
+    assert!(
+        read < log_bytes / 10,
+        "a clean open read {read} bytes of a {log_bytes}-byte log"
+    );
+    assert_eq!(p.log_end_offset(), 64 * 64);
+    drop(p);
+
+    // A crash (no close, so no marker) scans the log, as it must.
+    let img2 = img.crash_image(Tear::None);
+    let before = img2.bytes_read();
+    let (_p, rep) = Partition::open_with_report(Arc::new(img2.clone()), dir, cfg).expect("recover");
+    assert!(!rep.clean_shutdown);
+    assert!(img2.bytes_read() - before >= log_bytes);
+}
