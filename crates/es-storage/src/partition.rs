@@ -1100,6 +1100,20 @@ impl Partition {
         })
     }
 
+    /// Where the batch a producer compressed that holds `offset` starts,
+    /// when `offset` is inside one (not its first record) and that start is
+    /// still at or above the log start. Kafka answers a fetch from inside a
+    /// batch with the whole batch (the client skips the records before its
+    /// offset); a fetch that reads from here does the same.
+    pub fn produced_batch_start(&self, offset: u64) -> Option<u64> {
+        let segs = self.segments();
+        let i = segs
+            .partition_point(|s| s.base_offset <= offset)
+            .checked_sub(1)?;
+        let m = segs[i].mark_covering(offset)?;
+        (m.offset >= self.log_start_offset()).then_some(m.offset)
+    }
+
     /// [`Partition::read`] into a window kept by the caller: no allocation
     /// and no zero-filling once `rb` has grown to the size of the reads.
     pub fn read_into<'b>(

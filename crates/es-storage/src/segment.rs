@@ -509,6 +509,14 @@ impl Segment {
         Ok(())
     }
 
+    /// The noted batch that holds `offset` without starting at it, if any.
+    pub fn mark_covering(&self, offset: u64) -> Option<BatchMark> {
+        let marks = self.marks.read();
+        let i = marks.partition_point(|m| m.offset <= offset);
+        let m = *marks.get(i.checked_sub(1)?)?;
+        (m.offset < offset && m.last_offset() >= offset).then_some(m)
+    }
+
     /// Up to `max` marks of batches starting at or after `offset`.
     pub fn marks_from(&self, offset: u64, max: usize) -> Vec<BatchMark> {
         let marks = self.marks.read();

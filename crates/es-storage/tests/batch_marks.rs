@@ -111,6 +111,14 @@ fn notes_come_back_with_reads_and_across_a_reopen() {
     let want = produce(&p, 40);
     assert!(p.segments().len() > 4, "segments rolled");
     assert_eq!(noted(&p), want);
+    // Where a fetch from inside a batch starts: the batch's first record;
+    // nowhere else for a batch's first record or a plain record after it.
+    for &(o, _) in &want {
+        assert_eq!(p.produced_batch_start(o + 2), Some(o));
+        assert_eq!(p.produced_batch_start(o + RECORDS_PER_BATCH - 1), Some(o));
+        assert_eq!(p.produced_batch_start(o), None);
+        assert_eq!(p.produced_batch_start(o + RECORDS_PER_BATCH), None);
+    }
     assert_all_plain(&dir);
     assert!(files_with(&dir, ".batches").len() > 4);
     p.close().expect("close");

@@ -8,8 +8,8 @@
 //! boundaries; with [`CodecRules::as_produced`] (`compression.type=producer`)
 //! it is compressed with the producer's codec, as Kafka serves it.
 //!
-//! Other records (uncompressed produce, or a fetch that starts inside a
-//! produced batch) are batched in runs of records that share producer id and
+//! Other records (uncompressed produce, or the rest of a produced batch
+//! when the records handed in start inside it) are batched in runs of records that share producer id and
 //! epoch, the transactional flag and (for LogAppendTime topics) the
 //! timestamp, with strictly increasing offsets. Gaps left by compaction stay
 //! inside a batch (offset deltas may skip; lastOffsetDelta is the last

@@ -380,9 +380,17 @@ fn read_one(
         storage_error_code(&e)
     };
     let ReadState { window, encoder } = st;
+    // An offset inside a batch a producer compressed gets that batch whole,
+    // from its first record, as from Kafka (the client skips the records
+    // before its offset).
+    let start = if offset < slot.log.high_watermark() {
+        slot.log.produced_batch_start(offset).unwrap_or(offset)
+    } else {
+        offset
+    };
     let first_read = slot
         .log
-        .read_into(offset, budget.max(1), window)
+        .read_into(start, budget.max(1), window)
         .map_err(read_error)?;
     let chunk = match produced_batch_window(&first_read) {
         // The first record starts a produced batch the window cut short:
@@ -390,7 +398,7 @@ fn read_one(
         // size; a later partition's is dropped below if it does not fit).
         Some(size) => slot
             .log
-            .read_into(offset, size, window)
+            .read_into(start, size, window)
             .map_err(read_error)?,
         None => first_read,
     };
@@ -441,7 +449,7 @@ fn read_one(
     let aborted = match summary.last_offset {
         Some(last) if w.read_committed && !buf.is_empty() => slot
             .log
-            .aborted_transactions(offset, last + 1)
+            .aborted_transactions(start, last + 1)
             .into_iter()
             .map(|a| Aborted {
                 producer_id: a.producer_id,
