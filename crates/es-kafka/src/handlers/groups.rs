@@ -1071,12 +1071,10 @@ pub fn consumer_group_describe(
 mod tests {
     use std::sync::Arc;
 
-    use bytes::{Buf, BytesMut};
     use kafka_protocol::messages::*;
-    use kafka_protocol::protocol::{Decodable, Encodable};
 
     use super::*;
-    use crate::handlers;
+    use crate::handlers::wire_client::{call, CLIENT_ID};
     use crate::versions::advertised;
     use crate::BrokerConfig;
 
@@ -1086,42 +1084,6 @@ mod tests {
 
     fn gi(v: &str) -> GroupId {
         GroupId(s(v))
-    }
-
-    async fn call<Req: Encodable, Resp: Decodable>(
-        b: &Arc<Broker>,
-        key: ApiKey,
-        v: i16,
-        req: &Req,
-    ) -> Resp {
-        let mut header = RequestHeader::default();
-        header.request_api_key = key as i16;
-        header.request_api_version = v;
-        header.correlation_id = 77;
-        header.client_id = Some(s("groups-test"));
-        let mut buf = BytesMut::new();
-        header
-            .encode(&mut buf, key.request_header_version(v))
-            .unwrap_or_else(|e| panic!("{key:?} v{v} header: {e}"));
-        req.encode(&mut buf, v)
-            .unwrap_or_else(|e| panic!("{key:?} v{v} request: {e}"));
-        // As from a client connected over loopback (DescribeGroups shows it).
-        let peer = Some(std::net::IpAddr::from([127, 0, 0, 1]));
-        let out = handlers::handle_from(b.clone(), peer, buf.freeze(), Turn::free())
-            .await
-            .unwrap_or_else(|e| panic!("{key:?} v{v}: {e}"));
-        let mut frame = out
-            .unwrap_or_else(|| panic!("{key:?} v{v}: no response"))
-            .into_bytes();
-        let size = frame.get_i32() as usize;
-        assert_eq!(size, frame.remaining());
-        let rh = ResponseHeader::decode(&mut frame, key.response_header_version(v))
-            .unwrap_or_else(|e| panic!("{key:?} v{v} response header: {e}"));
-        assert_eq!(rh.correlation_id, 77);
-        let r =
-            Resp::decode(&mut frame, v).unwrap_or_else(|e| panic!("{key:?} v{v} response: {e}"));
-        assert_eq!(frame.remaining(), 0, "{key:?} v{v}: trailing bytes");
-        r
     }
 
     fn versions(key: ApiKey) -> std::ops::RangeInclusive<i16> {
@@ -1359,7 +1321,7 @@ mod tests {
             assert_eq!(live.protocol_type.as_str(), "consumer");
             assert_eq!(live.protocol_data.as_str(), "range");
             assert_eq!(live.members[0].member_id.as_str(), member);
-            assert_eq!(live.members[0].client_id.as_str(), "groups-test");
+            assert_eq!(live.members[0].client_id.as_str(), CLIENT_ID);
             assert_eq!(live.members[0].client_host.as_str(), "/127.0.0.1");
             assert_eq!(
                 live.members[0].member_assignment,
@@ -1710,7 +1672,7 @@ mod tests {
                 assert_eq!(g.assignor_name.as_str(), "uniform");
                 let m = &g.members[0];
                 assert_eq!(m.assignment.topic_partitions[0].topic_name.as_str(), "t");
-                assert_eq!(m.client_id.as_str(), "groups-test");
+                assert_eq!(m.client_id.as_str(), CLIENT_ID);
                 assert_eq!(m.client_host.as_str(), "/127.0.0.1");
                 assert_eq!(r.groups[2].error_code, code(ResponseError::GroupIdNotFound));
             }

@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use bytes::{Buf, Bytes, BytesMut};
+use bytes::Bytes;
 use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
 use kafka_protocol::messages::consumer_group_heartbeat_response::Assignment;
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
@@ -31,13 +31,12 @@ use kafka_protocol::messages::offset_fetch_request::{
 };
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::*;
-use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use kafka_protocol::protocol::StrBytes;
 use uuid::Uuid;
 
 use crate::codec::encode::{encode_records, EncodeOptions};
-use crate::connection::Turn;
 use crate::errors::{code, ResponseError, NONE};
-use crate::handlers;
+use crate::handlers::wire_client::call;
 use crate::topics::CONSUMER_OFFSETS_TOPIC as OFFSETS;
 use crate::versions::advertised;
 use crate::{Broker, BrokerConfig};
@@ -74,38 +73,6 @@ async fn close(b: Arc<Broker>) {
         .await
         .expect("join")
         .expect("close");
-}
-
-async fn call<Req: Encodable, Resp: Decodable>(
-    b: &Arc<Broker>,
-    key: ApiKey,
-    v: i16,
-    req: &Req,
-) -> Resp {
-    let mut header = RequestHeader::default();
-    header.request_api_key = key as i16;
-    header.request_api_version = v;
-    header.correlation_id = 11;
-    header.client_id = Some(s("internal-topics"));
-    let mut buf = BytesMut::new();
-    header
-        .encode(&mut buf, key.request_header_version(v))
-        .unwrap_or_else(|e| panic!("{key:?} v{v} header: {e}"));
-    // A version past the crate goes out with the body of the crate's
-    // version of the same shape (crate::versions::PAST_CRATE).
-    let cv = crate::versions::crate_version(key, v);
-    req.encode(&mut buf, cv)
-        .unwrap_or_else(|e| panic!("{key:?} v{v} request: {e}"));
-    let out = handlers::handle(b.clone(), buf.freeze(), Turn::free())
-        .await
-        .unwrap_or_else(|e| panic!("{key:?} v{v}: {e}"));
-    let mut frame = out.unwrap_or_else(|| panic!("{key:?} v{v}: no response"));
-    let size = frame.get_i32() as usize;
-    assert_eq!(size, frame.remaining());
-    ResponseHeader::decode(&mut frame, key.response_header_version(v)).expect("header");
-    let r = Resp::decode(&mut frame, cv).unwrap_or_else(|e| panic!("{key:?} v{v} response: {e}"));
-    assert_eq!(frame.remaining(), 0, "{key:?} v{v}: trailing bytes");
-    r
 }
 
 /// Metadata naming one topic (null `topics` when `name` is `None`: every topic).

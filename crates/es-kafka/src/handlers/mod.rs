@@ -26,6 +26,8 @@ pub mod unsupported;
 
 #[cfg(test)]
 mod internal_topics_tests;
+#[cfg(test)]
+pub(crate) mod wire_client;
 
 use std::net::IpAddr;
 use std::sync::Arc;

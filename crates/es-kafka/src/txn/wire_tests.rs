@@ -8,7 +8,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use bytes::{Buf, Bytes, BytesMut};
+use bytes::Bytes;
 use kafka_protocol::messages::add_partitions_to_txn_request::{
     AddPartitionsToTxnTopic, AddPartitionsToTxnTransaction,
 };
@@ -20,12 +20,11 @@ use kafka_protocol::messages::txn_offset_commit_request::{
     TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic,
 };
 use kafka_protocol::messages::*;
-use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use kafka_protocol::protocol::StrBytes;
 
 use crate::codec::encode::{encode_records, EncodeOptions};
-use crate::connection::Turn;
 use crate::errors::{code, ResponseError, NONE};
-use crate::handlers;
+use crate::handlers::wire_client::call;
 use crate::versions::advertised;
 use crate::{Broker, BrokerConfig};
 use es_storage::record::{self, ProducerInfo, RecordIter, RecordMeta};
@@ -44,35 +43,6 @@ async fn open(dir: &Path) -> Arc<Broker> {
         .await
         .expect("join")
         .expect("open")
-}
-
-async fn call<Req: Encodable, Resp: Decodable>(
-    b: &Arc<Broker>,
-    key: ApiKey,
-    v: i16,
-    req: &Req,
-) -> Resp {
-    let mut header = RequestHeader::default();
-    header.request_api_key = key as i16;
-    header.request_api_version = v;
-    header.correlation_id = 7;
-    header.client_id = Some(s("txn-wire"));
-    let mut buf = BytesMut::new();
-    header
-        .encode(&mut buf, key.request_header_version(v))
-        .unwrap_or_else(|e| panic!("{key:?} v{v} header: {e}"));
-    req.encode(&mut buf, v)
-        .unwrap_or_else(|e| panic!("{key:?} v{v} request: {e}"));
-    let out = handlers::handle(b.clone(), buf.freeze(), Turn::free())
-        .await
-        .unwrap_or_else(|e| panic!("{key:?} v{v}: {e}"));
-    let mut frame = out.unwrap_or_else(|| panic!("{key:?} v{v}: no response"));
-    let size = frame.get_i32() as usize;
-    assert_eq!(size, frame.remaining());
-    ResponseHeader::decode(&mut frame, key.response_header_version(v)).expect("header");
-    let r = Resp::decode(&mut frame, v).unwrap_or_else(|e| panic!("{key:?} v{v} response: {e}"));
-    assert_eq!(frame.remaining(), 0, "{key:?} v{v}: trailing bytes");
-    r
 }
 
 /// One Kafka batch of `n` records from producer `pid`/`epoch` starting at
