@@ -39,7 +39,12 @@ pub fn varlong_len(v: i64) -> usize {
 /// Appends `v` as a zigzag varint.
 #[inline]
 pub fn put_varint(out: &mut Vec<u8>, v: i32) {
-    let mut z = zigzag32(v);
+    put_uvarint(out, zigzag32(v));
+}
+
+/// Appends `z` as an unsigned varint (the protocol's compact lengths).
+#[inline]
+pub fn put_uvarint(out: &mut Vec<u8>, mut z: u32) {
     if z < 0x80 {
         out.push(z as u8);
         return;

@@ -11,6 +11,8 @@ use kafka_protocol::messages::DescribeLogDirsResponse;
 use kafka_protocol::protocol::buf::ByteBufMut;
 use kafka_protocol::protocol::Encodable;
 
+use crate::codec::varint::put_uvarint;
+
 /// A DescribeLogDirs response body at v5 (flexible: compact arrays and
 /// strings, empty tagged-field sections). The `version` the encoder is
 /// called with is the crate's (4) and is ignored.
@@ -19,99 +21,62 @@ pub struct DescribeLogDirsV5<'a>(pub &'a DescribeLogDirsResponse);
 
 impl Encodable for DescribeLogDirsV5<'_> {
     fn encode<B: ByteBufMut>(&self, buf: &mut B, _version: i16) -> anyhow::Result<()> {
-        let mut out = Vec::with_capacity(self.size()?);
-        self.write(&mut out)?;
-        buf.put_slice(&out);
+        buf.put_slice(&self.body()?);
         Ok(())
     }
 
     fn compute_size(&self, _version: i16) -> anyhow::Result<usize> {
-        self.size()
+        Ok(self.body()?.len())
     }
 }
 
 impl DescribeLogDirsV5<'_> {
-    fn size(&self) -> anyhow::Result<usize> {
-        let mut counter = Counter(0);
-        self.write(&mut counter)?;
-        Ok(counter.0)
-    }
-
-    fn write(&self, out: &mut impl Sink) -> anyhow::Result<()> {
+    /// The encoded body (small: one log directory, its topics' sizes).
+    fn body(&self) -> anyhow::Result<Vec<u8>> {
         let r = self.0;
-        out.bytes(&r.throttle_time_ms.to_be_bytes());
-        out.bytes(&r.error_code.to_be_bytes());
-        compact_len(out, r.results.len())?;
+        let mut out = Vec::new();
+        out.extend_from_slice(&r.throttle_time_ms.to_be_bytes());
+        out.extend_from_slice(&r.error_code.to_be_bytes());
+        compact_len(&mut out, r.results.len())?;
         for dir in &r.results {
-            out.bytes(&dir.error_code.to_be_bytes());
-            compact_str(out, dir.log_dir.as_str())?;
-            compact_len(out, dir.topics.len())?;
+            out.extend_from_slice(&dir.error_code.to_be_bytes());
+            compact_str(&mut out, dir.log_dir.as_str())?;
+            compact_len(&mut out, dir.topics.len())?;
             for t in &dir.topics {
-                compact_str(out, t.name.0.as_str())?;
-                compact_len(out, t.partitions.len())?;
+                compact_str(&mut out, t.name.0.as_str())?;
+                compact_len(&mut out, t.partitions.len())?;
                 for p in &t.partitions {
-                    out.bytes(&p.partition_index.to_be_bytes());
-                    out.bytes(&p.partition_size.to_be_bytes());
-                    out.bytes(&p.offset_lag.to_be_bytes());
-                    out.bytes(&[u8::from(p.is_future_key)]);
-                    out.bytes(&[0]); // tagged fields
+                    out.extend_from_slice(&p.partition_index.to_be_bytes());
+                    out.extend_from_slice(&p.partition_size.to_be_bytes());
+                    out.extend_from_slice(&p.offset_lag.to_be_bytes());
+                    out.push(u8::from(p.is_future_key));
+                    out.push(0); // tagged fields
                 }
-                out.bytes(&[0]);
+                out.push(0);
             }
-            out.bytes(&dir.total_bytes.to_be_bytes());
-            out.bytes(&dir.usable_bytes.to_be_bytes());
-            out.bytes(&[0]); // IsCordoned: false
-            out.bytes(&[0]);
+            out.extend_from_slice(&dir.total_bytes.to_be_bytes());
+            out.extend_from_slice(&dir.usable_bytes.to_be_bytes());
+            out.push(0); // IsCordoned: false
+            out.push(0);
         }
-        out.bytes(&[0]);
-        Ok(())
+        out.push(0);
+        Ok(out)
     }
-}
-
-/// Where the writer puts bytes: a buffer, or a counter for the size.
-trait Sink {
-    fn bytes(&mut self, b: &[u8]);
-}
-
-impl Sink for Vec<u8> {
-    fn bytes(&mut self, b: &[u8]) {
-        self.extend_from_slice(b);
-    }
-}
-
-struct Counter(usize);
-
-impl Sink for Counter {
-    fn bytes(&mut self, b: &[u8]) {
-        self.0 += b.len();
-    }
-}
-
-fn uvarint(out: &mut impl Sink, mut v: u32) {
-    let mut tmp = [0u8; 5];
-    let mut n = 0;
-    while v >= 0x80 {
-        tmp[n] = (v as u8) | 0x80;
-        v >>= 7;
-        n += 1;
-    }
-    tmp[n] = v as u8;
-    out.bytes(&tmp[..=n]);
 }
 
 /// A compact array's or string's length: N + 1 as an unsigned varint.
-fn compact_len(out: &mut impl Sink, len: usize) -> anyhow::Result<()> {
+fn compact_len(out: &mut Vec<u8>, len: usize) -> anyhow::Result<()> {
     let n = u32::try_from(len)
         .ok()
         .and_then(|n| n.checked_add(1))
         .ok_or_else(|| anyhow::anyhow!("{len} elements do not fit a compact length"))?;
-    uvarint(out, n);
+    put_uvarint(out, n);
     Ok(())
 }
 
-fn compact_str(out: &mut impl Sink, s: &str) -> anyhow::Result<()> {
+fn compact_str(out: &mut Vec<u8>, s: &str) -> anyhow::Result<()> {
     compact_len(out, s.len())?;
-    out.bytes(s.as_bytes());
+    out.extend_from_slice(s.as_bytes());
     Ok(())
 }
 
