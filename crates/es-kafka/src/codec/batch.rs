@@ -542,9 +542,7 @@ fn decode_records(
             control,
         };
         if body.len() > DISK_CHECK_THRESHOLD_BYTES {
-            // Room for the batch fields too, whichever record carries them.
-            let disk_len = disk::encoded_len(r.key, r.value, r.headers(), &meta)
-                + disk::BATCH_FIELDS_OVERHEAD_BYTES_MAX;
+            let disk_len = disk::encoded_len(r.key, r.value, r.headers(), &meta);
             if disk_len > disk::LEN_PREFIX_BYTES + disk::BODY_BYTES_MAX {
                 return Err(BatchError::MessageTooLarge(
                     "record larger than es can store",
@@ -570,10 +568,10 @@ fn decode_records(
 }
 
 /// A record of at most this many bytes cannot exceed es-storage's record
-/// limit (an on-disk record is at most 51 + 4x the Kafka record's bytes, plus
-/// the batch fields).
-const DISK_CHECK_THRESHOLD_BYTES: usize =
-    disk::BODY_BYTES_MAX / 4 - 64 - disk::BATCH_FIELDS_OVERHEAD_BYTES_MAX;
+/// limit (an on-disk record is at most 51 + 4x the Kafka record's bytes; a
+/// produced batch's codec and extent are noted beside the records, not in
+/// them).
+const DISK_CHECK_THRESHOLD_BYTES: usize = disk::BODY_BYTES_MAX / 4 - 64;
 
 /// One record's fields, borrowed from the records section.
 #[derive(Clone, Copy, Debug)]
