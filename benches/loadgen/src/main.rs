@@ -163,6 +163,28 @@ fn latency_json(v: &mut [u32]) -> String {
     )
 }
 
+/// The client's queue is full: sleep a little, then take the delivery
+/// reports that came meanwhile. Not `poll(1 ms)`: the rdkafka crate turns
+/// the rest of a deadline into whole milliseconds, so the last millisecond of
+/// every such poll is a busy loop of zero-timeout polls and clock reads. That
+/// loop burned most of a core per producer thread while the queue was full,
+/// taking the CPU from the broker under test, and more so the slower the
+/// broker already was. The queue holds 4 MiB (16,384 records of 256 B), tens of
+/// milliseconds of sending: a fifth of a millisecond asleep cannot starve a
+/// broker. A zero-timeout poll serves one event (one batch's delivery
+/// reports), so it repeats while the client's count of unfinished messages
+/// still drops.
+fn wait_for_room<C: rdkafka::producer::ProducerContext>(p: &BaseProducer<C>) {
+    thread::sleep(Duration::from_micros(200));
+    loop {
+        let before = p.in_flight_count();
+        p.poll(Duration::ZERO);
+        if p.in_flight_count() >= before {
+            break;
+        }
+    }
+}
+
 /// Runs a future to completion on this thread (the admin client's futures are
 /// plain channels completed by librdkafka's own thread).
 fn block_on<F: Future>(f: F) -> F::Output {
@@ -401,7 +423,7 @@ fn produce(a: &Args) -> Res<String> {
                         }
                     }
                     Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), _)) => {
-                        p.poll(Duration::from_millis(1));
+                        wait_for_room(&p);
                     }
                     Err((e, _)) => return Err(format!("send: {e}")),
                 }
@@ -568,7 +590,7 @@ fn e2e(a: &Args) -> Res<String> {
                     p.poll(Duration::ZERO);
                 }
                 Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), _)) => {
-                    p.poll(Duration::from_millis(1));
+                    wait_for_room(&p);
                 }
                 Err((e, _)) => return Err(format!("send: {e}")),
             }
