@@ -65,9 +65,30 @@ struct Args {
     /// Partitions of an auto-created topic (Kafka's num.partitions).
     #[arg(long, default_value_t = 1)]
     default_partitions: i32,
+    /// Threads that serve connections (0: one fewer than the CPUs, at least
+    /// one; see `worker_threads`).
+    #[arg(long, default_value_t = 0)]
+    worker_threads: usize,
     /// Log level or tracing filter (error, warn, info, debug, trace).
     #[arg(long, default_value = "info")]
     log_level: String,
+}
+
+/// The runtime's worker threads: `asked`, or with 0 one fewer than the CPUs
+/// this process may use, and at least one. The CPU left over runs the
+/// group-commit fsyncs (the kernel's writeback and device-flush path) and
+/// the blocking reads and decodes; with one worker per CPU, the worker that
+/// a finished fsync woke was often not the one holding the request's
+/// connection, and requests bounced between the two (measured on 2 CPUs:
+/// 1 partition, 1 librdkafka producer, 410,000-440,000 records/s with two
+/// workers, 550,000-580,000 with one, and CPU per GB 4.6-5.2 s against
+/// 3.6; docs/benchmarks.md).
+fn worker_threads(asked: usize) -> usize {
+    if asked > 0 {
+        return asked;
+    }
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    cpus.saturating_sub(1).max(1)
 }
 
 /// Parses `1s`, `250ms`, `2m`, `1h`, or a bare number of seconds.
@@ -104,6 +125,7 @@ fn main() -> anyhow::Result<()> {
         .with_target(false)
         .init();
     let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(worker_threads(args.worker_threads))
         .enable_all()
         .thread_name("es-broker")
         .build()
@@ -255,6 +277,13 @@ mod tests {
     }
 
     #[test]
+    fn worker_threads_leave_a_cpu_unless_asked() {
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        assert_eq!(worker_threads(0), (cpus - 1).max(1));
+        assert_eq!(worker_threads(3), 3);
+    }
+
+    #[test]
     fn cli_defaults_match_the_contract() {
         let a = Args::try_parse_from(["es-broker"]).expect("parses");
         assert_eq!(a.data_dir, PathBuf::from("./data"));
@@ -269,6 +298,7 @@ mod tests {
         assert_eq!(a.group_min_session_timeout_ms, 6_000);
         assert_eq!(a.group_max_session_timeout_ms, 1_800_000);
         assert_eq!(a.cold_storage_dir, None);
+        assert_eq!(a.worker_threads, 0);
         let b = Args::try_parse_from([
             "es-broker",
             "--auto-create-topics",
