@@ -174,7 +174,7 @@ fn latency_json(v: &mut [u32]) -> String {
 /// broker. A zero-timeout poll serves one event (one batch's delivery
 /// reports), so it repeats while the client's count of unfinished messages
 /// still drops.
-fn wait_for_room<C: rdkafka::producer::ProducerContext>(p: &BaseProducer<C>) {
+fn wait_for_room<C: ProducerContext>(p: &BaseProducer<C>) {
     thread::sleep(Duration::from_micros(200));
     loop {
         let before = p.in_flight_count();

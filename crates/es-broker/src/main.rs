@@ -74,8 +74,8 @@ struct Args {
     log_level: String,
 }
 
-/// The runtime's worker threads: `asked`, or with 0 one fewer than the CPUs
-/// this process may use, and at least one. The CPU left over runs the
+/// The runtime's worker threads: `asked`, or with 0 one fewer than `cpus`
+/// (the CPUs this process may use), and at least one. The CPU left over runs the
 /// group-commit fsyncs (the kernel's writeback and device-flush path) and
 /// the blocking reads and decodes; with one worker per CPU, the worker that
 /// a finished fsync woke was often not the one holding the request's
@@ -83,11 +83,10 @@ struct Args {
 /// 1 partition, 1 librdkafka producer, 410,000-440,000 records/s with two
 /// workers, 550,000-580,000 with one, and CPU per GB 4.6-5.2 s against
 /// 3.6; docs/benchmarks.md).
-fn worker_threads(asked: usize) -> usize {
+fn worker_threads(asked: usize, cpus: usize) -> usize {
     if asked > 0 {
         return asked;
     }
-    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     cpus.saturating_sub(1).max(1)
 }
 
@@ -125,7 +124,10 @@ fn main() -> anyhow::Result<()> {
         .with_target(false)
         .init();
     let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(worker_threads(args.worker_threads))
+        .worker_threads(worker_threads(
+            args.worker_threads,
+            std::thread::available_parallelism().map_or(1, |n| n.get()),
+        ))
         .enable_all()
         .thread_name("es-broker")
         .build()
@@ -278,9 +280,10 @@ mod tests {
 
     #[test]
     fn worker_threads_leave_a_cpu_unless_asked() {
-        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-        assert_eq!(worker_threads(0), (cpus - 1).max(1));
-        assert_eq!(worker_threads(3), 3);
+        assert_eq!(worker_threads(0, 1), 1);
+        assert_eq!(worker_threads(0, 2), 1);
+        assert_eq!(worker_threads(0, 8), 7);
+        assert_eq!(worker_threads(3, 2), 3);
     }
 
     #[test]
