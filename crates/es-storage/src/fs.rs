@@ -25,6 +25,10 @@ pub trait FileHandle: Send + Sync + std::fmt::Debug {
     fn write_all_at(&self, buf: &[u8], pos: u64) -> io::Result<()>;
     /// Makes every write so far durable (fdatasync).
     fn sync_data(&self) -> io::Result<()>;
+    /// Makes every write so far to every file of the file system that holds
+    /// this file durable, file sizes and directory entries included (syncfs).
+    /// Reports a write-back error of any of its files.
+    fn sync_filesystem(&self) -> io::Result<()>;
     /// Truncates or extends the file.
     fn set_len(&self, len: u64) -> io::Result<()>;
     /// Current length.
@@ -52,6 +56,9 @@ pub trait Fs: Send + Sync + std::fmt::Debug {
     /// Makes the directory's entries (creates, renames, removes) durable.
     fn sync_dir(&self, dir: &Path) -> io::Result<()>;
     fn exists(&self, path: &Path) -> bool;
+    /// Which file system holds `path`: files with the same answer are all
+    /// covered by one [`FileHandle::sync_filesystem`]. None if unknown.
+    fn device(&self, path: &Path) -> Option<u64>;
 }
 
 /// The real file system.
@@ -74,6 +81,15 @@ impl FileHandle for RealFile {
         self.0.write_all_at(buf, pos)
     }
     fn sync_data(&self) -> io::Result<()> {
+        self.0.sync_data()
+    }
+    fn sync_filesystem(&self) -> io::Result<()> {
+        rustix::fs::syncfs(&self.0)?;
+        // syncfs asks the file system to flush the device's write cache and
+        // then writes the block device's own buffers, which is where ext2
+        // and ext4 without a journal keep inode tables (file sizes): they
+        // can be left in the device cache. An fsync of a file always ends
+        // with a cache flush, so the one after syncfs covers them.
         self.0.sync_data()
     }
     fn set_len(&self, len: u64) -> io::Result<()> {
@@ -127,6 +143,10 @@ impl Fs for RealFs {
     }
     fn exists(&self, path: &Path) -> bool {
         path.exists()
+    }
+    fn device(&self, path: &Path) -> Option<u64> {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata(path).ok().map(|m| m.dev())
     }
 }
 

@@ -290,6 +290,9 @@ pub type Listener = Box<dyn Fn(u64) + Send + Sync>;
 pub struct Partition {
     pub(crate) fs: Arc<dyn Fs>,
     pub(crate) dir: PathBuf,
+    /// The file system holding `dir` ([`Fs::device`]): partitions on the same
+    /// one can share a file-system-wide sync.
+    pub(crate) device: Option<u64>,
     pub(crate) name: String,
     config: RwLock<PartitionConfig>,
     pub(crate) writer: Mutex<Writer>,
@@ -427,9 +430,11 @@ impl Partition {
         };
         let producers = recover_producers(&*fs, &dir, &segs, start, next)?;
         let name = dir.display().to_string();
+        let device = fs.device(&dir);
         let p = Partition {
             fs,
             dir,
+            device,
             name,
             config: RwLock::new(config),
             writer: Mutex::new(Writer {
@@ -920,46 +925,66 @@ impl Partition {
     /// Runs on a sync-pool thread: fsyncs until every registered waiter is
     /// covered (or the partition is fenced), running their callbacks.
     pub(crate) fn serve_waiters(&self) {
-        loop {
-            let goal = {
-                let mut c = self.commit.lock();
-                if c.waiters.is_empty() {
-                    c.queued = false;
-                    return;
-                }
-                // Requests already received join this fsync rather than the
-                // next: the fsync covers everything written when it starts.
-                self.wait_for_announced(&mut c);
-                let written = c.written.offset;
-                c.waiters
-                    .iter()
-                    .map(|w| w.0.min(written))
-                    .max()
-                    .unwrap_or(0)
-            };
+        while let Some(goal) = self.waiters_goal() {
             let res = self.sync_up_to(goal);
-            let (ready, err) = {
-                let mut c = self.commit.lock();
-                let durable = c.durable.offset;
-                let written = c.written.offset;
-                match &res {
-                    Ok(()) => {
-                        let (ready, wait): (Vec<_>, Vec<_>) = std::mem::take(&mut c.waiters)
-                            .into_iter()
-                            .partition(|w| w.0.min(written) <= durable);
-                        c.waiters = wait;
-                        (ready, None)
-                    }
-                    Err(e) => (std::mem::take(&mut c.waiters), Some(e.to_string())),
-                }
-            };
-            for (_, done) in ready {
-                done(match &err {
-                    None => Ok(()),
-                    Some(why) => Err(StorageError::Fenced(format!("{}: {why}", self.name))),
-                });
+            if !self.settle_waiters(&res) {
+                return;
             }
         }
+    }
+
+    /// For the sync pool: the offset the registered waiters need durable, or
+    /// None when none is left (the partition then leaves the pool's queue).
+    /// Requests already received join this fsync rather than the next: it
+    /// covers everything written when it starts.
+    pub(crate) fn waiters_goal(&self) -> Option<u64> {
+        let mut c = self.commit.lock();
+        if c.waiters.is_empty() {
+            c.queued = false;
+            return None;
+        }
+        self.wait_for_announced(&mut c);
+        let written = c.written.offset;
+        Some(
+            c.waiters
+                .iter()
+                .map(|w| w.0.min(written))
+                .max()
+                .unwrap_or(0),
+        )
+    }
+
+    /// Runs the callbacks of the waiters that `res` settles: all of them on
+    /// an error, else those now covered. Returns whether waiters are left;
+    /// if none are, the partition leaves the pool's queue.
+    pub(crate) fn settle_waiters(&self, res: &Result<()>) -> bool {
+        let (ready, err, left) = {
+            let mut c = self.commit.lock();
+            let (ready, err) = match res {
+                Ok(()) => {
+                    let durable = c.durable.offset;
+                    let written = c.written.offset;
+                    let (ready, wait): (Vec<_>, Vec<_>) = std::mem::take(&mut c.waiters)
+                        .into_iter()
+                        .partition(|w| w.0.min(written) <= durable);
+                    c.waiters = wait;
+                    (ready, None)
+                }
+                Err(e) => (std::mem::take(&mut c.waiters), Some(e.to_string())),
+            };
+            let left = !c.waiters.is_empty();
+            if !left {
+                c.queued = false;
+            }
+            (ready, err, left)
+        };
+        for (_, done) in ready {
+            done(match &err {
+                None => Ok(()),
+                Some(why) => Err(StorageError::Fenced(format!("{}: {why}", self.name))),
+            });
+        }
+        left
     }
 
     /// Blocks until the records below `end_offset` are as durable as the flush
@@ -986,25 +1011,51 @@ impl Partition {
 
     /// Group commit: returns once `durable >= target` (clamped to written).
     fn sync_up_to(&self, target: u64) -> Result<()> {
-        let mut c = self.commit.lock();
-        let target = target.min(c.written.offset);
         loop {
-            if c.durable.offset >= target {
+            let goal = {
+                let mut c = self.commit.lock();
+                let target = target.min(c.written.offset);
+                loop {
+                    if c.durable.offset >= target {
+                        return Ok(());
+                    }
+                    if let Some(why) = &c.fenced {
+                        return Err(StorageError::Fenced(format!("{}: {why}", self.name)));
+                    }
+                    if !c.syncing {
+                        break;
+                    }
+                    self.synced.wait(&mut c);
+                }
+                // We are the syncer: cover the newest data we can see.
+                c.syncing = true;
+                c.written.clone()
+            };
+            let res = goal.segment.log.sync_data();
+            let hw = self.end_sync(goal, res)?;
+            if hw >= target {
                 return Ok(());
             }
-            if let Some(why) = &c.fenced {
-                return Err(StorageError::Fenced(format!("{}: {why}", self.name)));
-            }
-            if !c.syncing {
-                break;
-            }
-            self.synced.wait(&mut c);
         }
-        // We are the syncer: cover the newest data we can see.
+    }
+
+    /// For a sync shared by several partitions: claims this partition's next
+    /// fsync without waiting. Returns the mark it will cover, or None when
+    /// another thread is syncing it, it is fenced, or nothing is unsynced.
+    pub(crate) fn try_begin_sync(&self) -> Option<Mark> {
+        let mut c = self.commit.lock();
+        if c.syncing || c.fenced.is_some() || c.durable.offset >= c.written.offset {
+            return None;
+        }
         c.syncing = true;
-        let goal = c.written.clone();
-        drop(c);
-        let res = goal.segment.log.sync_data();
+        Some(c.written.clone())
+    }
+
+    /// Ends the fsync that covered `goal` (claimed by [`Self::sync_up_to`]
+    /// or [`Self::try_begin_sync`]) with its result: moves the durable mark
+    /// and wakes what waits for it, or fences the partition on an error.
+    /// Returns the new durable offset.
+    pub(crate) fn end_sync(&self, goal: Mark, res: std::io::Result<()>) -> Result<u64> {
         let mut c = self.commit.lock();
         c.syncing = false;
         let out = match res {
@@ -1026,19 +1077,12 @@ impl Partition {
         };
         drop(c);
         self.synced.notify_all();
-        match out {
-            Ok(hw) => {
-                if self.config().flush.every_records <= 1 {
-                    self.notify(hw);
-                }
-                if hw >= target {
-                    Ok(())
-                } else {
-                    self.sync_up_to(target)
-                }
+        if let Ok(hw) = out {
+            if self.config().flush.every_records <= 1 {
+                self.notify(hw);
             }
-            Err(e) => Err(e),
         }
+        out
     }
 
     /// Makes everything written so far durable.

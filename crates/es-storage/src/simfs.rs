@@ -8,14 +8,15 @@
 //! torn prefix of the unsynced appended bytes. Faults can be armed: fail the
 //! k-th sync, "crash" at the k-th sync (every later operation fails), or fill
 //! the disk after a number of bytes (a write past it is partial and fails
-//! with ENOSPC).
+//! with ENOSPC). Syncs can also be held at a gate ([`SimFs::hold_syncs`]), so
+//! a test can line up waiters behind a sync in progress.
 
 use std::collections::{BTreeMap, HashMap};
 use std::io;
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
 
-use parking_lot::Mutex;
+use parking_lot::{Condvar, Mutex};
 
 use crate::fs::{FileHandle, Fs};
 
@@ -65,6 +66,36 @@ struct State {
 #[derive(Clone, Debug, Default)]
 pub struct SimFs {
     st: Arc<Mutex<State>>,
+    gate: Arc<Gate>,
+}
+
+/// Where syncs wait while a test holds them ([`SimFs::hold_syncs`]).
+#[derive(Debug, Default)]
+struct Gate {
+    state: Mutex<GateState>,
+    changed: Condvar,
+}
+
+#[derive(Debug, Default)]
+struct GateState {
+    held: bool,
+    waiting: usize,
+}
+
+impl Gate {
+    /// Called at the start of every sync: waits while syncs are held.
+    fn pass(&self) {
+        let mut g = self.state.lock();
+        if !g.held {
+            return;
+        }
+        g.waiting += 1;
+        self.changed.notify_all();
+        while g.held {
+            self.changed.wait(&mut g);
+        }
+        g.waiting -= 1;
+    }
 }
 
 fn norm(p: &Path) -> PathBuf {
@@ -218,6 +249,31 @@ impl SimFs {
         self.st.lock().crash_at_sync = Some(k);
     }
 
+    /// From now on every sync (file, file system or directory) waits at a
+    /// gate until [`SimFs::release_syncs`].
+    pub fn hold_syncs(&self) {
+        self.gate.state.lock().held = true;
+    }
+
+    /// Lets the held syncs (and later ones) through.
+    pub fn release_syncs(&self) {
+        self.gate.state.lock().held = false;
+        self.gate.changed.notify_all();
+    }
+
+    /// Waits until `n` syncs wait at the gate; false if that has not
+    /// happened within `limit`.
+    pub fn await_held_syncs(&self, n: usize, limit: std::time::Duration) -> bool {
+        let deadline = std::time::Instant::now() + limit;
+        let mut g = self.gate.state.lock();
+        while g.waiting < n {
+            if self.gate.changed.wait_until(&mut g, deadline).timed_out() {
+                return g.waiting >= n;
+            }
+        }
+        true
+    }
+
     /// Whether an armed crash has happened.
     pub fn has_crashed(&self) -> bool {
         self.st.lock().crashed.is_some()
@@ -239,6 +295,7 @@ impl SimFs {
         };
         SimFs {
             st: Arc::new(Mutex::new(img)),
+            gate: Arc::default(),
         }
     }
 
@@ -280,6 +337,7 @@ impl SimFs {
 #[derive(Debug)]
 struct SimHandle {
     st: Arc<Mutex<State>>,
+    gate: Arc<Gate>,
     id: u64,
 }
 
@@ -333,10 +391,24 @@ impl FileHandle for SimHandle {
     }
 
     fn sync_data(&self) -> io::Result<()> {
+        self.gate.pass();
         let mut st = self.st.lock();
         st.sync_point()?;
         if let Some(f) = st.files.get_mut(&self.id) {
             f.durable = f.live.clone();
+        }
+        Ok(())
+    }
+
+    fn sync_filesystem(&self) -> io::Result<()> {
+        self.gate.pass();
+        let mut st = self.st.lock();
+        st.sync_point()?;
+        for f in st.files.values_mut() {
+            f.durable = f.live.clone();
+        }
+        for d in st.dirs.values_mut() {
+            d.durable = d.live.clone();
         }
         Ok(())
     }
@@ -366,6 +438,7 @@ impl Fs for SimFs {
         match st.lookup(path) {
             Some(Entry::File(id)) => Ok(Arc::new(SimHandle {
                 st: self.st.clone(),
+                gate: self.gate.clone(),
                 id,
             })),
             Some(Entry::Dir) => Err(io::Error::other("is a directory")),
@@ -390,6 +463,7 @@ impl Fs for SimFs {
         st.files.insert(id, FileData::default());
         Ok(Arc::new(SimHandle {
             st: self.st.clone(),
+            gate: self.gate.clone(),
             id,
         }))
     }
@@ -473,6 +547,7 @@ impl Fs for SimFs {
     }
 
     fn sync_dir(&self, dir: &Path) -> io::Result<()> {
+        self.gate.pass();
         let mut st = self.st.lock();
         st.sync_point()?;
         let d = st
@@ -485,5 +560,10 @@ impl Fs for SimFs {
 
     fn exists(&self, path: &Path) -> bool {
         self.st.lock().lookup(path).is_some()
+    }
+
+    fn device(&self, _path: &Path) -> Option<u64> {
+        // One file system per SimFs (clones share it).
+        Some(Arc::as_ptr(&self.st) as usize as u64)
     }
 }
