@@ -70,11 +70,11 @@ struct Args {
     /// one; see `worker_threads`).
     #[arg(long, default_value_t = 0)]
     worker_threads: usize,
-    /// How group-commit fsyncs of different partitions are shared: `auto`
-    /// (grouped where the kernel reports write-back errors to syncfs, Linux
-    /// 5.8 and later), `grouped` (partitions waiting together share one
-    /// syncfs), `per-partition` (one fdatasync per partition).
-    #[arg(long, value_enum, default_value_t = SyncModeArg::Auto)]
+    /// How group-commit fsyncs of different partitions are run:
+    /// `per-partition` (one fdatasync per partition, in parallel) or
+    /// `grouped` (partitions waiting together share one syncfs; for a data
+    /// directory on a file system of its own, Linux 5.8 and later).
+    #[arg(long, value_enum, default_value_t = SyncModeArg::PerPartition)]
     sync_mode: SyncModeArg,
     /// Log level or tracing filter (error, warn, info, debug, trace).
     #[arg(long, default_value = "info")]
@@ -84,12 +84,10 @@ struct Args {
 /// `--sync-mode`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 enum SyncModeArg {
-    /// es-storage decides (grouped on Linux 5.8 and later).
-    Auto,
-    /// Partitions waiting together share one syncfs.
-    Grouped,
     /// One fdatasync per partition.
     PerPartition,
+    /// Partitions waiting together share one syncfs.
+    Grouped,
 }
 
 /// The runtime's worker threads: `asked`, or with 0 one fewer than `cpus`
@@ -141,16 +139,13 @@ fn main() -> anyhow::Result<()> {
         .with_env_filter(filter)
         .with_target(false)
         .init();
-    match args.sync_mode {
-        SyncModeArg::Auto => {}
-        SyncModeArg::Grouped => {
-            es_storage::syncer::set_mode(SyncMode::Grouped);
-        }
-        SyncModeArg::PerPartition => {
-            es_storage::syncer::set_mode(SyncMode::PerPartition);
-        }
+    let mode = match args.sync_mode {
+        SyncModeArg::PerPartition => SyncMode::PerPartition,
+        SyncModeArg::Grouped => SyncMode::Grouped,
+    };
+    if !es_storage::syncer::set_mode(mode) {
+        bail!("--sync-mode grouped needs Linux 5.8 or later (syncfs reports write-back errors from 5.8 on)");
     }
-    tracing::info!(sync_mode = ?es_storage::syncer::mode(), "group-commit fsyncs");
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(worker_threads(
             args.worker_threads,
@@ -330,7 +325,7 @@ mod tests {
         assert_eq!(a.group_max_session_timeout_ms, 1_800_000);
         assert_eq!(a.cold_storage_dir, None);
         assert_eq!(a.worker_threads, 0);
-        assert_eq!(a.sync_mode, SyncModeArg::Auto);
+        assert_eq!(a.sync_mode, SyncModeArg::PerPartition);
         let b = Args::try_parse_from([
             "es-broker",
             "--auto-create-topics",
@@ -346,10 +341,10 @@ mod tests {
             "--group-min-session-timeout-ms",
             "100",
             "--sync-mode",
-            "per-partition",
+            "grouped",
         ])
         .expect("parses");
-        assert_eq!(b.sync_mode, SyncModeArg::PerPartition);
+        assert_eq!(b.sync_mode, SyncModeArg::Grouped);
         assert!(Args::try_parse_from(["es-broker", "--sync-mode", "sometimes"]).is_err());
         assert_eq!(b.cold_storage_dir, Some(PathBuf::from("/c")));
         assert_eq!(b.retention_check_interval, Duration::from_millis(250));

@@ -4,17 +4,21 @@
 //! time (its `queued` flag), and every fsync covers everything written to it
 //! before the fsync started.
 //!
-//! Two modes. **Grouped** (the default where the kernel reports write-back
-//! errors to `syncfs`, Linux 5.8 and later): one thread takes every queued
-//! partition at once; one partition gets an fdatasync of its log, several on
-//! the same file system get one `syncfs` that covers them all, so requests
-//! for different partitions share one sync as requests for one partition do.
-//! While it runs, newly queued partitions gather for the next one. (Two
-//! such threads were measured and were slower: `syncfs` queues its
-//! write-back on the file system's flusher and waits for it, so two
-//! of them queue there.)
-//! **Per partition**: [`SYNC_THREADS`] threads, each fsyncing one partition,
-//! different partitions in parallel.
+//! Two modes. **Per partition** (the default): [`SYNC_THREADS`] threads,
+//! each fsyncing one partition until its waiters are covered, different
+//! partitions in parallel. **Grouped** (`--sync-mode grouped`, Linux 5.8
+//! and later, whose `syncfs` reports write-back errors): one thread takes
+//! every queued partition at once; one partition gets an fdatasync of its
+//! log, several on the same file system one `syncfs` (and an fdatasync
+//! after it, see [`crate::fs::FileHandle::sync_filesystem`]) that covers
+//! them all, so requests for different partitions share one sync as
+//! requests for one partition do. While it runs, newly queued partitions
+//! gather for the next one. (Two such threads were measured and were
+//! slower: `syncfs` queues its write-back on the file system's flusher and
+//! waits for it, so two of them queue there.) It is not the default because
+//! `syncfs` also writes whatever other programs left dirty on the file
+//! system: beside another writer (Kafka's unsynced log in a side-by-side
+//! trial, for one) each sync pays for their data (docs/benchmarks.md).
 
 use std::collections::VecDeque;
 use std::sync::{Arc, OnceLock};
@@ -45,25 +49,25 @@ static POOL: OnceLock<Arc<Pool>> = OnceLock::new();
 static MODE: OnceLock<SyncMode> = OnceLock::new();
 
 /// Chooses the pool's mode; effective only before the first partition
-/// needs a sync. Returns false if the pool had already started.
+/// needs a sync. Returns false if the pool had already started, or the mode
+/// is grouped and the kernel older than 5.8 (its `syncfs` could return
+/// success after losing a file's data).
 pub fn set_mode(mode: SyncMode) -> bool {
+    if mode == SyncMode::Grouped && !grouping_supported() {
+        return false;
+    }
     MODE.set(mode).is_ok() && POOL.get().is_none()
 }
 
 /// The mode the pool runs (or will run) in.
 pub fn mode() -> SyncMode {
-    *MODE.get_or_init(default_mode)
+    *MODE.get_or_init(|| SyncMode::PerPartition)
 }
 
-/// Grouped where `syncfs` reports write-back errors (Linux 5.8 and later):
-/// before that it could return success after losing a file's data.
-fn default_mode() -> SyncMode {
+/// Whether this kernel's `syncfs` reports write-back errors (Linux 5.8 and later).
+pub fn grouping_supported() -> bool {
     let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
-    if kernel_at_least(&release, (5, 8)) {
-        SyncMode::Grouped
-    } else {
-        SyncMode::PerPartition
-    }
+    kernel_at_least(&release, (5, 8))
 }
 
 /// Whether a kernel release string ("6.1.0-18-amd64") is at least `min`.
