@@ -48,10 +48,10 @@ struct Pool {
 static POOL: OnceLock<Arc<Pool>> = OnceLock::new();
 static MODE: OnceLock<SyncMode> = OnceLock::new();
 
-/// Chooses the pool's mode; effective only before the first partition
-/// needs a sync. Returns false if the pool had already started, or the mode
-/// is grouped and the kernel older than 5.8 (its `syncfs` could return
-/// success after losing a file's data).
+/// Chooses the pool's mode, once, before the first partition needs a sync.
+/// Returns false, changing nothing, if a mode was already chosen (or the
+/// default taken by [`mode`]), or the mode is grouped and the kernel older
+/// than 5.8 (its `syncfs` could return success after losing a file's data).
 pub fn set_mode(mode: SyncMode) -> bool {
     if mode == SyncMode::Grouped && !grouping_supported() {
         return false;
