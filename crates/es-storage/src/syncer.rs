@@ -15,10 +15,10 @@
 //! requests for one partition do. While it runs, newly queued partitions
 //! gather for the next one. (Two such threads were measured and were
 //! slower: `syncfs` queues its write-back on the file system's flusher and
-//! waits for it, so two of them queue there.) It is not the default because
-//! `syncfs` also writes whatever other programs left dirty on the file
-//! system: beside another writer (Kafka's unsynced log in a side-by-side
-//! trial, for one) each sync pays for their data (docs/benchmarks.md).
+//! waits for it, so two of them queue there.) It is not the default: in the
+//! side-by-side benchmark it lost throughput with 8 partitions and one
+//! producer, and `syncfs` also writes whatever other programs left dirty on
+//! the file system (docs/benchmarks.md).
 
 use std::collections::VecDeque;
 use std::sync::{Arc, OnceLock};
