@@ -139,11 +139,8 @@ fn main() -> anyhow::Result<()> {
         .with_env_filter(filter)
         .with_target(false)
         .init();
-    let mode = match args.sync_mode {
-        SyncModeArg::PerPartition => SyncMode::PerPartition,
-        SyncModeArg::Grouped => SyncMode::Grouped,
-    };
-    if !es_storage::syncer::set_mode(mode) {
+    // Per partition is es-storage's own default.
+    if args.sync_mode == SyncModeArg::Grouped && !es_storage::syncer::set_mode(SyncMode::Grouped) {
         bail!("--sync-mode grouped needs Linux 5.8 or later (syncfs reports write-back errors from 5.8 on)");
     }
     let rt = tokio::runtime::Builder::new_multi_thread()

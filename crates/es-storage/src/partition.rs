@@ -290,9 +290,9 @@ pub type Listener = Box<dyn Fn(u64) + Send + Sync>;
 pub struct Partition {
     pub(crate) fs: Arc<dyn Fs>,
     pub(crate) dir: PathBuf,
-    /// The file system holding `dir` ([`Fs::device`]): partitions on the same
-    /// one can share a file-system-wide sync.
-    pub(crate) device: Option<u64>,
+    /// The file system holding `dir` ([`Fs::device`]), looked up the first
+    /// time the grouped sync pool asks ([`Partition::device`]).
+    device: std::sync::OnceLock<Option<u64>>,
     pub(crate) name: String,
     config: RwLock<PartitionConfig>,
     pub(crate) writer: Mutex<Writer>,
@@ -430,11 +430,10 @@ impl Partition {
         };
         let producers = recover_producers(&*fs, &dir, &segs, start, next)?;
         let name = dir.display().to_string();
-        let device = fs.device(&dir);
         let p = Partition {
             fs,
             dir,
-            device,
+            device: std::sync::OnceLock::new(),
             name,
             config: RwLock::new(config),
             writer: Mutex::new(Writer {
@@ -1011,31 +1010,33 @@ impl Partition {
 
     /// Group commit: returns once `durable >= target` (clamped to written).
     fn sync_up_to(&self, target: u64) -> Result<()> {
-        loop {
-            let goal = {
-                let mut c = self.commit.lock();
-                let target = target.min(c.written.offset);
-                loop {
-                    if c.durable.offset >= target {
-                        return Ok(());
-                    }
-                    if let Some(why) = &c.fenced {
-                        return Err(StorageError::Fenced(format!("{}: {why}", self.name)));
-                    }
-                    if !c.syncing {
-                        break;
-                    }
-                    self.synced.wait(&mut c);
-                }
-                // We are the syncer: cover the newest data we can see.
-                c.syncing = true;
-                c.written.clone()
-            };
+        while let Some(goal) = self.begin_sync(target)? {
             let res = goal.segment.log.sync_data();
-            let hw = self.end_sync(goal, res)?;
-            if hw >= target {
-                return Ok(());
+            if self.end_sync(goal, res.as_ref().err())? >= target {
+                break;
             }
+        }
+        Ok(())
+    }
+
+    /// Claims the next fsync once no other thread is syncing, unless
+    /// `target` (clamped to written) is durable by then: None. Returns the
+    /// mark the fsync will cover, the newest data written.
+    fn begin_sync(&self, target: u64) -> Result<Option<Mark>> {
+        let mut c = self.commit.lock();
+        let target = target.min(c.written.offset);
+        loop {
+            if c.durable.offset >= target {
+                return Ok(None);
+            }
+            if let Some(why) = &c.fenced {
+                return Err(StorageError::Fenced(format!("{}: {why}", self.name)));
+            }
+            if !c.syncing {
+                c.syncing = true;
+                return Ok(Some(c.written.clone()));
+            }
+            self.synced.wait(&mut c);
         }
     }
 
@@ -1051,22 +1052,22 @@ impl Partition {
         Some(c.written.clone())
     }
 
-    /// Ends the fsync that covered `goal` (claimed by [`Self::sync_up_to`]
-    /// or [`Self::try_begin_sync`]) with its result: moves the durable mark
-    /// and wakes what waits for it, or fences the partition on an error.
+    /// Ends the fsync that covered `goal` (claimed by [`Self::begin_sync`]
+    /// or [`Self::try_begin_sync`]): moves the durable mark and wakes what
+    /// waits for it, or, given the fsync's error, fences the partition.
     /// Returns the new durable offset.
-    pub(crate) fn end_sync(&self, goal: Mark, res: std::io::Result<()>) -> Result<u64> {
+    pub(crate) fn end_sync(&self, goal: Mark, failed: Option<&std::io::Error>) -> Result<u64> {
         let mut c = self.commit.lock();
         c.syncing = false;
-        let out = match res {
-            Ok(()) => {
+        let out = match failed {
+            None => {
                 if goal.offset > c.durable.offset {
                     c.durable = goal;
                 }
                 c.last_sync = Instant::now();
                 Ok(c.durable.offset)
             }
-            Err(e) => {
+            Some(e) => {
                 tracing::error!(partition = %self.name, error = %e, "fsync failed; partition fenced until restart");
                 c.fenced = Some(format!("fsync failed: {e}"));
                 Err(StorageError::Fenced(format!(
@@ -1083,6 +1084,11 @@ impl Partition {
             }
         }
         out
+    }
+
+    /// The file system holding the partition's directory (see [`Fs::device`]).
+    pub(crate) fn device(&self) -> Option<u64> {
+        *self.device.get_or_init(|| self.fs.device(&self.dir))
     }
 
     /// Makes everything written so far durable.

@@ -142,10 +142,10 @@ fn serve(pool: &Pool, batch: Vec<Arc<Partition>>) {
     let Some(first) = batch.next() else {
         return;
     };
-    let device = first.device;
+    let device = first.device();
     let mut group = vec![first];
     for p in batch {
-        if device.is_some() && p.device == device {
+        if device.is_some() && p.device() == device {
             group.push(p);
         } else {
             requeue(pool, p);
@@ -170,11 +170,7 @@ fn serve(pool: &Pool, batch: Vec<Arc<Partition>>) {
     };
     for (p, mark) in claimed {
         // One result for all: a failed sync fences every partition it covered.
-        let r = match &res {
-            Ok(()) => Ok(()),
-            Err(e) => Err(std::io::Error::new(e.kind(), e.to_string())),
-        };
-        let r = p.end_sync(mark, r).map(|_| ());
+        let r = p.end_sync(mark, res.as_ref().err()).map(|_| ());
         if p.settle_waiters(&r) {
             requeue(pool, p);
         }

@@ -28,7 +28,6 @@ fn grouped() -> parking_lot::MutexGuard<'static, ()> {
         SyncMode::Grouped,
         "grouped mode needs Linux 5.8 or later"
     );
-
     guard
 }
 
@@ -41,8 +40,9 @@ fn open(fs: &SimFs, i: usize) -> Arc<Partition> {
     .expect("open")
 }
 
-/// Appends one record and registers for its durability.
-fn append(p: &Arc<Partition>, v: &str) -> Receiver<Result<(), StorageError>> {
+type Durable = Receiver<Result<(), StorageError>>;
+
+fn one_record(v: &str) -> RecordBatchBuf {
     let mut b = RecordBatchBuf::new();
     b.push(
         1_700_000_000_000,
@@ -51,13 +51,35 @@ fn append(p: &Arc<Partition>, v: &str) -> Receiver<Result<(), StorageError>> {
         std::iter::empty(),
         &RecordMeta::default(),
     );
-    let info = p.append(&mut b).expect("append");
+    b
+}
+
+/// Registers for the durability of the records below `end`.
+fn when_durable(p: &Arc<Partition>, end: u64) -> Durable {
     let (tx, rx) = channel();
     p.when_durable(
-        info.last_offset + 1,
+        end,
         Box::new(move |r| {
             let _ = tx.send(r);
         }),
+    );
+    rx
+}
+
+/// Appends one record and registers for its durability.
+fn append(p: &Arc<Partition>, v: &str) -> Durable {
+    let info = p.append(&mut one_record(v)).expect("append");
+    when_durable(p, info.last_offset + 1)
+}
+
+/// Holds every sync of `fs` and appends to `p`: returns once the pool's
+/// sync for it waits at the gate (not yet counted by `sync_count`).
+fn hold_a_sync(fs: &SimFs, p: &Arc<Partition>) -> Durable {
+    fs.hold_syncs();
+    let rx = append(p, "first");
+    assert!(
+        fs.await_held_syncs(1, LIMIT),
+        "the first sync reaches the gate"
     );
     rx
 }
@@ -67,12 +89,7 @@ fn partitions_waiting_together_share_one_sync_and_survive_a_crash() {
     let _serial = grouped();
     let fs = SimFs::new();
     let parts: Vec<_> = (0..4).map(|i| open(&fs, i)).collect();
-    fs.hold_syncs();
-    let first = append(&parts[0], "a0");
-    assert!(
-        fs.await_held_syncs(1, LIMIT),
-        "the first sync reaches the gate"
-    );
+    let first = hold_a_sync(&fs, &parts[0]);
     let before = fs.sync_count();
     // Three more partitions wait while the pool's sync is held.
     let rest: Vec<_> = parts[1..]
@@ -105,12 +122,7 @@ fn a_failed_group_sync_fences_every_partition_it_covered() {
     let _serial = grouped();
     let fs = SimFs::new();
     let parts: Vec<_> = (0..3).map(|i| open(&fs, i)).collect();
-    fs.hold_syncs();
-    let first = append(&parts[0], "a0");
-    assert!(
-        fs.await_held_syncs(1, LIMIT),
-        "the first sync reaches the gate"
-    );
+    let first = hold_a_sync(&fs, &parts[0]);
     let b = append(&parts[1], "b");
     let c = append(&parts[2], "c");
     // The held sync is the next one counted; the group's is the one after.
@@ -135,25 +147,11 @@ fn a_failed_group_sync_fences_every_partition_it_covered() {
 
 /// Whether an append, or the wait for its durability, fails.
 fn append_fails(p: &Arc<Partition>) -> bool {
-    let mut b = RecordBatchBuf::new();
-    b.push(
-        1,
-        None,
-        Some(b"x"),
-        std::iter::empty(),
-        &RecordMeta::default(),
-    );
-    match p.append(&mut b) {
+    match p.append(&mut one_record("x")) {
         Err(_) => true,
-        Ok(info) => {
-            let (tx, rx) = channel();
-            p.when_durable(
-                info.last_offset + 1,
-                Box::new(move |r| {
-                    let _ = tx.send(r);
-                }),
-            );
-            rx.recv_timeout(LIMIT).expect("called").is_err()
-        }
+        Ok(info) => when_durable(p, info.last_offset + 1)
+            .recv_timeout(LIMIT)
+            .expect("called")
+            .is_err(),
     }
 }
