@@ -61,10 +61,12 @@ BATCH_BYTES = 16384
 PROFILES = {
     "quick": dict(rounds=2, produce_s=1.0, warm_s=0.5, lat_s=2.0, e2e_records=300,
                   e2e_s=2.0, consume_records=2_000_000, restart_bytes=512 << 20,
-                  clean_restarts=2, limit_s=0.5, seq_bytes=256 << 20, java_records=200_000),
+                  clean_restarts=2, limit_s=0.5, seq_bytes=256 << 20, java_records=200_000,
+                  java_warmup=100_000, broker_warm_s=3.0),
     "full": dict(rounds=5, produce_s=3.0, warm_s=1.0, lat_s=4.0, e2e_records=1000,
                  e2e_s=4.0, consume_records=2_000_000, restart_bytes=5 << 30,
-                 clean_restarts=3, limit_s=1.0, seq_bytes=1 << 30, java_records=500_000),
+                 clean_restarts=3, limit_s=1.0, seq_bytes=1 << 30, java_records=500_000,
+                 java_warmup=400_000, broker_warm_s=10.0),
 }
 
 # Produce cells: (id, generator, partitions, producers, record bytes).
@@ -151,6 +153,16 @@ def cpu_ticks(pid):
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
     return int(fields[11]) + int(fields[12])  # utime + stime
+
+
+def dirty_mb():
+    """Page cache waiting to be written back, machine-wide (Dirty + Writeback)."""
+    kb = 0
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith(("Dirty:", "Writeback:")):
+                kb += int(line.split()[1])
+    return kb / 1024
 
 
 def rss_kb(pid):
@@ -418,8 +430,20 @@ class Bench:
                     "--warmup-records", str(int(java_warmup)), "--record-size", str(size),
                     "--throughput", str(int(rate)) if rate else "-1",
                     "--command-property", *props]
+        # Kafka's default leaves what it wrote to the page cache; the kernel
+        # writes it back about 30 s later, during whichever run comes next
+        # (often es's, whose fsyncs then queue behind it). Every run starts
+        # with nothing left to write back, by a sync that is not timed.
+        dirty = dirty_mb()
+        if not os.environ.get("ES_BENCH_NO_SYNC"):
+            os.sync()
+        other = self.kafka if b is self.es else self.es
+        idle0 = cpu_ticks(other.pid)
         with Sampler(b.pid) as s:
             rc, out, err, wall, gen_cpu = run_cmd(argv)
+        # The broker not under test stays up; what it burns meanwhile (a
+        # JVM's JIT and GC threads after its own run) is taken from this run.
+        other_cpu_s = (cpu_ticks(other.pid) - idle0) / CLK_TCK
         r = {"ok": False}
         if gen == "rdkafka":
             try:
@@ -446,7 +470,9 @@ class Bench:
             else:
                 r = {"ok": False, "error": (err or out)[-800:]}
         r.update(target=target, gen=gen, wall_s=round(wall, 3), gen_cpu_s=round(gen_cpu, 3),
-                 broker_cpu_s=s.cpu_s, broker_rss_peak_mb=s.peak / 1024,
+                 broker_cpu_s=s.cpu_s, other_broker_cpu_s=round(other_cpu_s, 3),
+                 dirty_before_mb=round(dirty, 1),
+                 broker_rss_peak_mb=s.peak / 1024,
                  broker_rss_end_mb=s.end / 1024)
         if r.get("ok") and r.get("bytes"):
             # The broker's CPU covers the Java generator's warm-up records too.
@@ -454,6 +480,24 @@ class Bench:
         if not r.get("ok"):
             log(f"  {target} {gen} produce FAILED: {r.get('error', '')[:300]}")
         return r
+
+    def warm_brokers(self):
+        """Uncounted load on both fresh brokers before the first case: Kafka's
+        JIT needs seconds of traffic (the first round of the first cell ran
+        Kafka at half its later throughput), and each case's own warm-up run
+        is short. Produces to 8 partitions with 2 librdkafka producers, then
+        reads it all back once."""
+        secs = self.p["broker_warm_s"]
+        for t in ("es", "kafka"):
+            self.create_topic(t, "warmup", 8)
+            r = self.run_producer(t, "rdkafka", "warmup", 8, 2, 256, seconds=secs)
+            b = self.broker(t)
+            n = int(r.get("records", 0))
+            if n:
+                run_cmd([LOADGEN, "consume", "--bootstrap", b.bootstrap, "--topic", "warmup",
+                         "--partitions", "8", "--records", str(n), "--timeout-s", "120"])
+            self.delete_topic(t, "warmup")
+            log(f"warmed {t} up: {r.get('records_per_s', 0):,.0f} records/s for {secs:.0f} s, read back")
 
     # ------------------------------------------------------------ cases
 
@@ -501,9 +545,11 @@ class Bench:
                     wu = int(est * p["warm_s"])
                     if gen == "java" and t != "kafka-fsync":
                         # The Java client needs some seconds to reach its steady
-                        # state (JIT); short runs measure the JVM, not the broker.
+                        # state (JIT); short runs measure the JVM, not the broker:
+                        # 125,000 warm-up records of 256 B left ProducerPerformance
+                        # at 0.8 of its throughput after 300,000 (isolated runs).
                         big = p["java_records"] * 256 // size
-                        n, wu = max(n, big), big // 4
+                        n, wu = max(n, big), p["java_warmup"] * 256 // size
                     r = self.run_producer(t, gen, self.topic(cid, t), parts, prods, size,
                                           seconds=p["produce_s"] if gen == "rdkafka" else None,
                                           records=n, java_warmup=wu)
@@ -511,7 +557,10 @@ class Bench:
                     runs[t].append(r)
                     if r.get("ok"):
                         warm[t]["records_per_s"] = r["records_per_s"]
-                line = " ".join(f"{t} {runs[t][-1].get('records_per_s', 0):,.0f}/s" for t in TARGETS)
+                line = " ".join(f"{t} {runs[t][-1].get('records_per_s', 0):,.0f}/s "
+                                f"(synced {runs[t][-1].get('dirty_before_mb', 0):.0f} MB first; "
+                                f"other broker {runs[t][-1].get('other_broker_cpu_s', 0):.2f} cpu s)"
+                                for t in TARGETS)
                 log(f"  round {i}: {line}")
             for t in TARGETS:
                 self.delete_topic(t, self.topic(cid, t))
@@ -883,6 +932,7 @@ class Bench:
             self.results["meta"]["settings"]["java_enable_idempotence"] = self.idempotence
             log(f"es serves InitProducerId: {self.idempotence} -> Java enable.idempotence="
                 f"{str(self.idempotence).lower()} for both brokers")
+            self.warm_brokers()
         self.results["meta"]["case_elapsed_s"] = {}
         for c in ("produce", "latency", "e2e", "consume", "restart"):
             if c in cases:
