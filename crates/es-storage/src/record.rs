@@ -295,7 +295,7 @@ pub fn check(buf: &[u8]) -> Result<(u64, usize), DecodeError> {
 const CHECK_GROUP: usize = 3;
 
 /// [`check`] for the records of a window in order, with the CRCs of
-/// [`CHECK_GROUP`] records computed together. A short record's CRC-32C is
+/// three records computed together. A short record's CRC-32C is
 /// bound by the latency of the CPU's crc32 instruction (3 cycles per 8 bytes,
 /// one instruction per cycle), so three independent ones interleaved cost
 /// about as much as one: on a fetch of 256-byte records the per-record check
