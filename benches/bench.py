@@ -15,7 +15,10 @@ es-loadgen (librdkafka). Three targets take part:
 Every measured case runs in rounds; a round runs each target once (order
 A B C, then C B A, so that drift on this shared machine cancels), after one
 warm-up run per target that is not counted. Figures are medians over the
-rounds, and es/Kafka ratios are taken per round, then their median.
+rounds, and es/Kafka ratios are taken per round, then their median. Both
+brokers take uncounted load before the first case (warm_brokers), every
+produce run starts after an untimed sync, and a deleted topic's files are
+gone before the next run, so that no target pays for another's leftovers.
 Everything goes to target/bench/results.json; report.py turns it into
 markdown and charts.
 
