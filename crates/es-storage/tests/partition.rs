@@ -2,6 +2,8 @@
 //! append/read, rolls, index spacing, recovery of torn and corrupt segments,
 //! many concurrent writers, and failed writes and fsyncs.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -486,14 +488,8 @@ fn append_async(
     let announced = p.announce_append();
     let info = p.append(&mut batch(values))?;
     drop(announced);
-    let (tx, rx) = std::sync::mpsc::channel();
-    p.when_durable(
-        info.last_offset + 1,
-        Box::new(move |r| {
-            let _ = tx.send(r);
-        }),
-    );
-    rx.recv_timeout(std::time::Duration::from_secs(30))
+    common::durable_channel(p, info.last_offset + 1)
+        .recv_timeout(std::time::Duration::from_secs(30))
         .expect("callback ran")?;
     Ok(info)
 }

@@ -4,11 +4,13 @@
 //! fences every partition it was to cover. Its own test binary, so that the
 //! pool starts in the grouped mode.
 
+mod common;
+
 use std::path::PathBuf;
-use std::sync::mpsc::{channel, Receiver};
 use std::sync::Arc;
 use std::time::Duration;
 
+use common::{durable_channel, Durable};
 use es_storage::simfs::{SimFs, Tear};
 use es_storage::syncer::{self, SyncMode};
 use es_storage::{Partition, PartitionConfig, RecordBatchBuf, RecordMeta, StorageError};
@@ -40,8 +42,6 @@ fn open(fs: &SimFs, i: usize) -> Arc<Partition> {
     .expect("open")
 }
 
-type Durable = Receiver<Result<(), StorageError>>;
-
 fn one_record(v: &str) -> RecordBatchBuf {
     let mut b = RecordBatchBuf::new();
     b.push(
@@ -54,22 +54,10 @@ fn one_record(v: &str) -> RecordBatchBuf {
     b
 }
 
-/// Registers for the durability of the records below `end`.
-fn when_durable(p: &Arc<Partition>, end: u64) -> Durable {
-    let (tx, rx) = channel();
-    p.when_durable(
-        end,
-        Box::new(move |r| {
-            let _ = tx.send(r);
-        }),
-    );
-    rx
-}
-
 /// Appends one record and registers for its durability.
 fn append(p: &Arc<Partition>, v: &str) -> Durable {
     let info = p.append(&mut one_record(v)).expect("append");
-    when_durable(p, info.last_offset + 1)
+    durable_channel(p, info.last_offset + 1)
 }
 
 /// Holds every sync of `fs` and appends to `p`: returns once the pool's
@@ -149,7 +137,7 @@ fn a_failed_group_sync_fences_every_partition_it_covered() {
 fn append_fails(p: &Arc<Partition>) -> bool {
     match p.append(&mut one_record("x")) {
         Err(_) => true,
-        Ok(info) => when_durable(p, info.last_offset + 1)
+        Ok(info) => durable_channel(p, info.last_offset + 1)
             .recv_timeout(LIMIT)
             .expect("called")
             .is_err(),
