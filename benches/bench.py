@@ -410,25 +410,18 @@ class Bench:
         # Freeing gigabytes on this file system (mounted with `discard`) holds
         # every fsync on it back for a few hundred ms: measured, a 2 GB unlink
         # during an es latency run took its p99 from 8-10 ms to 225-380 ms.
-        # Wait until the topic's files are gone (Kafka deletes them on a
-        # background thread), so that no later run pays for it.
-        if target == "es":
-            root = os.path.join(b.data_dir, "topics")
-            mine = re.compile(re.escape(name) + r"(~.*)?$")
-        else:
-            root = b.data_dir
-            mine = re.compile(re.escape(name) + r"-\d+(\..*-delete)?$")
+        # es removes a topic's files before it answers DeleteTopics; Kafka on
+        # a background thread, after `log.segment.delete.delay.ms`. Wait until
+        # they are gone, so that no later run pays for it.
+        if b is self.es:
+            return
+        mine = re.compile(re.escape(name) + r"-\d+(\..*-delete)?$")
         end = time.monotonic() + 60
-        while time.monotonic() < end:
-            try:
-                left = [e for e in os.listdir(root) if mine.match(e)]
-            except FileNotFoundError:
-                left = []
-            if not left:
+        while any(mine.match(e) for e in os.listdir(b.data_dir)):
+            if time.monotonic() > end:
+                log(f"delete {name} on {target}: files still there after 60 s")
                 break
             time.sleep(0.1)
-        else:
-            log(f"delete {name} on {target}: files still there after 60 s")
 
     # ------------------------------------------------------------ generators
 
