@@ -385,10 +385,17 @@ impl Partition {
 
     fn copy_cold(&self, seg: &Segment, cold: &Path) -> Result<()> {
         crate::fs::create_dir_durable(&*self.fs, cold)?;
-        for (src, path) in [
-            (&seg.log, &seg.log_path),
-            (&seg.index_file, &seg.index_path),
-        ] {
+        let mut files = vec![
+            (seg.log.clone(), &seg.log_path),
+            (seg.index_file.clone(), &seg.index_path),
+        ];
+        // The produced-batch notes go along, so that the copy, put back,
+        // serves compressed batches as they were produced. A sealed
+        // segment's notes no longer change.
+        if self.fs.exists(&seg.batches_path) {
+            files.push((self.fs.open(&seg.batches_path)?, &seg.batches_path));
+        }
+        for (src, path) in files {
             let name = path
                 .file_name()
                 .map(|n| n.to_string_lossy().into_owned())
@@ -403,7 +410,7 @@ impl Partition {
             let mut buf = vec![0u8; segment::SCAN_WINDOW_BYTES];
             while pos < len {
                 let n = ((len - pos) as usize).min(buf.len());
-                segment::read_exact_at(&**src, &mut buf[..n], pos)?;
+                segment::read_exact_at(&*src, &mut buf[..n], pos)?;
                 out.write_all_at(&buf[..n], pos)?;
                 pos += n as u64;
             }

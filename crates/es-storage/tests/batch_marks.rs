@@ -1,7 +1,8 @@
 //! Produced-batch notes (`<base>.batches` beside each segment): the records
 //! of a compressed batch stay the documented format, the notes come back
 //! with reads and across a reopen, recovery keeps only what the log vouches
-//! for, and retention and compaction remove them with their segments.
+//! for, retention and compaction remove them with their segments, and a
+//! cold copy carries them.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -150,6 +151,54 @@ fn notes_come_back_with_reads_and_across_a_reopen() {
     let start = p.log_start_offset();
     let kept: Vec<_> = want.iter().copied().filter(|(o, _)| *o >= start).collect();
     assert_eq!(noted(&p), kept);
+}
+
+#[test]
+fn cold_copies_carry_the_notes() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let dir = tmp.path().join("topics/t/0");
+    let cold = tmp.path().join("cold/t/0");
+    let fs: Arc<dyn Fs> = Arc::new(RealFs);
+    let p = Partition::open(fs.clone(), dir.clone(), cfg()).expect("open");
+    let want = produce(&p, 40);
+    let notes_before: Vec<(String, Vec<u8>)> = files_with(&dir, ".batches")
+        .into_iter()
+        .map(|n| {
+            let b = std::fs::read(dir.join(&n)).expect("notes");
+            (n, b)
+        })
+        .collect();
+    let rep = p
+        .enforce_retention(
+            &RetentionPolicy {
+                retention_bytes: Some(8 * 1024),
+                cold_dir: Some(cold.clone()),
+                ..RetentionPolicy::default()
+            },
+            i64::MAX,
+        )
+        .expect("retention");
+    assert!(rep.deleted_segments.len() > 2, "{rep:?}");
+    for base in &rep.deleted_segments {
+        for ext in ["log", "index", "batches"] {
+            let n = format!("{base:020}.{ext}");
+            assert!(cold.join(&n).exists(), "cold copy of {n}");
+            assert!(!dir.join(&n).exists(), "{n} left behind");
+        }
+        let n = format!("{base:020}.batches");
+        let (_, before) = notes_before
+            .iter()
+            .find(|(m, _)| *m == n)
+            .expect("notes existed");
+        assert_eq!(&std::fs::read(cold.join(&n)).expect("cold notes"), before);
+    }
+    // Opened as a partition, the cold copy serves the deleted segments'
+    // batches as they were produced.
+    let end = p.log_start_offset();
+    let c = Partition::open(fs, cold, cfg()).expect("open cold copy");
+    let gone: Vec<_> = want.iter().copied().filter(|(o, _)| *o < end).collect();
+    assert!(!gone.is_empty());
+    assert_eq!(noted(&c), gone);
 }
 
 #[test]
