@@ -63,7 +63,9 @@ struct Args {
 impl Args {
     fn parse() -> Res<Args> {
         let mut it = std::env::args().skip(1);
-        let cmd = it.next().ok_or("usage: es-loadgen produce|consume|e2e|create|delete ...")?;
+        let cmd = it
+            .next()
+            .ok_or("usage: es-loadgen produce|consume|e2e|create|delete ...")?;
         let mut kv: HashMap<String, Vec<String>> = HashMap::new();
         while let Some(k) = it.next() {
             let key = k
@@ -83,7 +85,9 @@ impl Args {
     }
     fn num<T: std::str::FromStr>(&self, k: &str, default: Option<T>) -> Res<T> {
         match self.opt_str(k) {
-            Some(s) => s.parse().map_err(|_| format!("--{k} {s:?} is not a number")),
+            Some(s) => s
+                .parse()
+                .map_err(|_| format!("--{k} {s:?} is not a number")),
             None => default.ok_or_else(|| format!("--{k} is required")),
         }
     }
@@ -244,8 +248,8 @@ fn delete(a: &Args) -> Res<String> {
     let topic = a.str("topic")?;
     let ad = admin(a)?;
     let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(30)));
-    let r = block_on(ad.delete_topics(&[topic.as_str()], &opts))
-        .map_err(|e| format!("delete: {e}"))?;
+    let r =
+        block_on(ad.delete_topics(&[topic.as_str()], &opts)).map_err(|e| format!("delete: {e}"))?;
     for x in r {
         if let Err((name, code)) = x {
             if code != RDKafkaErrorCode::UnknownTopicOrPartition {
@@ -305,7 +309,10 @@ fn producer_config(a: &Args, linger_default: u64) -> Res<ClientConfig> {
             "linger.ms",
             a.num::<u64>("linger-ms", Some(linger_default))?.to_string(),
         )
-        .set("batch.size", a.num::<u64>("batch-size", Some(16384))?.to_string())
+        .set(
+            "batch.size",
+            a.num::<u64>("batch-size", Some(16384))?.to_string(),
+        )
         .set(
             "max.in.flight.requests.per.connection",
             a.num::<u64>("max-inflight", Some(5))?.to_string(),
