@@ -5,8 +5,10 @@
 //! Compaction keeps the newest record of each key (and every record without
 //! a key) across the sealed segments, at its original offset, in two
 //! streaming passes: the first remembers each key's newest offset, the second
-//! copies the survivors into new segments. The active segment is never
-//! touched by either.
+//! copies the survivors into new segments. Aborted transactional records
+//! go, and so, after the delete horizon, do tombstones and the transaction
+//! markers whose records are gone. The active segment is never touched by
+//! either.
 //!
 //! Compaction replaces segments in four steps, as the storage document says:
 //! 1. write the result to `*.cleaned` files and fsync them;
@@ -20,7 +22,7 @@
 //! without one it deletes stray `*.cleaned` files, so the new segments and
 //! the ones they replace never coexist.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -492,28 +494,50 @@ impl Partition {
             }
         }
         let log_start = self.log_start_offset();
-        // Pass 1: aborted transactions, then each key's newest offset.
+        // Pass 1: aborted transactions, transaction markers left without
+        // records, then each key's newest offset.
         let mut open_txn: HashMap<i64, u64> = HashMap::new();
         let mut aborted: HashMap<i64, Vec<(u64, u64)>> = HashMap::new();
-        let mut any_txn = false;
+        // Commit and abort markers none of whose transaction's records are
+        // left (an earlier pass dropped them, or there were none), and each
+        // producer's last marker.
+        let mut bare_markers: HashSet<u64> = HashSet::new();
+        let mut bare_aborts: HashSet<(i64, u64)> = HashSet::new();
+        let mut last_marker: HashMap<i64, u64> = HashMap::new();
         for s in &sealed {
             s.for_each_record(s.valid_len(), |r| {
                 if let Some(p) = r.meta.producer {
                     if r.meta.control {
                         let start = open_txn.remove(&p.producer_id);
-                        if let (Some(start), Some(true)) = (start, (policy.control_kind)(r)) {
-                            aborted
+                        let kind = (policy.control_kind)(r);
+                        last_marker.insert(p.producer_id, r.offset);
+                        match (start, kind) {
+                            (Some(start), Some(true)) => aborted
                                 .entry(p.producer_id)
                                 .or_default()
-                                .push((start, r.offset));
+                                .push((start, r.offset)),
+                            (None, Some(abort)) => {
+                                bare_markers.insert(r.offset);
+                                if abort {
+                                    bare_aborts.insert((p.producer_id, r.offset));
+                                }
+                            }
+                            _ => {}
                         }
                     } else if r.meta.transactional {
-                        any_txn = true;
                         open_txn.entry(p.producer_id).or_insert(r.offset);
                     }
                 }
                 true
             })?;
+        }
+        // An aborted transaction without records needs no entry in the
+        // list read_committed consumers filter by: a consumer given one
+        // skips the producer's records after it until it reads the abort
+        // marker, which may go below. Dropped (and the producer snapshot
+        // rewritten) before any marker can go.
+        if !bare_aborts.is_empty() {
+            self.forget_aborted(&bare_aborts)?;
         }
         let is_aborted = |r: &RecordView<'_>| -> bool {
             match r.meta.producer {
@@ -531,7 +555,6 @@ impl Partition {
                 _ => false,
             }
         };
-        let _ = any_txn;
         let mut newest: HashMap<Vec<u8>, u64> = HashMap::new();
         for s in &sealed {
             s.for_each_record(s.valid_len(), |r| {
@@ -554,7 +577,25 @@ impl Partition {
                 return false;
             }
             if r.meta.control {
-                return true;
+                // A commit or abort marker goes once none of its
+                // transaction's records are left, as a tombstone does:
+                // not on the pass that first compacts it, and only after
+                // its delete horizon. A producer's last marker stays (its
+                // epoch for a recovery that replays the log; Kafka's cleaner
+                // keeps each active producer's last batch for that).
+                if !bare_markers.contains(&r.offset)
+                    || r.offset >= cleaned_to
+                    || r.meta
+                        .producer
+                        .and_then(|p| last_marker.get(&p.producer_id))
+                        == Some(&r.offset)
+                {
+                    return true;
+                }
+                return match st.tombstone_horizon(r.offset) {
+                    Some(horizon) => now_ms < horizon,
+                    None => now_ms.saturating_sub(r.timestamp_ms) <= policy.delete_retention_ms,
+                };
             }
             if is_aborted(r) {
                 return false;
@@ -590,7 +631,11 @@ impl Partition {
             s.for_each_record(s.valid_len(), |r| {
                 if !survives(r) {
                     drops += 1;
-                } else if r.value.is_none() && r.key.is_some() && r.offset >= cleaned_to {
+                } else if (r.meta.control || (r.value.is_none() && r.key.is_some()))
+                    && r.offset >= cleaned_to
+                {
+                    // A tombstone or marker seen for the first time: this
+                    // pass sets its delete horizon.
                     new_tombstones = true;
                 }
                 true

@@ -654,6 +654,28 @@ impl Partition {
         self.producers.lock().expire(now_ms, expiration_ms, start)
     }
 
+    /// Drops the aborted transactions `(producer, marker offset)` from the
+    /// producer state and rewrites the snapshot, so that a restart does not
+    /// bring them back. For transactions compaction has left without
+    /// records.
+    pub(crate) fn forget_aborted(
+        &self,
+        markers: &std::collections::HashSet<(i64, u64)>,
+    ) -> Result<()> {
+        let _w = self.writer.lock();
+        let changed = {
+            let mut ps = self.producers.lock();
+            let before = ps.aborted.len();
+            ps.aborted
+                .retain(|a| !markers.contains(&(a.producer_id, a.last_offset)));
+            ps.aborted.len() != before
+        };
+        if changed {
+            self.write_producer_snapshot()?;
+        }
+        Ok(())
+    }
+
     /// Writes the producer snapshot (covering everything written so far).
     /// Called with the writer lock held: every record written so far is in
     /// the producer state (producer appends and markers update it as they

@@ -1,15 +1,16 @@
 //! Producer state through the partition: duplicates answered with their
 //! original offsets (also after a crash, rebuilt from the log), gaps and stale
 //! epochs refused without advancing anything, transaction markers, the last
-//! stable offset and aborted transactions surviving a restart.
+//! stable offset and aborted transactions surviving a restart, and
+//! compaction removing transaction markers whose records are gone.
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use es_storage::simfs::{SimFs, Tear};
 use es_storage::{
-    AppendOutcome, Partition, PartitionConfig, ProducerAppend, ProducerInfo, RecordBatchBuf,
-    RecordMeta, SeqError, StorageError,
+    AppendOutcome, CompactionPolicy, Partition, PartitionConfig, ProducerAppend, ProducerInfo,
+    RecordBatchBuf, RecordMeta, SeqError, StorageError,
 };
 
 fn cfg() -> PartitionConfig {
@@ -206,4 +207,111 @@ fn idle_producers_expire() {
         send(&p, 1, 0, 5, 1, false).expect("unknown producers may start anywhere"),
         AppendOutcome::Appended(_)
     ));
+}
+
+/// Appends one keyed transactional record of producer `pid`.
+fn txn_record(p: &Partition, pid: i64, seq: i32, key: &[u8], value: &[u8]) {
+    let meta = RecordMeta {
+        producer: Some(ProducerInfo {
+            producer_id: pid,
+            producer_epoch: 0,
+            sequence: seq,
+        }),
+        transactional: true,
+        control: false,
+    };
+    let mut b = RecordBatchBuf::new();
+    b.push(1, Some(key), Some(value), std::iter::empty(), &meta);
+    let a = ProducerAppend {
+        producer_id: pid,
+        producer_epoch: 0,
+        base_sequence: seq,
+        record_count: 1,
+        transactional: true,
+    };
+    let AppendOutcome::Appended(i) = p.append_producer(&mut b, Some(&a)).expect("append") else {
+        panic!("not a retry")
+    };
+    p.wait_durable(i.last_offset + 1).expect("durable");
+}
+
+/// Appends a commit or abort marker of `pid`; returns its offset.
+fn marker(p: &Partition, pid: i64, commit: bool) -> u64 {
+    let m = p.append_marker(pid, 0, commit, 3, 1).expect("marker");
+    p.wait_durable(m.last_offset + 1).expect("durable");
+    m.base_offset
+}
+
+fn offsets(p: &Partition) -> Vec<u64> {
+    let mut out = Vec::new();
+    let mut next = p.log_start_offset();
+    loop {
+        let c = p.read(next, 1 << 20).expect("read");
+        if c.data.is_empty() {
+            return out;
+        }
+        for r in es_storage::RecordIter::new(&c.data) {
+            let r = r.expect("record");
+            out.push(r.offset);
+            next = r.offset + 1;
+        }
+    }
+}
+
+#[test]
+fn compaction_removes_markers_whose_records_are_gone() {
+    let fs = SimFs::new();
+    let dir = PathBuf::from("/d/p");
+    let p = Partition::open(Arc::new(fs.clone()), dir.clone(), cfg()).expect("open");
+    // Producer 5 aborts a transaction, then commits one.
+    txn_record(&p, 5, 0, b"k", b"aborted-1");
+    txn_record(&p, 5, 1, b"m", b"aborted-2");
+    let abort5 = marker(&p, 5, false);
+    txn_record(&p, 5, 2, b"b", b"committed-b");
+    let commit5 = marker(&p, 5, true);
+    // Producer 6 commits key "a" twice: the first value is compacted away.
+    txn_record(&p, 6, 0, b"a", b"a-1");
+    let commit6_first = marker(&p, 6, true);
+    let a2 = p.log_end_offset();
+    txn_record(&p, 6, 1, b"a", b"a-2");
+    let commit6 = marker(&p, 6, true);
+    filler(&p, 30); // seals the segments above
+    assert_eq!(p.aborted_transactions(0, u64::MAX).len(), 1);
+    let policy = CompactionPolicy {
+        delete_retention_ms: 1_000,
+        min_cleanable_dirty_ratio: 0.0,
+        // append_marker's key: [0, 0, 0, type], type 0 = abort.
+        control_kind: |r| r.key.and_then(|k| k.get(3)).map(|t| *t == 0),
+        ..CompactionPolicy::default()
+    };
+    let markers = [abort5, commit5, commit6_first, commit6];
+
+    // First pass: the aborted records and a-1 go; the markers are new to
+    // compaction and stay.
+    p.compact(&policy, 1).expect("first pass");
+    let o = offsets(&p);
+    assert!(!o.contains(&0) && !o.contains(&1) && !o.contains(&(commit6_first - 1)));
+    assert!(markers.iter().all(|m| o.contains(m)), "{o:?}");
+    assert!(o.contains(&(commit5 - 1)) && o.contains(&a2));
+
+    // Second pass, before the delete horizon: the abort marker and the first
+    // commit of 6 have no records left but stay; the aborted transaction is
+    // no longer reported to read_committed consumers.
+    p.compact(&policy, 2).expect("second pass");
+    assert!(markers.iter().all(|m| offsets(&p).contains(m)));
+    assert!(p.aborted_transactions(0, u64::MAX).is_empty());
+
+    // After the horizon they go; each producer's last marker stays.
+    p.compact(&policy, 5_000).expect("third pass");
+    let o = offsets(&p);
+    assert!(!o.contains(&abort5) && !o.contains(&commit6_first), "{o:?}");
+    assert!(o.contains(&commit5) && o.contains(&commit6));
+    assert!(o.contains(&(commit5 - 1)) && o.contains(&a2));
+
+    // A restart brings neither the markers nor the aborted transaction back.
+    drop(p);
+    let q = Partition::open(Arc::new(fs.crash_image(Tear::None)), dir, cfg()).expect("restart");
+    assert_eq!(offsets(&q), o);
+    assert!(q.aborted_transactions(0, u64::MAX).is_empty());
+    assert_eq!(q.last_stable_offset(), q.high_watermark());
 }
