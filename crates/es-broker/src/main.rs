@@ -76,6 +76,11 @@ struct Args {
     /// directory on a file system of its own, Linux 5.8 and later).
     #[arg(long, value_enum, default_value_t = SyncModeArg::PerPartition)]
     sync_mode: SyncModeArg,
+    /// MiB of fetches read and encoded ahead of their requests, all
+    /// partitions together: a consumer catching up gets its next fetch
+    /// prepared while it handles the last one (0: off).
+    #[arg(long, default_value_t = 64)]
+    fetch_read_ahead_mb: usize,
     /// Log level or tracing filter (error, warn, info, debug, trace).
     #[arg(long, default_value = "info")]
     log_level: String,
@@ -202,6 +207,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
     config.compaction_interval = args.compaction_interval;
     config.group_min_session_timeout_ms = args.group_min_session_timeout_ms;
     config.group_max_session_timeout_ms = args.group_max_session_timeout_ms;
+    config.fetch_read_ahead_bytes = args.fetch_read_ahead_mb.saturating_mul(1024 * 1024);
 
     tracing::info!(data_dir = %args.data_dir.display(), "opening data directory");
     let broker = tokio::task::spawn_blocking(move || Broker::open(config))
@@ -323,6 +329,7 @@ mod tests {
         assert_eq!(a.cold_storage_dir, None);
         assert_eq!(a.worker_threads, 0);
         assert_eq!(a.sync_mode, SyncModeArg::PerPartition);
+        assert_eq!(a.fetch_read_ahead_mb, 64);
         let b = Args::try_parse_from([
             "es-broker",
             "--auto-create-topics",
@@ -339,9 +346,12 @@ mod tests {
             "100",
             "--sync-mode",
             "grouped",
+            "--fetch-read-ahead-mb",
+            "0",
         ])
         .expect("parses");
         assert_eq!(b.sync_mode, SyncModeArg::Grouped);
+        assert_eq!(b.fetch_read_ahead_mb, 0);
         assert!(Args::try_parse_from(["es-broker", "--sync-mode", "sometimes"]).is_err());
         assert_eq!(b.cold_storage_dir, Some(PathBuf::from("/c")));
         assert_eq!(b.retention_check_interval, Duration::from_millis(250));

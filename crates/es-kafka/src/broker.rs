@@ -76,7 +76,13 @@ pub struct BrokerConfig {
     pub group_min_session_timeout_ms: i32,
     /// Kafka's `group.max.session.timeout.ms`.
     pub group_max_session_timeout_ms: i32,
+    /// Bytes of fetches read and encoded ahead, all partitions together
+    /// (`--fetch-read-ahead-mb`; 0: none). See [`crate::handlers::read_ahead`].
+    pub fetch_read_ahead_bytes: usize,
 }
+
+/// Default of [`BrokerConfig::fetch_read_ahead_bytes`] (64 MiB).
+pub const FETCH_READ_AHEAD_BYTES_DEFAULT: usize = 64 * 1024 * 1024;
 
 impl BrokerConfig {
     /// Defaults as the CLI documents them, for `data_dir` and `listen`.
@@ -101,6 +107,7 @@ impl BrokerConfig {
             compaction_interval: COMPACTION_INTERVAL_DEFAULT,
             group_min_session_timeout_ms: GroupConfig::default().min_session_timeout_ms,
             group_max_session_timeout_ms: GroupConfig::default().max_session_timeout_ms,
+            fetch_read_ahead_bytes: FETCH_READ_AHEAD_BYTES_DEFAULT,
         }
     }
 

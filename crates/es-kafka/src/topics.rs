@@ -174,6 +174,8 @@ pub struct PartitionSlot {
     pub index: i32,
     pub log: Arc<Partition>,
     pub waiters: Arc<Waiters>,
+    /// The next fetch, read and encoded ahead for a consumer catching up.
+    pub read_ahead: crate::handlers::read_ahead::ReadAhead,
 }
 
 /// An open topic.
@@ -375,6 +377,7 @@ fn open_partition(
         index,
         log,
         waiters,
+        read_ahead: Default::default(),
     }))
 }
 

@@ -32,6 +32,12 @@
 //! the connection sends with vectored writes: the records are copied once in
 //! user space (disk format to Kafka batches), not three times.
 //!
+//! Read-ahead: a fetch that filled at least half its partition's budget and
+//! left more to read has the partition's next fetch prepared on a blocking
+//! thread after it is answered ([`crate::handlers::read_ahead`]); the fetch
+//! that asks for exactly that takes it instead of reading, so a consumer
+//! catching up does not wait for the re-encoding of each fetch.
+//!
 //! Fetch sessions (KIP-227): we never create one. A full fetch (session id 0,
 //! epoch -1 or 0) is answered with session id 0, which tells the client that
 //! this broker does not keep sessions, so librdkafka and the Java consumer
@@ -47,6 +53,7 @@ use kafka_protocol::messages::{FetchRequest, TopicName};
 use tokio::sync::Notify;
 
 use super::metadata::LEADER_EPOCH;
+use super::read_ahead::{self, Prepared};
 use super::{blocking, Ctx, RequestError};
 use crate::codec::compression::Compression;
 use crate::codec::encode::{BatchEncoder, CodecRules, EncodeOptions};
@@ -116,6 +123,29 @@ struct Got {
 struct Stable {
     last_stable_offset: i64,
     aborted: Vec<Aborted>,
+}
+
+/// One partition's read: its records and where they leave the consumer.
+struct PartRead {
+    records: Bytes,
+    high_watermark: i64,
+    log_start_offset: i64,
+    stable: Stable,
+    /// Where the read began: the offset asked for, or the first record of
+    /// the produced batch it lies in.
+    start: u64,
+    /// The offset after the last record returned (None: nothing returned).
+    next: Option<u64>,
+    /// Where reading stopped: the high watermark, or for read_committed the
+    /// last stable offset.
+    limit: u64,
+}
+
+/// A read to do ahead, after this fetch is answered.
+struct Ahead {
+    slot: Arc<PartitionSlot>,
+    key: read_ahead::Key,
+    want: Want,
 }
 
 /// The codecs fetched batches are encoded with, from the topic's
@@ -225,10 +255,10 @@ pub async fn handle(ctx: &Ctx, req: FetchRequest) -> Result<Option<ResponseFrame
             }
         }
         let ws = wants.clone();
-        let (gots, total, any_error) = blocking(move || read_pass(&ws, max_bytes)).await?;
+        let (gots, total, any_error, ahead) = blocking(move || read_pass(&ws, max_bytes)).await?;
         let now = Instant::now();
         if !may_wait || total >= min_bytes || any_error || now >= deadline {
-            break gots;
+            break (gots, ahead);
         }
         if !parked {
             parked = true;
@@ -247,10 +277,19 @@ pub async fn handle(ctx: &Ctx, req: FetchRequest) -> Result<Option<ResponseFrame
             // Timed out (or shutting down): one last pass picks up anything
             // that raced the deadline.
             let ws = wants.clone();
-            let (gots, _, _) = blocking(move || read_pass(&ws, max_bytes)).await?;
-            break gots;
+            let (gots, _, _, ahead) = blocking(move || read_pass(&ws, max_bytes)).await?;
+            break (gots, ahead);
         }
     };
+    let (gots, ahead) = gots;
+    // The next fetches of consumers catching up, prepared while they handle
+    // this one.
+    let cap = b.config().fetch_read_ahead_bytes;
+    for a in ahead {
+        if a.slot.read_ahead.begin(a.key, cap) {
+            tokio::task::spawn_blocking(move || prepare(a));
+        }
+    }
     for w in wants.iter() {
         if let Some(s) = &w.slot {
             s.waiters.deregister(&notify);
@@ -299,24 +338,54 @@ fn respond(ctx: &Ctx, r: &FetchReply) -> Result<Option<ResponseFrame>, RequestEr
 /// Reads every wanted partition once, within the budgets. Returns the
 /// per-partition results, the record bytes gathered, and whether any
 /// partition has an error (Kafka answers at once then).
-fn read_pass(wants: &[Want], max_bytes: usize) -> (Vec<Got>, usize, bool) {
+fn read_pass(wants: &[Want], max_bytes: usize) -> (Vec<Got>, usize, bool, Vec<Ahead>) {
+    with_read_state(|st| read_pass_with(st, wants, max_bytes))
+}
+
+/// Runs `f` with this thread's reused read buffers (fresh ones if they are
+/// in use further up this thread, or the thread is exiting, which a pool
+/// thread running a task never is).
+fn with_read_state<T>(f: impl Fn(&mut ReadState) -> T) -> T {
     READ_STATE
         .try_with(|st| match st.try_borrow_mut() {
             Ok(mut st) => {
-                let r = read_pass_with(&mut st, wants, max_bytes);
+                let r = f(&mut st);
                 st.window.shrink_to(READ_STATE_KEEP_BYTES_MAX);
                 st.encoder.shrink_to(READ_STATE_KEEP_BYTES_MAX);
                 r
             }
-            Err(_) => read_pass_with(&mut ReadState::default(), wants, max_bytes),
+            Err(_) => f(&mut ReadState::default()),
         })
-        // The thread is exiting (never on a pool thread running a task).
-        .unwrap_or_else(|_| read_pass_with(&mut ReadState::default(), wants, max_bytes))
+        .unwrap_or_else(|_| f(&mut ReadState::default()))
+}
+
+/// Prepares a read ahead ([`crate::handlers::read_ahead`]) on a blocking
+/// thread: the fetch `a.key` describes, read as the first partition of a
+/// response.
+fn prepare(a: Ahead) {
+    let Ahead { slot, key, want } = a;
+    let Ok(offset) = i64::try_from(key.offset) else {
+        slot.read_ahead.abandon(key);
+        return;
+    };
+    let w = Want { offset, ..want };
+    match with_read_state(|st| read_fresh(st, &slot, &w, key.offset, key.budget, true)) {
+        Ok(r) if !r.records.is_empty() => {
+            slot.read_ahead
+                .finish(key, Prepared::new(r.start, r.records, r.next));
+        }
+        _ => slot.read_ahead.abandon(key),
+    }
 }
 
 /// [`read_pass`] with the thread's reused buffers.
-fn read_pass_with(st: &mut ReadState, wants: &[Want], max_bytes: usize) -> (Vec<Got>, usize, bool) {
+fn read_pass_with(
+    st: &mut ReadState,
+    wants: &[Want],
+    max_bytes: usize,
+) -> (Vec<Got>, usize, bool, Vec<Ahead>) {
     let mut out = Vec::with_capacity(wants.len());
+    let mut ahead = Vec::new();
     let mut total = 0usize;
     let mut any_error = false;
     for w in wants {
@@ -345,13 +414,28 @@ fn read_pass_with(st: &mut ReadState, wants: &[Want], max_bytes: usize) -> (Vec<
             continue;
         }
         match read_one(st, slot, w, budget, first) {
-            Ok((records, hw, log_start, stable)) => {
-                total += records.len();
-                g.records = records;
-                g.high_watermark = hw;
-                g.log_start_offset = log_start;
-                g.last_stable_offset = stable.last_stable_offset;
-                g.aborted = stable.aborted;
+            Ok(r) => {
+                // A consumer catching up (this read filled at least half
+                // its budget, and there is more) gets its next fetch
+                // prepared, if it will ask with the same budget: the whole
+                // of its partition's, not what another partition left.
+                let unconstrained = budget == w.max_bytes.min(max_bytes);
+                if let Some(next) = r
+                    .next
+                    .filter(|&n| unconstrained && n < r.limit && r.records.len() >= budget / 2)
+                {
+                    ahead.push(Ahead {
+                        slot: slot.clone(),
+                        key: ahead_key(w, next, budget),
+                        want: w.clone(),
+                    });
+                }
+                total += r.records.len();
+                g.records = r.records;
+                g.high_watermark = r.high_watermark;
+                g.log_start_offset = r.log_start_offset;
+                g.last_stable_offset = r.stable.last_stable_offset;
+                g.aborted = r.stable.aborted;
             }
             Err(e) => {
                 g.error = e;
@@ -360,19 +444,97 @@ fn read_pass_with(st: &mut ReadState, wants: &[Want], max_bytes: usize) -> (Vec<
         }
         out.push(g);
     }
-    (out, total, any_error)
+    (out, total, any_error, ahead)
 }
 
-/// Reads and encodes one partition: `(records, high watermark, log start,
-/// transactional view)`.
+/// What a read of `w` from `offset` within `budget` depends on.
+fn ahead_key(w: &Want, offset: u64, budget: usize) -> read_ahead::Key {
+    read_ahead::Key {
+        offset,
+        budget,
+        compression: w.compression,
+        codec_rules: w.codec_rules,
+        log_append_time: w.log_append_time,
+        read_committed: w.read_committed,
+    }
+}
+
+/// Reads and encodes one partition, or takes what was prepared for exactly
+/// this read.
 fn read_one(
     st: &mut ReadState,
     slot: &PartitionSlot,
     w: &Want,
     budget: usize,
     first: bool,
-) -> Result<(Bytes, i64, i64, Stable), i16> {
+) -> Result<PartRead, i16> {
     let offset = u64::try_from(w.offset).map_err(|_| code(ResponseError::OffsetOutOfRange))?;
+    if let Some(p) = slot.read_ahead.claim(&ahead_key(w, offset, budget)) {
+        if let Some(r) = serve_prepared(slot, w, p, budget, first) {
+            return Ok(r);
+        }
+    }
+    read_fresh(st, slot, w, offset, budget, first)
+}
+
+/// A prepared read as this fetch's answer, with the watermarks, the log
+/// start and the aborted transactions as they are now; None if it no longer
+/// fits (the log start moved past it, or it exceeds the budget of a
+/// partition that is not the response's first).
+fn serve_prepared(
+    slot: &PartitionSlot,
+    w: &Want,
+    p: Prepared,
+    budget: usize,
+    first: bool,
+) -> Option<PartRead> {
+    let log_start = slot.log.log_start_offset();
+    if p.start < log_start || (!first && p.records.len() > budget) {
+        return None;
+    }
+    let hw = slot.log.high_watermark();
+    let lso = slot.log.last_stable_offset().min(hw);
+    let aborted = match p.next {
+        Some(next) if w.read_committed && !p.records.is_empty() => {
+            aborted_between(slot, p.start, next)
+        }
+        _ => Vec::new(),
+    };
+    Some(PartRead {
+        records: p.records.clone(),
+        high_watermark: hw as i64,
+        log_start_offset: log_start as i64,
+        stable: Stable {
+            last_stable_offset: lso as i64,
+            aborted,
+        },
+        start: p.start,
+        next: p.next,
+        limit: if w.read_committed { lso } else { hw },
+    })
+}
+
+/// Aborted transactions overlapping `from..to`, as a Fetch response lists them.
+fn aborted_between(slot: &PartitionSlot, from: u64, to: u64) -> Vec<Aborted> {
+    slot.log
+        .aborted_transactions(from, to)
+        .into_iter()
+        .map(|a| Aborted {
+            producer_id: a.producer_id,
+            first_offset: a.first_offset as i64,
+        })
+        .collect()
+}
+
+/// Reads and encodes one partition from storage.
+fn read_fresh(
+    st: &mut ReadState,
+    slot: &PartitionSlot,
+    w: &Want,
+    offset: u64,
+    budget: usize,
+    first: bool,
+) -> Result<PartRead, i16> {
     let read_error = |e: es_storage::StorageError| {
         if !matches!(e, es_storage::StorageError::OffsetOutOfRange { .. }) {
             tracing::error!(partition = w.partition, offset, error = %e, "read failed");
@@ -446,28 +608,27 @@ fn read_one(
         // Only the first non-empty partition may overshoot (KIP-74).
         buf.clear();
     }
-    let aborted = match summary.last_offset {
-        Some(last) if w.read_committed && !buf.is_empty() => slot
-            .log
-            .aborted_transactions(start, last + 1)
-            .into_iter()
-            .map(|a| Aborted {
-                producer_id: a.producer_id,
-                first_offset: a.first_offset as i64,
-            })
-            .collect(),
+    let next = summary
+        .last_offset
+        .filter(|_| !buf.is_empty())
+        .map(|l| l + 1);
+    let aborted = match next {
+        Some(next) if w.read_committed => aborted_between(slot, start, next),
         _ => Vec::new(),
     };
     let stable = Stable {
         last_stable_offset: lso as i64,
         aborted,
     };
-    Ok((
-        Bytes::from(buf),
-        hw as i64,
-        chunk.log_start_offset as i64,
+    Ok(PartRead {
+        records: Bytes::from(buf),
+        high_watermark: hw as i64,
+        log_start_offset: chunk.log_start_offset as i64,
         stable,
-    ))
+        start,
+        next,
+        limit,
+    })
 }
 
 /// The read window that holds all of the produced batch the first record of
@@ -482,4 +643,202 @@ fn produced_batch_window(chunk: &ReadView<'_>) -> Option<usize> {
         .unwrap_or(usize::MAX)
         .min(PRODUCED_BATCH_READ_BYTES_MAX);
     (window > data.len()).then_some(window)
+}
+
+#[cfg(test)]
+mod tests {
+    //! Read-ahead through the real dispatcher: a consumer reading a
+    //! partition from the start in small fetches gets, fetch after fetch,
+    //! exactly the bytes a broker without read-ahead returns, for both
+    //! isolation levels, and every fetch that left more to read has the
+    //! next one held or being prepared.
+
+    use std::collections::BTreeMap;
+    use std::path::Path;
+
+    use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+    use kafka_protocol::messages::{ApiKey, FetchRequest, FetchResponse, TopicName};
+    use kafka_protocol::protocol::StrBytes;
+
+    use super::*;
+    use crate::handlers::wire_client::call;
+    use crate::{Broker, BrokerConfig};
+    use es_storage::{ProducerAppend, ProducerInfo, RecordBatchBuf, RecordMeta};
+
+    const RECORDS: u64 = 3_000;
+    const PARTITION_MAX_BYTES: i32 = 16 * 1024;
+
+    async fn open(dir: &Path, read_ahead: usize) -> Arc<Broker> {
+        let mut cfg = BrokerConfig::new(dir.join("data"), "127.0.0.1:9092");
+        cfg.fetch_read_ahead_bytes = read_ahead;
+        let b = tokio::task::spawn_blocking(move || Broker::open(cfg))
+            .await
+            .expect("join")
+            .expect("open");
+        let topic = b
+            .create_topic("t", 1, BTreeMap::new(), false)
+            .await
+            .expect("created")
+            .expect("a topic");
+        let log = topic.partition(0).expect("partition 0").log.clone();
+        // The same records in both brokers: plain ones, with an aborted
+        // transaction in the middle for read_committed.
+        tokio::task::spawn_blocking(move || {
+            let plain = RecordMeta::default();
+            let mut i = 0u64;
+            while i < RECORDS {
+                let mut batch = RecordBatchBuf::new();
+                for j in 0..50 {
+                    let key = format!("key-{}", (i + j) % 97);
+                    let value = format!("value-{}-{}", i + j, "v".repeat(150));
+                    batch.push(
+                        1_000,
+                        Some(key.as_bytes()),
+                        Some(value.as_bytes()),
+                        std::iter::empty(),
+                        &plain,
+                    );
+                }
+                let info = log.append(&mut batch).expect("append");
+                log.wait_durable(info.last_offset + 1).expect("durable");
+                i += 50;
+                if i == RECORDS / 2 {
+                    let mut batch = RecordBatchBuf::new();
+                    let txn = RecordMeta {
+                        producer: Some(ProducerInfo {
+                            producer_id: 4,
+                            producer_epoch: 0,
+                            sequence: 0,
+                        }),
+                        transactional: true,
+                        control: false,
+                    };
+                    for _ in 0..20 {
+                        batch.push(1_000, None, Some(b"aborted"), std::iter::empty(), &txn);
+                    }
+                    let p = ProducerAppend {
+                        producer_id: 4,
+                        producer_epoch: 0,
+                        base_sequence: 0,
+                        record_count: 20,
+                        transactional: true,
+                    };
+                    log.append_producer(&mut batch, Some(&p)).expect("txn");
+                    let m = log.append_marker(4, 0, false, 1, 1_000).expect("abort");
+                    log.wait_durable(m.last_offset + 1).expect("durable");
+                    i += 21;
+                }
+            }
+        })
+        .await
+        .expect("join");
+        b
+    }
+
+    async fn fetch(b: &Arc<Broker>, offset: i64, isolation: i8) -> (Bytes, Vec<(i64, i64)>) {
+        let mut p = FetchPartition::default();
+        p.partition = 0;
+        p.fetch_offset = offset;
+        p.partition_max_bytes = PARTITION_MAX_BYTES;
+        p.log_start_offset = -1;
+        p.current_leader_epoch = -1;
+        let mut t = FetchTopic::default();
+        t.topic = TopicName(StrBytes::from_static_str("t"));
+        t.partitions = vec![p];
+        let mut req = FetchRequest::default();
+        req.max_wait_ms = 0;
+        req.min_bytes = 0;
+        req.max_bytes = 1024 * 1024;
+        req.isolation_level = isolation;
+        req.session_epoch = -1;
+        req.topics = vec![t];
+        let r: FetchResponse = call(b, ApiKey::Fetch, 12, &req).await;
+        let p = &r.responses[0].partitions[0];
+        assert_eq!(p.error_code, NONE);
+        let aborted = p
+            .aborted_transactions
+            .iter()
+            .flatten()
+            .map(|a| (a.producer_id.0, a.first_offset))
+            .collect();
+        (p.records.clone().unwrap_or_default(), aborted)
+    }
+
+    /// The offset after the last batch in `records` (Kafka batch v2 headers).
+    fn next_offset(records: &[u8]) -> Option<i64> {
+        let mut pos = 0usize;
+        let mut next = None;
+        while pos + 27 <= records.len() {
+            let base = i64::from_be_bytes(records[pos..pos + 8].try_into().ok()?);
+            let len = i32::from_be_bytes(records[pos + 8..pos + 12].try_into().ok()?);
+            let delta = i32::from_be_bytes(records[pos + 23..pos + 27].try_into().ok()?);
+            next = Some(base + i64::from(delta) + 1);
+            pos += 12 + usize::try_from(len).ok()?;
+        }
+        next
+    }
+
+    /// Reads the whole partition in small fetches: every response, in order.
+    async fn read_through(
+        b: &Arc<Broker>,
+        isolation: i8,
+        expect_ahead: bool,
+    ) -> Vec<(Bytes, Vec<(i64, i64)>)> {
+        let slot = b.topic("t").and_then(|t| t.partition(0)).expect("slot");
+        let mut out = Vec::new();
+        let mut offset = 0i64;
+        loop {
+            let (records, aborted) = fetch(b, offset, isolation).await;
+            let Some(next) = next_offset(&records) else {
+                break;
+            };
+            out.push((records, aborted));
+            offset = next;
+            let held = slot.read_ahead.offsets();
+            if expect_ahead && (next as u64) < slot.log.high_watermark() {
+                // Only the next fetch: the one this fetch asked for was
+                // taken (prepared by the fetch before it).
+                assert_eq!(held, vec![next as u64], "fetch from {offset}");
+                // A consumer that takes its time: the next fetch finds its
+                // read done (one that comes back at once would wait for it,
+                // and make the partition back off).
+                let ra = slot.clone();
+                let ready =
+                    tokio::task::spawn_blocking(move || ra.read_ahead.wait_prepared(next as u64))
+                        .await
+                        .expect("join");
+                assert!(ready, "the read from {next} was prepared");
+            } else if !expect_ahead {
+                assert!(held.is_empty(), "{held:?}");
+            }
+        }
+        out
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn read_ahead_serves_exactly_what_a_fresh_read_would() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let with = open(
+            &dir.path().join("a"),
+            crate::broker::FETCH_READ_AHEAD_BYTES_DEFAULT,
+        )
+        .await;
+        let without = open(&dir.path().join("b"), 0).await;
+        for isolation in [0, 1] {
+            let a = read_through(&with, isolation, true).await;
+            let b = read_through(&without, isolation, false).await;
+            assert!(a.len() > 30, "{} fetches", a.len());
+            assert_eq!(a.len(), b.len());
+            for (i, (x, y)) in a.iter().zip(&b).enumerate() {
+                assert_eq!(x, y, "fetch {i}, isolation {isolation}");
+            }
+            let aborted: Vec<_> = a.iter().flat_map(|(_, ab)| ab.clone()).collect();
+            if isolation == 1 {
+                assert!(
+                    !aborted.is_empty(),
+                    "read_committed is told of the aborted transaction"
+                );
+            }
+        }
+    }
 }

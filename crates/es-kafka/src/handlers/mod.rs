@@ -21,6 +21,7 @@ pub mod metadata;
 pub mod offset_for_leader_epoch;
 pub mod past_crate;
 pub mod produce;
+pub mod read_ahead;
 pub mod txn;
 pub mod unsupported;
 
