@@ -653,7 +653,6 @@ mod tests {
     //! isolation levels, and every fetch that left more to read has the
     //! next one held or being prepared.
 
-    use std::collections::BTreeMap;
     use std::path::Path;
 
     use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
@@ -661,7 +660,7 @@ mod tests {
     use kafka_protocol::protocol::StrBytes;
 
     use super::*;
-    use crate::handlers::wire_client::call;
+    use crate::handlers::wire_client::{broker_with_topic, call};
     use crate::{Broker, BrokerConfig};
     use es_storage::{ProducerAppend, ProducerInfo, RecordBatchBuf, RecordMeta};
 
@@ -671,15 +670,7 @@ mod tests {
     async fn open(dir: &Path, read_ahead: usize) -> Arc<Broker> {
         let mut cfg = BrokerConfig::new(dir.join("data"), "127.0.0.1:9092");
         cfg.fetch_read_ahead_bytes = read_ahead;
-        let b = tokio::task::spawn_blocking(move || Broker::open(cfg))
-            .await
-            .expect("join")
-            .expect("open");
-        let topic = b
-            .create_topic("t", 1, BTreeMap::new(), false)
-            .await
-            .expect("created")
-            .expect("a topic");
+        let (b, topic) = broker_with_topic(cfg, "t").await;
         let log = topic.partition(0).expect("partition 0").log.clone();
         // The same records in both brokers: plain ones, with an aborted
         // transaction in the middle for read_committed.

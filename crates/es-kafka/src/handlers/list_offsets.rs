@@ -100,7 +100,6 @@ pub async fn handle(ctx: &Ctx, req: ListOffsetsRequest) -> Result<Option<Bytes>,
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeMap;
     use std::sync::Arc;
 
     use bytes::{Buf, BytesMut};
@@ -163,15 +162,7 @@ mod tests {
     async fn latest_is_the_last_stable_offset_for_read_committed() {
         let dir = tempfile::tempdir().expect("tmp");
         let cfg = BrokerConfig::new(dir.path().join("data"), "127.0.0.1:9092");
-        let b = tokio::task::spawn_blocking(move || Broker::open(cfg))
-            .await
-            .expect("join")
-            .expect("open");
-        let topic = b
-            .create_topic("t", 1, BTreeMap::new(), false)
-            .await
-            .expect("created")
-            .expect("a topic");
+        let (b, topic) = handlers::wire_client::broker_with_topic(cfg, "t").await;
         let log = topic.partition(0).expect("partition 0").log.clone();
         let plain = RecordMeta::default();
         let txn = RecordMeta {

@@ -8,9 +8,25 @@ use bytes::{Buf, BytesMut};
 use kafka_protocol::messages::{ApiKey, RequestHeader, ResponseHeader};
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 
-use crate::broker::Broker;
+use crate::broker::{Broker, BrokerConfig};
 use crate::connection::Turn;
+use crate::topics::Topic;
 use crate::versions::crate_version;
+
+/// Opens a broker with `cfg` (on a blocking thread, as the binary does) and
+/// creates topic `name` with one partition.
+pub async fn broker_with_topic(cfg: BrokerConfig, name: &str) -> (Arc<Broker>, Arc<Topic>) {
+    let b = tokio::task::spawn_blocking(move || Broker::open(cfg))
+        .await
+        .expect("join")
+        .expect("open");
+    let topic = b
+        .create_topic(name, 1, std::collections::BTreeMap::new(), false)
+        .await
+        .expect("created")
+        .expect("a topic");
+    (b, topic)
+}
 
 /// The `client_id` of every request sent here.
 pub const CLIENT_ID: &str = "es-wire-test";
