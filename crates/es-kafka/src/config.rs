@@ -38,7 +38,7 @@ pub enum ConfigType {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ConfigSource {
     DynamicTopic = 1,
-    /// Set at run time for this broker (resource name "<node id>").
+    /// Set at run time for this broker (resource name `"<node id>"`).
     DynamicBroker = 2,
     /// Set at run time as the cluster-wide default (resource name "").
     DynamicDefaultBroker = 3,
@@ -521,7 +521,7 @@ fn check_value(d: &TopicConfigDef, name: &str, value: Option<&str>) -> Result<()
 /// keeps them.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DynamicBrokerConfigs {
-    /// Resource "<node id>": Kafka's DYNAMIC_BROKER_CONFIG.
+    /// Resource `"<node id>"`: Kafka's DYNAMIC_BROKER_CONFIG.
     #[serde(default)]
     pub broker: BTreeMap<String, String>,
     /// Resource "": Kafka's DYNAMIC_DEFAULT_BROKER_CONFIG.
@@ -878,8 +878,8 @@ pub struct BrokerSettings {
 }
 
 impl BrokerSettings {
-    /// Every broker config we report for this broker (resource "<node
-    /// id>"), sorted by name.
+    /// Every broker config we report for this broker (resource
+    /// `"<node id>"`), sorted by name.
     pub fn describe(&self) -> Vec<BrokerConfigEntry> {
         use ConfigSource::{Default as D, StaticBroker as S};
         use ConfigType as T;

@@ -10,7 +10,7 @@
 //! every partition on this node alone. Broker configs come from command-line
 //! flags, except the dynamic ones (the broker-level names of topic configs,
 //! `log.flush.interval.messages`, `log.retention.ms`, ...), which AlterConfigs
-//! and IncrementalAlterConfigs change on BROKER "<node id>" and on the
+//! and IncrementalAlterConfigs change on BROKER `"<node id>"` and on the
 //! cluster default ""; see [`crate::config`] for how topics inherit them.
 //!
 //! Internal topics, as Kafka 4.4 treats them (checked against it): only

@@ -26,7 +26,7 @@
 //! up to [`PRODUCED_BATCH_READ_BYTES_MAX`].
 //!
 //! Copies: a partition's records are read into a window the blocking thread
-//! keeps between fetches ([`ReadState`]: no allocation, no zero-filling),
+//! keeps between fetches (`ReadState`: no allocation, no zero-filling),
 //! encoded once into the Bytes of that partition's batches, and the response
 //! is written around those Bytes by [`crate::codec::fetch_response`], which
 //! the connection sends with vectored writes: the records are copied once in
@@ -74,7 +74,7 @@ pub const FETCH_WAIT_MS_MAX: u64 = 60_000;
 /// bytes each). A larger batch is served in parts.
 pub const PRODUCED_BATCH_READ_BYTES_MAX: usize = 64 * 1024 * 1024;
 /// The read window and encoder buffers a blocking thread keeps between
-/// fetches ([`ReadState`]); larger ones are freed after the fetch.
+/// fetches (`ReadState`); larger ones are freed after the fetch.
 pub const READ_STATE_KEEP_BYTES_MAX: usize = 4 * 1024 * 1024;
 
 /// What a blocking thread reuses from one fetch to the next: the read window
