@@ -602,6 +602,7 @@ impl<'a> RecordIter<'a> {
 impl<'a> Iterator for RecordIter<'a> {
     type Item = Result<RecordView<'a>, DecodeError>;
 
+    #[inline]
     fn next(&mut self) -> Option<Self::Item> {
         if self.pos >= self.buf.len() {
             return None;

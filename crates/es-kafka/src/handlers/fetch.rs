@@ -44,7 +44,7 @@
 //! continue with full fetches; an incremental fetch naming a session gets
 //! FETCH_SESSION_ID_NOT_FOUND, which makes the client start over with a full one.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -569,25 +569,15 @@ fn read_fresh(
     // consumers see only what is below it.
     let lso = slot.log.last_stable_offset().min(hw);
     let limit = if w.read_committed { lso } else { hw };
-    let mut corrupt = false;
-    let records = RecordIter::read_checked(chunk.data)
-        .map_while(|r| match r {
-            Ok(r) => Some(r),
-            Err(e) => {
-                tracing::error!(partition = w.partition, offset, error = %e, "undecodable record in storage");
-                corrupt = true;
-                None
-            }
-        })
-        .take_while(|r| r.offset < limit)
-        // Batches noted beside the segment (data written by older es notes
-        // them on the record itself).
-        .map(|mut r| {
-            if r.batch.is_none() {
-                r.batch = chunk.batch_at(r.offset);
-            }
-            r
-        });
+    let corrupt = Cell::new(false);
+    let records = Servable {
+        records: RecordIter::read_checked(chunk.data),
+        limit,
+        chunk: &chunk,
+        corrupt: &corrupt,
+        partition: w.partition,
+        from: offset,
+    };
     let opts = EncodeOptions {
         compression: w.compression,
         log_append_time: w.log_append_time,
@@ -601,7 +591,7 @@ fn read_fresh(
             tracing::error!(partition = w.partition, error = %e, "encoding fetched records failed");
             code(ResponseError::KafkaStorageError)
         })?;
-    if corrupt && summary.records == 0 {
+    if corrupt.get() && summary.records == 0 {
         return Err(code(ResponseError::CorruptMessage));
     }
     if !first && buf.len() > budget {
@@ -629,6 +619,49 @@ fn read_fresh(
         next,
         limit,
     })
+}
+
+/// The records of a read that a fetch serves: those below `limit` (the high
+/// watermark or the last stable offset), each with the produced batch noted
+/// beside the segment if it starts one (data written by older es notes it on
+/// the record itself), up to the first that does not decode (`corrupt` is
+/// then set). One iterator rather than a chain of adapters, so that the
+/// encoder's loop gets each record without copying it from one adapter to
+/// the next.
+struct Servable<'a> {
+    records: RecordIter<'a>,
+    limit: u64,
+    chunk: &'a ReadView<'a>,
+    corrupt: &'a Cell<bool>,
+    /// For the log line of an undecodable record: the partition, and the
+    /// offset the fetch asked for.
+    partition: i32,
+    from: u64,
+}
+
+impl<'a> Iterator for Servable<'a> {
+    type Item = es_storage::RecordView<'a>;
+
+    #[inline]
+    fn next(&mut self) -> Option<Self::Item> {
+        match self.records.next()? {
+            Ok(mut r) if r.offset < self.limit => {
+                if r.batch.is_none() {
+                    r.batch = self.chunk.batch_at(r.offset);
+                }
+                Some(r)
+            }
+            Ok(_) => {
+                self.records = RecordIter::read_checked(&[]);
+                None
+            }
+            Err(e) => {
+                tracing::error!(partition = self.partition, offset = self.from, error = %e, "undecodable record in storage");
+                self.corrupt.set(true);
+                None
+            }
+        }
+    }
 }
 
 /// The read window that holds all of the produced batch the first record of
