@@ -118,19 +118,15 @@ struct Got {
     aborted: Vec<Aborted>,
 }
 
-/// The transactional view of one read: the last stable offset and the
-/// aborted transactions a read_committed consumer must skip.
-struct Stable {
-    last_stable_offset: i64,
-    aborted: Vec<Aborted>,
-}
-
 /// One partition's read: its records and where they leave the consumer.
+/// The aborted transactions a read_committed consumer must skip are looked
+/// up from `start` and `next` when the read is answered, whether it was
+/// read now or ahead.
 struct PartRead {
     records: Bytes,
     high_watermark: i64,
     log_start_offset: i64,
-    stable: Stable,
+    last_stable_offset: i64,
     /// Where the read began: the offset asked for, or the first record of
     /// the produced batch it lies in.
     start: u64,
@@ -434,8 +430,11 @@ fn read_pass_with(
                 g.records = r.records;
                 g.high_watermark = r.high_watermark;
                 g.log_start_offset = r.log_start_offset;
-                g.last_stable_offset = r.stable.last_stable_offset;
-                g.aborted = r.stable.aborted;
+                g.last_stable_offset = r.last_stable_offset;
+                g.aborted = match r.next {
+                    Some(next) if w.read_committed => aborted_between(slot, r.start, next),
+                    _ => Vec::new(),
+                };
             }
             Err(e) => {
                 g.error = e;
@@ -477,8 +476,8 @@ fn read_one(
     read_fresh(st, slot, w, offset, budget, first)
 }
 
-/// A prepared read as this fetch's answer, with the watermarks, the log
-/// start and the aborted transactions as they are now; None if it no longer
+/// A prepared read as this fetch's answer, with the watermarks and the log
+/// start as they are now; None if it no longer
 /// fits (the log start moved past it, or it exceeds the budget of a
 /// partition that is not the response's first).
 fn serve_prepared(
@@ -494,20 +493,11 @@ fn serve_prepared(
     }
     let hw = slot.log.high_watermark();
     let lso = slot.log.last_stable_offset().min(hw);
-    let aborted = match p.next {
-        Some(next) if w.read_committed && !p.records.is_empty() => {
-            aborted_between(slot, p.start, next)
-        }
-        _ => Vec::new(),
-    };
     Some(PartRead {
         records: p.records.clone(),
         high_watermark: hw as i64,
         log_start_offset: log_start as i64,
-        stable: Stable {
-            last_stable_offset: lso as i64,
-            aborted,
-        },
+        last_stable_offset: lso as i64,
         start: p.start,
         next: p.next,
         limit: if w.read_committed { lso } else { hw },
@@ -602,19 +592,11 @@ fn read_fresh(
         .last_offset
         .filter(|_| !buf.is_empty())
         .map(|l| l + 1);
-    let aborted = match next {
-        Some(next) if w.read_committed => aborted_between(slot, start, next),
-        _ => Vec::new(),
-    };
-    let stable = Stable {
-        last_stable_offset: lso as i64,
-        aborted,
-    };
     Ok(PartRead {
         records: Bytes::from(buf),
         high_watermark: hw as i64,
         log_start_offset: chunk.log_start_offset as i64,
-        stable,
+        last_stable_offset: lso as i64,
         start,
         next,
         limit,

@@ -159,9 +159,9 @@ impl ReadAhead {
         }
     }
 
-    /// Notes that `key` is being prepared, unless the broker holds `cap`
-    /// bytes of prepared fetches already (after dropping unclaimed old
-    /// ones). True: the caller must follow with [`ReadAhead::finish`] or
+    /// Notes that `key` is being prepared, unless it is held or under way
+    /// already, the partition backs off, or the broker holds `cap` bytes of
+    /// prepared fetches (after dropping unclaimed old ones). True: the caller must follow with [`ReadAhead::finish`] or
     /// [`ReadAhead::abandon`].
     pub fn begin(&self, key: Key, cap: usize) -> bool {
         if cap == 0 || key.budget > PARTITION_BYTES_MAX {
@@ -174,17 +174,15 @@ impl ReadAhead {
         {
             return false;
         }
-        if HELD_BYTES
-            .load(Ordering::Relaxed)
-            .saturating_add(key.budget)
-            > cap
-        {
-            sweep();
-            if HELD_BYTES
+        let over_cap = || {
+            HELD_BYTES
                 .load(Ordering::Relaxed)
                 .saturating_add(key.budget)
                 > cap
-            {
+        };
+        if over_cap() {
+            sweep();
+            if over_cap() {
                 return false;
             }
         }
@@ -192,7 +190,11 @@ impl ReadAhead {
             REGISTRY.lock().push(Arc::downgrade(&self.inner));
         }
         let mut entries = self.inner.entries.lock();
-        entries.retain(|e| e.key != key);
+        // Held or under way already (another fetch asked for the same):
+        // preparing it again would only replace the one being prepared.
+        if entries.iter().any(|e| e.key == key) {
+            return false;
+        }
         if entries.len() >= PARTITION_ENTRIES_MAX {
             entries.remove(0);
         }
@@ -300,6 +302,7 @@ mod tests {
         let ra = ReadAhead::default();
         assert!(ra.claim(&key(10)).is_none());
         assert!(ra.begin(key(10), usize::MAX));
+        assert!(!ra.begin(key(10), usize::MAX), "under way already");
         ra.finish(
             key(10),
             Prepared::new(10, Bytes::from_static(b"abc"), Some(12)),
