@@ -4,6 +4,8 @@
 //! for, retention and compaction remove them with their segments, and a
 //! cold copy carries them.
 
+mod common;
+
 use std::path::Path;
 use std::sync::Arc;
 
@@ -62,20 +64,11 @@ fn produce(p: &Partition, n: u64) -> Vec<(u64, ProducedBatch)> {
 /// Every noted batch reachable by reading the partition from its start.
 fn noted(p: &Partition) -> Vec<(u64, ProducedBatch)> {
     let mut out = Vec::new();
-    let mut next = p.log_start_offset();
-    loop {
-        let c = p.read(next, 2048).expect("read");
-        if c.data.is_empty() {
-            break;
+    common::read_from_start(p, 2048, |r, c| {
+        if let Some(b) = c.batch_at(r.offset) {
+            out.push((r.offset, b));
         }
-        for r in es_storage::RecordIter::read_checked(&c.data) {
-            let r = r.expect("record");
-            if let Some(b) = c.batch_at(r.offset) {
-                out.push((r.offset, b));
-            }
-            next = r.offset + 1;
-        }
-    }
+    });
     out
 }
 

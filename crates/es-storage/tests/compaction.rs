@@ -2,6 +2,8 @@
 //! random workloads with tombstones, a crash at every sync point of the swap,
 //! retention by size and age with cold copies, and a durable log start offset.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -24,23 +26,14 @@ fn cfg() -> PartitionConfig {
 
 fn read_all(p: &Partition) -> Vec<Rec> {
     let mut out = Vec::new();
-    let mut off = p.log_start_offset();
-    loop {
-        let c = p.read(off, 1 << 20).expect("read");
-        if c.data.is_empty() {
-            break;
-        }
-        for r in RecordIter::new(&c.data) {
-            let r = r.expect("valid");
-            out.push((
-                r.offset,
-                r.key.map(<[u8]>::to_vec),
-                r.value.map(<[u8]>::to_vec),
-                r.timestamp_ms,
-            ));
-            off = r.offset + 1;
-        }
-    }
+    common::read_from_start(p, 1 << 20, |r, _| {
+        out.push((
+            r.offset,
+            r.key.map(<[u8]>::to_vec),
+            r.value.map(<[u8]>::to_vec),
+            r.timestamp_ms,
+        ))
+    });
     out
 }
 

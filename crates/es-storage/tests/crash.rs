@@ -4,11 +4,13 @@
 //! there, nothing half-written is visible, and recovering twice gives the same
 //! state.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use es_storage::simfs::{SimFs, Tear};
-use es_storage::{Partition, PartitionConfig, RecordBatchBuf, RecordIter, RecordMeta};
+use es_storage::{Partition, PartitionConfig, RecordBatchBuf, RecordMeta};
 
 fn cfg() -> PartitionConfig {
     PartitionConfig {
@@ -75,18 +77,9 @@ fn recover(fs: &SimFs, dir: &Path) -> Vec<(u64, Vec<u8>)> {
     let p =
         Partition::open(Arc::new(fs.clone()), dir.to_path_buf(), cfg()).expect("recovery succeeds");
     let mut out = Vec::new();
-    let mut off = p.log_start_offset();
-    loop {
-        let c = p.read(off, 1 << 20).expect("read");
-        if c.data.is_empty() {
-            break;
-        }
-        for r in RecordIter::new(&c.data) {
-            let r = r.expect("only whole, valid records are visible");
-            out.push((r.offset, r.value.expect("value").to_vec()));
-            off = r.offset + 1;
-        }
-    }
+    common::read_from_start(&p, 1 << 20, |r, _| {
+        out.push((r.offset, r.value.expect("value").to_vec()))
+    });
     assert_eq!(p.log_end_offset(), out.len() as u64);
     out
 }

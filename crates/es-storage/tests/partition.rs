@@ -37,19 +37,9 @@ fn val(i: u64, len: usize) -> Vec<u8> {
 /// Reads every visible record: (offset, value).
 fn read_all(p: &Partition) -> Vec<(u64, Vec<u8>)> {
     let mut out = Vec::new();
-    let mut next = p.log_start_offset();
-    loop {
-        let c = p.read(next, 64 * 1024).expect("read");
-        if c.data.is_empty() {
-            break;
-        }
-        for r in RecordIter::new(&c.data) {
-            let r = r.expect("valid record");
-            assert!(r.offset >= next);
-            out.push((r.offset, r.value.expect("value").to_vec()));
-            next = r.offset + 1;
-        }
-    }
+    common::read_from_start(p, 64 * 1024, |r, _| {
+        out.push((r.offset, r.value.expect("value").to_vec()))
+    });
     out
 }
 

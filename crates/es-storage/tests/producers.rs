@@ -4,6 +4,8 @@
 //! stable offset and aborted transactions surviving a restart, and
 //! compaction removing transaction markers whose records are gone.
 
+mod common;
+
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -244,18 +246,8 @@ fn marker(p: &Partition, pid: i64, commit: bool) -> u64 {
 
 fn offsets(p: &Partition) -> Vec<u64> {
     let mut out = Vec::new();
-    let mut next = p.log_start_offset();
-    loop {
-        let c = p.read(next, 1 << 20).expect("read");
-        if c.data.is_empty() {
-            return out;
-        }
-        for r in es_storage::RecordIter::new(&c.data) {
-            let r = r.expect("record");
-            out.push(r.offset);
-            next = r.offset + 1;
-        }
-    }
+    common::read_from_start(p, 1 << 20, |r, _| out.push(r.offset));
+    out
 }
 
 #[test]
