@@ -168,6 +168,24 @@ def dirty_mb():
     return kb / 1024
 
 
+def es_holds_deleted_files(pid, data_dir):
+    """Whether es still holds files of data_dir that have been deleted
+    (its reclaim thread frees them gradually; see es_storage::reclaim)."""
+    root = os.path.realpath(data_dir)
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return False
+    for fd in fds:
+        try:
+            t = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if t.startswith(root) and t.endswith(" (deleted)"):
+            return True
+    return False
+
+
 def rss_kb(pid):
     try:
         with open(f"/proc/{pid}/status") as f:
@@ -410,16 +428,20 @@ class Bench:
         # Freeing gigabytes on this file system (mounted with `discard`) holds
         # every fsync on it back for a few hundred ms: measured, a 2 GB unlink
         # during an es latency run took its p99 from 8-10 ms to 225-380 ms.
-        # es removes a topic's files before it answers DeleteTopics; Kafka on
-        # a background thread, after `log.segment.delete.delay.ms`. Wait until
-        # they are gone, so that no later run pays for it.
-        if b is self.es:
-            return
-        mine = re.compile(re.escape(name) + r"-\d+(\..*-delete)?$")
+        # es unlinks a topic's files before it answers DeleteTopics and then
+        # frees their space a few MiB at a time from its reclaim thread, once
+        # nothing reads them (it keeps them open until then); Kafka deletes
+        # them on a background thread, after `log.segment.delete.delay.ms`.
+        # Wait until the space is free, so that no later run pays for it.
         end = time.monotonic() + 60
-        while any(mine.match(e) for e in os.listdir(b.data_dir)):
+        if b is self.es:
+            gone = lambda: not es_holds_deleted_files(b.pid, b.data_dir)
+        else:
+            mine = re.compile(re.escape(name) + r"-\d+(\..*-delete)?$")
+            gone = lambda: not any(mine.match(e) for e in os.listdir(b.data_dir))
+        while not gone():
             if time.monotonic() > end:
-                log(f"delete {name} on {target}: files still there after 60 s")
+                log(f"delete {name} on {target}: space not freed after 60 s")
                 break
             time.sleep(0.1)
 

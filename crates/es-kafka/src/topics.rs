@@ -500,6 +500,11 @@ pub fn delete_topic(
     fs.rename(&topic.dir, &tomb)?;
     fs.sync_dir(topics_dir)?;
     fs.remove_dir_all(&tomb)?;
+    // The names are gone; the space is freed gradually once the last
+    // request using a partition lets go of it (es_storage::reclaim).
+    for p in topic.partitions() {
+        p.log.reclaim_files();
+    }
     Ok(())
 }
 

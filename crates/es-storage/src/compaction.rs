@@ -373,6 +373,8 @@ impl Partition {
         for seg in &doomed {
             self.fs.remove_file(&seg.log_path)?;
             self.fs.remove_file(&seg.index_path)?;
+            // Names gone: their space is freed gradually once readers are done.
+            seg.reclaim_files(&self.reclaimer());
             if self.fs.exists(&seg.batches_path) {
                 self.fs.remove_file(&seg.batches_path)?;
             }
@@ -690,6 +692,11 @@ impl Partition {
         meta::write_json(&*self.fs, &self.dir.join(MARKER_FILE), &plan)?;
         // Step 4: swap, delete, fsync, publish.
         finish_swap(&*self.fs, &self.dir, &plan)?;
+        // The replaced segments' names are gone (deleted, or renamed over):
+        // their space is freed gradually once readers are done with them.
+        for seg in sealed.iter() {
+            seg.reclaim_files(&self.reclaimer());
+        }
         let mut list: Vec<Arc<Segment>> = outputs.into_iter().map(Arc::new).collect();
         list.extend(now[sealed.len()..].iter().cloned());
         report.segments_replaced = sealed.len();

@@ -31,6 +31,7 @@ use crate::producers::{
     AbortedTxn, ProducerAppend, ProducerState, SeqCheck, CONTROL_ABORT, CONTROL_COMMIT,
     SNAPSHOT_FILE,
 };
+use crate::reclaim::Reclaimer;
 use crate::record::{self, DecodeError, ProducedBatch, ProducerInfo, RecordMeta};
 use crate::segment::{self, read_exact_at, Segment, SegmentRecovery};
 
@@ -311,6 +312,9 @@ pub struct Partition {
     /// A sync waits on `intents_done` (under `commit`) for announced appends.
     intent_waiting: AtomicBool,
     intents_done: Condvar,
+    /// Frees the space of the segments retention and compaction delete
+    /// ([`Reclaimer::global`] unless [`Partition::set_reclaimer`]).
+    reclaimer: RwLock<Arc<Reclaimer>>,
 }
 
 /// An append announced to the partition before its records are decoded:
@@ -458,6 +462,7 @@ impl Partition {
             intent_side: AtomicUsize::new(0),
             intent_waiting: AtomicBool::new(false),
             intents_done: Condvar::new(),
+            reclaimer: RwLock::new(Reclaimer::global().clone()),
         };
         Ok((Arc::new(p), report))
     }
@@ -488,6 +493,28 @@ impl Partition {
     }
 
     /// A snapshot of the segment list (oldest first).
+    /// Gives the files of every segment to the process's [`Reclaimer`],
+    /// which frees their space gradually once the partition and its readers
+    /// have let go of them. Only for a partition whose directory has been
+    /// removed: the reclaimer truncates the files.
+    pub fn reclaim_files(&self) {
+        let reclaimer = self.reclaimer();
+        for seg in self.segments().iter() {
+            seg.reclaim_files(&reclaimer);
+        }
+    }
+
+    /// The reclaimer that frees the space of this partition's deleted
+    /// segments.
+    pub fn reclaimer(&self) -> Arc<Reclaimer> {
+        self.reclaimer.read().clone()
+    }
+
+    /// Uses `reclaimer` instead of the process's (tests step their own).
+    pub fn set_reclaimer(&self, reclaimer: Arc<Reclaimer>) {
+        *self.reclaimer.write() = reclaimer;
+    }
+
     pub fn segments(&self) -> Arc<Vec<Arc<Segment>>> {
         self.segments.read().clone()
     }

@@ -19,6 +19,7 @@ use crate::batch_marks::{self, BatchMark, MARK_BYTES};
 use crate::error::{Result, StorageError};
 use crate::fs::{FileHandle, Fs};
 use crate::index::{self, IndexEntry, ENTRY_BYTES};
+use crate::reclaim::Reclaimer;
 use crate::record::{self, DecodeError};
 
 /// Extension of segment log files.
@@ -97,6 +98,14 @@ pub struct SegmentRecovery {
 }
 
 impl Segment {
+    /// Gives this segment's log and index files to `reclaimer`, which frees
+    /// their space once nobody else holds them. Only for a segment whose
+    /// files no longer have their names: the reclaimer truncates them.
+    pub fn reclaim_files(&self, reclaimer: &Reclaimer) {
+        reclaimer.hold(self.log.clone());
+        reclaimer.hold(self.index_file.clone());
+    }
+
     /// Creates a new empty segment (both files must not exist).
     pub fn create(fs: &dyn Fs, dir: &Path, base_offset: u64, now_ms: i64) -> Result<Segment> {
         let stem = file_stem(base_offset);

@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use es_storage::reclaim::{Pace, Reclaimer, Step};
 use es_storage::simfs::{SimFs, Tear};
 use es_storage::{
     CompactionPolicy, Partition, PartitionConfig, RecordBatchBuf, RecordIter, RecordMeta,
@@ -586,4 +587,76 @@ fn aborted_transactional_records_are_dropped_and_do_not_shadow_committed_values(
             b"commit-marker".to_vec()
         ]
     );
+}
+
+/// Steps `r` until it has nothing it may cut; returns what the last step said.
+fn reclaim_all_it_can(r: &Reclaimer) -> Step {
+    loop {
+        match r.step() {
+            Step::Freed => continue,
+            other => return other,
+        }
+    }
+}
+
+/// Bytes of the records a segment serves through its open files.
+fn bytes_served(seg: &es_storage::segment::Segment) -> u64 {
+    let mut n = 0;
+    seg.for_each_record(seg.valid_len(), |r| {
+        n += r.encoded_len as u64;
+        true
+    })
+    .expect("readable through the open handle");
+    n
+}
+
+#[test]
+fn deleted_segments_are_freed_by_the_reclaimer_only_once_their_readers_are_done() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let p =
+        Partition::open(Arc::new(es_storage::RealFs), tmp.path().join("p"), cfg()).expect("open");
+    let reclaimer = Arc::new(Reclaimer::new(Pace {
+        step_bytes: 100,
+        pause: std::time::Duration::ZERO,
+    }));
+    p.set_reclaimer(reclaimer.clone());
+    fill(&p, &workload(), 1_000);
+    let segs = p.segments();
+    assert!(segs.len() > 4, "{} segments", segs.len());
+    // A reader holds the first segment while retention deletes it and more.
+    let reader = segs[0].clone();
+    let served = bytes_served(&reader);
+    assert!(served > 100);
+    drop(segs);
+    let rep = p
+        .enforce_retention(
+            &RetentionPolicy {
+                retention_ms: Some(0),
+                ..RetentionPolicy::default()
+            },
+            1_000_000,
+        )
+        .expect("retention");
+    let deleted = rep.deleted_segments.len();
+    assert!(deleted >= 3, "{rep:?}");
+    assert!(!reader.log_path.exists(), "retention unlinked the segment");
+    // Each deleted segment's log and index went to the reclaimer, which
+    // frees all but the one in use.
+    assert_eq!(reclaimer.held(), 2 * deleted);
+    assert_eq!(reclaim_all_it_can(&reclaimer), Step::InUse);
+    assert_eq!(reclaimer.held(), 2, "the reader's log and index");
+    assert_eq!(bytes_served(&reader), served, "untouched while in use");
+    drop(reader);
+    assert_eq!(reclaim_all_it_can(&reclaimer), Step::Idle);
+    assert_eq!(reclaimer.held(), 0);
+
+    // Compaction hands over the segments it replaced, once they are gone.
+    fill(&p, &workload(), 2_000);
+    let sealed = p.segments().len() - 1;
+    let rep = p.compact(&policy(1000), 1_000_000).expect("compact");
+    assert_eq!(rep.segments_replaced, sealed, "{rep:?}");
+    assert_eq!(reclaimer.held(), 2 * sealed);
+    assert_eq!(reclaim_all_it_can(&reclaimer), Step::Idle);
+    // What is left reads back whole.
+    assert!(!read_all(&p).is_empty());
 }
