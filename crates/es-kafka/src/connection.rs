@@ -202,6 +202,16 @@ where
 {
     let mut w = BufWriter::with_capacity(WRITE_BUFFER_BYTES, writer);
     while let Some(pending) = rx.recv().await {
+        // Responses already written wait in the buffer only while the next
+        // one is ready too: a pipelining client (five produce requests in
+        // flight) gets each answer as soon as it exists, not when the
+        // requests behind it have had their fsyncs as well.
+        if !pending.is_finished() && !w.buffer().is_empty() {
+            if let Err(e) = w.flush().await {
+                tracing::debug!(%peer, error = %e, "flush failed");
+                break;
+            }
+        }
         match pending.await {
             Ok(Ok(Some(response))) => {
                 if let Err(e) = write_frame(&mut w, &response).await {
@@ -378,6 +388,44 @@ mod tests {
                 assert_eq!(t.writes, 3);
             }
         }
+    }
+
+    /// A pipelining client (a producer with five requests in flight) gets
+    /// each response once it is ready, not once the requests queued behind
+    /// it are answered too.
+    #[tokio::test]
+    async fn a_ready_response_leaves_while_the_next_one_is_pending() {
+        use tokio::io::AsyncReadExt;
+        let frame = |b: &'static [u8]| ResponseFrame::from(Bytes::from_static(b));
+        let (mut client, server) = tokio::io::duplex(1 << 16);
+        let (tx, rx) = mpsc::channel::<Pending>(4);
+        let (release, released) = oneshot::channel::<()>();
+        // Both queued before the writer runs (this runtime has one thread).
+        let first: Pending = tokio::spawn(async move { Ok(Some(frame(b"first"))) });
+        let second: Pending = tokio::spawn(async move {
+            let _ = released.await;
+            Ok(Some(frame(b"second")))
+        });
+        assert!(tx.send(first).await.is_ok());
+        assert!(tx.send(second).await.is_ok());
+        let writer = tokio::spawn(write_responses(server, rx, "test".into()));
+        let want = frame(b"first").into_bytes();
+        let mut got = vec![0u8; want.len()];
+        tokio::time::timeout(
+            std::time::Duration::from_secs(20),
+            client.read_exact(&mut got),
+        )
+        .await
+        .expect("the first response leaves while the second is pending")
+        .expect("read");
+        assert_eq!(got, want);
+        assert!(release.send(()).is_ok());
+        let want = frame(b"second").into_bytes();
+        let mut got = vec![0u8; want.len()];
+        client.read_exact(&mut got).await.expect("read");
+        assert_eq!(got, want);
+        drop(tx);
+        writer.await.expect("writer");
     }
 
     #[tokio::test]
