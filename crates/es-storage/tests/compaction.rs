@@ -120,6 +120,19 @@ proptest! {
     }
 }
 
+/// A retention pass at t=1,000,000 with `retention.ms` 0: every sealed
+/// segment written before then goes.
+fn retain_nothing_old(p: &Partition) -> es_storage::RetentionReport {
+    p.enforce_retention(
+        &RetentionPolicy {
+            retention_ms: Some(0),
+            ..RetentionPolicy::default()
+        },
+        1_000_000,
+    )
+    .expect("retention")
+}
+
 fn workload() -> Vec<(Option<u8>, Option<u16>)> {
     (0..120u16)
         .map(|i| {
@@ -445,15 +458,7 @@ fn retention_by_size_and_age_with_cold_copies() {
     );
     assert!(left.iter().any(|r| r.3 == 5_000));
     // The active segment is never deleted.
-    let rep = p
-        .enforce_retention(
-            &RetentionPolicy {
-                retention_ms: Some(0),
-                ..RetentionPolicy::default()
-            },
-            1_000_000,
-        )
-        .expect("retention");
+    let rep = retain_nothing_old(&p);
     assert_eq!(p.segments().len(), 1, "{rep:?} of {nsegs}");
     assert_eq!(read_all(&p).last().map(|r| r.0), Some(99));
     // The log start offset survives a crash.
@@ -628,15 +633,7 @@ fn deleted_segments_are_freed_by_the_reclaimer_only_once_their_readers_are_done(
     let served = bytes_served(&reader);
     assert!(served > 100);
     drop(segs);
-    let rep = p
-        .enforce_retention(
-            &RetentionPolicy {
-                retention_ms: Some(0),
-                ..RetentionPolicy::default()
-            },
-            1_000_000,
-        )
-        .expect("retention");
+    let rep = retain_nothing_old(&p);
     let deleted = rep.deleted_segments.len();
     assert!(deleted >= 3, "{rep:?}");
     assert!(!reader.log_path.exists(), "retention unlinked the segment");
