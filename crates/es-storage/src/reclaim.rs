@@ -61,18 +61,24 @@ pub enum Step {
 }
 
 /// Files waiting to have their space freed; see the module documentation.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Reclaimer {
     pace: Pace,
     files: Mutex<VecDeque<Arc<dyn FileHandle>>>,
     wake: Condvar,
+    /// False for the stand-in that [`Reclaimer::global`] returns when its
+    /// thread cannot start: it holds nothing, so a file handed to it is
+    /// freed when the caller drops it, at once, as without a reclaimer.
+    paced: bool,
 }
 
 impl Reclaimer {
     pub fn new(pace: Pace) -> Self {
         Reclaimer {
             pace,
-            ..Self::default()
+            files: Mutex::new(VecDeque::new()),
+            wake: Condvar::new(),
+            paced: true,
         }
     }
 
@@ -89,10 +95,10 @@ impl Reclaimer {
                 .spawn(move || worker.run())
             {
                 tracing::warn!(error = %e, "no reclaim thread: deleted segments free their space at once");
-                return Arc::new(Reclaimer::new(Pace {
-                    step_bytes: u64::MAX,
-                    pause: Duration::ZERO,
-                }));
+                return Arc::new(Reclaimer {
+                    paced: false,
+                    ..Reclaimer::new(Pace::default())
+                });
             }
             r
         })
@@ -101,7 +107,7 @@ impl Reclaimer {
     /// Takes a file whose name is about to be (or has been) removed. Its
     /// space is freed once nobody else holds it.
     pub fn hold(&self, file: Arc<dyn FileHandle>) {
-        if self.pace.step_bytes == u64::MAX {
+        if !self.paced {
             return; // no thread: the caller's drop frees it
         }
         self.files.lock().push_back(file);
