@@ -477,9 +477,9 @@ fn read_one(
 }
 
 /// A prepared read as this fetch's answer, with the watermarks and the log
-/// start as they are now; None if it no longer
-/// fits (the log start moved past it, or it exceeds the budget of a
-/// partition that is not the response's first).
+/// start as they are now; None if it no longer fits (the log start moved
+/// past it, or it exceeds the budget of a partition that is not the
+/// response's first).
 fn serve_prepared(
     slot: &PartitionSlot,
     w: &Want,

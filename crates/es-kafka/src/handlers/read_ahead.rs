@@ -161,7 +161,8 @@ impl ReadAhead {
 
     /// Notes that `key` is being prepared, unless it is held or under way
     /// already, the partition backs off, or the broker holds `cap` bytes of
-    /// prepared fetches (after dropping unclaimed old ones). True: the caller must follow with [`ReadAhead::finish`] or
+    /// prepared fetches (after dropping unclaimed old ones). True: the
+    /// caller must follow with [`ReadAhead::finish`] or
     /// [`ReadAhead::abandon`].
     pub fn begin(&self, key: Key, cap: usize) -> bool {
         if cap == 0 || key.budget > PARTITION_BYTES_MAX {
@@ -329,23 +330,6 @@ mod tests {
     }
 
     #[test]
-    fn a_fetch_waits_for_the_preparation_of_its_key() {
-        let ra = Arc::new(ReadAhead::default());
-        assert!(ra.begin(key(7), usize::MAX));
-        let preparer = {
-            let ra = ra.clone();
-            std::thread::spawn(move || {
-                ra.finish(key(7), Prepared::new(7, Bytes::from_static(b"r"), Some(8)));
-            })
-        };
-        // Whether the preparer finishes before or after this call, the
-        // fetch gets what it prepared.
-        let p = ra.claim(&key(7)).expect("prepared");
-        assert_eq!(&p.records[..], b"r");
-        preparer.join().expect("preparer");
-    }
-
-    #[test]
     fn an_abandoned_preparation_yields_nothing_and_a_finished_one_is_kept_once() {
         let ra = ReadAhead::default();
         assert!(ra.begin(key(1), usize::MAX));
@@ -361,7 +345,7 @@ mod tests {
     }
 
     #[test]
-    fn a_consumer_that_comes_back_before_its_preparation_is_done_backs_off() {
+    fn a_fetch_waits_for_the_preparation_of_its_key_and_the_partition_backs_off() {
         let ra = Arc::new(ReadAhead::default());
         assert!(ra.begin(key(7), usize::MAX));
         let preparer = {
@@ -374,8 +358,11 @@ mod tests {
                 ra.finish(key(7), Prepared::new(7, Bytes::from_static(b"r"), Some(8)));
             })
         };
-        assert!(ra.claim(&key(7)).is_some());
+        // The fetch waits, and gets what was prepared for it.
+        let p = ra.claim(&key(7)).expect("prepared");
+        assert_eq!(&p.records[..], b"r");
         preparer.join().expect("preparer");
+        // Its consumer came back before the preparation was done.
         for o in 0..BACKOFF_FETCHES {
             assert!(
                 !ra.begin(key(8 + u64::from(o)), usize::MAX),
