@@ -53,7 +53,7 @@ use kafka_protocol::messages::{FetchRequest, TopicName};
 use tokio::sync::Notify;
 
 use super::metadata::LEADER_EPOCH;
-use super::read_ahead::{self, Prepared};
+use super::read_ahead::{self, Preparation, Prepared};
 use super::{blocking, Ctx, RequestError};
 use crate::codec::compression::Compression;
 use crate::codec::encode::{BatchEncoder, CodecRules, EncodeOptions};
@@ -282,8 +282,8 @@ pub async fn handle(ctx: &Ctx, req: FetchRequest) -> Result<Option<ResponseFrame
     // this one.
     let cap = b.config().fetch_read_ahead_bytes;
     for a in ahead {
-        if a.slot.read_ahead.begin(a.key, cap) {
-            tokio::task::spawn_blocking(move || prepare(a));
+        if let Some(prep) = a.slot.read_ahead.begin(a.key, cap) {
+            tokio::task::spawn_blocking(move || prepare(a, prep));
         }
     }
     for w in wants.iter() {
@@ -357,20 +357,18 @@ fn with_read_state<T>(f: impl Fn(&mut ReadState) -> T) -> T {
 
 /// Prepares a read ahead ([`crate::handlers::read_ahead`]) on a blocking
 /// thread: the fetch `a.key` describes, read as the first partition of a
-/// response.
-fn prepare(a: Ahead) {
+/// response. Whatever does not finish `prep` (nothing to read, an error, a
+/// panic) gives it up when `prep` drops.
+fn prepare(a: Ahead, prep: Preparation) {
     let Ahead { slot, key, want } = a;
     let Ok(offset) = i64::try_from(key.offset) else {
-        slot.read_ahead.abandon(key);
         return;
     };
     let w = Want { offset, ..want };
-    match with_read_state(|st| read_fresh(st, &slot, &w, key.offset, key.budget, true)) {
-        Ok(r) if !r.records.is_empty() => {
-            slot.read_ahead
-                .finish(key, Prepared::new(r.start, r.records, r.next));
+    if let Ok(r) = with_read_state(|st| read_fresh(st, &slot, &w, key.offset, key.budget, true)) {
+        if !r.records.is_empty() {
+            prep.finish(Prepared::new(r.start, r.records, r.next));
         }
-        _ => slot.read_ahead.abandon(key),
     }
 }
 

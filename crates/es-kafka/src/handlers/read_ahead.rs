@@ -161,19 +161,19 @@ impl ReadAhead {
 
     /// Notes that `key` is being prepared, unless it is held or under way
     /// already, the partition backs off, or the broker holds `cap` bytes of
-    /// prepared fetches (after dropping unclaimed old ones). True: the
-    /// caller must follow with [`ReadAhead::finish`] or
-    /// [`ReadAhead::abandon`].
-    pub fn begin(&self, key: Key, cap: usize) -> bool {
+    /// prepared fetches (after dropping unclaimed old ones). The
+    /// [`Preparation`] it returns stores the result with
+    /// [`Preparation::finish`]; dropped without that, it gives up.
+    pub fn begin(&self, key: Key, cap: usize) -> Option<Preparation> {
         if cap == 0 || key.budget > PARTITION_BYTES_MAX {
-            return false;
+            return None;
         }
         let backoff = &self.inner.backoff;
         if backoff
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
             .is_ok()
         {
-            return false;
+            return None;
         }
         let over_cap = || {
             HELD_BYTES
@@ -184,7 +184,7 @@ impl ReadAhead {
         if over_cap() {
             sweep();
             if over_cap() {
-                return false;
+                return None;
             }
         }
         if !self.inner.registered.swap(true, Ordering::Relaxed) {
@@ -194,7 +194,7 @@ impl ReadAhead {
         // Held or under way already (another fetch asked for the same):
         // preparing it again would only replace the one being prepared.
         if entries.iter().any(|e| e.key == key) {
-            return false;
+            return None;
         }
         if entries.len() >= PARTITION_ENTRIES_MAX {
             entries.remove(0);
@@ -204,15 +204,40 @@ impl ReadAhead {
             prepared: None,
             since: Instant::now(),
         });
-        true
+        Some(Preparation {
+            inner: self.inner.clone(),
+            key,
+            finished: false,
+        })
+    }
+}
+
+/// A preparation under way, from [`ReadAhead::begin`]. Dropped without
+/// [`Preparation::finish`] (nothing to read, a failed read, a panic on the
+/// blocking thread, a task the runtime never ran) it gives its key up and
+/// wakes the fetches waiting for it, so that none of them waits
+/// [`CLAIM_WAIT_MAX`] for it and the partition's place is free again.
+#[derive(Debug)]
+#[must_use = "dropping a preparation gives it up"]
+pub struct Preparation {
+    inner: Arc<Inner>,
+    key: Key,
+    finished: bool,
+}
+
+impl Preparation {
+    /// What is being prepared.
+    pub fn key(&self) -> &Key {
+        &self.key
     }
 
-    /// Stores what was prepared for `key`, if it is still awaited.
-    pub fn finish(&self, key: Key, p: Prepared) {
+    /// Stores what was prepared, if it is still awaited.
+    pub fn finish(mut self, p: Prepared) {
+        self.finished = true;
         let mut entries = self.inner.entries.lock();
         if let Some(e) = entries
             .iter_mut()
-            .find(|e| e.key == key && e.prepared.is_none())
+            .find(|e| e.key == self.key && e.prepared.is_none())
         {
             e.prepared = Some(p);
             e.since = Instant::now();
@@ -220,13 +245,17 @@ impl ReadAhead {
         drop(entries);
         self.inner.changed.notify_all();
     }
+}
 
-    /// Gives up preparing `key` (nothing to read, or the read failed).
-    pub fn abandon(&self, key: Key) {
+impl Drop for Preparation {
+    fn drop(&mut self) {
+        if self.finished {
+            return;
+        }
         self.inner
             .entries
             .lock()
-            .retain(|e| e.key != key || e.prepared.is_some());
+            .retain(|e| e.key != self.key || e.prepared.is_some());
         self.inner.changed.notify_all();
     }
 }
@@ -302,12 +331,9 @@ mod tests {
     fn a_prepared_fetch_is_taken_once_and_only_for_its_key() {
         let ra = ReadAhead::default();
         assert!(ra.claim(&key(10)).is_none());
-        assert!(ra.begin(key(10), usize::MAX));
-        assert!(!ra.begin(key(10), usize::MAX), "under way already");
-        ra.finish(
-            key(10),
-            Prepared::new(10, Bytes::from_static(b"abc"), Some(12)),
-        );
+        let prep = ra.begin(key(10), usize::MAX).expect("begun");
+        assert!(ra.begin(key(10), usize::MAX).is_none(), "under way already");
+        prep.finish(Prepared::new(10, Bytes::from_static(b"abc"), Some(12)));
         let p = ra.claim(&key(10)).expect("prepared");
         assert_eq!(
             (p.start, &p.records[..], p.next),
@@ -317,11 +343,8 @@ mod tests {
 
         // Consumers at other offsets keep theirs, up to the partition's limit.
         for o in 20..20 + PARTITION_ENTRIES_MAX as u64 + 1 {
-            assert!(ra.begin(key(o), usize::MAX));
-            ra.finish(
-                key(o),
-                Prepared::new(o, Bytes::from_static(b"x"), Some(o + 1)),
-            );
+            let prep = ra.begin(key(o), usize::MAX).expect("begun");
+            prep.finish(Prepared::new(o, Bytes::from_static(b"x"), Some(o + 1)));
         }
         assert!(ra.claim(&key(5)).is_none(), "another offset");
         assert!(ra.claim(&key(20)).is_none(), "the oldest made room");
@@ -332,22 +355,34 @@ mod tests {
     #[test]
     fn an_abandoned_preparation_yields_nothing_and_a_finished_one_is_kept_once() {
         let ra = ReadAhead::default();
-        assert!(ra.begin(key(1), usize::MAX));
-        ra.abandon(key(1));
+        drop(ra.begin(key(1), usize::MAX).expect("begun"));
         assert!(ra.claim(&key(1)).is_none());
-        // Begun again: the first preparation's result is not what is
-        // awaited any more, and finishing twice stores nothing twice.
-        assert!(ra.begin(key(1), usize::MAX));
-        ra.finish(key(1), Prepared::new(1, Bytes::from_static(b"a"), Some(2)));
-        ra.finish(key(1), Prepared::new(1, Bytes::from_static(b"b"), Some(2)));
+        assert!(ra.offsets().is_empty(), "its place is free");
+        let prep = ra.begin(key(1), usize::MAX).expect("begun again");
+        prep.finish(Prepared::new(1, Bytes::from_static(b"a"), Some(2)));
+        assert!(ra.begin(key(1), usize::MAX).is_none(), "held already");
         assert_eq!(&ra.claim(&key(1)).expect("prepared").records[..], b"a");
         assert!(ra.claim(&key(1)).is_none());
     }
 
     #[test]
+    fn a_preparation_that_panics_gives_its_key_up() {
+        let ra = Arc::new(ReadAhead::default());
+        let prep = ra.begin(key(3), usize::MAX).expect("begun");
+        let preparer = std::thread::spawn(move || {
+            let _prep = prep;
+            panic!("a preparation fails");
+        });
+        assert!(preparer.join().is_err(), "the preparer panicked");
+        assert!(ra.offsets().is_empty(), "nothing held or under way");
+        assert!(ra.claim(&key(3)).is_none());
+        assert!(ra.begin(key(3), usize::MAX).is_some(), "prepared afresh");
+    }
+
+    #[test]
     fn a_fetch_waits_for_the_preparation_of_its_key_and_the_partition_backs_off() {
         let ra = Arc::new(ReadAhead::default());
-        assert!(ra.begin(key(7), usize::MAX));
+        let prep = ra.begin(key(7), usize::MAX).expect("begun");
         let preparer = {
             let ra = ra.clone();
             std::thread::spawn(move || {
@@ -355,7 +390,7 @@ mod tests {
                 while ra.inner.backoff.load(Ordering::Relaxed) == 0 {
                     std::thread::yield_now();
                 }
-                ra.finish(key(7), Prepared::new(7, Bytes::from_static(b"r"), Some(8)));
+                prep.finish(Prepared::new(7, Bytes::from_static(b"r"), Some(8)));
             })
         };
         // The fetch waits, and gets what was prepared for it.
@@ -365,22 +400,22 @@ mod tests {
         // Its consumer came back before the preparation was done.
         for o in 0..BACKOFF_FETCHES {
             assert!(
-                !ra.begin(key(8 + u64::from(o)), usize::MAX),
+                ra.begin(key(8 + u64::from(o)), usize::MAX).is_none(),
                 "fetch {o} backs off"
             );
         }
-        assert!(ra.begin(key(100), usize::MAX), "then tried again");
+        assert!(ra.begin(key(100), usize::MAX).is_some(), "then tried again");
     }
 
     #[test]
     fn the_cap_and_the_partition_limit_are_honoured() {
         let ra = ReadAhead::default();
-        assert!(!ra.begin(key(1), 0), "0 turns read-ahead off");
+        assert!(ra.begin(key(1), 0).is_none(), "0 turns read-ahead off");
         let mut big = key(1);
         big.budget = PARTITION_BYTES_MAX + 1;
-        assert!(!ra.begin(big, usize::MAX));
+        assert!(ra.begin(big, usize::MAX).is_none());
         // Another test's prepared fetches may be held meanwhile: a cap below
         // one budget refuses whatever they hold.
-        assert!(!ra.begin(key(1), 1023));
+        assert!(ra.begin(key(1), 1023).is_none());
     }
 }
