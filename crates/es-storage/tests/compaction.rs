@@ -598,7 +598,7 @@ fn aborted_transactional_records_are_dropped_and_do_not_shadow_committed_values(
 fn reclaim_all_it_can(r: &Reclaimer) -> Step {
     loop {
         match r.step() {
-            Step::Freed => continue,
+            Step::Freed { .. } => continue,
             other => return other,
         }
     }
