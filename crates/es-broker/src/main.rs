@@ -42,7 +42,7 @@ struct Args {
     #[arg(long, default_value = "1s", value_parser = parse_duration)]
     flush_interval: Duration,
     /// Where retention copies (and fsyncs) segments before deleting them, as
-    /// DIR/<topic>/<partition>/.
+    /// DIR/TOPIC/PARTITION/.
     #[arg(long)]
     cold_storage_dir: Option<PathBuf>,
     /// How often retention visits every partition (Kafka's
