@@ -226,11 +226,6 @@ pub struct Preparation {
 }
 
 impl Preparation {
-    /// What is being prepared.
-    pub fn key(&self) -> &Key {
-        &self.key
-    }
-
     /// Stores what was prepared, if it is still awaited.
     pub fn finish(mut self, p: Prepared) {
         self.finished = true;
