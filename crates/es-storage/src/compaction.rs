@@ -374,7 +374,7 @@ impl Partition {
             self.fs.remove_file(&seg.log_path)?;
             self.fs.remove_file(&seg.index_path)?;
             // Names gone: their space is freed gradually once readers are done.
-            seg.reclaim_files(&self.reclaimer());
+            self.reclaim_segments([seg]);
             if self.fs.exists(&seg.batches_path) {
                 self.fs.remove_file(&seg.batches_path)?;
             }
@@ -694,9 +694,7 @@ impl Partition {
         finish_swap(&*self.fs, &self.dir, &plan)?;
         // The replaced segments' names are gone (deleted, or renamed over):
         // their space is freed gradually once readers are done with them.
-        for seg in sealed.iter() {
-            seg.reclaim_files(&self.reclaimer());
-        }
+        self.reclaim_segments(sealed.iter());
         let mut list: Vec<Arc<Segment>> = outputs.into_iter().map(Arc::new).collect();
         list.extend(now[sealed.len()..].iter().cloned());
         report.segments_replaced = sealed.len();

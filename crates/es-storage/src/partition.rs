@@ -492,22 +492,22 @@ impl Partition {
         }
     }
 
-    /// A snapshot of the segment list (oldest first).
     /// Gives the files of every segment to the process's [`Reclaimer`],
     /// which frees their space gradually once the partition and its readers
     /// have let go of them. Only for a partition whose directory has been
     /// removed: the reclaimer truncates the files.
     pub fn reclaim_files(&self) {
-        let reclaimer = self.reclaimer();
-        for seg in self.segments().iter() {
-            seg.reclaim_files(&reclaimer);
-        }
+        let segs = self.segments();
+        self.reclaim_segments(segs.iter());
     }
 
-    /// The reclaimer that frees the space of this partition's deleted
-    /// segments.
-    pub fn reclaimer(&self) -> Arc<Reclaimer> {
-        self.reclaimer.read().clone()
+    /// Gives the files of `segs`, whose names are gone, to this partition's
+    /// reclaimer (retention, a compaction swap, a deleted partition).
+    pub(crate) fn reclaim_segments<'a>(&self, segs: impl IntoIterator<Item = &'a Arc<Segment>>) {
+        let reclaimer = self.reclaimer.read().clone();
+        for seg in segs {
+            seg.reclaim_files(&reclaimer);
+        }
     }
 
     /// Uses `reclaimer` instead of the process's (tests step their own).
@@ -515,6 +515,7 @@ impl Partition {
         *self.reclaimer.write() = reclaimer;
     }
 
+    /// A snapshot of the segment list (oldest first).
     pub fn segments(&self) -> Arc<Vec<Arc<Segment>>> {
         self.segments.read().clone()
     }

@@ -127,8 +127,8 @@ impl Reclaimer {
         })
     }
 
-    /// Takes a file whose name is about to be (or has been) removed. Its
-    /// space is freed once nobody else holds it.
+    /// Takes a file whose name has been removed. Its space is freed once
+    /// nobody else holds it.
     pub fn hold(&self, file: Arc<dyn FileHandle>) {
         if !self.paced {
             return; // no thread: the caller's drop frees it
