@@ -380,41 +380,43 @@ fn crc32c_3(bufs: [&[u8]; 3]) -> [u32; 3] {
 }
 
 /// [`crc32c_3`] with SSE4.2: the first `min len / 8 * 8` bytes of each buffer
-/// in lockstep, the rest with the crc32c crate.
+/// in lockstep, then the rest of each on its own (words, then bytes).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "sse4.2")]
 #[allow(unsafe_code)]
 unsafe fn crc32c_3_sse42(bufs: [&[u8]; 3]) -> [u32; 3] {
-    use std::arch::x86_64::_mm_crc32_u64;
+    use std::arch::x86_64::{_mm_crc32_u64, _mm_crc32_u8};
     let common = bufs[0].len().min(bufs[1].len()).min(bufs[2].len()) / 8 * 8;
-    let (a, b, c) = (&bufs[0][..common], &bufs[1][..common], &bufs[2][..common]);
-    let (mut sa, mut sb, mut sc) = (
-        u64::from(u32::MAX),
-        u64::from(u32::MAX),
-        u64::from(u32::MAX),
-    );
-    let mut i = 0;
-    while i + 8 <= common {
-        sa = _mm_crc32_u64(sa, le64(a, i));
-        sb = _mm_crc32_u64(sb, le64(b, i));
-        sc = _mm_crc32_u64(sc, le64(c, i));
-        i += 8;
+    let mut regs = [u64::from(u32::MAX); 3];
+    // Whole words only: chunks_exact lets the loop run without bounds checks.
+    let words = |i: usize| bufs[i][..common].chunks_exact(8).map(le64);
+    for ((a, b), c) in words(0).zip(words(1)).zip(words(2)) {
+        regs[0] = _mm_crc32_u64(regs[0], a);
+        regs[1] = _mm_crc32_u64(regs[1], b);
+        regs[2] = _mm_crc32_u64(regs[2], c);
     }
-    // The crc32c crate's CRCs are the complement of the register.
-    [
-        crc32c::crc32c_append(!(sa as u32), &bufs[0][common..]),
-        crc32c::crc32c_append(!(sb as u32), &bufs[1][common..]),
-        crc32c::crc32c_append(!(sc as u32), &bufs[2][common..]),
-    ]
+    let mut crcs = [0u32; 3];
+    for ((crc, reg), buf) in crcs.iter_mut().zip(regs).zip(bufs) {
+        let rest = buf.get(common..).unwrap_or_default();
+        let mut reg = reg;
+        let mut tail = rest.chunks_exact(8);
+        for w in &mut tail {
+            reg = _mm_crc32_u64(reg, le64(w));
+        }
+        let mut reg = reg as u32;
+        for &byte in tail.remainder() {
+            reg = _mm_crc32_u8(reg, byte);
+        }
+        // A CRC-32C is the complement of the register.
+        *crc = !reg;
+    }
+    crcs
 }
 
-/// The little-endian word at `b[i..i + 8]`.
+/// The little-endian word in `w` (8 bytes, from `chunks_exact(8)`).
 #[inline(always)]
-fn le64(b: &[u8], i: usize) -> u64 {
-    match b.get(i..i + 8).and_then(|w| <[u8; 8]>::try_from(w).ok()) {
-        Some(w) => u64::from_le_bytes(w),
-        None => 0, // never: callers stay within the slice
-    }
+fn le64(w: &[u8]) -> u64 {
+    u64::from_le_bytes(<[u8; 8]>::try_from(w).unwrap_or_default())
 }
 
 /// Decodes the record at the start of `buf`. The length is checked for

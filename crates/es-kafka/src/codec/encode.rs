@@ -46,7 +46,7 @@ use super::batch::{
     PRODUCER_ID_POS, RECORD_COUNT_POS,
 };
 use super::compression::{Compression, Compressor};
-use super::varint::{put_varint, put_varlong, varint_len, varlong_len};
+use super::varint::{put_varint, varint_len, varlong_len, Varints};
 
 /// A run's records section stops growing past this many (uncompressed)
 /// bytes, so compression work and consumer memory per batch stay bounded.
@@ -240,17 +240,43 @@ fn write_record(
 ) {
     out.reserve(total);
     let start = out.len();
-    put_varint(out, body as i32);
-    out.push(0); // attributes
-    put_varlong(out, timestamp_delta);
-    put_varint(out, offset_delta);
-    put_bytes_field(out, r.key);
-    put_bytes_field(out, r.value);
-    put_varint(out, r.header_count() as i32);
-    for (k, v) in r.headers() {
-        put_varint(out, k.len() as i32);
-        out.extend_from_slice(k);
-        put_bytes_field(out, v);
+    // The varints before the key and before the value go out in one copy
+    // each (one in all without a key).
+    let mut head = Varints::new();
+    head.varint(body as i32);
+    head.byte(0); // attributes
+    head.varlong(timestamp_delta);
+    head.varint(offset_delta);
+    match r.key {
+        Some(key) => {
+            head.varint(key.len() as i32);
+            out.extend_from_slice(head.as_slice());
+            out.extend_from_slice(key);
+            head.clear();
+        }
+        None => head.varint(-1),
+    }
+    match r.value {
+        Some(value) => {
+            head.varint(value.len() as i32);
+            out.extend_from_slice(head.as_slice());
+            out.extend_from_slice(value);
+        }
+        None => {
+            head.varint(-1);
+            out.extend_from_slice(head.as_slice());
+        }
+    }
+    match r.header_count() {
+        0 => out.push(0),
+        count => {
+            put_varint(out, count as i32);
+            for (k, v) in r.headers() {
+                put_varint(out, k.len() as i32);
+                out.extend_from_slice(k);
+                put_bytes_field(out, v);
+            }
+        }
     }
     debug_assert_eq!(out.len() - start, total);
 }

@@ -22,18 +22,25 @@ fn zigzag64(v: i64) -> u64 {
     ((v << 1) ^ (v >> 63)) as u64
 }
 
+/// Bytes of an unsigned varint whose value has `bits` significant bits
+/// (1..=64): one per 7 bits, rounded up. `(bits * 9 + 64) / 64` equals
+/// `ceil(bits / 7)` over that range, without a division; the encoder sizes
+/// several varints per record with it.
+#[inline]
+fn uvarint_len_of_bits(bits: u32) -> usize {
+    ((bits * 9 + 64) >> 6) as usize
+}
+
 /// Encoded size of `v` as a zigzag varint.
 #[inline]
 pub fn varint_len(v: i32) -> usize {
-    let bits = 32 - (zigzag32(v) | 1).leading_zeros() as usize;
-    bits.div_ceil(7)
+    uvarint_len_of_bits(32 - (zigzag32(v) | 1).leading_zeros())
 }
 
 /// Encoded size of `v` as a zigzag varlong.
 #[inline]
 pub fn varlong_len(v: i64) -> usize {
-    let bits = 64 - (zigzag64(v) | 1).leading_zeros() as usize;
-    bits.div_ceil(7)
+    uvarint_len_of_bits(64 - (zigzag64(v) | 1).leading_zeros())
 }
 
 /// Appends `v` as a zigzag varint.
@@ -77,6 +84,98 @@ pub fn put_varlong(out: &mut Vec<u8>, v: i64) {
     }
     tmp[n] = z as u8;
     out.extend_from_slice(&tmp[..=n]);
+}
+
+/// Bytes [`Varints`] holds: enough for a record's length, attributes,
+/// timestamp delta, offset delta and two field lengths (5 + 1 + 10 + 5 + 5 + 5).
+const VARINTS_BYTES: usize = 32;
+
+/// A few varints gathered on the stack, so that they reach an output buffer
+/// in one copy instead of a push (and a capacity check) per byte. The
+/// encoder writes each record's fields before its key and value with it.
+pub struct Varints {
+    buf: [u8; VARINTS_BYTES],
+    len: usize,
+}
+
+impl Varints {
+    pub fn new() -> Self {
+        Varints {
+            buf: [0; VARINTS_BYTES],
+            len: 0,
+        }
+    }
+
+    /// Appends one byte. Callers stay within [`VARINTS_BYTES`] by
+    /// construction; a byte past it would be dropped, never written out of
+    /// bounds.
+    #[inline]
+    pub fn byte(&mut self, b: u8) {
+        debug_assert!(self.len < VARINTS_BYTES);
+        if let Some(slot) = self.buf.get_mut(self.len) {
+            *slot = b;
+            self.len += 1;
+        }
+    }
+
+    /// Appends `z` as an unsigned varint. One and two bytes (nearly every
+    /// length and delta in a record) take no loop; the bounds on `n` make
+    /// every index provably in range.
+    #[inline]
+    fn uvarint(&mut self, mut z: u64) {
+        let mut n = self.len;
+        if z < 0x80 && n < VARINTS_BYTES {
+            self.buf[n] = z as u8;
+            self.len = n + 1;
+            return;
+        }
+        if z < 0x4000 && n + 1 < VARINTS_BYTES {
+            self.buf[n] = (z as u8) | 0x80;
+            self.buf[n + 1] = (z >> 7) as u8;
+            self.len = n + 2;
+            return;
+        }
+        while z >= 0x80 && n < VARINTS_BYTES {
+            self.buf[n] = (z as u8) | 0x80;
+            z >>= 7;
+            n += 1;
+        }
+        debug_assert!(n < VARINTS_BYTES);
+        if n < VARINTS_BYTES {
+            self.buf[n] = z as u8;
+            n += 1;
+        }
+        self.len = n;
+    }
+
+    /// Appends `v` as a zigzag varint.
+    #[inline]
+    pub fn varint(&mut self, v: i32) {
+        self.uvarint(u64::from(zigzag32(v)));
+    }
+
+    /// Appends `v` as a zigzag varlong.
+    #[inline]
+    pub fn varlong(&mut self, v: i64) {
+        self.uvarint(zigzag64(v));
+    }
+
+    /// The bytes appended since the last [`Varints::clear`].
+    #[inline]
+    pub fn as_slice(&self) -> &[u8] {
+        self.buf.get(..self.len).unwrap_or_default()
+    }
+
+    #[inline]
+    pub fn clear(&mut self) {
+        self.len = 0;
+    }
+}
+
+impl Default for Varints {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 /// Reads a zigzag varint from the front of `buf`, returning it and the bytes
@@ -155,6 +254,32 @@ mod tests {
     }
 
     #[test]
+    fn lengths_match_the_encoding_at_every_boundary() {
+        for bits in 1..=64u32 {
+            assert_eq!(
+                uvarint_len_of_bits(bits),
+                bits.div_ceil(7) as usize,
+                "{bits} bits"
+            );
+        }
+        // Zigzag values 2^k - 1 and 2^k, whose encodings differ in length at
+        // every multiple of 7 bits.
+        for k in 0..64u32 {
+            for z in [(1u64 << k) - 1, 1u64 << k] {
+                let v = ((z >> 1) as i64) ^ -((z & 1) as i64);
+                let mut out = Vec::new();
+                put_varlong(&mut out, v);
+                assert_eq!(varlong_len(v), out.len(), "zigzag {z}");
+                if let Ok(v) = i32::try_from(v) {
+                    out.clear();
+                    put_varint(&mut out, v);
+                    assert_eq!(varint_len(v), out.len(), "zigzag {z}");
+                }
+            }
+        }
+    }
+
+    #[test]
     fn overlong_and_truncated_are_rejected() {
         assert_eq!(read_varint(&[0x80, 0x80, 0x80, 0x80, 0x80, 0x01]), None);
         assert_eq!(read_varint(&[0x80, 0x80]), None);
@@ -171,6 +296,23 @@ mod tests {
             prop_assert_eq!(out.len(), varint_len(v));
             out.extend_from_slice(&tail);
             prop_assert_eq!(read_varint(&out), Some((v, varint_len(v))));
+        }
+
+        #[test]
+        fn varints_on_the_stack_match_put_varint(a in any::<i32>(), b in any::<i64>(), c in any::<i32>()) {
+            let mut want = Vec::new();
+            put_varint(&mut want, a);
+            want.push(7);
+            put_varlong(&mut want, b);
+            put_varint(&mut want, c);
+            let mut v = Varints::new();
+            v.varint(a);
+            v.byte(7);
+            v.varlong(b);
+            v.varint(c);
+            prop_assert_eq!(v.as_slice(), &want[..]);
+            v.clear();
+            prop_assert!(v.as_slice().is_empty());
         }
 
         #[test]
