@@ -612,6 +612,23 @@ pub struct CleanupPolicy {
     pub compact: bool,
 }
 
+/// What the produce path reads of a topic's config on every request, parsed
+/// once whenever the config changes (each lookup in [`TopicConfig`] finds the
+/// definition, the override or the broker's default and parses a string).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ProduceRules {
+    /// `max.message.bytes`.
+    pub max_message_bytes: usize,
+    /// `message.timestamp.type`.
+    pub timestamp_type: TimestampType,
+    /// `message.timestamp.before.max.ms`.
+    pub timestamp_before_max_ms: i64,
+    /// `message.timestamp.after.max.ms`.
+    pub timestamp_after_max_ms: i64,
+    /// `cleanup.policy` includes `compact`: every record needs a key.
+    pub compact: bool,
+}
+
 /// Kafka's record timestamp type.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TimestampType {
@@ -744,6 +761,17 @@ impl TopicConfig {
 
     pub fn timestamp_after_max_ms(&self) -> i64 {
         self.parse_i64("message.timestamp.after.max.ms")
+    }
+
+    /// The settings the produce path checks, parsed.
+    pub fn produce_rules(&self) -> ProduceRules {
+        ProduceRules {
+            max_message_bytes: self.max_message_bytes(),
+            timestamp_type: self.timestamp_type(),
+            timestamp_before_max_ms: self.timestamp_before_max_ms(),
+            timestamp_after_max_ms: self.timestamp_after_max_ms(),
+            compact: self.cleanup_policy().compact,
+        }
     }
 
     /// `segment.bytes`, or Kafka's internal `internal.segment.bytes` when set.

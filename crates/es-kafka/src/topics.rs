@@ -50,7 +50,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::Notify;
 use uuid::Uuid;
 
-use crate::config::{BrokerTopicDefaults, TopicConfig};
+use crate::config::{BrokerTopicDefaults, ProduceRules, TopicConfig};
 
 /// Longest topic name Kafka allows.
 pub const TOPIC_NAME_CHARS_MAX: usize = 249;
@@ -185,6 +185,8 @@ pub struct Topic {
     pub id: Uuid,
     dir: PathBuf,
     config: RwLock<TopicConfig>,
+    /// `config`'s [`ProduceRules`], replaced together with it.
+    produce_rules: RwLock<ProduceRules>,
     partitions: RwLock<Vec<Arc<PartitionSlot>>>,
     /// Held by a background cleaner while it works on one of this topic's
     /// partitions, and by [`delete_topic`] while it removes the topic, so a
@@ -201,6 +203,17 @@ impl Topic {
 
     pub fn config(&self) -> TopicConfig {
         self.config.read().clone()
+    }
+
+    /// What produce requests check of the config, without cloning or
+    /// parsing it.
+    pub fn produce_rules(&self) -> ProduceRules {
+        *self.produce_rules.read()
+    }
+
+    fn store_config(&self, config: TopicConfig) {
+        *self.produce_rules.write() = config.produce_rules();
+        *self.config.write() = config;
     }
 
     pub fn partition(&self, index: i32) -> Option<Arc<PartitionSlot>> {
@@ -236,7 +249,7 @@ impl Topic {
         for p in self.partitions.read().iter() {
             p.log.set_config(pc);
         }
-        *self.config.write() = config;
+        self.store_config(config);
         Ok(())
     }
 
@@ -250,7 +263,7 @@ impl Topic {
         for p in self.partitions.read().iter() {
             p.log.set_config(pc);
         }
-        *self.config.write() = next;
+        self.store_config(next);
     }
 
     /// Grows the topic to `count` partitions: opens the new partition
@@ -412,6 +425,7 @@ pub fn create_topic(
         name: name.to_string(),
         id,
         dir,
+        produce_rules: RwLock::new(config.produce_rules()),
         config: RwLock::new(config),
         partitions: RwLock::new(slots),
         cleaning: Mutex::new(()),
@@ -474,6 +488,7 @@ pub fn load_topics(
             name: m.name,
             id,
             dir,
+            produce_rules: RwLock::new(config.produce_rules()),
             config: RwLock::new(config),
             partitions: RwLock::new(slots),
             cleaning: Mutex::new(()),

@@ -157,16 +157,22 @@ impl RecordBatchBuf {
         self.starts[i] as usize
     }
 
-    /// Assigns offsets `base_offset..` and computes every CRC. Returns the bytes
-    /// to write. Called by the partition under its write lock.
+    /// Assigns offsets `base_offset..` and computes every CRC (three records
+    /// at a time, as [`record::Checker`] checks them). Returns the bytes to
+    /// write. Called by the partition under its write lock.
     pub fn seal(&mut self, base_offset: u64) -> &[u8] {
         // A batch left open ends with the buffer.
         self.end_batch();
-        for i in 0..self.starts.len() {
-            let (s, e) = self.bounds(i);
-            record::seal(&mut self.buf[s..e], base_offset + i as u64);
-        }
+        record::seal_all(&mut self.buf, &self.starts, base_offset);
         &self.buf
+    }
+
+    /// Makes room for `bytes` more encoded bytes and `records` more records,
+    /// so that a batch of known size is pushed without growing the buffer
+    /// step by step.
+    pub fn reserve(&mut self, bytes: usize, records: usize) {
+        self.buf.reserve(bytes);
+        self.starts.reserve(records);
     }
 
     /// The records pushed so far, decoded (offsets and CRCs are set only by

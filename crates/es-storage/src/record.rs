@@ -809,6 +809,42 @@ pub fn seal(rec: &mut [u8], offset: u64) {
     rec[n - 4..].copy_from_slice(&crc.to_be_bytes());
 }
 
+/// [`seal`] for every record of `buf`: record `i` starts at `starts[i]` and
+/// ends where the next starts (the last at the end of `buf`); offsets are
+/// `base_offset + i`. The CRCs of three records at a time are computed
+/// together ([`crc32c_3`]).
+pub fn seal_all(buf: &mut [u8], starts: &[u32], base_offset: u64) {
+    let len = buf.len();
+    let bounds = |i: usize| {
+        let s = starts[i] as usize;
+        (s, starts.get(i + 1).map_or(len, |&e| e as usize))
+    };
+    let mut i = 0;
+    while i + CHECK_GROUP <= starts.len() {
+        let recs = [bounds(i), bounds(i + 1), bounds(i + 2)];
+        for (k, &(s, _)) in recs.iter().enumerate() {
+            let offset = base_offset + (i + k) as u64;
+            buf[s + OFFSET_FIELD_POS..s + OFFSET_FIELD_POS + 8]
+                .copy_from_slice(&offset.to_be_bytes());
+        }
+        let crcs = {
+            let region = |(s, e): (usize, usize)| {
+                let has_ext = buf[s] & 0x80 != 0;
+                &buf[s + crc_start(has_ext)..e - 4]
+            };
+            crc32c_3([region(recs[0]), region(recs[1]), region(recs[2])])
+        };
+        for (&(_, e), crc) in recs.iter().zip(crcs) {
+            buf[e - 4..e].copy_from_slice(&crc.to_be_bytes());
+        }
+        i += CHECK_GROUP;
+    }
+    for j in i..starts.len() {
+        let (s, e) = bounds(j);
+        seal(&mut buf[s..e], base_offset + j as u64);
+    }
+}
+
 /// Overwrites the timestamp of an encoded record (before [`seal`]).
 pub fn set_timestamp(rec: &mut [u8], timestamp_ms: i64) {
     rec[TIMESTAMP_FIELD_POS..TIMESTAMP_FIELD_POS + 8].copy_from_slice(&timestamp_ms.to_be_bytes());
@@ -1130,6 +1166,33 @@ mod tests {
         #[test]
         fn crc32c_3_is_three_crc32cs(a in proptest::collection::vec(any::<u8>(), 0..600), b in proptest::collection::vec(any::<u8>(), 0..600), c in proptest::collection::vec(any::<u8>(), 0..600)) {
             prop_assert_eq!(crc32c_3([&a, &b, &c]), [crc32c::crc32c(&a), crc32c::crc32c(&b), crc32c::crc32c(&c)]);
+        }
+
+        #[test]
+        fn seal_all_is_seal_of_each(
+            recs in proptest::collection::vec(
+                (proptest::option::of(proptest::collection::vec(any::<u8>(), 0..40)),
+                 proptest::option::of(proptest::collection::vec(any::<u8>(), 0..300)),
+                 any::<bool>()),
+                0..12),
+            base in 0u64..1 << 40,
+        ) {
+            let mut buf = Vec::new();
+            let mut starts = Vec::new();
+            for (key, value, transactional) in &recs {
+                starts.push(buf.len() as u32);
+                let meta = RecordMeta { transactional: *transactional, ..RecordMeta::default() };
+                encode_unsealed(&mut buf, 7, key.as_deref(), value.as_deref(), [], &meta);
+            }
+            let mut want = buf.clone();
+            for (i, &s) in starts.iter().enumerate() {
+                let e = starts.get(i + 1).map_or(want.len(), |&e| e as usize);
+                seal(&mut want[s as usize..e], base + i as u64);
+            }
+            seal_all(&mut buf, &starts, base);
+            prop_assert_eq!(&buf, &want);
+            let offsets: Vec<u64> = RecordIter::new(&buf).map(|r| r.map(|r| r.offset)).collect::<Result<_, _>>().expect("sealed records decode");
+            prop_assert_eq!(offsets, (0..recs.len() as u64).map(|i| base + i).collect::<Vec<_>>());
         }
 
         #[test]

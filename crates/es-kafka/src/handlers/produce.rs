@@ -32,7 +32,7 @@ use kafka_protocol::protocol::StrBytes;
 use super::durable::Durable;
 use super::{blocking, txn, Ctx, RequestError};
 use crate::codec::batch::{check_produce_compression, BatchDecoder, BatchSummary, DecodeLimits};
-use crate::config::{TimestampType, TopicConfig};
+use crate::config::{ProduceRules, TimestampType};
 use crate::connection::Turn;
 use crate::errors::{batch_error_code, code, storage_error_code, ResponseError, NONE};
 use crate::topics::{is_internal, validate_topic_name, PartitionSlot};
@@ -47,7 +47,7 @@ struct Item {
     topic: usize,
     partition: i32,
     slot: Option<Arc<PartitionSlot>>,
-    config: Option<TopicConfig>,
+    rules: Option<ProduceRules>,
     records: Option<Bytes>,
     buf: RecordBatchBuf,
     error: i16,
@@ -119,7 +119,7 @@ pub async fn handle(
                 topic: ti,
                 partition: pd.index,
                 slot: None,
-                config: None,
+                rules: None,
                 records: pd.records,
                 buf: RecordBatchBuf::new(),
                 error: NONE,
@@ -156,7 +156,7 @@ pub async fn handle(
                         Some(slot) => {
                             item.intent = Some(slot.log.announce_append());
                             item.slot = Some(slot);
-                            item.config = Some(topic.config());
+                            item.rules = Some(topic.produce_rules());
                             item.topic_name = topic.name.clone();
                         }
                     },
@@ -303,9 +303,8 @@ fn append_one(
         }
     };
     let log_append = item
-        .config
-        .as_ref()
-        .is_some_and(|c| c.timestamp_type() == TimestampType::LogAppendTime);
+        .rules
+        .is_some_and(|r| r.timestamp_type == TimestampType::LogAppendTime);
     if log_append {
         let now = now_ms();
         item.buf.set_all_timestamps(now);
@@ -353,7 +352,7 @@ fn decode_one(
     version: i16,
     now: i64,
 ) {
-    let Some(config) = item.config.clone() else {
+    let Some(rules) = item.rules else {
         return;
     };
     let Some(records) = item.records.take() else {
@@ -361,7 +360,7 @@ fn decode_one(
         return;
     };
     summaries.clear();
-    let limits = DecodeLimits::produce(config.max_message_bytes());
+    let limits = DecodeLimits::produce(rules.max_message_bytes);
     if let Err(e) = decoder.decode(&records, &mut item.buf, &limits, summaries) {
         tracing::debug!(partition = item.partition, error = %e, "refused produced batch");
         item.fail(batch_error_code(&e), e.to_string());
@@ -373,10 +372,10 @@ fn decode_one(
             item.fail(batch_error_code(&e), e.to_string());
             return;
         }
-        if config.timestamp_type() == TimestampType::CreateTime {
+        if rules.timestamp_type == TimestampType::CreateTime {
             // Kafka checks each record; the batch's extremes bound them all.
-            let after = config.timestamp_after_max_ms();
-            let before = config.timestamp_before_max_ms();
+            let after = rules.timestamp_after_max_ms;
+            let before = rules.timestamp_before_max_ms;
             if s.max_timestamp.saturating_sub(now) > after
                 || now.saturating_sub(s.first_timestamp.min(s.max_timestamp)) > before
             {
@@ -391,7 +390,7 @@ fn decode_one(
             }
         }
     }
-    if config.cleanup_policy().compact {
+    if rules.compact {
         refuse_keyless_records(item);
     }
 }
