@@ -568,6 +568,60 @@ mod tests {
     }
 
     #[test]
+    fn produce_rules_follow_every_config_change() {
+        use crate::config::{DynamicBrokerConfigs, TimestampType};
+        let dir = tempfile::tempdir().expect("tempdir");
+        let fs: Arc<dyn Fs> = Arc::new(es_storage::RealFs);
+        let topics = dir.path().join("topics");
+        fs.create_dir_all(&topics).expect("topics dir");
+        let t = create_topic(
+            &fs,
+            &topics,
+            "t",
+            1,
+            topic_config(&[("max.message.bytes", "2048")]),
+        )
+        .expect("created");
+        assert_eq!(t.produce_rules().max_message_bytes, 2048);
+        assert_eq!(t.produce_rules().timestamp_type, TimestampType::CreateTime);
+        assert!(!t.produce_rules().compact);
+
+        // AlterConfigs of the topic.
+        t.set_config(
+            fs.as_ref(),
+            topic_config(&[
+                ("message.timestamp.type", "LogAppendTime"),
+                ("message.timestamp.after.max.ms", "5000"),
+                ("cleanup.policy", "compact"),
+            ]),
+        )
+        .expect("set");
+        let r = t.produce_rules();
+        assert_eq!(r.max_message_bytes, 1_048_588, "back to the default");
+        assert_eq!(r.timestamp_type, TimestampType::LogAppendTime);
+        assert_eq!(r.timestamp_after_max_ms, 5000);
+        assert!(r.compact);
+
+        // A dynamic broker config under the topic's own overrides.
+        let dynamic = DynamicBrokerConfigs {
+            broker: BTreeMap::from([("message.max.bytes".to_string(), "4096".to_string())]),
+            ..DynamicBrokerConfigs::default()
+        };
+        let defaults = BrokerTopicDefaults {
+            dynamic: Arc::new(dynamic),
+            ..BrokerTopicDefaults::default()
+        };
+        t.apply_broker_defaults(defaults.clone());
+        assert_eq!(t.produce_rules().max_message_bytes, 4096);
+        assert_eq!(t.produce_rules(), t.config().produce_rules());
+
+        // Loaded from topic.json, the same rules.
+        let loaded = load_topics(&fs, &topics, defaults).expect("loads");
+        assert_eq!(loaded.len(), 1);
+        assert_eq!(loaded[0].produce_rules(), t.produce_rules());
+    }
+
+    #[test]
     fn cleanup_policy_decides_which_cleaner_runs() {
         let delete = topic_config(&[("retention.bytes", "4096"), ("retention.ms", "-1")]);
         let r = retention_policy(&delete, Some(Path::new("/cold")), "orders", 3)
