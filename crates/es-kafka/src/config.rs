@@ -20,6 +20,8 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+use crate::codec::compression::Compression;
+
 /// Kafka's `ConfigEntry.ConfigType` codes (DescribeConfigs v3+).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ConfigType {
@@ -612,11 +614,12 @@ pub struct CleanupPolicy {
     pub compact: bool,
 }
 
-/// What the produce path reads of a topic's config on every request, parsed
-/// once whenever the config changes (each lookup in [`TopicConfig`] finds the
-/// definition, the override or the broker's default and parses a string).
+/// What the produce and fetch paths read of a topic's config on every
+/// request, parsed once whenever the config changes (each lookup in
+/// [`TopicConfig`] finds the definition, the override or the broker's default
+/// and parses a string).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ProduceRules {
+pub struct TopicRules {
     /// `max.message.bytes`.
     pub max_message_bytes: usize,
     /// `message.timestamp.type`.
@@ -627,6 +630,11 @@ pub struct ProduceRules {
     pub timestamp_after_max_ms: i64,
     /// `cleanup.policy` includes `compact`: every record needs a key.
     pub compact: bool,
+    /// `compression.type`: the codec fetched batches are served with, unless
+    /// `as_produced`.
+    pub compression: Compression,
+    /// `compression.type=producer`: batches are served as they were produced.
+    pub compression_as_produced: bool,
 }
 
 /// Kafka's record timestamp type.
@@ -763,14 +771,23 @@ impl TopicConfig {
         self.parse_i64("message.timestamp.after.max.ms")
     }
 
-    /// The settings the produce path checks, parsed.
-    pub fn produce_rules(&self) -> ProduceRules {
-        ProduceRules {
+    /// The settings the produce and fetch paths check, parsed.
+    pub fn rules(&self) -> TopicRules {
+        let compression = self.compression_type();
+        TopicRules {
             max_message_bytes: self.max_message_bytes(),
             timestamp_type: self.timestamp_type(),
             timestamp_before_max_ms: self.timestamp_before_max_ms(),
             timestamp_after_max_ms: self.timestamp_after_max_ms(),
             compact: self.cleanup_policy().compact,
+            compression: match compression.as_str() {
+                "gzip" => Compression::Gzip,
+                "snappy" => Compression::Snappy,
+                "lz4" => Compression::Lz4,
+                "zstd" => Compression::Zstd,
+                _ => Compression::None,
+            },
+            compression_as_produced: compression == "producer",
         }
     }
 

@@ -50,7 +50,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::Notify;
 use uuid::Uuid;
 
-use crate::config::{BrokerTopicDefaults, ProduceRules, TopicConfig};
+use crate::config::{BrokerTopicDefaults, TopicConfig, TopicRules};
 
 /// Longest topic name Kafka allows.
 pub const TOPIC_NAME_CHARS_MAX: usize = 249;
@@ -185,8 +185,8 @@ pub struct Topic {
     pub id: Uuid,
     dir: PathBuf,
     config: RwLock<TopicConfig>,
-    /// `config`'s [`ProduceRules`], replaced together with it.
-    produce_rules: RwLock<ProduceRules>,
+    /// `config`'s [`TopicRules`], replaced together with it.
+    rules: RwLock<TopicRules>,
     partitions: RwLock<Vec<Arc<PartitionSlot>>>,
     /// Held by a background cleaner while it works on one of this topic's
     /// partitions, and by [`delete_topic`] while it removes the topic, so a
@@ -205,14 +205,14 @@ impl Topic {
         self.config.read().clone()
     }
 
-    /// What produce requests check of the config, without cloning or
-    /// parsing it.
-    pub fn produce_rules(&self) -> ProduceRules {
-        *self.produce_rules.read()
+    /// What produce and fetch requests check of the config, without
+    /// cloning or parsing it.
+    pub fn rules(&self) -> TopicRules {
+        *self.rules.read()
     }
 
     fn store_config(&self, config: TopicConfig) {
-        *self.produce_rules.write() = config.produce_rules();
+        *self.rules.write() = config.rules();
         *self.config.write() = config;
     }
 
@@ -425,7 +425,7 @@ pub fn create_topic(
         name: name.to_string(),
         id,
         dir,
-        produce_rules: RwLock::new(config.produce_rules()),
+        rules: RwLock::new(config.rules()),
         config: RwLock::new(config),
         partitions: RwLock::new(slots),
         cleaning: Mutex::new(()),
@@ -488,7 +488,7 @@ pub fn load_topics(
             name: m.name,
             id,
             dir,
-            produce_rules: RwLock::new(config.produce_rules()),
+            rules: RwLock::new(config.rules()),
             config: RwLock::new(config),
             partitions: RwLock::new(slots),
             cleaning: Mutex::new(()),
@@ -568,7 +568,8 @@ mod tests {
     }
 
     #[test]
-    fn produce_rules_follow_every_config_change() {
+    fn rules_follow_every_config_change() {
+        use crate::codec::compression::Compression;
         use crate::config::{DynamicBrokerConfigs, TimestampType};
         let dir = tempfile::tempdir().expect("tempdir");
         let fs: Arc<dyn Fs> = Arc::new(es_storage::RealFs);
@@ -582,9 +583,13 @@ mod tests {
             topic_config(&[("max.message.bytes", "2048")]),
         )
         .expect("created");
-        assert_eq!(t.produce_rules().max_message_bytes, 2048);
-        assert_eq!(t.produce_rules().timestamp_type, TimestampType::CreateTime);
-        assert!(!t.produce_rules().compact);
+        assert_eq!(t.rules().max_message_bytes, 2048);
+        assert_eq!(t.rules().timestamp_type, TimestampType::CreateTime);
+        assert!(!t.rules().compact);
+        assert!(
+            t.rules().compression_as_produced,
+            "Kafka's default: producer"
+        );
 
         // AlterConfigs of the topic.
         t.set_config(
@@ -593,14 +598,17 @@ mod tests {
                 ("message.timestamp.type", "LogAppendTime"),
                 ("message.timestamp.after.max.ms", "5000"),
                 ("cleanup.policy", "compact"),
+                ("compression.type", "lz4"),
             ]),
         )
         .expect("set");
-        let r = t.produce_rules();
+        let r = t.rules();
         assert_eq!(r.max_message_bytes, 1_048_588, "back to the default");
         assert_eq!(r.timestamp_type, TimestampType::LogAppendTime);
         assert_eq!(r.timestamp_after_max_ms, 5000);
         assert!(r.compact);
+        assert_eq!(r.compression, Compression::Lz4);
+        assert!(!r.compression_as_produced);
 
         // A dynamic broker config under the topic's own overrides.
         let dynamic = DynamicBrokerConfigs {
@@ -612,13 +620,13 @@ mod tests {
             ..BrokerTopicDefaults::default()
         };
         t.apply_broker_defaults(defaults.clone());
-        assert_eq!(t.produce_rules().max_message_bytes, 4096);
-        assert_eq!(t.produce_rules(), t.config().produce_rules());
+        assert_eq!(t.rules().max_message_bytes, 4096);
+        assert_eq!(t.rules(), t.config().rules());
 
         // Loaded from topic.json, the same rules.
         let loaded = load_topics(&fs, &topics, defaults).expect("loads");
         assert_eq!(loaded.len(), 1);
-        assert_eq!(loaded[0].produce_rules(), t.produce_rules());
+        assert_eq!(loaded[0].rules(), t.rules());
     }
 
     #[test]

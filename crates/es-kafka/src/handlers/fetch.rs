@@ -59,7 +59,7 @@ use crate::codec::compression::Compression;
 use crate::codec::encode::{BatchEncoder, CodecRules, EncodeOptions};
 use crate::codec::fetch_response::{Aborted, FetchReply, FetchedPartition, FetchedTopic};
 use crate::codec::frame::ResponseFrame;
-use crate::config::TimestampType;
+use crate::config::{TimestampType, TopicRules};
 use crate::errors::{code, storage_error_code, ResponseError, NONE};
 use crate::topics::PartitionSlot;
 use es_storage::record::RecordIter;
@@ -147,20 +147,16 @@ struct Ahead {
 /// The codecs fetched batches are encoded with, from the topic's
 /// `compression.type`: that codec for every batch, or for "producer" (Kafka's
 /// default) each produced batch's own codec and none for other records.
-fn compression_for(name: &str, version: i16) -> (Compression, CodecRules) {
-    let c = match name {
-        "gzip" => Compression::Gzip,
-        "snappy" => Compression::Snappy,
-        "lz4" => Compression::Lz4,
-        "zstd" => Compression::Zstd,
-        _ => Compression::None,
-    };
-    let rules = CodecRules {
-        as_produced: name == "producer",
+fn compression_for(rules: Option<&TopicRules>, version: i16) -> (Compression, CodecRules) {
+    let codec_rules = CodecRules {
+        as_produced: rules.is_some_and(|r| r.compression_as_produced),
         // Fetch before v10 cannot carry zstd; those clients get it uncompressed.
         zstd_allowed: version >= 10,
     };
-    (c, rules)
+    (
+        rules.map_or(Compression::None, |r| r.compression),
+        codec_rules,
+    )
 }
 
 pub async fn handle(ctx: &Ctx, req: FetchRequest) -> Result<Option<ResponseFrame>, RequestError> {
@@ -190,14 +186,10 @@ pub async fn handle(ctx: &Ctx, req: FetchRequest) -> Result<Option<ResponseFrame
         } else {
             code(ResponseError::UnknownTopicOrPartition)
         };
-        let (compression_type, log_append_time) =
-            topic.as_ref().map_or((String::new(), false), |t| {
-                let c = t.config();
-                (
-                    c.compression_type(),
-                    c.timestamp_type() == TimestampType::LogAppendTime,
-                )
-            });
+        // A topic that is missing gets an error, whatever these say.
+        let rules = topic.as_ref().map(|t| t.rules());
+        let log_append_time =
+            rules.is_some_and(|r| r.timestamp_type == TimestampType::LogAppendTime);
         topics.push((ft.topic, ft.topic_id));
         for fp in ft.partitions {
             let slot = topic.as_ref().and_then(|t| t.partition(fp.partition));
@@ -212,7 +204,7 @@ pub async fn handle(ctx: &Ctx, req: FetchRequest) -> Result<Option<ResponseFrame
             } else {
                 NONE
             };
-            let (compression, codec_rules) = compression_for(&compression_type, v);
+            let (compression, codec_rules) = compression_for(rules.as_ref(), v);
             wants.push(Want {
                 topic: ti,
                 partition: fp.partition,

@@ -32,7 +32,7 @@ use kafka_protocol::protocol::StrBytes;
 use super::durable::Durable;
 use super::{blocking, txn, Ctx, RequestError};
 use crate::codec::batch::{check_produce_compression, BatchDecoder, BatchSummary, DecodeLimits};
-use crate::config::{ProduceRules, TimestampType};
+use crate::config::{TimestampType, TopicRules};
 use crate::connection::Turn;
 use crate::errors::{batch_error_code, code, storage_error_code, ResponseError, NONE};
 use crate::topics::{is_internal, validate_topic_name, PartitionSlot};
@@ -47,7 +47,7 @@ struct Item {
     topic: usize,
     partition: i32,
     slot: Option<Arc<PartitionSlot>>,
-    rules: Option<ProduceRules>,
+    rules: Option<TopicRules>,
     records: Option<Bytes>,
     buf: RecordBatchBuf,
     error: i16,
@@ -156,7 +156,7 @@ pub async fn handle(
                         Some(slot) => {
                             item.intent = Some(slot.log.announce_append());
                             item.slot = Some(slot);
-                            item.rules = Some(topic.produce_rules());
+                            item.rules = Some(topic.rules());
                             item.topic_name = topic.name.clone();
                         }
                     },
