@@ -780,13 +780,11 @@ impl TopicConfig {
             timestamp_before_max_ms: self.timestamp_before_max_ms(),
             timestamp_after_max_ms: self.timestamp_after_max_ms(),
             compact: self.cleanup_policy().compact,
-            compression: match compression.as_str() {
-                "gzip" => Compression::Gzip,
-                "snappy" => Compression::Snappy,
-                "lz4" => Compression::Lz4,
-                "zstd" => Compression::Zstd,
-                _ => Compression::None,
-            },
+            // "uncompressed" and "producer" are no codec's name.
+            compression: Compression::ALL
+                .into_iter()
+                .find(|c| c.name() == compression)
+                .unwrap_or(Compression::None),
             compression_as_produced: compression == "producer",
         }
     }

@@ -812,7 +812,7 @@ pub fn seal(rec: &mut [u8], offset: u64) {
 /// [`seal`] for every record of `buf`: record `i` starts at `starts[i]` and
 /// ends where the next starts (the last at the end of `buf`); offsets are
 /// `base_offset + i`. The CRCs of three records at a time are computed
-/// together ([`crc32c_3`]).
+/// together, as [`Checker`] checks them.
 pub fn seal_all(buf: &mut [u8], starts: &[u32], base_offset: u64) {
     let len = buf.len();
     let bounds = |i: usize| {

@@ -4,8 +4,9 @@
 //! Reading follows Java's `ByteUtils.readVarint`/`readVarlong`: at most 5
 //! (resp. 10) bytes, bits beyond 32 (64) silently dropped, a longer encoding
 //! is an error. Writing appends straight to a `Vec<u8>` without allocating
-//! beyond its growth, and `varint_len`/`varlong_len` give the exact encoded
-//! size so callers can compute a record's length before writing it.
+//! beyond its growth, or gathers a few varints on the stack first
+//! ([`Varints`]); `varint_len`/`varlong_len` give the exact encoded size so
+//! callers can compute a record's length before writing it.
 
 /// Longest encoding of a varint (sint32).
 pub const VARINT_BYTES_MAX: usize = 5;
@@ -106,7 +107,7 @@ impl Varints {
         }
     }
 
-    /// Appends one byte. Callers stay within [`VARINTS_BYTES`] by
+    /// Appends one byte. Callers stay within the 32 bytes it holds by
     /// construction; a byte past it would be dropped, never written out of
     /// bounds.
     #[inline]
