@@ -184,9 +184,7 @@ pub struct Topic {
     pub name: String,
     pub id: Uuid,
     dir: PathBuf,
-    config: RwLock<TopicConfig>,
-    /// `config`'s [`TopicRules`], replaced together with it.
-    rules: RwLock<TopicRules>,
+    settings: RwLock<Settings>,
     partitions: RwLock<Vec<Arc<PartitionSlot>>>,
     /// Held by a background cleaner while it works on one of this topic's
     /// partitions, and by [`delete_topic`] while it removes the topic, so a
@@ -196,24 +194,35 @@ pub struct Topic {
     deleted: AtomicBool,
 }
 
+/// A topic's config and the rules parsed from it, replaced together.
+#[derive(Debug)]
+struct Settings {
+    config: TopicConfig,
+    rules: TopicRules,
+}
+
+impl Settings {
+    fn new(config: TopicConfig) -> Self {
+        Settings {
+            rules: config.rules(),
+            config,
+        }
+    }
+}
+
 impl Topic {
     pub fn dir(&self) -> &Path {
         &self.dir
     }
 
     pub fn config(&self) -> TopicConfig {
-        self.config.read().clone()
+        self.settings.read().config.clone()
     }
 
     /// What produce and fetch requests check of the config, without
     /// cloning or parsing it.
     pub fn rules(&self) -> TopicRules {
-        *self.rules.read()
-    }
-
-    fn store_config(&self, config: TopicConfig) {
-        *self.rules.write() = config.rules();
-        *self.config.write() = config;
+        self.settings.read().rules
     }
 
     pub fn partition(&self, index: i32) -> Option<Arc<PartitionSlot>> {
@@ -235,7 +244,7 @@ impl Topic {
             name: self.name.clone(),
             id: self.id.to_string(),
             partitions: self.partition_count(),
-            config: self.config.read().overrides().clone(),
+            config: self.settings.read().config.overrides().clone(),
         }
     }
 
@@ -249,7 +258,7 @@ impl Topic {
         for p in self.partitions.read().iter() {
             p.log.set_config(pc);
         }
-        self.store_config(config);
+        *self.settings.write() = Settings::new(config);
         Ok(())
     }
 
@@ -258,12 +267,12 @@ impl Topic {
     /// in-memory config changes: `topic.json` holds the overrides alone.
     /// The broker serialises this with [`Topic::set_config`] (its admin lock).
     pub fn apply_broker_defaults(&self, defaults: BrokerTopicDefaults) {
-        let next = self.config.read().with_broker(defaults);
+        let next = self.settings.read().config.with_broker(defaults);
         let pc = partition_config(&next);
         for p in self.partitions.read().iter() {
             p.log.set_config(pc);
         }
-        self.store_config(next);
+        *self.settings.write() = Settings::new(next);
     }
 
     /// Grows the topic to `count` partitions: opens the new partition
@@ -425,8 +434,7 @@ pub fn create_topic(
         name: name.to_string(),
         id,
         dir,
-        rules: RwLock::new(config.rules()),
-        config: RwLock::new(config),
+        settings: RwLock::new(Settings::new(config)),
         partitions: RwLock::new(slots),
         cleaning: Mutex::new(()),
         deleted: AtomicBool::new(false),
@@ -488,8 +496,7 @@ pub fn load_topics(
             name: m.name,
             id,
             dir,
-            rules: RwLock::new(config.rules()),
-            config: RwLock::new(config),
+            settings: RwLock::new(Settings::new(config)),
             partitions: RwLock::new(slots),
             cleaning: Mutex::new(()),
             deleted: AtomicBool::new(false),

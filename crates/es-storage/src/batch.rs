@@ -167,11 +167,13 @@ impl RecordBatchBuf {
         &self.buf
     }
 
-    /// Makes room for `bytes` more encoded bytes and `records` more records,
-    /// so that a batch of known size is pushed without growing the buffer
-    /// step by step.
-    pub fn reserve(&mut self, bytes: usize, records: usize) {
-        self.buf.reserve(bytes);
+    /// Makes room for `records` more records whose keys, values and headers
+    /// come to about `payload_bytes`, so that a batch of known size is
+    /// pushed without growing the buffer step by step. A hint: each record
+    /// is counted with [`record::TYPICAL_OVERHEAD_BYTES`].
+    pub fn reserve_records(&mut self, payload_bytes: usize, records: usize) {
+        self.buf
+            .reserve(payload_bytes + records * record::TYPICAL_OVERHEAD_BYTES);
         self.starts.reserve(records);
     }
 

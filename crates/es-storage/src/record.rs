@@ -73,6 +73,11 @@ pub const BATCH_FIELDS_OVERHEAD_BYTES_MAX: usize = 4 + 1 + BATCH_FIELDS_BYTES;
 /// The largest codec id a batch may record (Kafka's ids: 0 none, 1 gzip,
 /// 2 snappy, 3 lz4, 4 zstd).
 pub const BATCH_CODEC_MAX: u8 = 4;
+/// What storing a record usually adds to its key, value and headers: the
+/// fixed fields and an extension with producer fields. For reserving room;
+/// not a bound (headers and batch fields add more).
+pub const TYPICAL_OVERHEAD_BYTES: usize =
+    LEN_PREFIX_BYTES + BODY_BYTES_MIN + 4 + 1 + PRODUCER_BYTES;
 /// Bytes from the start of a record to its extension's flags byte.
 const EXT_FLAGS_POS: usize = TIMESTAMP_FIELD_POS + 8 + 4;
 
@@ -251,15 +256,18 @@ pub fn peek_len(buf: &[u8]) -> Result<usize, DecodeError> {
     Ok(LEN_PREFIX_BYTES + body)
 }
 
-/// Where the CRC starts: at `offset` for a documented record; at `record_len`
-/// for one with the extension, so that a flipped extension bit cannot turn one
-/// kind of record into the other without the CRC noticing.
-fn crc_start(has_ext: bool) -> usize {
-    if has_ext {
+/// The bytes the CRC of `rec` (exactly one whole record) covers: from
+/// `offset` for a documented record, from `record_len` for one with the
+/// extension (so that a flipped extension bit cannot turn one kind of record
+/// into the other without the CRC noticing), to the end of the value.
+fn crc_range(rec: &[u8]) -> std::ops::Range<usize> {
+    // EXT_BIT is the top bit of record_len's first (big-endian) byte.
+    let start = if rec.first().is_some_and(|&b| b & (EXT_BIT >> 24) as u8 != 0) {
         0
     } else {
         LEN_PREFIX_BYTES
-    }
+    };
+    start..rec.len() - 4
 }
 
 fn be_u32(b: &[u8], p: usize) -> u32 {
@@ -283,9 +291,7 @@ pub fn check(buf: &[u8]) -> Result<(u64, usize), DecodeError> {
     let Some(rec) = buf.get(..total) else {
         return Err(DecodeError::Incomplete { needed: total });
     };
-    let has_ext = be_u32(rec, 0) & EXT_BIT != 0;
-    let crc_pos = total - 4;
-    if crc32c::crc32c(&rec[crc_start(has_ext)..crc_pos]) != be_u32(rec, crc_pos) {
+    if crc32c::crc32c(&rec[crc_range(rec)]) != be_u32(rec, total - 4) {
         return Err(DecodeError::Corrupt("CRC-32C mismatch"));
     }
     Ok((be_u64(rec, OFFSET_FIELD_POS), total))
@@ -340,10 +346,9 @@ impl Checker {
                 _ => return check(rest),
             }
         }
-        // What each CRC covers (see crc_start).
         let region = |(start, total): (usize, usize)| {
             let rec = &rest[start..start + total];
-            &rec[crc_start(be_u32(rec, 0) & EXT_BIT != 0)..total - 4]
+            &rec[crc_range(rec)]
         };
         let crcs = crc32c_3([region(spans[0]), region(spans[1]), region(spans[2])]);
         for (i, &(start, total)) in spans.iter().enumerate() {
@@ -435,7 +440,7 @@ fn decode_with(buf: &[u8], check_crc: bool) -> Result<RecordView<'_>, DecodeErro
     let has_ext = be_u32(rec, 0) & EXT_BIT != 0;
     let crc_pos = total - 4;
     let stored_crc = be_u32(rec, crc_pos);
-    if check_crc && crc32c::crc32c(&rec[crc_start(has_ext)..crc_pos]) != stored_crc {
+    if check_crc && crc32c::crc32c(&rec[crc_range(rec)]) != stored_crc {
         return Err(DecodeError::Corrupt("CRC-32C mismatch"));
     }
     // From here the bytes are what the writer wrote; still check every bound,
@@ -804,8 +809,7 @@ pub fn set_batch_extent(
 pub fn seal(rec: &mut [u8], offset: u64) {
     let n = rec.len();
     rec[OFFSET_FIELD_POS..OFFSET_FIELD_POS + 8].copy_from_slice(&offset.to_be_bytes());
-    let has_ext = rec[0] & 0x80 != 0;
-    let crc = crc32c::crc32c(&rec[crc_start(has_ext)..n - 4]);
+    let crc = crc32c::crc32c(&rec[crc_range(rec)]);
     rec[n - 4..].copy_from_slice(&crc.to_be_bytes());
 }
 
@@ -829,8 +833,8 @@ pub fn seal_all(buf: &mut [u8], starts: &[u32], base_offset: u64) {
         }
         let crcs = {
             let region = |(s, e): (usize, usize)| {
-                let has_ext = buf[s] & 0x80 != 0;
-                &buf[s + crc_start(has_ext)..e - 4]
+                let rec = &buf[s..e];
+                &rec[crc_range(rec)]
             };
             crc32c_3([region(recs[0]), region(recs[1]), region(recs[2])])
         };

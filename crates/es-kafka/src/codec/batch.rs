@@ -312,11 +312,6 @@ impl Header {
     }
 }
 
-/// What storing a record usually adds to its size in a Kafka batch: es's
-/// fixed fields (32 bytes) against Kafka's varints (at least 7), plus the
-/// extension with producer fields (19). Only a hint for reserving room.
-const STORED_RECORD_EXTRA_BYTES: usize = 48;
-
 impl BatchDecoder {
     pub fn new() -> Self {
         Self::default()
@@ -428,7 +423,7 @@ impl BatchDecoder {
         }
         // Room for the stored records in one step rather than a doubling
         // per growth; bounded by the checked section size and count.
-        out.reserve(records.len() + count * STORED_RECORD_EXTRA_BYTES, count);
+        out.reserve_records(records.len(), count);
         let max_timestamp = decode_records(
             records,
             &h,
