@@ -3,16 +3,19 @@ package es.compat;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.Comparator;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Properties;
 import java.util.TreeMap;
 import java.util.concurrent.TimeUnit;
+import java.util.stream.Stream;
 
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
@@ -117,6 +120,8 @@ class StreamsExactlyOnceTest {
                 }
             }
             streams.close(Duration.ofSeconds(30));
+        } finally {
+            deleteTree(stateDir);
         }
         assertEquals(totalWords, seen, "output updates");
         assertEquals(expected.keySet(), new TreeMap<>(updates).keySet());
@@ -126,6 +131,18 @@ class StreamsExactlyOnceTest {
                 assertEquals(i + 1, got.get(i), "word " + e.getKey() + ": updates " + got);
             }
             assertEquals(e.getValue(), (long) got.size(), "word " + e.getKey() + " count");
+        }
+    }
+
+    /** Removes the Streams state directory this test made, so runs leave nothing in the temp dir. */
+    private static void deleteTree(Path dir) throws IOException {
+        if (!Files.exists(dir)) {
+            return;
+        }
+        try (Stream<Path> paths = Files.walk(dir)) {
+            for (Path p : paths.sorted(Comparator.reverseOrder()).toList()) {
+                Files.delete(p);
+            }
         }
     }
 }
