@@ -27,6 +27,7 @@ loop and every child process has a bound.
 """
 
 import argparse
+import contextlib
 import datetime
 import json
 import os
@@ -242,7 +243,20 @@ class Broker:
         self.proc = None
         self.cmdline = None
         self.logf = None
+        self.paused = False
         BROKERS.append(self)
+
+    def pause(self):
+        """SIGSTOP: the broker keeps its sockets and files but runs nothing."""
+        if self.pid and not self.paused and proc_alive(self.pid):
+            os.kill(self.pid, signal.SIGSTOP)
+            self.paused = True
+
+    def resume(self):
+        if self.paused:
+            self.paused = False
+            if self.pid and proc_alive(self.pid):
+                os.kill(self.pid, signal.SIGCONT)
 
     @property
     def bootstrap(self):
@@ -282,8 +296,11 @@ class Broker:
             self.wait_listening(t)
         else:
             # Deleted topics' files go at once instead of 60 s later, in the
-            # middle of some later run (see Bench.delete_topic).
+            # middle of some later run (see Bench.delete_topic). The broker's
+            # session with its own controller outlasts a pause (Bench.alone):
+            # with the default 9 s a run of es longer than that would fence it.
             sets = [a for kv in [f"log.dirs={self.data_dir}", "log.segment.delete.delay.ms=0",
+                                 "broker.session.timeout.ms=60000",
                                  *extra_sets] for a in ("--set", kv)]
             rc, out, err, _, _ = run_cmd([KREF, "start", "--port", str(self.port), *sets],
                                          timeout=BROKER_START_S + 30)
@@ -324,7 +341,9 @@ class Broker:
         seconds until the process was gone."""
         if self.pid is None or not proc_alive(self.pid):
             self.pid = None
+            self.paused = False
             return 0.0
+        self.resume()  # a stopped process would not act on SIGTERM
         t = time.monotonic()
         os.kill(self.pid, signal.SIGKILL if kill9 else signal.SIGTERM)
         if not self._wait_exit(STOP_WAIT_S):
@@ -396,6 +415,22 @@ class Bench:
     def broker(self, target):
         return self.es if target == "es" else self.kafka
 
+    @contextlib.contextmanager
+    def alone(self, b=None):
+        """For the length of a measured run, the broker not under test (both,
+        with b None) is stopped with SIGSTOP and continued afterwards. Left
+        running, Kafka's idle JVM (its JIT compiler, GC and KRaft threads)
+        burned 0.25-1.3 CPU seconds during each es run of 5-10 s on these two
+        cores, taken from es and its load generator; es idle burns nothing."""
+        others = [x for x in (self.es, self.kafka) if x is not b]
+        for o in others:
+            o.pause()
+        try:
+            yield
+        finally:
+            for o in others:
+                o.resume()
+
     # ------------------------------------------------------------ topics
 
     def topic(self, base, target):
@@ -452,11 +487,13 @@ class Bench:
                 f"enable.idempotence={'true' if self.idempotence else 'false'}"]
 
     def run_producer(self, target, gen, topic, partitions, producers, size,
-                     seconds=None, records=None, rate=0, linger=LINGER_MS, java_warmup=0):
+                     seconds=None, records=None, rate=0, linger=LINGER_MS, java_warmup=0,
+                     alone=True):
         """One produce run; returns a result dict (ok False on failure). The
         Java generator runs `java_warmup` records more first and reports only
         the records after them (ProducerPerformance --warmup-records), so that
-        JIT warm-up of the client stays out of the figures."""
+        JIT warm-up of the client stays out of the figures. With `alone` the
+        other broker is paused meanwhile (Bench.alone)."""
         b = self.broker(target)
         if gen == "rdkafka":
             argv = [LOADGEN, "produce", "--bootstrap", b.bootstrap, "--topic", topic,
@@ -483,10 +520,10 @@ class Bench:
             os.sync()
         other = self.kafka if b is self.es else self.es
         idle0 = cpu_ticks(other.pid)
-        with Sampler(b.pid) as s:
+        with self.alone(b) if alone else contextlib.nullcontext(), Sampler(b.pid) as s:
             rc, out, err, wall, gen_cpu = run_cmd(argv)
-        # The broker not under test stays up; what it burns meanwhile (a
-        # JVM's JIT and GC threads after its own run) is taken from this run.
+        # What the broker not under test burned meanwhile (nothing while it is
+        # paused; a JVM's JIT, GC and KRaft threads when it is not).
         other_cpu_s = (cpu_ticks(other.pid) - idle0) / CLK_TCK
         r = {"ok": False}
         if gen == "rdkafka":
@@ -704,7 +741,8 @@ class Bench:
                     self.broker(t).bootstrap, "--topic", self.topic("e2e", t), "--num-records",
                     str(n), "--producer-acks", "all", "--record-size", "256",
                     "--command-config", props]
-            rc, out, err, wall, _ = run_cmd(argv)
+            with self.alone(self.broker(t)):
+                rc, out, err, wall, _ = run_cmd(argv)
             m = re.search(r"Avg latency: ([\d.]+) ms", out)
             q = re.search(r"Percentiles: 50th = (\d+), 99th = (\d+), 99.9th = (\d+)", out)
             if not (m and q):
@@ -722,7 +760,7 @@ class Bench:
             argv = [LOADGEN, "e2e", "--bootstrap", b.bootstrap, "--topic", self.topic("e2e", t),
                     "--rate", "1000", "--duration-s", str(secs), "--record-size", "256",
                     "--linger-ms", "0"]
-            with Sampler(b.pid) as s:
+            with self.alone(b), Sampler(b.pid) as s:
                 rc, out, err, wall, _ = run_cmd(argv)
             try:
                 r = json.loads(out.strip().splitlines()[-1])
@@ -780,7 +818,7 @@ class Bench:
             b = self.broker(t)
             argv = [LOADGEN, "consume", "--bootstrap", b.bootstrap, "--topic", "consume",
                     "--partitions", "1", "--records", str(n), "--timeout-s", "180"]
-            with Sampler(b.pid) as s:
+            with self.alone(b), Sampler(b.pid) as s:
                 rc, out, err, wall, gcpu = run_cmd(argv)
             try:
                 r = json.loads(out.strip().splitlines()[-1])
@@ -800,7 +838,7 @@ class Bench:
             argv = [KREF, "run", "org.apache.kafka.tools.ConsumerPerformance",
                     "--bootstrap-server", b.bootstrap, "--topic", "consume",
                     "--num-records", str(n), "--timeout", "60000"]
-            with Sampler(b.pid) as s:
+            with self.alone(b), Sampler(b.pid) as s:
                 rc, out, err, wall, gcpu = run_cmd(argv)
             lines = [l for l in out.splitlines() if l.count(",") >= 9 and not l.startswith("start.time")]
             if rc != 0 or not lines:
@@ -858,7 +896,9 @@ class Bench:
         fill = {}
         for t in ("es", "kafka"):
             self.create_topic(t, "restart", parts)
-            r = self.run_producer(t, "rdkafka", "restart", parts, 4, size, records=n)
+            # Not paused: a fill takes tens of seconds (Bench.alone).
+            r = self.run_producer(t, "rdkafka", "restart", parts, 4, size, records=n,
+                                  alone=False)
             if not r.get("ok"):
                 raise RuntimeError(f"filling the restart topic on {t} failed: {r.get('error')}")
             fill[t] = {"records_per_s": r["records_per_s"], "mb_per_s": r["mb_per_s"],
@@ -868,10 +908,11 @@ class Bench:
 
         def restart(t, kill9):
             b = self.broker(t)
-            stop_s = b.stop(kill9=kill9)
-            t0 = b.spawn()
-            meta_s, offs_s, seen = kafkawire.wait_serving(HOST, b.port, "restart", parts, n, t0,
-                                                          RESTART_DEADLINE_S)
+            with self.alone(b):
+                stop_s = b.stop(kill9=kill9)
+                t0 = b.spawn()
+                meta_s, offs_s, seen = kafkawire.wait_serving(HOST, b.port, "restart", parts, n,
+                                                              t0, RESTART_DEADLINE_S)
             r = {"stop_s": stop_s, "metadata_s": meta_s, "offsets_s": offs_s,
                  "records_seen": seen, "ok": offs_s is not None,
                  "rss_after_mb": rss_kb(b.pid) / 1024}
@@ -950,6 +991,7 @@ class Bench:
                 "kafka_fsync_topic_config": FSYNC_TOPIC_CONFIG,
                 "es_flags": "defaults (--flush-every-records 1: fsync before every ack)",
                 "kafka_heap": "-Xmx1G -Xms1G (kafka-ref, as kafka-server-start.sh)",
+                "other_broker": "paused (SIGSTOP) during each measured run",
             },
             "command": " ".join(["benches/run"] + sys.argv[1:]),
         }
@@ -986,8 +1028,9 @@ class Bench:
                 self.save()
         if "limits" in cases and rest:
             log("limits again at the end (fdatasync 16 KiB)")
-            self.results["cases"]["limits"]["fdatasync_end"] = fsync_loop(
-                os.path.join(BENCH, "fsync-end.dat"), 16384, self.p["limit_s"])
+            with self.alone():
+                self.results["cases"]["limits"]["fdatasync_end"] = fsync_loop(
+                    os.path.join(BENCH, "fsync-end.dat"), 16384, self.p["limit_s"])
         # The brokers' data is of no use after the run; logs stay in target/bench/.
         self.es.stop()
         self.kafka.stop()

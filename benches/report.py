@@ -84,6 +84,7 @@ def md_meta(res):
         f"| producer settings (both generators, both brokers) | {st.get('producer')}; "
         f"Java enable.idempotence={str(st.get('java_enable_idempotence')).lower()} |",
         f"| Rust | {v.get('rustc')} |",
+        f"| the broker not under test | {st.get('other_broker', 'left running during each measured run')} |",
     ]
     return "\n".join(lines)
 
