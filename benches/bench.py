@@ -288,7 +288,9 @@ class Broker:
                 f.write(f"{self.pid}\n")
         return t
 
-    def start_fresh(self, extra_sets=()):
+    def start_fresh(self, extra_sets=(), long_session=True):
+        """Starts the broker on an empty data directory. Kafka gets
+        `long_session` (see below) unless the restart case asks otherwise."""
         shutil.rmtree(self.data_dir, ignore_errors=True)
         os.makedirs(self.data_dir, exist_ok=True)
         if self.name == "es":
@@ -296,12 +298,15 @@ class Broker:
             self.wait_listening(t)
         else:
             # Deleted topics' files go at once instead of 60 s later, in the
-            # middle of some later run (see Bench.delete_topic). The broker's
-            # session with its own controller outlasts a pause (Bench.alone):
-            # with the default 9 s a run of es longer than that would fence it.
+            # middle of some later run (see Bench.delete_topic). With
+            # long_session the broker's session with its own controller
+            # outlasts a pause (Bench.alone): with the default 9 s a run of es
+            # longer than that would fence it. Not for the restart case: after
+            # kill -9 the new process cannot register until the old session
+            # expires, so a longer session would lengthen Kafka's restart.
+            session = ["broker.session.timeout.ms=60000"] if long_session else []
             sets = [a for kv in [f"log.dirs={self.data_dir}", "log.segment.delete.delay.ms=0",
-                                 "broker.session.timeout.ms=60000",
-                                 *extra_sets] for a in ("--set", kv)]
+                                 *session, *extra_sets] for a in ("--set", kv)]
             rc, out, err, _, _ = run_cmd([KREF, "start", "--port", str(self.port), *sets],
                                          timeout=BROKER_START_S + 30)
             if rc != 0:
@@ -892,7 +897,8 @@ class Bench:
         self.es.data_dir = os.path.join(BENCH, "data", "restart-es")
         self.kafka.data_dir = os.path.join(BENCH, "data", "restart-kafka")
         self.es.start_fresh()
-        self.kafka.start_fresh()
+        # Kafka's default session: its restart after kill -9 waits for it.
+        self.kafka.start_fresh(long_session=False)
         fill = {}
         for t in ("es", "kafka"):
             self.create_topic(t, "restart", parts)
