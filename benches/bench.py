@@ -424,9 +424,12 @@ class Bench:
     def alone(self, b=None):
         """For the length of a measured run, the broker not under test (both,
         with b None) is stopped with SIGSTOP and continued afterwards. Left
-        running, Kafka's idle JVM (its JIT compiler, GC and KRaft threads)
-        burned 0.25-1.3 CPU seconds during each es run of 5-10 s on these two
-        cores, taken from es and its load generator; es idle burns nothing."""
+        running, Kafka's JVM burned 0.25-1.3 CPU seconds during each es run of
+        5-10 s on these two cores (2-5 clock ticks a second when fresh and
+        idle, more after a run of its own), taken from es and its load
+        generator; es idle burns nothing. In the restart case Kafka keeps its
+        default 9 s controller session (start_fresh), which a pause during an
+        es restart stays well under (es serves 5 GiB 3-5 s after kill -9)."""
         others = [x for x in (self.es, self.kafka) if x is not b]
         for o in others:
             o.pause()
