@@ -3,19 +3,15 @@ package es.compat;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import java.io.IOException;
-import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
-import java.util.Comparator;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Properties;
 import java.util.TreeMap;
 import java.util.concurrent.TimeUnit;
-import java.util.stream.Stream;
 
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
@@ -34,6 +30,7 @@ import org.apache.kafka.streams.kstream.Grouped;
 import org.apache.kafka.streams.kstream.Produced;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.io.TempDir;
 
 /**
  * A Kafka Streams word count with processing.guarantee=exactly_once_v2 (transactions, a
@@ -45,7 +42,7 @@ import org.junit.jupiter.api.Timeout;
 class StreamsExactlyOnceTest {
 
     @Test
-    void wordCountExactlyOnceV2() throws Exception {
+    void wordCountExactlyOnceV2(@TempDir Path stateDir) throws Exception {
         String in = Env.name("wc-in");
         String out = Env.name("wc-out");
         String app = Env.name("wc-app");
@@ -69,7 +66,6 @@ class StreamsExactlyOnceTest {
             p.flush();
         }
 
-        Path stateDir = Files.createTempDirectory("es-compat-streams");
         Properties props = new Properties();
         props.put(StreamsConfig.APPLICATION_ID_CONFIG, app);
         props.put(StreamsConfig.BOOTSTRAP_SERVERS_CONFIG, Env.BOOTSTRAP);
@@ -120,8 +116,6 @@ class StreamsExactlyOnceTest {
                 }
             }
             streams.close(Duration.ofSeconds(30));
-        } finally {
-            deleteTree(stateDir);
         }
         assertEquals(totalWords, seen, "output updates");
         assertEquals(expected.keySet(), new TreeMap<>(updates).keySet());
@@ -131,18 +125,6 @@ class StreamsExactlyOnceTest {
                 assertEquals(i + 1, got.get(i), "word " + e.getKey() + ": updates " + got);
             }
             assertEquals(e.getValue(), (long) got.size(), "word " + e.getKey() + " count");
-        }
-    }
-
-    /** Removes the Streams state directory this test made, so runs leave nothing in the temp dir. */
-    private static void deleteTree(Path dir) throws IOException {
-        if (!Files.exists(dir)) {
-            return;
-        }
-        try (Stream<Path> paths = Files.walk(dir)) {
-            for (Path p : paths.sorted(Comparator.reverseOrder()).toList()) {
-                Files.delete(p);
-            }
         }
     }
 }
