@@ -10,6 +10,7 @@
 
 pub mod batch;
 pub mod batch_marks;
+pub mod clock;
 pub mod compaction;
 pub mod error;
 pub mod fs;
@@ -17,6 +18,7 @@ pub mod meta;
 pub mod record;
 
 pub use batch::RecordBatchBuf;
+pub use clock::{Clock, ManualClock, SharedClock, SystemClock};
 pub use error::{Result, StorageError};
 pub use fs::{FileHandle, Fs, RealFs};
 pub use producers::{AbortedTxn, ProducerAppend, ProducerState, SeqCheck, SeqError};
