@@ -12,6 +12,7 @@ pub mod batch;
 pub mod batch_marks;
 pub mod clock;
 pub mod compaction;
+pub mod context;
 pub mod error;
 pub mod fs;
 pub mod meta;
@@ -19,6 +20,7 @@ pub mod record;
 
 pub use batch::RecordBatchBuf;
 pub use clock::{Clock, ManualClock, SharedClock, SystemClock};
+pub use context::Storage;
 pub use error::{Result, StorageError};
 pub use fs::{FileHandle, Fs, RealFs};
 pub use producers::{AbortedTxn, ProducerAppend, ProducerState, SeqCheck, SeqError};
@@ -32,6 +34,8 @@ pub mod reclaim;
 pub mod segment;
 pub mod simfs;
 pub mod syncer;
+
+pub use syncer::{SyncMode, SyncPool};
 
 pub use compaction::{CompactionPolicy, CompactionReport, RetentionPolicy, RetentionReport};
 pub use partition::{

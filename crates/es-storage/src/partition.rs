@@ -17,13 +17,15 @@
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use parking_lot::{Condvar, Mutex, RwLock};
 
 use crate::batch::RecordBatchBuf;
 use crate::batch_marks::BatchMark;
+use crate::clock::SharedClock;
+use crate::context::Storage;
 use crate::error::{Result, StorageError};
 use crate::fs::Fs;
 use crate::index::{IndexEntry, IndexPolicy, INDEX_INTERVAL_BYTES};
@@ -34,6 +36,7 @@ use crate::producers::{
 use crate::reclaim::Reclaimer;
 use crate::record::{self, DecodeError, ProducedBatch, ProducerInfo, RecordMeta};
 use crate::segment::{self, read_exact_at, Segment, SegmentRecovery};
+use crate::syncer::SyncPool;
 
 /// When appends are made durable.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -110,6 +113,7 @@ fn recover_producers(
     segs: &[Arc<Segment>],
     log_start: u64,
     log_end: u64,
+    now: i64,
 ) -> Result<ProducerState> {
     let snap: Option<ProducerState> = match crate::meta::read_json(fs, &dir.join(SNAPSHOT_FILE)) {
         Ok(s) => s,
@@ -124,7 +128,6 @@ fn recover_producers(
         .unwrap_or_default();
     let from = st.applied_up_to.max(log_start);
     st.applied_up_to = from;
-    let now = now_ms();
     if from < log_end {
         // Replay what the snapshot lacks, from the index entry at or before
         // `from` (replay skips records below it): a snapshot taken at a
@@ -312,9 +315,11 @@ pub struct Partition {
     /// A sync waits on `intents_done` (under `commit`) for announced appends.
     intent_waiting: AtomicBool,
     intents_done: Condvar,
-    /// Frees the space of the segments retention and compaction delete
-    /// ([`Reclaimer::global`] unless [`Partition::set_reclaimer`]).
-    reclaimer: RwLock<Arc<Reclaimer>>,
+    /// Frees the space of the segments retention and compaction delete.
+    reclaimer: Arc<Reclaimer>,
+    /// Runs the fsyncs of [`Partition::when_durable`].
+    sync: Arc<SyncPool>,
+    clock: SharedClock,
 }
 
 /// An append announced to the partition before its records are decoded:
@@ -346,24 +351,24 @@ impl std::fmt::Debug for Partition {
     }
 }
 
-pub(crate) fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
-}
-
 impl Partition {
-    /// Opens (creating if missing) the partition in `dir` and recovers it.
-    pub fn open(fs: Arc<dyn Fs>, dir: PathBuf, config: PartitionConfig) -> Result<Arc<Partition>> {
-        Self::open_with_report(fs, dir, config).map(|(p, _)| p)
+    /// Opens (creating if missing) the partition in `dir` and recovers it,
+    /// with the file system, sync pool, reclaimer and clock of `storage`.
+    pub fn open(
+        storage: &Storage,
+        dir: PathBuf,
+        config: PartitionConfig,
+    ) -> Result<Arc<Partition>> {
+        Self::open_with_report(storage, dir, config).map(|(p, _)| p)
     }
 
     /// Like [`Partition::open`], also returning what recovery did.
     pub fn open_with_report(
-        fs: Arc<dyn Fs>,
+        storage: &Storage,
         dir: PathBuf,
         mut config: PartitionConfig,
     ) -> Result<(Arc<Partition>, RecoveryReport)> {
+        let fs = storage.fs.clone();
         config.segment_bytes = config.segment_bytes.max(SEGMENT_BYTES_MIN);
         config.flush.every_records = config.flush.every_records.max(1);
         crate::fs::create_dir_durable(&*fs, &dir)?;
@@ -391,7 +396,7 @@ impl Partition {
                 }
             }
         }
-        let now = now_ms();
+        let now = storage.clock.now_ms();
         let clean_marker = dir.join(CLEAN_SHUTDOWN_FILE);
         let clean = fs.exists(&clean_marker);
         let mut report = RecoveryReport {
@@ -432,7 +437,7 @@ impl Partition {
             segment: active.clone(),
             pos: active.valid_len(),
         };
-        let producers = recover_producers(&*fs, &dir, &segs, start, next)?;
+        let producers = recover_producers(&*fs, &dir, &segs, start, next, now)?;
         let name = dir.display().to_string();
         let p = Partition {
             fs,
@@ -462,7 +467,9 @@ impl Partition {
             intent_side: AtomicUsize::new(0),
             intent_waiting: AtomicBool::new(false),
             intents_done: Condvar::new(),
-            reclaimer: RwLock::new(Reclaimer::global().clone()),
+            reclaimer: storage.reclaimer.clone(),
+            sync: storage.sync.clone(),
+            clock: storage.clock.clone(),
         };
         Ok((Arc::new(p), report))
     }
@@ -492,7 +499,7 @@ impl Partition {
         }
     }
 
-    /// Gives the files of every segment to the process's [`Reclaimer`],
+    /// Gives the files of every segment to the partition's [`Reclaimer`],
     /// which frees their space gradually once the partition and its readers
     /// have let go of them. Only for a partition whose directory has been
     /// removed: the reclaimer truncates the files.
@@ -504,15 +511,14 @@ impl Partition {
     /// Gives the files of `segs`, whose names are gone, to this partition's
     /// reclaimer (retention, a compaction swap, a deleted partition).
     pub(crate) fn reclaim_segments<'a>(&self, segs: impl IntoIterator<Item = &'a Arc<Segment>>) {
-        let reclaimer = self.reclaimer.read().clone();
         for seg in segs {
-            seg.reclaim_files(&reclaimer);
+            seg.reclaim_files(&self.reclaimer);
         }
     }
 
-    /// Uses `reclaimer` instead of the process's (tests step their own).
-    pub fn set_reclaimer(&self, reclaimer: Arc<Reclaimer>) {
-        *self.reclaimer.write() = reclaimer;
+    /// Wall time, from the clock the partition was opened with.
+    pub(crate) fn now_ms(&self) -> i64 {
+        self.clock.now_ms()
     }
 
     /// A snapshot of the segment list (oldest first).
@@ -593,7 +599,7 @@ impl Partition {
                 info.base_offset,
                 info.last_offset,
                 batch.max_timestamp_ms(),
-                now_ms(),
+                self.now_ms(),
             );
         }
         drop(w);
@@ -646,7 +652,7 @@ impl Partition {
             commit,
             coordinator_epoch,
             info.base_offset,
-            now_ms(),
+            self.now_ms(),
         );
         drop(w);
         if let Some(hw) = hw {
@@ -848,7 +854,7 @@ impl Partition {
                 &*self.fs,
                 &self.dir,
                 next_offset,
-                now_ms(),
+                self.now_ms(),
             )?);
             self.fs.sync_dir(&self.dir)?;
             Ok(seg)
@@ -925,7 +931,7 @@ impl Partition {
         if !c.queued {
             c.queued = true;
             drop(c);
-            crate::syncer::submit(self.clone());
+            self.sync.submit(self.clone());
         }
     }
 
@@ -1034,6 +1040,19 @@ impl Partition {
             });
         }
         left
+    }
+
+    /// Fails every registered waiter with `Closed`: the sync pool has shut
+    /// down, so nothing will serve them.
+    pub(crate) fn close_waiters(&self) {
+        let waiters = {
+            let mut c = self.commit.lock();
+            c.queued = false;
+            std::mem::take(&mut c.waiters)
+        };
+        for (_, done) in waiters {
+            done(Err(StorageError::Closed));
+        }
     }
 
     /// Blocks until the records below `end_offset` are as durable as the flush
