@@ -11,6 +11,7 @@
 pub mod batch;
 pub mod batch_marks;
 pub mod clock;
+pub mod commit;
 pub mod compaction;
 pub mod context;
 pub mod error;

@@ -9,7 +9,8 @@
 //!
 //! Locks: `writer` (a mutex) serialises appends, rolls and segment-list
 //! changes. `commit` (a mutex + condvar) holds the watermarks and the group
-//! commit state; an fsync runs with neither lock held, so appends continue
+//! commit state, a sans-io [`crate::commit::CommitCore`] whose decisions this
+//! shell carries out; an fsync runs with neither lock held, so appends continue
 //! while it runs and the next fsync covers all of them. Readers take a
 //! snapshot of the segment list and the high watermark and never block the
 //! writer. Lock order: writer, then commit.
@@ -25,6 +26,7 @@ use parking_lot::{Condvar, Mutex, RwLock};
 use crate::batch::RecordBatchBuf;
 use crate::batch_marks::BatchMark;
 use crate::clock::SharedClock;
+use crate::commit::{Begin, CommitCore, Fence, Position, Refused, Registered};
 use crate::context::Storage;
 use crate::error::{Result, StorageError};
 use crate::fs::Fs;
@@ -265,18 +267,17 @@ pub(crate) struct Mark {
     pub(crate) pos: u64,
 }
 
+impl Position for Mark {
+    fn offset(&self) -> u64 {
+        self.offset
+    }
+}
+
+/// What the `commit` mutex guards: the group-commit core (watermarks,
+/// waiters, the running sync, the fence) and when the last sync ended.
 pub(crate) struct CommitState {
-    pub(crate) written: Mark,
-    pub(crate) durable: Mark,
-    syncing: bool,
-    /// Set after a failed fsync or unrepairable write: no more writes.
-    fenced: Option<String>,
-    closed: bool,
+    pub(crate) core: CommitCore<Mark, DurableCallback>,
     last_sync: Instant,
-    /// Callbacks of [`Partition::when_durable`], run once their end offset is durable.
-    waiters: Vec<(u64, DurableCallback)>,
-    /// Whether the partition is queued on (or being served by) the sync pool.
-    queued: bool,
 }
 
 /// Called once records are durable, or with the error that prevents it.
@@ -450,14 +451,8 @@ impl Partition {
             }),
             segments: RwLock::new(Arc::new(segs)),
             commit: Mutex::new(CommitState {
-                written: mark.clone(),
-                durable: mark,
-                syncing: false,
-                fenced: None,
-                closed: false,
+                core: CommitCore::new(mark),
                 last_sync: Instant::now(),
-                waiters: Vec::new(),
-                queued: false,
             }),
             synced: Condvar::new(),
             log_start: std::sync::atomic::AtomicU64::new(start),
@@ -532,7 +527,7 @@ impl Partition {
 
     /// The next offset to be assigned.
     pub fn log_end_offset(&self) -> u64 {
-        self.commit.lock().written.offset
+        self.commit.lock().core.written().offset
     }
 
     /// The offset up to which records are visible to readers.
@@ -542,10 +537,20 @@ impl Partition {
     }
 
     fn visible<'a>(&self, c: &'a CommitState) -> &'a Mark {
-        if self.config.read().flush.every_records <= 1 {
-            &c.durable
-        } else {
-            &c.written
+        c.core.visible(self.config.read().flush.every_records)
+    }
+
+    fn fence_error(&self, f: &Fence) -> StorageError {
+        StorageError::Fenced(format!("{}: {}", self.name, f.0))
+    }
+
+    /// Fences the partition until restart (a write that cannot be undone, a
+    /// failed roll) and fails every waiter.
+    fn fence(&self, why: String) {
+        let (f, waiters) = self.commit.lock().core.fence(why);
+        self.synced.notify_all();
+        for done in waiters {
+            done(Err(self.fence_error(&f)));
         }
     }
 
@@ -717,7 +722,7 @@ impl Partition {
     /// covers the log up to the written offset and recovery replays nothing
     /// before it.
     fn write_producer_snapshot(&self) -> Result<()> {
-        let written = self.commit.lock().written.offset;
+        let written = self.commit.lock().core.written().offset;
         let mut st = self.producers.lock().clone();
         st.applied_up_to = st.applied_up_to.max(written);
         crate::meta::write_json(&*self.fs, &self.dir.join(SNAPSHOT_FILE), &st)
@@ -733,13 +738,13 @@ impl Partition {
         let config = self.config();
         let (base_offset, mut active) = {
             let c = self.commit.lock();
-            if let Some(why) = &c.fenced {
-                return Err(StorageError::Fenced(format!("{}: {why}", self.name)));
+            match c.core.writable() {
+                Ok(()) => {}
+                Err(Refused::Fenced(f)) => return Err(self.fence_error(&f)),
+                Err(Refused::Closed) => return Err(StorageError::Closed),
             }
-            if c.closed {
-                return Err(StorageError::Closed);
-            }
-            (c.written.offset, c.written.segment.clone())
+            let w = c.core.written();
+            (w.offset, w.segment.clone())
         };
         let size = active.valid_len();
         let age = w.active_created.elapsed().as_millis() as i64;
@@ -797,16 +802,12 @@ impl Partition {
         active.note_append(new_len, last_offset + 1, batch.max_timestamp_ms(), &entries);
         let hw = {
             let mut c = self.commit.lock();
-            c.written = Mark {
+            c.core.appended(Mark {
                 offset: last_offset + 1,
                 segment: active,
                 pos: new_len,
-            };
-            if config.flush.every_records > 1 {
-                Some(c.written.offset)
-            } else {
-                None
-            }
+            });
+            (config.flush.every_records > 1).then_some(last_offset + 1)
         };
         Ok((
             AppendInfo {
@@ -834,15 +835,14 @@ impl Partition {
             tracing::warn!(partition = %self.name, error = %err, "append failed; partial bytes cut off");
         } else {
             tracing::error!(partition = %self.name, error = %err, "append failed and partial bytes could not be cut off; partition fenced until restart");
-            self.commit.lock().fenced =
-                Some(format!("write failed and could not be undone: {err}"));
+            self.fence(format!("write failed and could not be undone: {err}"));
         }
     }
 
     /// Seals the active segment (fsync log, index and directory) and starts a
     /// new one at `next_offset`. Called with the writer lock held.
     fn roll(&self, w: &mut Writer, next_offset: u64) -> Result<Arc<Segment>> {
-        let old = self.commit.lock().written.segment.clone();
+        let old = self.commit.lock().core.written().segment.clone();
         let sealed = (|| -> Result<Arc<Segment>> {
             old.log.sync_data()?;
             old.index_file.sync_data()?;
@@ -862,8 +862,7 @@ impl Partition {
         let seg = match sealed {
             Ok(s) => s,
             Err(e) => {
-                self.commit.lock().fenced = Some(format!("segment roll failed: {e}"));
-                self.synced.notify_all();
+                self.fence(format!("segment roll failed: {e}"));
                 return Err(e);
             }
         };
@@ -872,23 +871,21 @@ impl Partition {
             list.push(seg.clone());
             *self.segments.write() = Arc::new(list);
         }
-        let hw = {
+        let settled = {
             let mut c = self.commit.lock();
             // Everything written so far is now durable (the old segment was synced).
-            let m = Mark {
+            c.last_sync = Instant::now();
+            c.core.rolled(Mark {
                 offset: next_offset,
                 segment: seg.clone(),
                 pos: 0,
-            };
-            c.written = m.clone();
-            if c.durable.offset <= next_offset {
-                c.durable = m;
-            }
-            c.last_sync = Instant::now();
-            c.durable.offset
+            })
         };
         self.synced.notify_all();
-        self.notify(hw);
+        self.notify(settled.durable);
+        for done in settled.completed {
+            done(Ok(()));
+        }
         w.active_created = Instant::now();
         if let Err(e) = self.write_producer_snapshot() {
             // Not fatal: recovery replays the log from the previous snapshot.
@@ -905,33 +902,11 @@ impl Partition {
     /// them. For callers on an async runtime: no thread waits on a condvar.
     pub fn when_durable(self: &Arc<Self>, end_offset: u64, done: DurableCallback) {
         let every = self.config().flush.every_records;
-        let mut c = self.commit.lock();
-        if let Some(why) = &c.fenced {
-            let e = StorageError::Fenced(format!("{}: {why}", self.name));
-            drop(c);
-            done(Err(e));
-            return;
-        }
-        let covered = if every > 1 {
-            c.written.offset - c.durable.offset < every
-        } else {
-            c.durable.offset >= end_offset.min(c.written.offset)
-        };
-        if covered {
-            drop(c);
-            done(Ok(()));
-            return;
-        }
-        let target = if every > 1 {
-            c.written.offset
-        } else {
-            end_offset
-        };
-        c.waiters.push((target, done));
-        if !c.queued {
-            c.queued = true;
-            drop(c);
-            self.sync.submit(self.clone());
+        let registered = self.commit.lock().core.register(end_offset, every, done);
+        match registered {
+            Registered::Now(done, r) => done(r.map_err(|f| self.fence_error(&f))),
+            Registered::Waiting { submit: true } => self.sync.submit(self.clone()),
+            Registered::Waiting { submit: false } => {}
         }
     }
 
@@ -978,12 +953,13 @@ impl Partition {
     }
 
     /// Runs on a sync-pool thread: fsyncs until every registered waiter is
-    /// covered (or the partition is fenced), running their callbacks.
+    /// covered (or the partition is fenced, which fails them); each sync's
+    /// end runs the callbacks it settles.
     pub(crate) fn serve_waiters(&self) {
         while let Some(goal) = self.waiters_goal() {
-            let res = self.sync_up_to(goal);
-            if !self.settle_waiters(&res) {
-                return;
+            if self.sync_up_to(goal).is_err() {
+                // Fenced: the fence failed every waiter; the loop sees none left.
+                continue;
             }
         }
     }
@@ -994,63 +970,22 @@ impl Partition {
     /// covers everything written when it starts.
     pub(crate) fn waiters_goal(&self) -> Option<u64> {
         let mut c = self.commit.lock();
-        if c.waiters.is_empty() {
-            c.queued = false;
-            return None;
-        }
+        c.core.waiters_goal()?;
         self.wait_for_announced(&mut c);
-        let written = c.written.offset;
-        Some(
-            c.waiters
-                .iter()
-                .map(|w| w.0.min(written))
-                .max()
-                .unwrap_or(0),
-        )
+        c.core.waiters_goal()
     }
 
-    /// Runs the callbacks of the waiters that `res` settles: all of them on
-    /// an error, else those now covered. Returns whether waiters are left;
-    /// if none are, the partition leaves the pool's queue.
-    pub(crate) fn settle_waiters(&self, res: &Result<()>) -> bool {
-        let (ready, err, left) = {
-            let mut c = self.commit.lock();
-            let (ready, err) = match res {
-                Ok(()) => {
-                    let durable = c.durable.offset;
-                    let written = c.written.offset;
-                    let (ready, wait): (Vec<_>, Vec<_>) = std::mem::take(&mut c.waiters)
-                        .into_iter()
-                        .partition(|w| w.0.min(written) <= durable);
-                    c.waiters = wait;
-                    (ready, None)
-                }
-                Err(e) => (std::mem::take(&mut c.waiters), Some(e.to_string())),
-            };
-            let left = !c.waiters.is_empty();
-            if !left {
-                c.queued = false;
-            }
-            (ready, err, left)
-        };
-        for (_, done) in ready {
-            done(match &err {
-                None => Ok(()),
-                Some(why) => Err(StorageError::Fenced(format!("{}: {why}", self.name))),
-            });
-        }
-        left
+    /// For the sync pool, after a sync it ran: whether waiters are left (the
+    /// partition stays queued); if none are, it leaves the queue.
+    pub(crate) fn stay_queued(&self) -> bool {
+        self.commit.lock().core.stay_queued()
     }
 
     /// Fails every registered waiter with `Closed`: the sync pool has shut
     /// down, so nothing will serve them.
     pub(crate) fn close_waiters(&self) {
-        let waiters = {
-            let mut c = self.commit.lock();
-            c.queued = false;
-            std::mem::take(&mut c.waiters)
-        };
-        for (_, done) in waiters {
+        let waiters = self.commit.lock().core.abandon();
+        for done in waiters {
             done(Err(StorageError::Closed));
         }
     }
@@ -1064,10 +999,10 @@ impl Partition {
         if every > 1 {
             let pending = {
                 let c = self.commit.lock();
-                if let Some(why) = &c.fenced {
-                    return Err(StorageError::Fenced(format!("{}: {why}", self.name)));
+                if let Some(f) = c.core.fenced() {
+                    return Err(self.fence_error(f));
                 }
-                c.written.offset - c.durable.offset
+                c.core.pending()
             };
             if pending >= every {
                 self.sync_up_to(u64::MAX)?;
@@ -1093,19 +1028,13 @@ impl Partition {
     /// mark the fsync will cover, the newest data written.
     fn begin_sync(&self, target: u64) -> Result<Option<Mark>> {
         let mut c = self.commit.lock();
-        let target = target.min(c.written.offset);
         loop {
-            if c.durable.offset >= target {
-                return Ok(None);
+            match c.core.begin_sync(target) {
+                Begin::Covered => return Ok(None),
+                Begin::Fenced(f) => return Err(self.fence_error(&f)),
+                Begin::Start(mark) => return Ok(Some(mark)),
+                Begin::Busy => self.synced.wait(&mut c),
             }
-            if let Some(why) = &c.fenced {
-                return Err(StorageError::Fenced(format!("{}: {why}", self.name)));
-            }
-            if !c.syncing {
-                c.syncing = true;
-                return Ok(Some(c.written.clone()));
-            }
-            self.synced.wait(&mut c);
         }
     }
 
@@ -1113,46 +1042,41 @@ impl Partition {
     /// fsync without waiting. Returns the mark it will cover, or None when
     /// another thread is syncing it, it is fenced, or nothing is unsynced.
     pub(crate) fn try_begin_sync(&self) -> Option<Mark> {
-        let mut c = self.commit.lock();
-        if c.syncing || c.fenced.is_some() || c.durable.offset >= c.written.offset {
-            return None;
-        }
-        c.syncing = true;
-        Some(c.written.clone())
+        self.commit.lock().core.try_begin_sync()
     }
 
     /// Ends the fsync that covered `goal` (claimed by [`Self::begin_sync`]
-    /// or [`Self::try_begin_sync`]): moves the durable mark and wakes what
-    /// waits for it, or, given the fsync's error, fences the partition.
-    /// Returns the new durable offset.
+    /// or [`Self::try_begin_sync`]): moves the durable mark, wakes what
+    /// waits for it and runs the callbacks it covers; or, given the fsync's
+    /// error, fences the partition and fails every callback. Returns the new
+    /// durable offset.
     pub(crate) fn end_sync(&self, goal: Mark, failed: Option<&std::io::Error>) -> Result<u64> {
         let mut c = self.commit.lock();
-        c.syncing = false;
-        let out = match failed {
+        match failed {
             None => {
-                if goal.offset > c.durable.offset {
-                    c.durable = goal;
-                }
+                let settled = c.core.sync_done(goal);
                 c.last_sync = Instant::now();
-                Ok(c.durable.offset)
+                drop(c);
+                self.synced.notify_all();
+                if self.config().flush.every_records <= 1 {
+                    self.notify(settled.durable);
+                }
+                for done in settled.completed {
+                    done(Ok(()));
+                }
+                Ok(settled.durable)
             }
             Some(e) => {
                 tracing::error!(partition = %self.name, error = %e, "fsync failed; partition fenced until restart");
-                c.fenced = Some(format!("fsync failed: {e}"));
-                Err(StorageError::Fenced(format!(
-                    "{}: fsync failed: {e}",
-                    self.name
-                )))
-            }
-        };
-        drop(c);
-        self.synced.notify_all();
-        if let Ok(hw) = out {
-            if self.config().flush.every_records <= 1 {
-                self.notify(hw);
+                let (f, waiters) = c.core.sync_failed(format!("fsync failed: {e}"));
+                drop(c);
+                self.synced.notify_all();
+                for done in waiters {
+                    done(Err(self.fence_error(&f)));
+                }
+                Err(self.fence_error(&f))
             }
         }
-        out
     }
 
     /// The file system holding the partition's directory (see [`Fs::device`]).
@@ -1171,9 +1095,7 @@ impl Partition {
         let interval = self.config().flush.interval;
         let due = {
             let c = self.commit.lock();
-            c.written.offset > c.durable.offset
-                && c.last_sync.elapsed() >= interval
-                && c.fenced.is_none()
+            c.core.pending() > 0 && c.last_sync.elapsed() >= interval && c.core.fenced().is_none()
         };
         if due {
             self.flush()?;
@@ -1185,9 +1107,7 @@ impl Partition {
     pub fn close(&self) -> Result<()> {
         let _w = self.writer.lock();
         let r = self.flush();
-        let c = self.commit.lock();
-        let seg = c.written.segment.clone();
-        drop(c);
+        let seg = self.commit.lock().core.written().segment.clone();
         let r2 = seg.index_file.sync_data();
         if let Err(e) = seg.sync_marks() {
             tracing::warn!(file = %seg.batches_path.display(), error = %e, "fsync of produced batch notes failed");
@@ -1197,7 +1117,10 @@ impl Partition {
         } else {
             Ok(())
         };
-        self.commit.lock().closed = true;
+        let left = self.commit.lock().core.close();
+        for done in left {
+            done(Err(StorageError::Closed));
+        }
         r3?;
         r?;
         r2?;
@@ -1257,7 +1180,7 @@ impl Partition {
     fn read_range(&self, offset: u64, max_bytes: usize, rb: &mut ReadBuf) -> Result<ReadSpan> {
         let (hw, log_end) = {
             let c = self.commit.lock();
-            (self.visible(&c).clone(), c.written.offset)
+            (self.visible(&c).clone(), c.core.written().offset)
         };
         let log_start = self.log_start_offset();
         if offset < log_start || offset > hw.offset {

@@ -270,8 +270,9 @@ fn serve(pool: &Shared, batch: Vec<Arc<Partition>>) {
     };
     for (p, mark) in claimed {
         // One result for all: a failed sync fences every partition it covered.
-        let r = p.end_sync(mark, res.as_ref().err()).map(|_| ());
-        if p.settle_waiters(&r) {
+        // A failure has fenced the partition and failed its waiters.
+        let _ = p.end_sync(mark, res.as_ref().err());
+        if p.stay_queued() {
             requeue(pool, p);
         }
     }
