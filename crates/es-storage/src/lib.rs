@@ -33,6 +33,7 @@ pub mod partition;
 pub mod producers;
 pub mod reclaim;
 pub mod segment;
+pub mod segment_set;
 pub mod simfs;
 pub mod syncer;
 

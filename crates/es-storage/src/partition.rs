@@ -38,6 +38,7 @@ use crate::producers::{
 use crate::reclaim::Reclaimer;
 use crate::record::{self, DecodeError, ProducedBatch, ProducerInfo, RecordMeta};
 use crate::segment::{self, read_exact_at, Segment, SegmentRecovery};
+use crate::segment_set::SegmentSet;
 use crate::syncer::SyncPool;
 
 /// When appends are made durable.
@@ -262,9 +263,24 @@ pub const CLEAN_SHUTDOWN_FILE: &str = "clean_shutdown";
 /// segment that holds it.
 #[derive(Clone, Debug)]
 pub(crate) struct Mark {
-    pub(crate) offset: u64,
-    pub(crate) segment: Arc<Segment>,
-    pub(crate) pos: u64,
+    offset: u64,
+    segment: Arc<Segment>,
+    pos: u64,
+}
+
+impl Mark {
+    /// Fsyncs the data of the segment file that holds this mark: after it,
+    /// everything below the mark in that segment is durable.
+    pub(crate) fn sync_data(&self) -> std::io::Result<()> {
+        self.segment.log.sync_data()
+    }
+
+    /// Syncs the whole file system holding this mark's segment (and its
+    /// data, see [`crate::fs::FileHandle::sync_filesystem`]): one sync for
+    /// every partition on it.
+    pub(crate) fn sync_filesystem(&self) -> std::io::Result<()> {
+        self.segment.log.sync_filesystem()
+    }
 }
 
 impl Position for Mark {
@@ -275,36 +291,39 @@ impl Position for Mark {
 
 /// What the `commit` mutex guards: the group-commit core (watermarks,
 /// waiters, the running sync, the fence) and when the last sync ended.
-pub(crate) struct CommitState {
-    pub(crate) core: CommitCore<Mark, DurableCallback>,
+struct CommitState {
+    core: CommitCore<Mark, DurableCallback>,
     last_sync: Instant,
 }
 
 /// Called once records are durable, or with the error that prevents it.
 pub type DurableCallback = Box<dyn FnOnce(Result<()>) + Send>;
 
-pub(crate) struct Writer {
+struct Writer {
     /// Roll time of the active segment.
     active_created: Instant,
 }
+
+/// The writer lock held ([`Partition::lock_writer`]).
+pub(crate) struct WriterGuard<'a>(#[allow(dead_code)] parking_lot::MutexGuard<'a, Writer>);
 
 /// Listener called with the new high watermark.
 pub type Listener = Box<dyn Fn(u64) + Send + Sync>;
 
 /// A partition log.
 pub struct Partition {
-    pub(crate) fs: Arc<dyn Fs>,
-    pub(crate) dir: PathBuf,
+    fs: Arc<dyn Fs>,
+    dir: PathBuf,
     /// The file system holding `dir` ([`Fs::device`]), looked up the first
     /// time the grouped sync pool asks ([`Partition::device`]).
     device: std::sync::OnceLock<Option<u64>>,
-    pub(crate) name: String,
+    name: String,
     config: RwLock<PartitionConfig>,
-    pub(crate) writer: Mutex<Writer>,
-    pub(crate) segments: RwLock<Arc<Vec<Arc<Segment>>>>,
-    pub(crate) commit: Mutex<CommitState>,
+    writer: Mutex<Writer>,
+    segments: SegmentSet,
+    commit: Mutex<CommitState>,
     synced: Condvar,
-    pub(crate) log_start: std::sync::atomic::AtomicU64,
+    log_start: std::sync::atomic::AtomicU64,
     listener: RwLock<Option<Listener>>,
     /// Producer sequence and transaction state; locked under `writer` when changed.
     producers: Mutex<ProducerState>,
@@ -449,7 +468,7 @@ impl Partition {
             writer: Mutex::new(Writer {
                 active_created: Instant::now(),
             }),
-            segments: RwLock::new(Arc::new(segs)),
+            segments: SegmentSet::new(segs),
             commit: Mutex::new(CommitState {
                 core: CommitCore::new(mark),
                 last_sync: Instant::now(),
@@ -511,6 +530,34 @@ impl Partition {
         }
     }
 
+    /// The file system the partition's files are on.
+    pub(crate) fn fs(&self) -> &dyn Fs {
+        &*self.fs
+    }
+
+    /// The partition's name in logs (its directory).
+    pub(crate) fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The segment list, for the changes retention and compaction make.
+    pub(crate) fn segment_set(&self) -> &SegmentSet {
+        &self.segments
+    }
+
+    /// Takes the writer lock: no append, roll or segment-list change runs
+    /// until the guard drops. Retention and compaction hold it while they
+    /// check that the list is the one they read and publish its successor.
+    pub(crate) fn lock_writer(&self) -> WriterGuard<'_> {
+        WriterGuard(self.writer.lock())
+    }
+
+    /// Moves the log start offset (already made durable by the caller),
+    /// under the writer lock.
+    pub(crate) fn set_log_start_offset(&self, _w: &WriterGuard<'_>, offset: u64) {
+        self.log_start.store(offset, Ordering::Release);
+    }
+
     /// Wall time, from the clock the partition was opened with.
     pub(crate) fn now_ms(&self) -> i64 {
         self.clock.now_ms()
@@ -518,7 +565,7 @@ impl Partition {
 
     /// A snapshot of the segment list (oldest first).
     pub fn segments(&self) -> Arc<Vec<Arc<Segment>>> {
-        self.segments.read().clone()
+        self.segments.snapshot()
     }
 
     pub fn log_start_offset(&self) -> u64 {
@@ -866,11 +913,7 @@ impl Partition {
                 return Err(e);
             }
         };
-        {
-            let mut list: Vec<Arc<Segment>> = self.segments.read().as_ref().clone();
-            list.push(seg.clone());
-            *self.segments.write() = Arc::new(list);
-        }
+        self.segments.push_rolled(seg.clone());
         let settled = {
             let mut c = self.commit.lock();
             // Everything written so far is now durable (the old segment was synced).

@@ -265,8 +265,8 @@ fn serve(pool: &Shared, batch: Vec<Arc<Partition>>) {
     }
     let res = match claimed.as_slice() {
         [] => return,
-        [(_, mark)] => mark.segment.log.sync_data(),
-        [(_, mark), ..] => mark.segment.log.sync_filesystem(),
+        [(_, mark)] => mark.sync_data(),
+        [(_, mark), ..] => mark.sync_filesystem(),
     };
     for (p, mark) in claimed {
         // One result for all: a failed sync fences every partition it covered.
