@@ -9,13 +9,14 @@
 mod background;
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
 use background::Cleaner;
 use clap::{ArgAction, Parser};
 use es_kafka::broker::{split_host_port, Broker, BrokerConfig};
-use es_storage::syncer::SyncMode;
+use es_storage::{RealFs, Storage, SyncMode};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
@@ -145,9 +146,13 @@ fn main() -> anyhow::Result<()> {
         .with_target(false)
         .init();
     // Per partition is es-storage's own default.
-    if args.sync_mode == SyncModeArg::Grouped && !es_storage::syncer::set_mode(SyncMode::Grouped) {
+    let mode = match args.sync_mode {
+        SyncModeArg::Grouped => SyncMode::Grouped,
+        SyncModeArg::PerPartition => SyncMode::PerPartition,
+    };
+    let Ok(storage) = Storage::with_sync_mode(Arc::new(RealFs), mode) else {
         bail!("--sync-mode grouped needs Linux 5.8 or later (syncfs reports write-back errors from 5.8 on)");
-    }
+    };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(worker_threads(
             args.worker_threads,
@@ -157,10 +162,10 @@ fn main() -> anyhow::Result<()> {
         .thread_name("es-broker")
         .build()
         .context("starting the runtime")?;
-    rt.block_on(run(args))
+    rt.block_on(run(args, storage))
 }
 
-async fn run(args: Args) -> anyhow::Result<()> {
+async fn run(args: Args, storage: Storage) -> anyhow::Result<()> {
     if args.default_partitions < 1 {
         bail!("--default-partitions must be at least 1");
     }
@@ -196,6 +201,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
         None => (local.ip().to_string(), i32::from(local.port())),
     };
     let mut config = BrokerConfig::new(args.data_dir.clone(), &local.to_string());
+    config.storage = storage;
     config.advertised_host = advertised.0;
     config.advertised_port = advertised.1;
     config.auto_create_topics = args.auto_create_topics;

@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use es_storage::{meta, CompactionReport, Fs, RealFs, RetentionReport, StorageError};
+use es_storage::{meta, CompactionReport, Fs, RealFs, RetentionReport, Storage, StorageError};
 use parking_lot::RwLock;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
@@ -79,6 +79,9 @@ pub struct BrokerConfig {
     /// Bytes of fetches read and encoded ahead, all partitions together
     /// (`--fetch-read-ahead-mb`; 0: none). See [`crate::handlers::read_ahead`].
     pub fetch_read_ahead_bytes: usize,
+    /// The file system, sync pool, reclaimer and clock partitions are
+    /// opened with (`--sync-mode` chooses the pool's mode).
+    pub storage: Storage,
 }
 
 /// Default of [`BrokerConfig::fetch_read_ahead_bytes`] (64 MiB).
@@ -108,6 +111,7 @@ impl BrokerConfig {
             group_min_session_timeout_ms: GroupConfig::default().min_session_timeout_ms,
             group_max_session_timeout_ms: GroupConfig::default().max_session_timeout_ms,
             fetch_read_ahead_bytes: FETCH_READ_AHEAD_BYTES_DEFAULT,
+            storage: Storage::new(Arc::new(RealFs)),
         }
     }
 
@@ -226,6 +230,7 @@ pub struct Broker {
     config: BrokerConfig,
     cluster_id: String,
     fs: Arc<dyn Fs>,
+    storage: Storage,
     topics_dir: PathBuf,
     topics: RwLock<BTreeMap<String, Arc<Topic>>>,
     admin: tokio::sync::Mutex<()>,
@@ -244,7 +249,8 @@ impl Broker {
     /// Opens the data directory: identity, then every topic (running each
     /// partition's recovery). Blocking.
     pub fn open(config: BrokerConfig) -> Result<Arc<Broker>, StorageError> {
-        let fs: Arc<dyn Fs> = Arc::new(RealFs);
+        let storage = config.storage.clone();
+        let fs = storage.fs.clone();
         fs.create_dir_all(&config.data_dir)?;
         meta::remove_temp_files(fs.as_ref(), &config.data_dir)?;
         let meta_path = config.data_dir.join(META_FILE);
@@ -275,7 +281,7 @@ impl Broker {
             ..config.topic_defaults()
         };
         let topics_dir = config.data_dir.join("topics");
-        let loaded = topics::load_topics(&fs, &topics_dir, defaults)?;
+        let loaded = topics::load_topics(&storage, &topics_dir, defaults)?;
         let topics = loaded
             .into_iter()
             .map(|t| (t.name.clone(), Arc::new(t)))
@@ -285,6 +291,7 @@ impl Broker {
         let broker = Arc::new(Broker {
             cluster_id: identity.cluster_id,
             fs,
+            storage,
             topics_dir,
             topics: RwLock::new(topics),
             admin: tokio::sync::Mutex::new(()),
@@ -472,11 +479,11 @@ impl Broker {
         if validate_only {
             return Ok(None);
         }
-        let fs = self.fs.clone();
+        let storage = self.storage.clone();
         let dir = self.topics_dir.clone();
         let n = name.to_string();
         let topic = tokio::task::spawn_blocking(move || {
-            topics::create_topic(&fs, &dir, &n, partitions, config)
+            topics::create_topic(&storage, &dir, &n, partitions, config)
         })
         .await
         .map_err(|e| AdminError::new(ResponseError::UnknownServerError, e.to_string()))??;
@@ -589,9 +596,9 @@ impl Broker {
         if validate_only {
             return Ok(());
         }
-        let fs = self.fs.clone();
+        let storage = self.storage.clone();
         let t = topic.clone();
-        tokio::task::spawn_blocking(move || t.add_partitions(&fs, count))
+        tokio::task::spawn_blocking(move || t.add_partitions(&storage, count))
             .await
             .map_err(|e| AdminError::new(ResponseError::UnknownServerError, e.to_string()))??;
         tracing::info!(topic = name, from = current, to = count, "added partitions");

@@ -43,7 +43,7 @@ use std::time::Duration;
 
 use es_storage::{
     meta, CompactionPolicy, FlushPolicy, Fs, Partition, PartitionConfig, RecordView,
-    RetentionPolicy, StorageError,
+    RetentionPolicy, Storage, StorageError,
 };
 use parking_lot::{Mutex, RwLock};
 use serde::{Deserialize, Serialize};
@@ -277,12 +277,13 @@ impl Topic {
 
     /// Grows the topic to `count` partitions: opens the new partition
     /// directories, then rewrites `topic.json`. Blocking.
-    pub fn add_partitions(&self, fs: &Arc<dyn Fs>, count: i32) -> Result<(), StorageError> {
+    pub fn add_partitions(&self, storage: &Storage, count: i32) -> Result<(), StorageError> {
+        let fs = &storage.fs;
         let cfg = self.config();
         let current = self.partition_count();
         let mut new = Vec::new();
         for i in current..count {
-            new.push(open_partition(fs, &self.dir, i, &cfg)?);
+            new.push(open_partition(storage, &self.dir, i, &cfg)?);
         }
         let mut m = self.meta();
         m.partitions = count;
@@ -378,13 +379,13 @@ pub fn partition_config(c: &TopicConfig) -> PartitionConfig {
 }
 
 fn open_partition(
-    fs: &Arc<dyn Fs>,
+    storage: &Storage,
     topic_dir: &Path,
     index: i32,
     cfg: &TopicConfig,
 ) -> Result<Arc<PartitionSlot>, StorageError> {
     let log = Partition::open(
-        fs.clone(),
+        storage,
         topic_dir.join(index.to_string()),
         partition_config(cfg),
     )?;
@@ -405,12 +406,13 @@ fn open_partition(
 
 /// Creates a topic on disk and opens it. Blocking.
 pub fn create_topic(
-    fs: &Arc<dyn Fs>,
+    storage: &Storage,
     topics_dir: &Path,
     name: &str,
     partitions: i32,
     config: TopicConfig,
 ) -> Result<Topic, StorageError> {
+    let fs = &storage.fs;
     let dir = topics_dir.join(name);
     if fs.exists(&dir) {
         // Debris of a crashed create (the caller checked that no live topic has this name).
@@ -420,7 +422,7 @@ pub fn create_topic(
     let id = Uuid::new_v4();
     let mut slots = Vec::with_capacity(partitions.max(0) as usize);
     for i in 0..partitions {
-        slots.push(open_partition(fs, &dir, i, &config)?);
+        slots.push(open_partition(storage, &dir, i, &config)?);
     }
     let m = TopicMeta {
         name: name.to_string(),
@@ -444,10 +446,11 @@ pub fn create_topic(
 /// Loads every topic under `topics_dir`, finishing interrupted deletes and
 /// removing half-created topics. Blocking.
 pub fn load_topics(
-    fs: &Arc<dyn Fs>,
+    storage: &Storage,
     topics_dir: &Path,
     broker: BrokerTopicDefaults,
 ) -> Result<Vec<Topic>, StorageError> {
+    let fs = &storage.fs;
     fs.create_dir_all(topics_dir)?;
     meta::remove_temp_files(fs.as_ref(), topics_dir)?;
     let mut out = Vec::new();
@@ -489,7 +492,7 @@ pub fn load_topics(
             TopicConfig::new(m.config.clone(), broker.clone()).map_err(|e| bad(e.to_string()))?;
         let mut slots = Vec::with_capacity(m.partitions as usize);
         for i in 0..m.partitions {
-            slots.push(open_partition(fs, &dir, i, &config)?);
+            slots.push(open_partition(storage, &dir, i, &config)?);
         }
         tracing::info!(topic = %m.name, partitions = m.partitions, "loaded topic");
         out.push(Topic {
@@ -579,11 +582,12 @@ mod tests {
         use crate::codec::compression::Compression;
         use crate::config::{DynamicBrokerConfigs, TimestampType};
         let dir = tempfile::tempdir().expect("tempdir");
-        let fs: Arc<dyn Fs> = Arc::new(es_storage::RealFs);
+        let storage = Storage::new(Arc::new(es_storage::RealFs));
+        let fs = storage.fs.clone();
         let topics = dir.path().join("topics");
         fs.create_dir_all(&topics).expect("topics dir");
         let t = create_topic(
-            &fs,
+            &storage,
             &topics,
             "t",
             1,
@@ -631,7 +635,7 @@ mod tests {
         assert_eq!(t.rules(), t.config().rules());
 
         // Loaded from topic.json, the same rules.
-        let loaded = load_topics(&fs, &topics, defaults).expect("loads");
+        let loaded = load_topics(&storage, &topics, defaults).expect("loads");
         assert_eq!(loaded.len(), 1);
         assert_eq!(loaded[0].rules(), t.rules());
     }

@@ -14,6 +14,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use es_storage::Storage;
 use es_storage::{Partition, PartitionConfig, RealFs, RecordBatchBuf, RecordMeta};
 
 const RECORD_BYTES: usize = 256;
@@ -115,8 +116,12 @@ fn main() {
     for n in [1usize, 10, 100, 1000] {
         for threads in [1usize, 4, 16] {
             let dir = tmp.path().join(format!("p-{n}-{threads}"));
-            let p = Partition::open(Arc::new(RealFs), dir.clone(), PartitionConfig::default())
-                .expect("open");
+            let p = Partition::open(
+                &Storage::new(Arc::new(RealFs)),
+                dir.clone(),
+                PartitionConfig::default(),
+            )
+            .expect("open");
             let template = make_batch(n);
             let rate = run_threads(threads, move || {
                 let mut b = template.clone();

@@ -24,7 +24,6 @@
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
@@ -262,17 +261,17 @@ pub struct CompactionReport {
 
 impl Partition {
     fn load_state(&self) -> Result<PartitionState> {
-        Ok(meta::read_json(&*self.fs, &self.dir.join(STATE_FILE))?.unwrap_or_default())
+        Ok(meta::read_json(self.fs(), &self.dir().join(STATE_FILE))?.unwrap_or_default())
     }
 
     fn store_state(&self, st: &PartitionState) -> Result<()> {
-        meta::write_json(&*self.fs, &self.dir.join(STATE_FILE), st)
+        meta::write_json(self.fs(), &self.dir().join(STATE_FILE), st)
     }
 
     /// Kafka's DeleteRecords: moves the log start offset to `offset`
     /// durably. Returns the new low watermark.
     pub fn delete_records_before(&self, offset: u64) -> Result<u64> {
-        let _w = self.writer.lock();
+        let w = self.lock_writer();
         let hw = self.high_watermark();
         let start = self.log_start_offset();
         if offset > hw {
@@ -288,8 +287,8 @@ impl Partition {
         let mut st = self.load_state()?;
         st.log_start_offset = Some(offset);
         self.store_state(&st)?;
-        self.log_start.store(offset, Ordering::Release);
-        tracing::info!(partition = %self.name, log_start_offset = offset, "records deleted");
+        self.set_log_start_offset(&w, offset);
+        tracing::info!(partition = %self.name(), log_start_offset = offset, "records deleted");
         Ok(offset)
     }
 
@@ -342,7 +341,7 @@ impl Partition {
                 match self.copy_cold(seg, cold) {
                     Ok(()) => ok += 1,
                     Err(e) => {
-                        tracing::warn!(partition = %self.name, segment = seg.base_offset, error = %e, "cold copy failed; segment kept, retried next pass");
+                        tracing::warn!(partition = %self.name(), segment = seg.base_offset, error = %e, "cold copy failed; segment kept, retried next pass");
                         report.cold_copy_failed = true;
                         break;
                     }
@@ -353,42 +352,42 @@ impl Partition {
                 return Ok(report);
             }
         }
-        let _w = self.writer.lock();
-        let now = self.segments();
-        if now.len() <= doomed.len()
-            || !doomed
-                .iter()
-                .zip(now.iter())
-                .all(|(a, b)| Arc::ptr_eq(a, b))
-        {
+        let w = self.lock_writer();
+        let set = self.segment_set();
+        if !set.starts_with_sealed(&doomed) {
             return Ok(report); // the list changed (compaction); next pass
         }
-        let remaining: Vec<Arc<Segment>> = now[doomed.len()..].to_vec();
-        let new_start = remaining[0].base_offset.max(self.log_start_offset());
+        let now = set.snapshot();
+        let new_start = now[doomed.len()].base_offset.max(self.log_start_offset());
         let mut st = self.load_state()?;
         st.log_start_offset = Some(new_start);
         self.store_state(&st)?;
-        self.log_start.store(new_start, Ordering::Release);
-        *self.segments.write() = Arc::new(remaining);
+        self.set_log_start_offset(&w, new_start);
+        // Under the writer lock the list is still the one checked above.
+        if set.remove_prefix(&doomed).is_err() {
+            return Err(StorageError::Invalid(
+                "segment list changed under the writer lock".into(),
+            ));
+        }
         for seg in &doomed {
-            self.fs.remove_file(&seg.log_path)?;
-            self.fs.remove_file(&seg.index_path)?;
+            self.fs().remove_file(&seg.log_path)?;
+            self.fs().remove_file(&seg.index_path)?;
             // Names gone: their space is freed gradually once readers are done.
             self.reclaim_segments([seg]);
-            if self.fs.exists(&seg.batches_path) {
-                self.fs.remove_file(&seg.batches_path)?;
+            if self.fs().exists(&seg.batches_path) {
+                self.fs().remove_file(&seg.batches_path)?;
             }
             report.deleted_segments.push(seg.base_offset);
             report.deleted_bytes += seg.valid_len();
         }
-        self.fs.sync_dir(&self.dir)?;
+        self.fs().sync_dir(self.dir())?;
         report.log_start_offset = new_start;
-        tracing::info!(partition = %self.name, segments = ?report.deleted_segments, bytes = report.deleted_bytes, log_start_offset = new_start, "retention deleted segments");
+        tracing::info!(partition = %self.name(), segments = ?report.deleted_segments, bytes = report.deleted_bytes, log_start_offset = new_start, "retention deleted segments");
         Ok(report)
     }
 
     fn copy_cold(&self, seg: &Segment, cold: &Path) -> Result<()> {
-        crate::fs::create_dir_durable(&*self.fs, cold)?;
+        crate::fs::create_dir_durable(self.fs(), cold)?;
         let mut files = vec![
             (seg.log.clone(), &seg.log_path),
             (seg.index_file.clone(), &seg.index_path),
@@ -396,8 +395,8 @@ impl Partition {
         // The produced-batch notes go along, so that the copy, put back,
         // serves compressed batches as they were produced. A sealed
         // segment's notes no longer change.
-        if self.fs.exists(&seg.batches_path) {
-            files.push((self.fs.open(&seg.batches_path)?, &seg.batches_path));
+        if self.fs().exists(&seg.batches_path) {
+            files.push((self.fs().open(&seg.batches_path)?, &seg.batches_path));
         }
         for (src, path) in files {
             let name = path
@@ -405,10 +404,10 @@ impl Partition {
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_default();
             let dst = cold.join(&name);
-            if self.fs.exists(&dst) {
-                self.fs.remove_file(&dst)?;
+            if self.fs().exists(&dst) {
+                self.fs().remove_file(&dst)?;
             }
-            let out = self.fs.create_new(&dst)?;
+            let out = self.fs().create_new(&dst)?;
             let len = src.len()?;
             let mut pos = 0u64;
             let mut buf = vec![0u8; segment::SCAN_WINDOW_BYTES];
@@ -420,7 +419,7 @@ impl Partition {
             }
             out.sync_data()?;
         }
-        self.fs.sync_dir(cold)?;
+        self.fs().sync_dir(cold)?;
         Ok(())
     }
 
@@ -660,25 +659,22 @@ impl Partition {
         let outputs = match self.write_survivors(&sealed, &survives) {
             Ok(o) => o,
             Err(e) => {
-                let _ = recover_swap(&*self.fs, &self.dir);
+                let _ = recover_swap(self.fs(), self.dir());
                 return Err(e);
             }
         };
         // Step 2: under the write lock, nothing moved.
-        let w = self.writer.lock();
-        let now = self.segments();
-        let unchanged = now.len() == all.len()
-            && now.iter().zip(all.iter()).all(|(a, b)| Arc::ptr_eq(a, b))
-            && self.log_start_offset() == log_start;
+        let w = self.lock_writer();
+        let unchanged = self.segment_set().is(&all) && self.log_start_offset() == log_start;
         if !unchanged {
             drop(w);
             for o in &outputs {
                 let _ = self
-                    .fs
-                    .remove_file(&cleaned_path(&self.dir, o.base_offset, LOG_SUFFIX));
-                let _ = self
-                    .fs
-                    .remove_file(&cleaned_path(&self.dir, o.base_offset, INDEX_SUFFIX));
+                    .fs()
+                    .remove_file(&cleaned_path(self.dir(), o.base_offset, LOG_SUFFIX));
+                let _ =
+                    self.fs()
+                        .remove_file(&cleaned_path(self.dir(), o.base_offset, INDEX_SUFFIX));
             }
             report.skipped = Some("segments changed during the pass; swap cancelled");
             report.records_dropped = 0;
@@ -689,17 +685,21 @@ impl Partition {
             replace: sealed.iter().map(|s| s.base_offset).collect(),
             with: outputs.iter().map(|o| o.base_offset).collect(),
         };
-        meta::write_json(&*self.fs, &self.dir.join(MARKER_FILE), &plan)?;
+        meta::write_json(self.fs(), &self.dir().join(MARKER_FILE), &plan)?;
         // Step 4: swap, delete, fsync, publish.
-        finish_swap(&*self.fs, &self.dir, &plan)?;
+        finish_swap(self.fs(), self.dir(), &plan)?;
         // The replaced segments' names are gone (deleted, or renamed over):
         // their space is freed gradually once readers are done with them.
         self.reclaim_segments(sealed.iter());
-        let mut list: Vec<Arc<Segment>> = outputs.into_iter().map(Arc::new).collect();
-        list.extend(now[sealed.len()..].iter().cloned());
+        let written: Vec<Arc<Segment>> = outputs.into_iter().map(Arc::new).collect();
         report.segments_replaced = sealed.len();
-        report.segments_written = list.len() - (now.len() - sealed.len());
-        *self.segments.write() = Arc::new(list);
+        report.segments_written = written.len();
+        // Under the writer lock the list is still the one checked above.
+        if self.segment_set().swap_sealed(&sealed, written).is_err() {
+            return Err(StorageError::Invalid(
+                "segment list changed under the writer lock".into(),
+            ));
+        }
         drop(w);
         st.note_cleaned(
             new_cleaned,
@@ -708,7 +708,7 @@ impl Partition {
             new_tombstones,
         );
         self.store_state(&st)?;
-        tracing::info!(partition = %self.name, read = report.records_read, dropped = report.records_dropped, replaced = report.segments_replaced, written = report.segments_written, "compacted");
+        tracing::info!(partition = %self.name(), read = report.records_read, dropped = report.records_dropped, replaced = report.segments_replaced, written = report.segments_written, "compacted");
         Ok(report)
     }
 
@@ -775,18 +775,22 @@ impl Partition {
                 };
                 if need_new {
                     if let Some(c) = cur.take() {
-                        if let Err(e) = finish(c, &mut outs, &*self.fs, &self.dir) {
+                        if let Err(e) = finish(c, &mut outs, self.fs(), self.dir()) {
                             err = Some(e);
                             return false;
                         }
                     }
                     let mk = || -> Result<Cur> {
-                        let log = self
-                            .fs
-                            .create_new(&cleaned_path(&self.dir, r.offset, LOG_SUFFIX))?;
-                        let index =
-                            self.fs
-                                .create_new(&cleaned_path(&self.dir, r.offset, INDEX_SUFFIX))?;
+                        let log = self.fs().create_new(&cleaned_path(
+                            self.dir(),
+                            r.offset,
+                            LOG_SUFFIX,
+                        ))?;
+                        let index = self.fs().create_new(&cleaned_path(
+                            self.dir(),
+                            r.offset,
+                            INDEX_SUFFIX,
+                        ))?;
                         Ok(Cur {
                             base: r.offset,
                             log,
@@ -843,7 +847,7 @@ impl Partition {
             }
         }
         if let Some(c) = cur.take() {
-            finish(c, &mut outs, &*self.fs, &self.dir)?;
+            finish(c, &mut outs, self.fs(), self.dir())?;
         }
         Ok(outs)
     }

@@ -11,7 +11,9 @@
 pub mod batch;
 pub mod batch_marks;
 pub mod clock;
+pub mod commit;
 pub mod compaction;
+pub mod context;
 pub mod error;
 pub mod fs;
 pub mod meta;
@@ -19,6 +21,7 @@ pub mod record;
 
 pub use batch::RecordBatchBuf;
 pub use clock::{Clock, ManualClock, SharedClock, SystemClock};
+pub use context::Storage;
 pub use error::{Result, StorageError};
 pub use fs::{FileHandle, Fs, RealFs};
 pub use producers::{AbortedTxn, ProducerAppend, ProducerState, SeqCheck, SeqError};
@@ -30,8 +33,11 @@ pub mod partition;
 pub mod producers;
 pub mod reclaim;
 pub mod segment;
+pub mod segment_set;
 pub mod simfs;
 pub mod syncer;
+
+pub use syncer::{SyncMode, SyncPool};
 
 pub use compaction::{CompactionPolicy, CompactionReport, RetentionPolicy, RetentionReport};
 pub use partition::{

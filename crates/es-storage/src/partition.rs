@@ -9,7 +9,8 @@
 //!
 //! Locks: `writer` (a mutex) serialises appends, rolls and segment-list
 //! changes. `commit` (a mutex + condvar) holds the watermarks and the group
-//! commit state; an fsync runs with neither lock held, so appends continue
+//! commit state, a sans-io [`crate::commit::CommitCore`] whose decisions this
+//! shell carries out; an fsync runs with neither lock held, so appends continue
 //! while it runs and the next fsync covers all of them. Readers take a
 //! snapshot of the segment list and the high watermark and never block the
 //! writer. Lock order: writer, then commit.
@@ -17,13 +18,16 @@
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use parking_lot::{Condvar, Mutex, RwLock};
 
 use crate::batch::RecordBatchBuf;
 use crate::batch_marks::BatchMark;
+use crate::clock::SharedClock;
+use crate::commit::{Begin, CommitCore, Fence, Position, Refused, Registered};
+use crate::context::Storage;
 use crate::error::{Result, StorageError};
 use crate::fs::Fs;
 use crate::index::{IndexEntry, IndexPolicy, INDEX_INTERVAL_BYTES};
@@ -34,6 +38,8 @@ use crate::producers::{
 use crate::reclaim::Reclaimer;
 use crate::record::{self, DecodeError, ProducedBatch, ProducerInfo, RecordMeta};
 use crate::segment::{self, read_exact_at, Segment, SegmentRecovery};
+use crate::segment_set::SegmentSet;
+use crate::syncer::SyncPool;
 
 /// When appends are made durable.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -110,6 +116,7 @@ fn recover_producers(
     segs: &[Arc<Segment>],
     log_start: u64,
     log_end: u64,
+    now: i64,
 ) -> Result<ProducerState> {
     let snap: Option<ProducerState> = match crate::meta::read_json(fs, &dir.join(SNAPSHOT_FILE)) {
         Ok(s) => s,
@@ -124,7 +131,6 @@ fn recover_producers(
         .unwrap_or_default();
     let from = st.applied_up_to.max(log_start);
     st.applied_up_to = from;
-    let now = now_ms();
     if from < log_end {
         // Replay what the snapshot lacks, from the index entry at or before
         // `from` (replay skips records below it): a snapshot taken at a
@@ -257,50 +263,67 @@ pub const CLEAN_SHUTDOWN_FILE: &str = "clean_shutdown";
 /// segment that holds it.
 #[derive(Clone, Debug)]
 pub(crate) struct Mark {
-    pub(crate) offset: u64,
-    pub(crate) segment: Arc<Segment>,
-    pub(crate) pos: u64,
+    offset: u64,
+    segment: Arc<Segment>,
+    pos: u64,
 }
 
-pub(crate) struct CommitState {
-    pub(crate) written: Mark,
-    pub(crate) durable: Mark,
-    syncing: bool,
-    /// Set after a failed fsync or unrepairable write: no more writes.
-    fenced: Option<String>,
-    closed: bool,
+impl Mark {
+    /// Fsyncs the data of the segment file that holds this mark: after it,
+    /// everything below the mark in that segment is durable.
+    pub(crate) fn sync_data(&self) -> std::io::Result<()> {
+        self.segment.log.sync_data()
+    }
+
+    /// Syncs the whole file system holding this mark's segment (and its
+    /// data, see [`crate::fs::FileHandle::sync_filesystem`]): one sync for
+    /// every partition on it.
+    pub(crate) fn sync_filesystem(&self) -> std::io::Result<()> {
+        self.segment.log.sync_filesystem()
+    }
+}
+
+impl Position for Mark {
+    fn offset(&self) -> u64 {
+        self.offset
+    }
+}
+
+/// What the `commit` mutex guards: the group-commit core (watermarks,
+/// waiters, the running sync, the fence) and when the last sync ended.
+struct CommitState {
+    core: CommitCore<Mark, DurableCallback>,
     last_sync: Instant,
-    /// Callbacks of [`Partition::when_durable`], run once their end offset is durable.
-    waiters: Vec<(u64, DurableCallback)>,
-    /// Whether the partition is queued on (or being served by) the sync pool.
-    queued: bool,
 }
 
 /// Called once records are durable, or with the error that prevents it.
 pub type DurableCallback = Box<dyn FnOnce(Result<()>) + Send>;
 
-pub(crate) struct Writer {
+struct Writer {
     /// Roll time of the active segment.
     active_created: Instant,
 }
+
+/// The writer lock held ([`Partition::lock_writer`]).
+pub(crate) struct WriterGuard<'a>(#[allow(dead_code)] parking_lot::MutexGuard<'a, Writer>);
 
 /// Listener called with the new high watermark.
 pub type Listener = Box<dyn Fn(u64) + Send + Sync>;
 
 /// A partition log.
 pub struct Partition {
-    pub(crate) fs: Arc<dyn Fs>,
-    pub(crate) dir: PathBuf,
+    fs: Arc<dyn Fs>,
+    dir: PathBuf,
     /// The file system holding `dir` ([`Fs::device`]), looked up the first
     /// time the grouped sync pool asks ([`Partition::device`]).
     device: std::sync::OnceLock<Option<u64>>,
-    pub(crate) name: String,
+    name: String,
     config: RwLock<PartitionConfig>,
-    pub(crate) writer: Mutex<Writer>,
-    pub(crate) segments: RwLock<Arc<Vec<Arc<Segment>>>>,
-    pub(crate) commit: Mutex<CommitState>,
+    writer: Mutex<Writer>,
+    segments: SegmentSet,
+    commit: Mutex<CommitState>,
     synced: Condvar,
-    pub(crate) log_start: std::sync::atomic::AtomicU64,
+    log_start: std::sync::atomic::AtomicU64,
     listener: RwLock<Option<Listener>>,
     /// Producer sequence and transaction state; locked under `writer` when changed.
     producers: Mutex<ProducerState>,
@@ -312,9 +335,11 @@ pub struct Partition {
     /// A sync waits on `intents_done` (under `commit`) for announced appends.
     intent_waiting: AtomicBool,
     intents_done: Condvar,
-    /// Frees the space of the segments retention and compaction delete
-    /// ([`Reclaimer::global`] unless [`Partition::set_reclaimer`]).
-    reclaimer: RwLock<Arc<Reclaimer>>,
+    /// Frees the space of the segments retention and compaction delete.
+    reclaimer: Arc<Reclaimer>,
+    /// Runs the fsyncs of [`Partition::when_durable`].
+    sync: Arc<SyncPool>,
+    clock: SharedClock,
 }
 
 /// An append announced to the partition before its records are decoded:
@@ -346,24 +371,24 @@ impl std::fmt::Debug for Partition {
     }
 }
 
-pub(crate) fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
-}
-
 impl Partition {
-    /// Opens (creating if missing) the partition in `dir` and recovers it.
-    pub fn open(fs: Arc<dyn Fs>, dir: PathBuf, config: PartitionConfig) -> Result<Arc<Partition>> {
-        Self::open_with_report(fs, dir, config).map(|(p, _)| p)
+    /// Opens (creating if missing) the partition in `dir` and recovers it,
+    /// with the file system, sync pool, reclaimer and clock of `storage`.
+    pub fn open(
+        storage: &Storage,
+        dir: PathBuf,
+        config: PartitionConfig,
+    ) -> Result<Arc<Partition>> {
+        Self::open_with_report(storage, dir, config).map(|(p, _)| p)
     }
 
     /// Like [`Partition::open`], also returning what recovery did.
     pub fn open_with_report(
-        fs: Arc<dyn Fs>,
+        storage: &Storage,
         dir: PathBuf,
         mut config: PartitionConfig,
     ) -> Result<(Arc<Partition>, RecoveryReport)> {
+        let fs = storage.fs.clone();
         config.segment_bytes = config.segment_bytes.max(SEGMENT_BYTES_MIN);
         config.flush.every_records = config.flush.every_records.max(1);
         crate::fs::create_dir_durable(&*fs, &dir)?;
@@ -391,7 +416,7 @@ impl Partition {
                 }
             }
         }
-        let now = now_ms();
+        let now = storage.clock.now_ms();
         let clean_marker = dir.join(CLEAN_SHUTDOWN_FILE);
         let clean = fs.exists(&clean_marker);
         let mut report = RecoveryReport {
@@ -432,7 +457,7 @@ impl Partition {
             segment: active.clone(),
             pos: active.valid_len(),
         };
-        let producers = recover_producers(&*fs, &dir, &segs, start, next)?;
+        let producers = recover_producers(&*fs, &dir, &segs, start, next, now)?;
         let name = dir.display().to_string();
         let p = Partition {
             fs,
@@ -443,16 +468,10 @@ impl Partition {
             writer: Mutex::new(Writer {
                 active_created: Instant::now(),
             }),
-            segments: RwLock::new(Arc::new(segs)),
+            segments: SegmentSet::new(segs),
             commit: Mutex::new(CommitState {
-                written: mark.clone(),
-                durable: mark,
-                syncing: false,
-                fenced: None,
-                closed: false,
+                core: CommitCore::new(mark),
                 last_sync: Instant::now(),
-                waiters: Vec::new(),
-                queued: false,
             }),
             synced: Condvar::new(),
             log_start: std::sync::atomic::AtomicU64::new(start),
@@ -462,7 +481,9 @@ impl Partition {
             intent_side: AtomicUsize::new(0),
             intent_waiting: AtomicBool::new(false),
             intents_done: Condvar::new(),
-            reclaimer: RwLock::new(Reclaimer::global().clone()),
+            reclaimer: storage.reclaimer.clone(),
+            sync: storage.sync.clone(),
+            clock: storage.clock.clone(),
         };
         Ok((Arc::new(p), report))
     }
@@ -492,7 +513,7 @@ impl Partition {
         }
     }
 
-    /// Gives the files of every segment to the process's [`Reclaimer`],
+    /// Gives the files of every segment to the partition's [`Reclaimer`],
     /// which frees their space gradually once the partition and its readers
     /// have let go of them. Only for a partition whose directory has been
     /// removed: the reclaimer truncates the files.
@@ -504,20 +525,47 @@ impl Partition {
     /// Gives the files of `segs`, whose names are gone, to this partition's
     /// reclaimer (retention, a compaction swap, a deleted partition).
     pub(crate) fn reclaim_segments<'a>(&self, segs: impl IntoIterator<Item = &'a Arc<Segment>>) {
-        let reclaimer = self.reclaimer.read().clone();
         for seg in segs {
-            seg.reclaim_files(&reclaimer);
+            seg.reclaim_files(&self.reclaimer);
         }
     }
 
-    /// Uses `reclaimer` instead of the process's (tests step their own).
-    pub fn set_reclaimer(&self, reclaimer: Arc<Reclaimer>) {
-        *self.reclaimer.write() = reclaimer;
+    /// The file system the partition's files are on.
+    pub(crate) fn fs(&self) -> &dyn Fs {
+        &*self.fs
+    }
+
+    /// The partition's name in logs (its directory).
+    pub(crate) fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The segment list, for the changes retention and compaction make.
+    pub(crate) fn segment_set(&self) -> &SegmentSet {
+        &self.segments
+    }
+
+    /// Takes the writer lock: no append, roll or segment-list change runs
+    /// until the guard drops. Retention and compaction hold it while they
+    /// check that the list is the one they read and publish its successor.
+    pub(crate) fn lock_writer(&self) -> WriterGuard<'_> {
+        WriterGuard(self.writer.lock())
+    }
+
+    /// Moves the log start offset (already made durable by the caller),
+    /// under the writer lock.
+    pub(crate) fn set_log_start_offset(&self, _w: &WriterGuard<'_>, offset: u64) {
+        self.log_start.store(offset, Ordering::Release);
+    }
+
+    /// Wall time, from the clock the partition was opened with.
+    pub(crate) fn now_ms(&self) -> i64 {
+        self.clock.now_ms()
     }
 
     /// A snapshot of the segment list (oldest first).
     pub fn segments(&self) -> Arc<Vec<Arc<Segment>>> {
-        self.segments.read().clone()
+        self.segments.snapshot()
     }
 
     pub fn log_start_offset(&self) -> u64 {
@@ -526,7 +574,7 @@ impl Partition {
 
     /// The next offset to be assigned.
     pub fn log_end_offset(&self) -> u64 {
-        self.commit.lock().written.offset
+        self.commit.lock().core.written().offset
     }
 
     /// The offset up to which records are visible to readers.
@@ -536,10 +584,20 @@ impl Partition {
     }
 
     fn visible<'a>(&self, c: &'a CommitState) -> &'a Mark {
-        if self.config.read().flush.every_records <= 1 {
-            &c.durable
-        } else {
-            &c.written
+        c.core.visible(self.config.read().flush.every_records)
+    }
+
+    fn fence_error(&self, f: &Fence) -> StorageError {
+        StorageError::Fenced(format!("{}: {}", self.name, f.0))
+    }
+
+    /// Fences the partition until restart (a write that cannot be undone, a
+    /// failed roll) and fails every waiter.
+    fn fence(&self, why: String) {
+        let (f, waiters) = self.commit.lock().core.fence(why);
+        self.synced.notify_all();
+        for done in waiters {
+            done(Err(self.fence_error(&f)));
         }
     }
 
@@ -593,7 +651,7 @@ impl Partition {
                 info.base_offset,
                 info.last_offset,
                 batch.max_timestamp_ms(),
-                now_ms(),
+                self.now_ms(),
             );
         }
         drop(w);
@@ -646,7 +704,7 @@ impl Partition {
             commit,
             coordinator_epoch,
             info.base_offset,
-            now_ms(),
+            self.now_ms(),
         );
         drop(w);
         if let Some(hw) = hw {
@@ -711,7 +769,7 @@ impl Partition {
     /// covers the log up to the written offset and recovery replays nothing
     /// before it.
     fn write_producer_snapshot(&self) -> Result<()> {
-        let written = self.commit.lock().written.offset;
+        let written = self.commit.lock().core.written().offset;
         let mut st = self.producers.lock().clone();
         st.applied_up_to = st.applied_up_to.max(written);
         crate::meta::write_json(&*self.fs, &self.dir.join(SNAPSHOT_FILE), &st)
@@ -727,13 +785,13 @@ impl Partition {
         let config = self.config();
         let (base_offset, mut active) = {
             let c = self.commit.lock();
-            if let Some(why) = &c.fenced {
-                return Err(StorageError::Fenced(format!("{}: {why}", self.name)));
+            match c.core.writable() {
+                Ok(()) => {}
+                Err(Refused::Fenced(f)) => return Err(self.fence_error(&f)),
+                Err(Refused::Closed) => return Err(StorageError::Closed),
             }
-            if c.closed {
-                return Err(StorageError::Closed);
-            }
-            (c.written.offset, c.written.segment.clone())
+            let w = c.core.written();
+            (w.offset, w.segment.clone())
         };
         let size = active.valid_len();
         let age = w.active_created.elapsed().as_millis() as i64;
@@ -791,16 +849,12 @@ impl Partition {
         active.note_append(new_len, last_offset + 1, batch.max_timestamp_ms(), &entries);
         let hw = {
             let mut c = self.commit.lock();
-            c.written = Mark {
+            c.core.appended(Mark {
                 offset: last_offset + 1,
                 segment: active,
                 pos: new_len,
-            };
-            if config.flush.every_records > 1 {
-                Some(c.written.offset)
-            } else {
-                None
-            }
+            });
+            (config.flush.every_records > 1).then_some(last_offset + 1)
         };
         Ok((
             AppendInfo {
@@ -828,15 +882,14 @@ impl Partition {
             tracing::warn!(partition = %self.name, error = %err, "append failed; partial bytes cut off");
         } else {
             tracing::error!(partition = %self.name, error = %err, "append failed and partial bytes could not be cut off; partition fenced until restart");
-            self.commit.lock().fenced =
-                Some(format!("write failed and could not be undone: {err}"));
+            self.fence(format!("write failed and could not be undone: {err}"));
         }
     }
 
     /// Seals the active segment (fsync log, index and directory) and starts a
     /// new one at `next_offset`. Called with the writer lock held.
     fn roll(&self, w: &mut Writer, next_offset: u64) -> Result<Arc<Segment>> {
-        let old = self.commit.lock().written.segment.clone();
+        let old = self.commit.lock().core.written().segment.clone();
         let sealed = (|| -> Result<Arc<Segment>> {
             old.log.sync_data()?;
             old.index_file.sync_data()?;
@@ -848,7 +901,7 @@ impl Partition {
                 &*self.fs,
                 &self.dir,
                 next_offset,
-                now_ms(),
+                self.now_ms(),
             )?);
             self.fs.sync_dir(&self.dir)?;
             Ok(seg)
@@ -856,33 +909,26 @@ impl Partition {
         let seg = match sealed {
             Ok(s) => s,
             Err(e) => {
-                self.commit.lock().fenced = Some(format!("segment roll failed: {e}"));
-                self.synced.notify_all();
+                self.fence(format!("segment roll failed: {e}"));
                 return Err(e);
             }
         };
-        {
-            let mut list: Vec<Arc<Segment>> = self.segments.read().as_ref().clone();
-            list.push(seg.clone());
-            *self.segments.write() = Arc::new(list);
-        }
-        let hw = {
+        self.segments.push_rolled(seg.clone());
+        let settled = {
             let mut c = self.commit.lock();
             // Everything written so far is now durable (the old segment was synced).
-            let m = Mark {
+            c.last_sync = Instant::now();
+            c.core.rolled(Mark {
                 offset: next_offset,
                 segment: seg.clone(),
                 pos: 0,
-            };
-            c.written = m.clone();
-            if c.durable.offset <= next_offset {
-                c.durable = m;
-            }
-            c.last_sync = Instant::now();
-            c.durable.offset
+            })
         };
         self.synced.notify_all();
-        self.notify(hw);
+        self.notify(settled.durable);
+        for done in settled.completed {
+            done(Ok(()));
+        }
         w.active_created = Instant::now();
         if let Err(e) = self.write_producer_snapshot() {
             // Not fatal: recovery replays the log from the previous snapshot.
@@ -899,33 +945,11 @@ impl Partition {
     /// them. For callers on an async runtime: no thread waits on a condvar.
     pub fn when_durable(self: &Arc<Self>, end_offset: u64, done: DurableCallback) {
         let every = self.config().flush.every_records;
-        let mut c = self.commit.lock();
-        if let Some(why) = &c.fenced {
-            let e = StorageError::Fenced(format!("{}: {why}", self.name));
-            drop(c);
-            done(Err(e));
-            return;
-        }
-        let covered = if every > 1 {
-            c.written.offset - c.durable.offset < every
-        } else {
-            c.durable.offset >= end_offset.min(c.written.offset)
-        };
-        if covered {
-            drop(c);
-            done(Ok(()));
-            return;
-        }
-        let target = if every > 1 {
-            c.written.offset
-        } else {
-            end_offset
-        };
-        c.waiters.push((target, done));
-        if !c.queued {
-            c.queued = true;
-            drop(c);
-            crate::syncer::submit(self.clone());
+        let registered = self.commit.lock().core.register(end_offset, every, done);
+        match registered {
+            Registered::Now(done, r) => done(r.map_err(|f| self.fence_error(&f))),
+            Registered::Waiting { submit: true } => self.sync.submit(self.clone()),
+            Registered::Waiting { submit: false } => {}
         }
     }
 
@@ -972,12 +996,13 @@ impl Partition {
     }
 
     /// Runs on a sync-pool thread: fsyncs until every registered waiter is
-    /// covered (or the partition is fenced), running their callbacks.
+    /// covered (or the partition is fenced, which fails them); each sync's
+    /// end runs the callbacks it settles.
     pub(crate) fn serve_waiters(&self) {
         while let Some(goal) = self.waiters_goal() {
-            let res = self.sync_up_to(goal);
-            if !self.settle_waiters(&res) {
-                return;
+            if self.sync_up_to(goal).is_err() {
+                // Fenced: the fence failed every waiter; the loop sees none left.
+                continue;
             }
         }
     }
@@ -988,52 +1013,24 @@ impl Partition {
     /// covers everything written when it starts.
     pub(crate) fn waiters_goal(&self) -> Option<u64> {
         let mut c = self.commit.lock();
-        if c.waiters.is_empty() {
-            c.queued = false;
-            return None;
-        }
+        c.core.waiters_goal()?;
         self.wait_for_announced(&mut c);
-        let written = c.written.offset;
-        Some(
-            c.waiters
-                .iter()
-                .map(|w| w.0.min(written))
-                .max()
-                .unwrap_or(0),
-        )
+        c.core.waiters_goal()
     }
 
-    /// Runs the callbacks of the waiters that `res` settles: all of them on
-    /// an error, else those now covered. Returns whether waiters are left;
-    /// if none are, the partition leaves the pool's queue.
-    pub(crate) fn settle_waiters(&self, res: &Result<()>) -> bool {
-        let (ready, err, left) = {
-            let mut c = self.commit.lock();
-            let (ready, err) = match res {
-                Ok(()) => {
-                    let durable = c.durable.offset;
-                    let written = c.written.offset;
-                    let (ready, wait): (Vec<_>, Vec<_>) = std::mem::take(&mut c.waiters)
-                        .into_iter()
-                        .partition(|w| w.0.min(written) <= durable);
-                    c.waiters = wait;
-                    (ready, None)
-                }
-                Err(e) => (std::mem::take(&mut c.waiters), Some(e.to_string())),
-            };
-            let left = !c.waiters.is_empty();
-            if !left {
-                c.queued = false;
-            }
-            (ready, err, left)
-        };
-        for (_, done) in ready {
-            done(match &err {
-                None => Ok(()),
-                Some(why) => Err(StorageError::Fenced(format!("{}: {why}", self.name))),
-            });
+    /// For the sync pool, after a sync it ran: whether waiters are left (the
+    /// partition stays queued); if none are, it leaves the queue.
+    pub(crate) fn stay_queued(&self) -> bool {
+        self.commit.lock().core.stay_queued()
+    }
+
+    /// Fails every registered waiter with `Closed`: the sync pool has shut
+    /// down, so nothing will serve them.
+    pub(crate) fn close_waiters(&self) {
+        let waiters = self.commit.lock().core.abandon();
+        for done in waiters {
+            done(Err(StorageError::Closed));
         }
-        left
     }
 
     /// Blocks until the records below `end_offset` are as durable as the flush
@@ -1045,10 +1042,10 @@ impl Partition {
         if every > 1 {
             let pending = {
                 let c = self.commit.lock();
-                if let Some(why) = &c.fenced {
-                    return Err(StorageError::Fenced(format!("{}: {why}", self.name)));
+                if let Some(f) = c.core.fenced() {
+                    return Err(self.fence_error(f));
                 }
-                c.written.offset - c.durable.offset
+                c.core.pending()
             };
             if pending >= every {
                 self.sync_up_to(u64::MAX)?;
@@ -1074,19 +1071,13 @@ impl Partition {
     /// mark the fsync will cover, the newest data written.
     fn begin_sync(&self, target: u64) -> Result<Option<Mark>> {
         let mut c = self.commit.lock();
-        let target = target.min(c.written.offset);
         loop {
-            if c.durable.offset >= target {
-                return Ok(None);
+            match c.core.begin_sync(target) {
+                Begin::Covered => return Ok(None),
+                Begin::Fenced(f) => return Err(self.fence_error(&f)),
+                Begin::Start(mark) => return Ok(Some(mark)),
+                Begin::Busy => self.synced.wait(&mut c),
             }
-            if let Some(why) = &c.fenced {
-                return Err(StorageError::Fenced(format!("{}: {why}", self.name)));
-            }
-            if !c.syncing {
-                c.syncing = true;
-                return Ok(Some(c.written.clone()));
-            }
-            self.synced.wait(&mut c);
         }
     }
 
@@ -1094,46 +1085,41 @@ impl Partition {
     /// fsync without waiting. Returns the mark it will cover, or None when
     /// another thread is syncing it, it is fenced, or nothing is unsynced.
     pub(crate) fn try_begin_sync(&self) -> Option<Mark> {
-        let mut c = self.commit.lock();
-        if c.syncing || c.fenced.is_some() || c.durable.offset >= c.written.offset {
-            return None;
-        }
-        c.syncing = true;
-        Some(c.written.clone())
+        self.commit.lock().core.try_begin_sync()
     }
 
     /// Ends the fsync that covered `goal` (claimed by [`Self::begin_sync`]
-    /// or [`Self::try_begin_sync`]): moves the durable mark and wakes what
-    /// waits for it, or, given the fsync's error, fences the partition.
-    /// Returns the new durable offset.
+    /// or [`Self::try_begin_sync`]): moves the durable mark, wakes what
+    /// waits for it and runs the callbacks it covers; or, given the fsync's
+    /// error, fences the partition and fails every callback. Returns the new
+    /// durable offset.
     pub(crate) fn end_sync(&self, goal: Mark, failed: Option<&std::io::Error>) -> Result<u64> {
         let mut c = self.commit.lock();
-        c.syncing = false;
-        let out = match failed {
+        match failed {
             None => {
-                if goal.offset > c.durable.offset {
-                    c.durable = goal;
-                }
+                let settled = c.core.sync_done(goal);
                 c.last_sync = Instant::now();
-                Ok(c.durable.offset)
+                drop(c);
+                self.synced.notify_all();
+                if self.config().flush.every_records <= 1 {
+                    self.notify(settled.durable);
+                }
+                for done in settled.completed {
+                    done(Ok(()));
+                }
+                Ok(settled.durable)
             }
             Some(e) => {
                 tracing::error!(partition = %self.name, error = %e, "fsync failed; partition fenced until restart");
-                c.fenced = Some(format!("fsync failed: {e}"));
-                Err(StorageError::Fenced(format!(
-                    "{}: fsync failed: {e}",
-                    self.name
-                )))
-            }
-        };
-        drop(c);
-        self.synced.notify_all();
-        if let Ok(hw) = out {
-            if self.config().flush.every_records <= 1 {
-                self.notify(hw);
+                let (f, waiters) = c.core.sync_failed(format!("fsync failed: {e}"));
+                drop(c);
+                self.synced.notify_all();
+                for done in waiters {
+                    done(Err(self.fence_error(&f)));
+                }
+                Err(self.fence_error(&f))
             }
         }
-        out
     }
 
     /// The file system holding the partition's directory (see [`Fs::device`]).
@@ -1152,9 +1138,7 @@ impl Partition {
         let interval = self.config().flush.interval;
         let due = {
             let c = self.commit.lock();
-            c.written.offset > c.durable.offset
-                && c.last_sync.elapsed() >= interval
-                && c.fenced.is_none()
+            c.core.pending() > 0 && c.last_sync.elapsed() >= interval && c.core.fenced().is_none()
         };
         if due {
             self.flush()?;
@@ -1166,9 +1150,7 @@ impl Partition {
     pub fn close(&self) -> Result<()> {
         let _w = self.writer.lock();
         let r = self.flush();
-        let c = self.commit.lock();
-        let seg = c.written.segment.clone();
-        drop(c);
+        let seg = self.commit.lock().core.written().segment.clone();
         let r2 = seg.index_file.sync_data();
         if let Err(e) = seg.sync_marks() {
             tracing::warn!(file = %seg.batches_path.display(), error = %e, "fsync of produced batch notes failed");
@@ -1178,7 +1160,10 @@ impl Partition {
         } else {
             Ok(())
         };
-        self.commit.lock().closed = true;
+        let left = self.commit.lock().core.close();
+        for done in left {
+            done(Err(StorageError::Closed));
+        }
         r3?;
         r?;
         r2?;
@@ -1238,7 +1223,7 @@ impl Partition {
     fn read_range(&self, offset: u64, max_bytes: usize, rb: &mut ReadBuf) -> Result<ReadSpan> {
         let (hw, log_end) = {
             let c = self.commit.lock();
-            (self.visible(&c).clone(), c.written.offset)
+            (self.visible(&c).clone(), c.core.written().offset)
         };
         let log_start = self.log_start_offset();
         if offset < log_start || offset > hw.offset {

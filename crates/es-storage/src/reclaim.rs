@@ -83,118 +83,171 @@ pub enum Step {
     Idle,
 }
 
+/// What the reclaimer and its thread share.
+#[derive(Debug, Default)]
+struct Shared {
+    files: Mutex<Held>,
+    wake: Condvar,
+}
+
+#[derive(Debug, Default)]
+struct Held {
+    files: VecDeque<Arc<dyn FileHandle>>,
+    /// Set when the [`Reclaimer`] is dropped: its thread leaves, and what it
+    /// still holds is freed at once.
+    stopped: bool,
+}
+
+/// How a reclaimer frees what it holds.
+#[derive(Debug)]
+enum Driver {
+    /// Only when [`Reclaimer::step`] is called (tests).
+    Manual,
+    /// A thread (`es-reclaim`), started when the first file arrives; `false`
+    /// if it could not start, and files are then freed when the caller
+    /// drops them, at once, as without a reclaimer.
+    Thread(OnceLock<bool>),
+}
+
 /// Files waiting to have their space freed; see the module documentation.
+/// One per broker (see [`crate::Storage`]); its thread stops when it is
+/// dropped.
 #[derive(Debug)]
 pub struct Reclaimer {
     pace: Pace,
-    files: Mutex<VecDeque<Arc<dyn FileHandle>>>,
-    wake: Condvar,
-    /// False for the stand-in that [`Reclaimer::global`] returns when its
-    /// thread cannot start: it holds nothing, so a file handed to it is
-    /// freed when the caller drops it, at once, as without a reclaimer.
-    paced: bool,
+    shared: Arc<Shared>,
+    driver: Driver,
 }
 
 impl Reclaimer {
+    /// A reclaimer that frees only when stepped ([`Reclaimer::step`]).
     pub fn new(pace: Pace) -> Self {
         Reclaimer {
             pace,
-            files: Mutex::new(VecDeque::new()),
-            wake: Condvar::new(),
-            paced: true,
+            shared: Arc::default(),
+            driver: Driver::Manual,
         }
     }
 
-    /// The process's reclaimer, with [`Pace::default`]; its thread
-    /// (`es-reclaim`) starts on first use. Falls back to freeing at once
-    /// (dropping the files) if the thread cannot start.
-    pub fn global() -> &'static Arc<Reclaimer> {
-        static GLOBAL: OnceLock<Arc<Reclaimer>> = OnceLock::new();
-        GLOBAL.get_or_init(|| {
-            let r = Arc::new(Reclaimer::new(Pace::default()));
-            let worker = r.clone();
-            if let Err(e) = std::thread::Builder::new()
-                .name("es-reclaim".into())
-                .spawn(move || worker.run())
-            {
-                tracing::warn!(error = %e, "no reclaim thread: deleted segments free their space at once");
-                return Arc::new(Reclaimer {
-                    paced: false,
-                    ..Reclaimer::new(Pace::default())
-                });
-            }
-            r
+    /// A reclaimer with its own thread (`es-reclaim`), started on first use.
+    pub fn background(pace: Pace) -> Arc<Reclaimer> {
+        Arc::new(Reclaimer {
+            pace,
+            shared: Arc::default(),
+            driver: Driver::Thread(OnceLock::new()),
         })
     }
 
     /// Takes a file whose name has been removed. Its space is freed once
     /// nobody else holds it.
     pub fn hold(&self, file: Arc<dyn FileHandle>) {
-        if !self.paced {
-            return; // no thread: the caller's drop frees it
+        if let Driver::Thread(started) = &self.driver {
+            if !*started.get_or_init(|| self.start_thread()) {
+                return; // no thread: the caller's drop frees it
+            }
         }
-        self.files.lock().push_back(file);
-        self.wake.notify_one();
+        self.shared.files.lock().files.push_back(file);
+        self.shared.wake.notify_one();
+    }
+
+    fn start_thread(&self) -> bool {
+        let shared = self.shared.clone();
+        let pace = self.pace;
+        match std::thread::Builder::new()
+            .name("es-reclaim".into())
+            .spawn(move || run(&shared, pace))
+        {
+            Ok(_) => true,
+            Err(e) => {
+                tracing::warn!(error = %e, "no reclaim thread: deleted segments free their space at once");
+                false
+            }
+        }
     }
 
     /// Files held.
     pub fn held(&self) -> usize {
-        self.files.lock().len()
+        self.shared.files.lock().files.len()
     }
 
     /// One cut: the first held file that nobody else uses loses its last
     /// [`Pace::step_bytes`] (or is closed, if that is all it has left).
     /// A file that cannot be sized or cut is closed, and counts as a step.
     pub fn step(&self) -> Step {
-        let file = {
-            let mut files = self.files.lock();
-            if files.is_empty() {
-                return Step::Idle;
-            }
-            let Some(i) = files.iter().position(|f| Arc::strong_count(f) == 1) else {
-                return Step::InUse;
-            };
-            files.remove(i).expect("index from position")
-        };
-        // Outside the lock: a cut can take a while (that is the point).
-        let len = match file.len() {
-            Ok(len) => len,
-            Err(e) => {
-                tracing::warn!(error = %e, "reclaim: cannot size a deleted file; closing it");
-                return Step::Freed {
-                    bytes: self.pace.step_bytes,
-                };
-            }
-        };
-        if len <= self.pace.step_bytes {
-            return Step::Freed { bytes: len }; // dropping `file` closes it
-        }
-        if let Err(e) = file.set_len(len - self.pace.step_bytes) {
-            tracing::warn!(error = %e, "reclaim: cannot truncate a deleted file; closing it");
-            return Step::Freed {
-                bytes: self.pace.step_bytes,
-            };
-        }
-        // Keep working on this file first, so files go in the order they came.
-        self.files.lock().push_front(file);
-        Step::Freed {
-            bytes: self.pace.step_bytes,
-        }
+        step(&self.shared, self.pace)
     }
+}
 
-    fn run(&self) {
-        loop {
-            match self.step() {
-                Step::Freed { bytes } => std::thread::sleep(self.pace.pause_after(bytes)),
-                Step::InUse => {
-                    let mut files = self.files.lock();
-                    self.wake.wait_for(&mut files, IN_USE_POLL);
+impl Drop for Reclaimer {
+    fn drop(&mut self) {
+        let mut held = self.shared.files.lock();
+        held.stopped = true;
+        held.files.clear();
+        drop(held);
+        self.shared.wake.notify_all();
+    }
+}
+
+fn step(shared: &Shared, pace: Pace) -> Step {
+    let file = {
+        let mut held = shared.files.lock();
+        let files = &mut held.files;
+        if files.is_empty() {
+            return Step::Idle;
+        }
+        let Some(i) = files.iter().position(|f| Arc::strong_count(f) == 1) else {
+            return Step::InUse;
+        };
+        files.remove(i).expect("index from position")
+    };
+    // Outside the lock: a cut can take a while (that is the point).
+    let len = match file.len() {
+        Ok(len) => len,
+        Err(e) => {
+            tracing::warn!(error = %e, "reclaim: cannot size a deleted file; closing it");
+            return Step::Freed {
+                bytes: pace.step_bytes,
+            };
+        }
+    };
+    if len <= pace.step_bytes {
+        return Step::Freed { bytes: len }; // dropping `file` closes it
+    }
+    if let Err(e) = file.set_len(len - pace.step_bytes) {
+        tracing::warn!(error = %e, "reclaim: cannot truncate a deleted file; closing it");
+        return Step::Freed {
+            bytes: pace.step_bytes,
+        };
+    }
+    // Keep working on this file first, so files go in the order they came.
+    let mut held = shared.files.lock();
+    if !held.stopped {
+        held.files.push_front(file);
+    }
+    Step::Freed {
+        bytes: pace.step_bytes,
+    }
+}
+
+/// The reclaim thread: steps until the reclaimer is dropped.
+fn run(shared: &Shared, pace: Pace) {
+    loop {
+        match step(shared, pace) {
+            Step::Freed { bytes } => std::thread::sleep(pace.pause_after(bytes)),
+            Step::InUse => {
+                let mut held = shared.files.lock();
+                if held.stopped {
+                    return;
                 }
-                Step::Idle => {
-                    let mut files = self.files.lock();
-                    if files.is_empty() {
-                        self.wake.wait(&mut files);
-                    }
+                shared.wake.wait_for(&mut held, IN_USE_POLL);
+            }
+            Step::Idle => {
+                let mut held = shared.files.lock();
+                if held.stopped {
+                    return;
+                }
+                if held.files.is_empty() {
+                    shared.wake.wait(&mut held);
                 }
             }
         }

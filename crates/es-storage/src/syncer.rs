@@ -1,6 +1,8 @@
-//! The shared sync pool: the threads that run group-commit fsyncs for
-//! partitions whose callers registered [`crate::Partition::when_durable`]
-//! callbacks instead of blocking. A partition is queued at most once at a
+//! The sync pool: the threads that run group-commit fsyncs for partitions
+//! whose callers registered [`crate::Partition::when_durable`] callbacks
+//! instead of blocking. A pool is a value ([`SyncPool::new`]) that
+//! partitions are opened with (see [`crate::Storage`]); two brokers in one
+//! process have two pools. A partition is queued at most once at a
 //! time (its `queued` flag), and every fsync covers everything written to it
 //! before the fsync started.
 //!
@@ -22,9 +24,11 @@
 
 use std::collections::VecDeque;
 use std::sync::{Arc, OnceLock};
+use std::thread::JoinHandle;
 
 use parking_lot::{Condvar, Mutex};
 
+use crate::error::{Result, StorageError};
 use crate::partition::Partition;
 
 /// Threads of the per-partition mode: fsyncs of different partitions run in parallel.
@@ -39,29 +43,170 @@ pub enum SyncMode {
     PerPartition,
 }
 
-struct Pool {
-    queue: Mutex<VecDeque<Arc<Partition>>>,
+/// What the pool's threads share.
+struct Shared {
+    queue: Mutex<Queue>,
     ready: Condvar,
     mode: SyncMode,
 }
 
-static POOL: OnceLock<Arc<Pool>> = OnceLock::new();
-static MODE: OnceLock<SyncMode> = OnceLock::new();
-
-/// Chooses the pool's mode, once, before the first partition needs a sync.
-/// Returns false, changing nothing, if a mode was already chosen (or the
-/// default taken by [`mode`]), or the mode is grouped and the kernel older
-/// than 5.8 (its `syncfs` could return success after losing a file's data).
-pub fn set_mode(mode: SyncMode) -> bool {
-    if mode == SyncMode::Grouped && !grouping_supported() {
-        return false;
-    }
-    MODE.set(mode).is_ok() && POOL.get().is_none()
+struct Queue {
+    parts: VecDeque<Arc<Partition>>,
+    /// Set by [`SyncPool::shutdown`]: threads leave once the queue is empty,
+    /// and nothing more is queued.
+    stopped: bool,
 }
 
-/// The mode the pool runs (or will run) in.
-pub fn mode() -> SyncMode {
-    *MODE.get_or_init(|| SyncMode::PerPartition)
+/// A pool of sync threads, one per broker (or test): partitions opened with
+/// it ([`crate::Storage`]) queue their durability waiters here. Its threads
+/// (`es-sync-N`) start when the first partition is queued and stop on
+/// [`SyncPool::shutdown`] or when the pool is dropped (which happens once
+/// no partition holds it).
+pub struct SyncPool {
+    shared: Arc<Shared>,
+    /// The threads, once started.
+    threads: OnceLock<Mutex<Vec<JoinHandle<()>>>>,
+}
+
+impl std::fmt::Debug for SyncPool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SyncPool")
+            .field("mode", &self.shared.mode)
+            .field("threads", &self.threads_started())
+            .finish()
+    }
+}
+
+impl SyncPool {
+    /// A pool running in `mode`; no thread starts before a partition needs
+    /// one. Fails for the grouped mode on a kernel older than 5.8 (its
+    /// `syncfs` could return success after losing a file's data).
+    pub fn new(mode: SyncMode) -> Result<Arc<SyncPool>> {
+        if mode == SyncMode::Grouped && !grouping_supported() {
+            return Err(StorageError::Invalid(
+                "grouped syncs need Linux 5.8 or later (syncfs reports write-back errors from 5.8 on)"
+                    .into(),
+            ));
+        }
+        Ok(Self::with_mode(mode))
+    }
+
+    /// A pool in the per-partition mode, which every kernel supports.
+    pub fn per_partition() -> Arc<SyncPool> {
+        Self::with_mode(SyncMode::PerPartition)
+    }
+
+    fn with_mode(mode: SyncMode) -> Arc<SyncPool> {
+        Arc::new(SyncPool {
+            shared: Arc::new(Shared {
+                queue: Mutex::new(Queue {
+                    parts: VecDeque::new(),
+                    stopped: false,
+                }),
+                ready: Condvar::new(),
+                mode,
+            }),
+            threads: OnceLock::new(),
+        })
+    }
+
+    /// The mode this pool runs in.
+    pub fn mode(&self) -> SyncMode {
+        self.shared.mode
+    }
+
+    /// Threads this pool has started (0 until a partition first needed a sync).
+    pub fn threads_started(&self) -> usize {
+        self.threads.get().map_or(0, |t| t.lock().len())
+    }
+
+    /// Stops the threads once they have served what is queued, and waits
+    /// for them (except the calling thread, if it is one of them). Waiters
+    /// registered afterwards fail with [`StorageError::Closed`].
+    pub fn shutdown(&self) {
+        self.shared.queue.lock().stopped = true;
+        self.shared.ready.notify_all();
+        let Some(threads) = self.threads.get() else {
+            return;
+        };
+        let me = std::thread::current().id();
+        let handles: Vec<JoinHandle<()>> = std::mem::take(&mut *threads.lock());
+        for h in handles {
+            if h.thread().id() == me {
+                continue; // a thread cannot wait for itself; it leaves on its own
+            }
+            if h.join().is_err() {
+                tracing::error!("a sync thread panicked");
+            }
+        }
+    }
+
+    fn start_threads(&self) -> Mutex<Vec<JoinHandle<()>>> {
+        let threads = match self.shared.mode {
+            SyncMode::Grouped => 1,
+            SyncMode::PerPartition => SYNC_THREADS,
+        };
+        let mut handles = Vec::with_capacity(threads);
+        for i in 0..threads {
+            let shared = self.shared.clone();
+            let spawned = std::thread::Builder::new()
+                .name(format!("es-sync-{i}"))
+                .spawn(move || run(&shared));
+            match spawned {
+                Ok(h) => handles.push(h),
+                // Fewer threads only means less parallelism; zero is caught in submit().
+                Err(e) => tracing::error!(error = %e, "cannot start a sync thread"),
+            }
+        }
+        Mutex::new(handles)
+    }
+
+    /// Queues a partition whose waiters need an fsync. After shutdown, or
+    /// if no thread could start, its waiters fail with `Closed` instead.
+    pub(crate) fn submit(&self, p: Arc<Partition>) {
+        let threads = self.threads.get_or_init(|| self.start_threads());
+        let refused = {
+            let mut q = self.shared.queue.lock();
+            if q.stopped || threads.lock().is_empty() {
+                Some(p)
+            } else {
+                q.parts.push_back(p);
+                None
+            }
+        };
+        match refused {
+            Some(p) => p.close_waiters(),
+            None => {
+                self.shared.ready.notify_one();
+            }
+        }
+    }
+}
+
+impl Drop for SyncPool {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+/// A sync thread: serves queued partitions until the pool stops.
+fn run(shared: &Shared) {
+    loop {
+        let batch: Vec<Arc<Partition>> = {
+            let mut q = shared.queue.lock();
+            while q.parts.is_empty() {
+                if q.stopped {
+                    return;
+                }
+                shared.ready.wait(&mut q);
+            }
+            match shared.mode {
+                SyncMode::Grouped => q.parts.drain(..).collect(),
+                SyncMode::PerPartition => q.parts.pop_front().into_iter().collect(),
+            }
+        };
+        serve(shared, batch);
+    }
 }
 
 /// Whether this kernel's `syncfs` reports write-back errors (Linux 5.8 and later).
@@ -81,57 +226,12 @@ fn kernel_at_least(release: &str, min: (u32, u32)) -> bool {
     }
 }
 
-fn pool() -> &'static Arc<Pool> {
-    POOL.get_or_init(|| {
-        let mode = mode();
-        let p = Arc::new(Pool {
-            queue: Mutex::new(VecDeque::new()),
-            ready: Condvar::new(),
-            mode,
-        });
-        let threads = match mode {
-            SyncMode::Grouped => 1,
-            SyncMode::PerPartition => SYNC_THREADS,
-        };
-        for i in 0..threads {
-            let p = p.clone();
-            let spawned = std::thread::Builder::new()
-                .name(format!("es-sync-{i}"))
-                .spawn(move || loop {
-                    let batch: Vec<Arc<Partition>> = {
-                        let mut q = p.queue.lock();
-                        while q.is_empty() {
-                            p.ready.wait(&mut q);
-                        }
-                        match p.mode {
-                            SyncMode::Grouped => q.drain(..).collect(),
-                            SyncMode::PerPartition => q.pop_front().into_iter().collect(),
-                        }
-                    };
-                    serve(&p, batch);
-                });
-            if let Err(e) = spawned {
-                // Fewer threads only means less parallelism; zero is caught in submit().
-                tracing::error!(error = %e, "cannot start a sync thread");
-            }
-        }
-        p
-    })
-}
-
-/// Queues a partition whose waiters need an fsync.
-pub(crate) fn submit(p: Arc<Partition>) {
-    let pool = pool();
-    pool.queue.lock().push_back(p);
-    pool.ready.notify_one();
-}
-
 /// Serves the waiters of queued partitions. Per partition: fsyncs until its
 /// waiters are covered. Grouped: one sync for the first partition and those
 /// on its file system (an fdatasync for one, a syncfs for several); the
 /// others, and waiters that arrive meanwhile, go back in the queue for the
 /// next round.
-fn serve(pool: &Pool, batch: Vec<Arc<Partition>>) {
+fn serve(pool: &Shared, batch: Vec<Arc<Partition>>) {
     if pool.mode == SyncMode::PerPartition {
         for p in batch {
             p.serve_waiters();
@@ -165,21 +265,22 @@ fn serve(pool: &Pool, batch: Vec<Arc<Partition>>) {
     }
     let res = match claimed.as_slice() {
         [] => return,
-        [(_, mark)] => mark.segment.log.sync_data(),
-        [(_, mark), ..] => mark.segment.log.sync_filesystem(),
+        [(_, mark)] => mark.sync_data(),
+        [(_, mark), ..] => mark.sync_filesystem(),
     };
     for (p, mark) in claimed {
         // One result for all: a failed sync fences every partition it covered.
-        let r = p.end_sync(mark, res.as_ref().err()).map(|_| ());
-        if p.settle_waiters(&r) {
+        // A failure has fenced the partition and failed its waiters.
+        let _ = p.end_sync(mark, res.as_ref().err());
+        if p.stay_queued() {
             requeue(pool, p);
         }
     }
 }
 
 /// Puts a partition that is still marked queued back in the queue.
-fn requeue(pool: &Pool, p: Arc<Partition>) {
-    pool.queue.lock().push_back(p);
+fn requeue(pool: &Shared, p: Arc<Partition>) {
+    pool.queue.lock().parts.push_back(p);
     pool.ready.notify_one();
 }
 

@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use es_storage::fs::Fs;
 use es_storage::record::ProducedBatch;
+use es_storage::Storage;
 use es_storage::{
     CompactionPolicy, Partition, PartitionConfig, RealFs, RecordBatchBuf, RecordMeta,
     RetentionPolicy,
@@ -101,7 +102,7 @@ fn notes_come_back_with_reads_and_across_a_reopen() {
     let tmp = tempfile::tempdir().expect("tmp");
     let dir = tmp.path().join("topics/t/0");
     let fs: Arc<dyn Fs> = Arc::new(RealFs);
-    let p = Partition::open(fs.clone(), dir.clone(), cfg()).expect("open");
+    let p = Partition::open(&Storage::new(fs.clone()), dir.clone(), cfg()).expect("open");
     let want = produce(&p, 40);
     assert!(p.segments().len() > 4, "segments rolled");
     assert_eq!(noted(&p), want);
@@ -121,7 +122,7 @@ fn notes_come_back_with_reads_and_across_a_reopen() {
     // A note file without its log is left over from a removed segment.
     let stray = dir.join("00000000000000999999.batches");
     std::fs::write(&stray, b"stray").expect("stray");
-    let p = Partition::open(fs.clone(), dir.clone(), cfg()).expect("reopen");
+    let p = Partition::open(&Storage::new(fs.clone()), dir.clone(), cfg()).expect("reopen");
     assert!(!stray.exists(), "stray notes removed");
     assert_eq!(noted(&p), want);
 
@@ -152,7 +153,7 @@ fn cold_copies_carry_the_notes() {
     let dir = tmp.path().join("topics/t/0");
     let cold = tmp.path().join("cold/t/0");
     let fs: Arc<dyn Fs> = Arc::new(RealFs);
-    let p = Partition::open(fs.clone(), dir.clone(), cfg()).expect("open");
+    let p = Partition::open(&Storage::new(fs.clone()), dir.clone(), cfg()).expect("open");
     let want = produce(&p, 40);
     let notes_before: Vec<(String, Vec<u8>)> = files_with(&dir, ".batches")
         .into_iter()
@@ -188,7 +189,7 @@ fn cold_copies_carry_the_notes() {
     // Opened as a partition, the cold copy serves the deleted segments'
     // batches as they were produced.
     let end = p.log_start_offset();
-    let c = Partition::open(fs, cold, cfg()).expect("open cold copy");
+    let c = Partition::open(&Storage::new(fs), cold, cfg()).expect("open cold copy");
     let gone: Vec<_> = want.iter().copied().filter(|(o, _)| *o < end).collect();
     assert!(!gone.is_empty());
     assert_eq!(noted(&c), gone);
@@ -200,7 +201,7 @@ fn recovery_keeps_only_notes_the_log_vouches_for() {
     let dir = tmp.path().join("topics/t/0");
     let fs: Arc<dyn Fs> = Arc::new(RealFs);
     let cfg = PartitionConfig::default(); // one segment
-    let p = Partition::open(fs.clone(), dir.clone(), cfg).expect("open");
+    let p = Partition::open(&Storage::new(fs.clone()), dir.clone(), cfg).expect("open");
     let want = produce(&p, 6);
     p.close().expect("close");
     drop(p);
@@ -223,7 +224,7 @@ fn recovery_keeps_only_notes_the_log_vouches_for() {
         .expect("tear");
     let notes = dir.join("00000000000000000000.batches");
     assert_eq!(std::fs::metadata(&notes).expect("notes").len(), 6 * 24);
-    let p = Partition::open(fs.clone(), dir.clone(), cfg).expect("recover");
+    let p = Partition::open(&Storage::new(fs.clone()), dir.clone(), cfg).expect("recover");
     assert_eq!(p.log_end_offset(), last_batch + 2);
     assert_eq!(noted(&p), want[..5].to_vec());
     assert_eq!(std::fs::metadata(&notes).expect("notes").len(), 5 * 24);
@@ -235,7 +236,7 @@ fn recovery_keeps_only_notes_the_log_vouches_for() {
     assert_eq!(noted(&p), all);
     p.close().expect("close");
     drop(p);
-    let p = Partition::open(fs, dir, cfg).expect("reopen");
+    let p = Partition::open(&Storage::new(fs), dir, cfg).expect("reopen");
     assert_eq!(noted(&p), all);
 }
 
@@ -244,7 +245,7 @@ fn compaction_drops_the_notes_of_the_segments_it_replaces() {
     let tmp = tempfile::tempdir().expect("tmp");
     let dir = tmp.path().join("topics/t/0");
     let fs: Arc<dyn Fs> = Arc::new(RealFs);
-    let p = Partition::open(fs.clone(), dir.clone(), cfg()).expect("open");
+    let p = Partition::open(&Storage::new(fs.clone()), dir.clone(), cfg()).expect("open");
     let want = produce(&p, 40);
     let active_base = p.segments().last().expect("active").base_offset;
     let rep = p

@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use es_storage::reclaim::{Pace, Reclaimer, Step};
 use es_storage::simfs::{SimFs, Tear};
+use es_storage::Storage;
 use es_storage::{
     CompactionPolicy, Partition, PartitionConfig, RecordBatchBuf, RecordIter, RecordMeta,
     RetentionPolicy, StorageError,
@@ -81,7 +82,7 @@ proptest! {
     fn compaction_matches_the_model(recs in proptest::collection::vec((proptest::option::weighted(0.9, 0u8..12), proptest::option::weighted(0.85, any::<u16>())), 1..250), drop_tombstones in any::<bool>()) {
         let fs = SimFs::new();
         let dir = PathBuf::from("/p");
-        let p = Partition::open(Arc::new(fs.clone()), dir.clone(), cfg()).expect("open");
+        let p = Partition::open(&Storage::new(Arc::new(fs.clone())), dir.clone(), cfg()).expect("open");
         fill(&p, &recs, 1_000);
         let before = read_all(&p);
         let active_base = p.segments().last().expect("active").base_offset;
@@ -115,7 +116,7 @@ proptest! {
         prop_assert_eq!(f_before, f_after);
         // And it survives a reopen, passing recovery's checks.
         drop(p);
-        let q = Partition::open(Arc::new(fs.crash_image(Tear::None)), dir, cfg()).expect("reopen");
+        let q = Partition::open(&Storage::new(Arc::new(fs.crash_image(Tear::None))), dir, cfg()).expect("reopen");
         prop_assert_eq!(read_all(&q), want);
     }
 }
@@ -149,7 +150,8 @@ fn crash_at_every_sync_point_of_a_swap() {
     let dir = PathBuf::from("/data/topics/t/0");
     let setup = || {
         let fs = SimFs::new();
-        let p = Partition::open(Arc::new(fs.clone()), dir.clone(), cfg()).expect("open");
+        let p =
+            Partition::open(&Storage::new(Arc::new(fs.clone())), dir.clone(), cfg()).expect("open");
         fill(&p, &workload(), 1_000);
         (fs, p)
     };
@@ -173,7 +175,8 @@ fn crash_at_every_sync_point_of_a_swap() {
                 "k={k}: the crash interrupts the pass"
             );
             let img = fs.crash_image(tear);
-            let q = Partition::open(Arc::new(img.clone()), dir.clone(), cfg()).expect("recover");
+            let q = Partition::open(&Storage::new(Arc::new(img.clone())), dir.clone(), cfg())
+                .expect("recover");
             let got = read_all(&q);
             assert!(
                 got == original || got == compacted,
@@ -182,7 +185,8 @@ fn crash_at_every_sync_point_of_a_swap() {
             );
             let names = img.clone();
             drop(q);
-            let q2 = Partition::open(Arc::new(names), dir.clone(), cfg()).expect("recover twice");
+            let q2 = Partition::open(&Storage::new(Arc::new(names)), dir.clone(), cfg())
+                .expect("recover twice");
             assert_eq!(
                 read_all(&q2),
                 got,
@@ -202,7 +206,12 @@ fn crash_at_every_sync_point_of_a_swap() {
 #[test]
 fn a_pass_that_drops_nothing_is_skipped_and_dirty_ratio_is_honoured() {
     let fs = SimFs::new();
-    let p = Partition::open(Arc::new(fs.clone()), PathBuf::from("/p"), cfg()).expect("open");
+    let p = Partition::open(
+        &Storage::new(Arc::new(fs.clone())),
+        PathBuf::from("/p"),
+        cfg(),
+    )
+    .expect("open");
     let unique: Vec<(Option<u8>, Option<u16>)> = (0..40u16).map(|i| (None, Some(i))).collect();
     fill(&p, &unique, 1);
     let rep = p.compact(&policy(1000), 1).expect("compact");
@@ -226,7 +235,12 @@ fn a_pass_that_drops_nothing_is_skipped_and_dirty_ratio_is_honoured() {
 #[test]
 fn tombstones_outlive_their_first_pass_by_delete_retention_ms() {
     let fs = SimFs::new();
-    let p = Partition::open(Arc::new(fs.clone()), PathBuf::from("/p"), cfg()).expect("open");
+    let p = Partition::open(
+        &Storage::new(Arc::new(fs.clone())),
+        PathBuf::from("/p"),
+        cfg(),
+    )
+    .expect("open");
     // Tombstones timestamped long ago: by their age they would be gone.
     let recs: Vec<(Option<u8>, Option<u16>)> = (0..60u16)
         .map(|i| (Some((i % 6) as u8), (i < 54).then_some(i)))
@@ -260,7 +274,7 @@ fn tombstones_outlive_their_first_pass_by_delete_retention_ms() {
     // although nothing is dirty, and drops the tombstones.
     drop(p);
     let p = Partition::open(
-        Arc::new(fs.crash_image(Tear::None)),
+        &Storage::new(Arc::new(fs.crash_image(Tear::None))),
         PathBuf::from("/p"),
         cfg(),
     )
@@ -279,7 +293,12 @@ fn tombstones_outlive_their_first_pass_by_delete_retention_ms() {
 #[test]
 fn min_and_max_compaction_lag_are_honoured() {
     let fs = SimFs::new();
-    let p = Partition::open(Arc::new(fs.clone()), PathBuf::from("/p"), cfg()).expect("open");
+    let p = Partition::open(
+        &Storage::new(Arc::new(fs.clone())),
+        PathBuf::from("/p"),
+        cfg(),
+    )
+    .expect("open");
     // Old records (timestamp 1000) then young ones (timestamp 9000), all
     // overwriting the same five keys, enough for several segments each.
     let keyed = |n: u16| -> Vec<(Option<u8>, Option<u16>)> {
@@ -326,7 +345,12 @@ fn min_and_max_compaction_lag_are_honoured() {
     // max.compaction.lag.ms: once part of the log is clean, a dirty ratio of
     // 1.0 is out of reach, but dirty records older than the lag are
     // compacted anyway.
-    let q = Partition::open(Arc::new(fs.clone()), PathBuf::from("/q"), cfg()).expect("open");
+    let q = Partition::open(
+        &Storage::new(Arc::new(fs.clone())),
+        PathBuf::from("/q"),
+        cfg(),
+    )
+    .expect("open");
     fill(&q, &keyed(60), 1_000);
     let rep = q.compact(&policy(1000), 1_500).expect("first pass");
     assert!(rep.records_dropped > 0, "{rep:?}");
@@ -361,7 +385,7 @@ fn min_and_max_compaction_lag_are_honoured() {
 #[test]
 fn fetch_from_a_compacted_offset_returns_the_next_survivor() {
     let fs = SimFs::new();
-    let p = Partition::open(Arc::new(fs), PathBuf::from("/p"), cfg()).expect("open");
+    let p = Partition::open(&Storage::new(Arc::new(fs)), PathBuf::from("/p"), cfg()).expect("open");
     fill(&p, &workload(), 1_000);
     p.compact(&policy(1000), 1_000).expect("compact");
     let after = read_all(&p);
@@ -384,12 +408,12 @@ fn fetch_from_a_compacted_offset_returns_the_next_survivor() {
 fn unreadable_record_aborts_compaction() {
     let fs = SimFs::new();
     let dir = PathBuf::from("/p");
-    let p = Partition::open(Arc::new(fs.clone()), dir.clone(), cfg()).expect("open");
+    let p = Partition::open(&Storage::new(Arc::new(fs.clone())), dir.clone(), cfg()).expect("open");
     fill(&p, &workload(), 1_000);
     let victim = p.segments()[1].log_path.clone();
     drop(p);
     fs.corrupt(&victim, 60, 0xff).expect("corrupt");
-    let p = Partition::open(Arc::new(fs.clone()), dir, cfg()).expect("open");
+    let p = Partition::open(&Storage::new(Arc::new(fs.clone())), dir, cfg()).expect("open");
     let before = read_all(&p);
     assert!(matches!(
         p.compact(&policy(1000), 1_000),
@@ -407,7 +431,7 @@ fn retention_by_size_and_age_with_cold_copies() {
     let fs = SimFs::new();
     let dir = PathBuf::from("/data/topics/t/0");
     let cold = PathBuf::from("/cold/t/0");
-    let p = Partition::open(Arc::new(fs.clone()), dir.clone(), cfg()).expect("open");
+    let p = Partition::open(&Storage::new(Arc::new(fs.clone())), dir.clone(), cfg()).expect("open");
     let recs: Vec<(Option<u8>, Option<u16>)> = (0..100u16).map(|i| (None, Some(i))).collect();
     fill(&p, &recs[..50], 1_000);
     fill(&p, &recs[50..], 5_000);
@@ -463,7 +487,12 @@ fn retention_by_size_and_age_with_cold_copies() {
     assert_eq!(read_all(&p).last().map(|r| r.0), Some(99));
     // The log start offset survives a crash.
     let start = p.log_start_offset();
-    let q = Partition::open(Arc::new(fs.crash_image(Tear::None)), dir, cfg()).expect("reopen");
+    let q = Partition::open(
+        &Storage::new(Arc::new(fs.crash_image(Tear::None))),
+        dir,
+        cfg(),
+    )
+    .expect("reopen");
     assert_eq!(q.log_start_offset(), start);
 }
 
@@ -471,7 +500,7 @@ fn retention_by_size_and_age_with_cold_copies() {
 fn failed_cold_copy_keeps_the_segment() {
     let fs = SimFs::new();
     let dir = PathBuf::from("/d/p");
-    let p = Partition::open(Arc::new(fs.clone()), dir.clone(), cfg()).expect("open");
+    let p = Partition::open(&Storage::new(Arc::new(fs.clone())), dir.clone(), cfg()).expect("open");
     fill(
         &p,
         &(0..40u16).map(|i| (None, Some(i))).collect::<Vec<_>>(),
@@ -509,7 +538,7 @@ fn failed_cold_copy_keeps_the_segment() {
 fn delete_records_moves_the_log_start_durably() {
     let fs = SimFs::new();
     let dir = PathBuf::from("/d/p");
-    let p = Partition::open(Arc::new(fs.clone()), dir.clone(), cfg()).expect("open");
+    let p = Partition::open(&Storage::new(Arc::new(fs.clone())), dir.clone(), cfg()).expect("open");
     fill(
         &p,
         &(0..40u16).map(|i| (None, Some(i))).collect::<Vec<_>>(),
@@ -525,7 +554,12 @@ fn delete_records_moves_the_log_start_durably() {
         p.delete_records_before(41),
         Err(StorageError::OffsetOutOfRange { .. })
     ));
-    let q = Partition::open(Arc::new(fs.crash_image(Tear::None)), dir, cfg()).expect("reopen");
+    let q = Partition::open(
+        &Storage::new(Arc::new(fs.crash_image(Tear::None))),
+        dir,
+        cfg(),
+    )
+    .expect("reopen");
     assert_eq!(q.log_start_offset(), 17);
     assert_eq!(read_all(&q)[0].0, 17);
     // Retention removes the segments wholly below it.
@@ -538,7 +572,7 @@ fn delete_records_moves_the_log_start_durably() {
 #[test]
 fn aborted_transactional_records_are_dropped_and_do_not_shadow_committed_values() {
     let fs = SimFs::new();
-    let p = Partition::open(Arc::new(fs), PathBuf::from("/p"), cfg()).expect("open");
+    let p = Partition::open(&Storage::new(Arc::new(fs)), PathBuf::from("/p"), cfg()).expect("open");
     let push = |key: Option<&[u8]>, value: &[u8], meta: RecordMeta| {
         let mut b = RecordBatchBuf::new();
         b.push(1, key, Some(value), std::iter::empty(), &meta);
@@ -618,13 +652,12 @@ fn bytes_served(seg: &es_storage::segment::Segment) -> u64 {
 #[test]
 fn deleted_segments_are_freed_by_the_reclaimer_only_once_their_readers_are_done() {
     let tmp = tempfile::tempdir().expect("tmp");
-    let p =
-        Partition::open(Arc::new(es_storage::RealFs), tmp.path().join("p"), cfg()).expect("open");
     let reclaimer = Arc::new(Reclaimer::new(Pace {
         step_bytes: 100,
         pause: std::time::Duration::ZERO,
     }));
-    p.set_reclaimer(reclaimer.clone());
+    let storage = Storage::new(Arc::new(es_storage::RealFs)).with_reclaimer(reclaimer.clone());
+    let p = Partition::open(&storage, tmp.path().join("p"), cfg()).expect("open");
     fill(&p, &workload(), 1_000);
     let segs = p.segments();
     assert!(segs.len() > 4, "{} segments", segs.len());

@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use es_storage::simfs::{SimFs, Tear};
+use es_storage::Storage;
 use es_storage::{Partition, PartitionConfig, RecordBatchBuf, RecordMeta};
 
 fn cfg() -> PartitionConfig {
@@ -28,7 +29,11 @@ fn value(i: u64) -> Vec<u8> {
 /// Appends batches of 1..=5 records until `records` are written or an error
 /// (the crash) stops it. Returns how many records were acknowledged.
 fn workload(fs: &SimFs, dir: &Path, records: u64) -> u64 {
-    let Ok(p) = Partition::open(Arc::new(fs.clone()), dir.to_path_buf(), cfg()) else {
+    let Ok(p) = Partition::open(
+        &Storage::new(Arc::new(fs.clone())),
+        dir.to_path_buf(),
+        cfg(),
+    ) else {
         return 0;
     };
     let mut next = 0u64;
@@ -74,8 +79,12 @@ fn workload(fs: &SimFs, dir: &Path, records: u64) -> u64 {
 }
 
 fn recover(fs: &SimFs, dir: &Path) -> Vec<(u64, Vec<u8>)> {
-    let p =
-        Partition::open(Arc::new(fs.clone()), dir.to_path_buf(), cfg()).expect("recovery succeeds");
+    let p = Partition::open(
+        &Storage::new(Arc::new(fs.clone())),
+        dir.to_path_buf(),
+        cfg(),
+    )
+    .expect("recovery succeeds");
     let mut out = Vec::new();
     common::read_from_start(&p, 1 << 20, |r, _| {
         out.push((r.offset, r.value.expect("value").to_vec()))
@@ -113,7 +122,12 @@ fn crash_at_every_sync_point() {
             let again = recover(&img, &dir);
             assert_eq!(again, got, "k={k}: recovering twice gives the same state");
             // And the recovered partition accepts writes at the right offset.
-            let p = Partition::open(Arc::new(img.clone()), dir.to_path_buf(), cfg()).expect("open");
+            let p = Partition::open(
+                &Storage::new(Arc::new(img.clone())),
+                dir.to_path_buf(),
+                cfg(),
+            )
+            .expect("open");
             let mut b = RecordBatchBuf::new();
             b.push(
                 0,

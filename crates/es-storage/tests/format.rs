@@ -8,6 +8,7 @@ use std::process::Command;
 use std::sync::Arc;
 
 use es_storage::fs::Fs;
+use es_storage::Storage;
 use es_storage::{Partition, PartitionConfig, RealFs, RecordBatchBuf, RecordIter, RecordMeta};
 
 fn checker() -> PathBuf {
@@ -38,7 +39,7 @@ fn written_data_passes_the_independent_format_checker() {
     let mut expected = serde_json::Map::new();
     for part in 0..2u32 {
         let p = Partition::open(
-            fs.clone(),
+            &Storage::new(fs.clone()),
             tdir.join(part.to_string()),
             PartitionConfig {
                 segment_bytes: 64 * 1024,
@@ -100,7 +101,12 @@ fn extension_records_round_trip_through_a_reopen() {
     let tmp = tempfile::tempdir().expect("tmp");
     let fs: Arc<dyn Fs> = Arc::new(RealFs);
     let dir = tmp.path().join("p");
-    let p = Partition::open(fs.clone(), dir.clone(), PartitionConfig::default()).expect("open");
+    let p = Partition::open(
+        &Storage::new(fs.clone()),
+        dir.clone(),
+        PartitionConfig::default(),
+    )
+    .expect("open");
     let mut b = RecordBatchBuf::new();
     let meta = RecordMeta {
         producer: Some(es_storage::ProducerInfo {
@@ -129,7 +135,7 @@ fn extension_records_round_trip_through_a_reopen() {
     p.wait_durable(info.last_offset + 1).expect("durable");
     p.close().expect("close");
     drop(p);
-    let p = Partition::open(fs, dir, PartitionConfig::default()).expect("reopen");
+    let p = Partition::open(&Storage::new(fs), dir, PartitionConfig::default()).expect("reopen");
     let c = p.read(0, 1 << 20).expect("read");
     let recs: Vec<_> = RecordIter::new(&c.data)
         .collect::<Result<_, _>>()

@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use es_storage::fs::Fs;
 use es_storage::simfs::{SimFs, Tear};
+use es_storage::Storage;
 use es_storage::{
     FlushPolicy, Partition, PartitionConfig, RealFs, RecordBatchBuf, RecordIter, RecordMeta,
     StorageError,
@@ -55,7 +56,8 @@ fn append_read_roll_and_reopen_on_disk() {
     let tmp = tempfile::tempdir().expect("tmp");
     let dir = tmp.path().join("topics/t/0");
     let fs: Arc<dyn Fs> = Arc::new(RealFs);
-    let p = Partition::open(fs.clone(), dir.clone(), small_segments()).expect("open");
+    let p =
+        Partition::open(&Storage::new(fs.clone()), dir.clone(), small_segments()).expect("open");
     let mut want = Vec::new();
     for i in 0..50u64 {
         let vals: Vec<Vec<u8>> = (0..10).map(|j| val(i * 10 + j, 256)).collect();
@@ -87,7 +89,8 @@ fn append_read_roll_and_reopen_on_disk() {
     assert!(p.read(500, 10).expect("read").data.is_empty());
     p.close().expect("close");
     drop(p);
-    let (p, rep) = Partition::open_with_report(fs, dir.clone(), small_segments()).expect("reopen");
+    let (p, rep) = Partition::open_with_report(&Storage::new(fs), dir.clone(), small_segments())
+        .expect("reopen");
     assert_eq!(read_all(&p), want);
     // Every segment was trusted from its index: the sealed ones always, the
     // active one because the partition was closed cleanly.
@@ -119,7 +122,7 @@ fn index_entries_every_4_kib_and_lookups_scan_little() {
     let fs = SimFs::new();
     let dir = PathBuf::from("/d/p");
     let p = Partition::open(
-        Arc::new(fs.clone()),
+        &Storage::new(Arc::new(fs.clone())),
         dir.clone(),
         PartitionConfig::default(),
     )
@@ -164,7 +167,7 @@ fn torn_tail_of_the_active_segment_is_cut() {
     let fs = SimFs::new();
     let dir = PathBuf::from("/d/p");
     let p = Partition::open(
-        Arc::new(fs.clone()),
+        &Storage::new(Arc::new(fs.clone())),
         dir.clone(),
         PartitionConfig::default(),
     )
@@ -181,7 +184,7 @@ fn torn_tail_of_the_active_segment_is_cut() {
     for seed in 1..40u64 {
         let img = fs.crash_image(Tear::Prefix(seed));
         let (q, rep) = Partition::open_with_report(
-            Arc::new(img.clone()),
+            &Storage::new(Arc::new(img.clone())),
             dir.clone(),
             PartitionConfig::default(),
         )
@@ -194,9 +197,12 @@ fn torn_tail_of_the_active_segment_is_cut() {
         assert_eq!(q.log_end_offset(), got.len() as u64);
         let cut = rep.segments.last().expect("seg").truncated_bytes;
         // Recovering again finds nothing more to do and the same records.
-        let (q2, rep2) =
-            Partition::open_with_report(Arc::new(img), dir.clone(), PartitionConfig::default())
-                .expect("recover twice");
+        let (q2, rep2) = Partition::open_with_report(
+            &Storage::new(Arc::new(img)),
+            dir.clone(),
+            PartitionConfig::default(),
+        )
+        .expect("recover twice");
         assert_eq!(read_all(&q2), got);
         assert_eq!(
             rep2.segments.last().expect("seg").truncated_bytes,
@@ -214,7 +220,7 @@ fn corrupt_record_in_a_sealed_segment_skips_only_its_rest() {
         segment_bytes: 2048,
         ..PartitionConfig::default()
     };
-    let p = Partition::open(Arc::new(fs.clone()), dir.clone(), cfg).expect("open");
+    let p = Partition::open(&Storage::new(Arc::new(fs.clone())), dir.clone(), cfg).expect("open");
     for i in 0..60u64 {
         let info = p.append(&mut batch(&[val(i, 200)])).expect("append");
         p.wait_durable(info.last_offset + 1).expect("sync");
@@ -229,7 +235,8 @@ fn corrupt_record_in_a_sealed_segment_skips_only_its_rest() {
     fs.corrupt(&victim.log_path, rec_len + 40, 0x55)
         .expect("corrupt");
     let (q, rep) =
-        Partition::open_with_report(Arc::new(fs.clone()), dir.clone(), cfg).expect("recover");
+        Partition::open_with_report(&Storage::new(Arc::new(fs.clone())), dir.clone(), cfg)
+            .expect("recover");
     let bad = rep
         .segments
         .iter()
@@ -255,7 +262,7 @@ fn many_concurrent_writers_get_unique_contiguous_readable_offsets() {
         segment_bytes: 64 * 1024,
         ..PartitionConfig::default()
     };
-    let p = Partition::open(fs, tmp.path().join("p"), cfg).expect("open");
+    let p = Partition::open(&Storage::new(fs), tmp.path().join("p"), cfg).expect("open");
     let threads = 16;
     let per = 40;
     let mut handles = Vec::new();
@@ -296,7 +303,7 @@ fn failed_partial_write_is_cut_off_and_the_partition_keeps_working() {
     let fs = SimFs::new();
     let dir = PathBuf::from("/d/p");
     let p = Partition::open(
-        Arc::new(fs.clone()),
+        &Storage::new(Arc::new(fs.clone())),
         dir.clone(),
         PartitionConfig::default(),
     )
@@ -334,7 +341,7 @@ fn failed_fsync_fences_the_partition_until_restart() {
     let fs = SimFs::new();
     let dir = PathBuf::from("/d/p");
     let p = Partition::open(
-        Arc::new(fs.clone()),
+        &Storage::new(Arc::new(fs.clone())),
         dir.clone(),
         PartitionConfig::default(),
     )
@@ -354,7 +361,12 @@ fn failed_fsync_fences_the_partition_until_restart() {
     assert_eq!(p.high_watermark(), 1, "nothing unsynced becomes visible");
     drop(p);
     let img = fs.crash_image(Tear::None);
-    let q = Partition::open(Arc::new(img), dir, PartitionConfig::default()).expect("restart");
+    let q = Partition::open(
+        &Storage::new(Arc::new(img)),
+        dir,
+        PartitionConfig::default(),
+    )
+    .expect("restart");
     assert_eq!(read_all(&q).len(), 1);
     let info = q
         .append(&mut batch(&[val(1, 100)]))
@@ -374,7 +386,7 @@ fn flush_every_n_records_syncs_in_groups() {
         },
         ..PartitionConfig::default()
     };
-    let p = Partition::open(Arc::new(fs.clone()), dir.clone(), cfg).expect("open");
+    let p = Partition::open(&Storage::new(Arc::new(fs.clone())), dir.clone(), cfg).expect("open");
     let before = fs.sync_count();
     for i in 0..35u64 {
         let info = p.append(&mut batch(&[val(i, 10)])).expect("append");
@@ -383,7 +395,7 @@ fn flush_every_n_records_syncs_in_groups() {
     }
     assert_eq!(fs.sync_count() - before, 3);
     let img = fs.crash_image(Tear::None);
-    let q = Partition::open(Arc::new(img), dir, cfg).expect("recover");
+    let q = Partition::open(&Storage::new(Arc::new(img)), dir, cfg).expect("recover");
     assert_eq!(read_all(&q).len(), 30, "the last 5 were never synced");
 }
 
@@ -391,7 +403,7 @@ fn flush_every_n_records_syncs_in_groups() {
 fn read_honours_max_bytes_but_returns_at_least_one_record() {
     let fs = SimFs::new();
     let p = Partition::open(
-        Arc::new(fs),
+        &Storage::new(Arc::new(fs)),
         Path::new("/p").to_path_buf(),
         PartitionConfig::default(),
     )
@@ -414,7 +426,7 @@ fn a_removed_segment_keeps_serving_readers_holding_it() {
     let tmp = tempfile::tempdir().expect("tmp");
     let fs: Arc<dyn Fs> = Arc::new(RealFs);
     let p = Partition::open(
-        fs,
+        &Storage::new(fs),
         tmp.path().join("p"),
         PartitionConfig {
             segment_bytes: 1024,
@@ -443,7 +455,7 @@ fn a_removed_segment_keeps_serving_readers_holding_it() {
 fn timestamps_are_searchable() {
     let fs = SimFs::new();
     let p = Partition::open(
-        Arc::new(fs),
+        &Storage::new(Arc::new(fs)),
         PathBuf::from("/p"),
         PartitionConfig {
             segment_bytes: 1024,
@@ -488,7 +500,12 @@ fn append_async(
 fn durability_callbacks_fire_after_the_covering_fsync() {
     let fs = SimFs::new();
     let dir = PathBuf::from("/d/p");
-    let p = Partition::open(Arc::new(fs.clone()), dir.clone(), small_segments()).expect("open");
+    let p = Partition::open(
+        &Storage::new(Arc::new(fs.clone())),
+        dir.clone(),
+        small_segments(),
+    )
+    .expect("open");
     let threads = 8;
     let per = 25;
     let hs: Vec<_> = (0..threads)
@@ -510,8 +527,12 @@ fn durability_callbacks_fire_after_the_covering_fsync() {
         .flat_map(|h| h.join().expect("join"))
         .collect();
     // Everything acknowledged survives a crash that keeps only fsynced bytes.
-    let q = Partition::open(Arc::new(fs.crash_image(Tear::None)), dir, small_segments())
-        .expect("recover");
+    let q = Partition::open(
+        &Storage::new(Arc::new(fs.crash_image(Tear::None))),
+        dir,
+        small_segments(),
+    )
+    .expect("recover");
     let all = read_all(&q);
     assert_eq!(all.len(), threads * per);
     for (o, v) in &acked {
@@ -523,7 +544,7 @@ fn durability_callbacks_fire_after_the_covering_fsync() {
 fn durability_callbacks_report_a_failed_fsync() {
     let fs = SimFs::new();
     let p = Partition::open(
-        Arc::new(fs.clone()),
+        &Storage::new(Arc::new(fs.clone())),
         PathBuf::from("/d/p"),
         PartitionConfig::default(),
     )
@@ -558,7 +579,7 @@ fn a_sync_waits_for_an_announced_append_and_covers_it_too() {
         },
         ..PartitionConfig::default()
     };
-    let p = Partition::open(Arc::new(fs.clone()), dir.clone(), cfg).expect("open");
+    let p = Partition::open(&Storage::new(Arc::new(fs.clone())), dir.clone(), cfg).expect("open");
     let announced = p.announce_append();
     let a = p.append(&mut batch(&[val(0, 10)])).expect("append a");
     let syncs = fs.sync_count();
@@ -581,7 +602,12 @@ fn a_sync_waits_for_an_announced_append_and_covers_it_too() {
         .expect("durable");
     assert_eq!(fs.sync_count() - syncs, 1, "one fsync for both appends");
     // That fsync covered b as well: it survives a crash.
-    let q = Partition::open(Arc::new(fs.crash_image(Tear::None)), dir, cfg).expect("recover");
+    let q = Partition::open(
+        &Storage::new(Arc::new(fs.crash_image(Tear::None))),
+        dir,
+        cfg,
+    )
+    .expect("recover");
     assert_eq!(q.log_end_offset(), b.last_offset + 1);
     // And b needs no fsync of its own.
     let (tx, rx) = std::sync::mpsc::channel();
@@ -599,7 +625,7 @@ fn a_sync_waits_for_an_announced_append_and_covers_it_too() {
 fn an_announced_append_that_never_comes_only_delays_the_fsync() {
     let fs = SimFs::new();
     let p = Partition::open(
-        Arc::new(fs.clone()),
+        &Storage::new(Arc::new(fs.clone())),
         PathBuf::from("/d/p"),
         PartitionConfig::default(),
     )
@@ -621,7 +647,7 @@ fn a_clean_shutdown_lets_the_active_segment_be_trusted_once() {
     let dir = tmp.path().join("topics/t/0");
     let fs: Arc<dyn Fs> = Arc::new(RealFs);
     let cfg = PartitionConfig::default();
-    let p = Partition::open(fs.clone(), dir.clone(), cfg).expect("open");
+    let p = Partition::open(&Storage::new(fs.clone()), dir.clone(), cfg).expect("open");
     let vals: Vec<Vec<u8>> = (0..200).map(|i| val(i, 100)).collect();
     let info = p.append(&mut batch(&vals)).expect("append");
     p.wait_durable(info.last_offset + 1).expect("durable");
@@ -632,7 +658,8 @@ fn a_clean_shutdown_lets_the_active_segment_be_trusted_once() {
 
     // Clean: the active segment is checked against its index, not scanned,
     // and the marker is gone before the partition takes a write.
-    let (p, rep) = Partition::open_with_report(fs.clone(), dir.clone(), cfg).expect("reopen");
+    let (p, rep) =
+        Partition::open_with_report(&Storage::new(fs.clone()), dir.clone(), cfg).expect("reopen");
     assert!(rep.clean_shutdown);
     assert!(!rep.segments.last().expect("active").scanned);
     assert!(!marker.exists(), "marker removed at open");
@@ -641,7 +668,8 @@ fn a_clean_shutdown_lets_the_active_segment_be_trusted_once() {
     p.wait_durable(info.last_offset + 1).expect("durable");
     drop(p); // a crash: no close, no marker
 
-    let (p, rep) = Partition::open_with_report(fs.clone(), dir.clone(), cfg).expect("recover");
+    let (p, rep) =
+        Partition::open_with_report(&Storage::new(fs.clone()), dir.clone(), cfg).expect("recover");
     assert!(!rep.clean_shutdown);
     assert!(rep.segments.last().expect("active").scanned);
     assert_eq!(read_all(&p).len(), 210);
@@ -661,7 +689,7 @@ fn a_clean_shutdown_lets_the_active_segment_be_trusted_once() {
             .expect("open log");
         f.write_all(&[0, 0, 0, 90, 1, 2, 3]).expect("torn bytes");
     }
-    let (p, rep) = Partition::open_with_report(fs, dir, cfg).expect("recover");
+    let (p, rep) = Partition::open_with_report(&Storage::new(fs), dir, cfg).expect("recover");
     assert!(rep.clean_shutdown);
     let active = rep.segments.last().expect("active");
     assert!(active.scanned);
@@ -678,7 +706,8 @@ fn a_clean_shutdown_lets_the_active_segment_be_trusted_once() {
 fn reads_into_a_reused_window_match_fresh_reads() {
     let tmp = tempfile::tempdir().expect("tmp");
     let fs: Arc<dyn Fs> = Arc::new(RealFs);
-    let p = Partition::open(fs, tmp.path().join("t/0"), small_segments()).expect("open");
+    let p =
+        Partition::open(&Storage::new(fs), tmp.path().join("t/0"), small_segments()).expect("open");
     for i in 0..40u64 {
         // Mostly small records, now and then one larger than a segment.
         let len = if i % 13 == 5 {
@@ -723,7 +752,7 @@ fn a_clean_open_does_not_read_the_log() {
     let fs = SimFs::new();
     let dir = PathBuf::from("/p");
     let cfg = PartitionConfig::default(); // one segment
-    let p = Partition::open(Arc::new(fs.clone()), dir.clone(), cfg).expect("open");
+    let p = Partition::open(&Storage::new(Arc::new(fs.clone())), dir.clone(), cfg).expect("open");
     for i in 0..64u64 {
         let vals: Vec<Vec<u8>> = (0..64).map(|j| val(i * 64 + j, 250)).collect();
         let info = p.append(&mut batch(&vals)).expect("append");
@@ -737,7 +766,8 @@ fn a_clean_open_does_not_read_the_log() {
     let img = fs.crash_image(Tear::None);
     let before = img.bytes_read();
     let (p, rep) =
-        Partition::open_with_report(Arc::new(img.clone()), dir.clone(), cfg).expect("reopen");
+        Partition::open_with_report(&Storage::new(Arc::new(img.clone())), dir.clone(), cfg)
+            .expect("reopen");
     assert!(rep.clean_shutdown);
     let read = img.bytes_read() - before;
     assert!(
@@ -750,7 +780,8 @@ fn a_clean_open_does_not_read_the_log() {
     // A crash (no close, so no marker) scans the log, as it must.
     let img2 = img.crash_image(Tear::None);
     let before = img2.bytes_read();
-    let (_p, rep) = Partition::open_with_report(Arc::new(img2.clone()), dir, cfg).expect("recover");
+    let (_p, rep) = Partition::open_with_report(&Storage::new(Arc::new(img2.clone())), dir, cfg)
+        .expect("recover");
     assert!(!rep.clean_shutdown);
     assert!(img2.bytes_read() - before >= log_bytes);
 }

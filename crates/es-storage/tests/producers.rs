@@ -10,6 +10,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use es_storage::simfs::{SimFs, Tear};
+use es_storage::Storage;
 use es_storage::{
     AppendOutcome, CompactionPolicy, Partition, PartitionConfig, ProducerAppend, ProducerInfo,
     RecordBatchBuf, RecordMeta, SeqError, StorageError,
@@ -88,7 +89,7 @@ fn filler(p: &Partition, n: usize) {
 fn duplicates_gaps_and_stale_epochs_survive_a_crash() {
     let fs = SimFs::new();
     let dir = PathBuf::from("/d/p");
-    let p = Partition::open(Arc::new(fs.clone()), dir.clone(), cfg()).expect("open");
+    let p = Partition::open(&Storage::new(Arc::new(fs.clone())), dir.clone(), cfg()).expect("open");
     filler(&p, 3);
     let AppendOutcome::Appended(first) = send(&p, 42, 0, 0, 5, false).expect("append") else {
         panic!("fresh")
@@ -103,8 +104,12 @@ fn duplicates_gaps_and_stale_epochs_survive_a_crash() {
     );
     let end = p.log_end_offset();
     // Crash: keep only what was fsynced (all of it, acknowledged).
-    let q =
-        Partition::open(Arc::new(fs.crash_image(Tear::None)), dir.clone(), cfg()).expect("recover");
+    let q = Partition::open(
+        &Storage::new(Arc::new(fs.crash_image(Tear::None))),
+        dir.clone(),
+        cfg(),
+    )
+    .expect("recover");
     assert_eq!(
         send(&q, 42, 0, 5, 3, false).expect("retry after crash"),
         AppendOutcome::Duplicate(second)
@@ -140,7 +145,7 @@ fn duplicates_gaps_and_stale_epochs_survive_a_crash() {
 fn an_unsynced_append_is_not_a_duplicate_after_a_crash() {
     let fs = SimFs::new();
     let dir = PathBuf::from("/d/p");
-    let p = Partition::open(Arc::new(fs.clone()), dir.clone(), cfg()).expect("open");
+    let p = Partition::open(&Storage::new(Arc::new(fs.clone())), dir.clone(), cfg()).expect("open");
     send(&p, 7, 0, 0, 2, false).expect("append");
     // Appended but never fsynced: lost in the crash, so a retry must append.
     let (mut b, a) = pbatch(7, 0, 2, 2, false);
@@ -148,7 +153,12 @@ fn an_unsynced_append_is_not_a_duplicate_after_a_crash() {
         p.append_producer(&mut b, Some(&a)).expect("append"),
         AppendOutcome::Appended(_)
     ));
-    let q = Partition::open(Arc::new(fs.crash_image(Tear::None)), dir, cfg()).expect("recover");
+    let q = Partition::open(
+        &Storage::new(Arc::new(fs.crash_image(Tear::None))),
+        dir,
+        cfg(),
+    )
+    .expect("recover");
     assert!(matches!(
         send(&q, 7, 0, 2, 2, false).expect("retry"),
         AppendOutcome::Appended(_)
@@ -159,7 +169,7 @@ fn an_unsynced_append_is_not_a_duplicate_after_a_crash() {
 fn transactions_last_stable_offset_and_aborts_survive_a_restart() {
     let fs = SimFs::new();
     let dir = PathBuf::from("/d/p");
-    let p = Partition::open(Arc::new(fs.clone()), dir.clone(), cfg()).expect("open");
+    let p = Partition::open(&Storage::new(Arc::new(fs.clone())), dir.clone(), cfg()).expect("open");
     filler(&p, 2);
     send(&p, 5, 0, 0, 3, true).expect("txn records"); // offsets 2..=4
     filler(&p, 2);
@@ -180,7 +190,12 @@ fn transactions_last_stable_offset_and_aborts_survive_a_restart() {
     send(&p, 6, 0, 0, 1, true).expect("open txn");
     let open_at = p.log_end_offset() - 1;
     drop(p);
-    let q = Partition::open(Arc::new(fs.crash_image(Tear::None)), dir, cfg()).expect("restart");
+    let q = Partition::open(
+        &Storage::new(Arc::new(fs.crash_image(Tear::None))),
+        dir,
+        cfg(),
+    )
+    .expect("restart");
     assert_eq!(q.aborted_transactions(0, 100), aborted);
     assert_eq!(
         q.last_stable_offset(),
@@ -196,7 +211,7 @@ fn transactions_last_stable_offset_and_aborts_survive_a_restart() {
 #[test]
 fn idle_producers_expire() {
     let fs = SimFs::new();
-    let p = Partition::open(Arc::new(fs), PathBuf::from("/p"), cfg()).expect("open");
+    let p = Partition::open(&Storage::new(Arc::new(fs)), PathBuf::from("/p"), cfg()).expect("open");
     send(&p, 1, 0, 0, 1, false).expect("append");
     send(&p, 2, 0, 0, 1, true).expect("append");
     let later = i64::MAX / 2;
@@ -254,7 +269,7 @@ fn offsets(p: &Partition) -> Vec<u64> {
 fn compaction_removes_markers_whose_records_are_gone() {
     let fs = SimFs::new();
     let dir = PathBuf::from("/d/p");
-    let p = Partition::open(Arc::new(fs.clone()), dir.clone(), cfg()).expect("open");
+    let p = Partition::open(&Storage::new(Arc::new(fs.clone())), dir.clone(), cfg()).expect("open");
     // Producer 5 aborts a transaction, then commits one.
     txn_record(&p, 5, 0, b"k", b"aborted-1");
     txn_record(&p, 5, 1, b"m", b"aborted-2");
@@ -302,7 +317,12 @@ fn compaction_removes_markers_whose_records_are_gone() {
 
     // A restart brings neither the markers nor the aborted transaction back.
     drop(p);
-    let q = Partition::open(Arc::new(fs.crash_image(Tear::None)), dir, cfg()).expect("restart");
+    let q = Partition::open(
+        &Storage::new(Arc::new(fs.crash_image(Tear::None))),
+        dir,
+        cfg(),
+    )
+    .expect("restart");
     assert_eq!(offsets(&q), o);
     assert!(q.aborted_transactions(0, u64::MAX).is_empty());
     assert_eq!(q.last_stable_offset(), q.high_watermark());

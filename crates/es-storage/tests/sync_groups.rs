@@ -12,30 +12,22 @@ use std::time::Duration;
 
 use common::{durable_channel, Durable};
 use es_storage::simfs::{SimFs, Tear};
-use es_storage::syncer::{self, SyncMode};
-use es_storage::{Partition, PartitionConfig, RecordBatchBuf, RecordMeta, StorageError};
+use es_storage::{
+    Partition, PartitionConfig, RecordBatchBuf, RecordMeta, Storage, StorageError, SyncMode,
+    SyncPool,
+};
 
 const LIMIT: Duration = Duration::from_secs(30);
 
-/// The pool is shared by the tests of this binary: one at a time, so that a
-/// test's held syncs do not hold another's partitions.
-static SERIAL: parking_lot::Mutex<()> = parking_lot::Mutex::new(());
-
-fn grouped() -> parking_lot::MutexGuard<'static, ()> {
-    let guard = SERIAL.lock();
-    // The first test to get here sets it; the pool has not started yet.
-    let _ = syncer::set_mode(SyncMode::Grouped);
-    assert_eq!(
-        syncer::mode(),
-        SyncMode::Grouped,
-        "grouped mode needs Linux 5.8 or later"
-    );
-    guard
+/// A storage context on `fs` whose sync pool runs grouped; each test has its own.
+fn grouped(fs: &SimFs) -> Storage {
+    Storage::with_sync_mode(Arc::new(fs.clone()), SyncMode::Grouped)
+        .expect("grouped mode needs Linux 5.8 or later")
 }
 
-fn open(fs: &SimFs, i: usize) -> Arc<Partition> {
+fn open(storage: &Storage, i: usize) -> Arc<Partition> {
     Partition::open(
-        Arc::new(fs.clone()),
+        storage,
         PathBuf::from(format!("/d/t/{i}")),
         PartitionConfig::default(),
     )
@@ -74,9 +66,9 @@ fn hold_a_sync(fs: &SimFs, p: &Arc<Partition>) -> Durable {
 
 #[test]
 fn partitions_waiting_together_share_one_sync_and_survive_a_crash() {
-    let _serial = grouped();
     let fs = SimFs::new();
-    let parts: Vec<_> = (0..4).map(|i| open(&fs, i)).collect();
+    let storage = grouped(&fs);
+    let parts: Vec<_> = (0..4).map(|i| open(&storage, i)).collect();
     let first = hold_a_sync(&fs, &parts[0]);
     let before = fs.sync_count();
     // Three more partitions wait while the pool's sync is held.
@@ -99,7 +91,7 @@ fn partitions_waiting_together_share_one_sync_and_survive_a_crash() {
         "the first partition's fsync, then one sync for the three that waited"
     );
     // Every acknowledged record survives a crash that keeps only synced bytes.
-    let img = fs.crash_image(Tear::None);
+    let img = grouped(&fs.crash_image(Tear::None));
     for i in 0..4 {
         assert_eq!(open(&img, i).log_end_offset(), 1, "partition {i}");
     }
@@ -107,9 +99,9 @@ fn partitions_waiting_together_share_one_sync_and_survive_a_crash() {
 
 #[test]
 fn a_failed_group_sync_fences_every_partition_it_covered() {
-    let _serial = grouped();
     let fs = SimFs::new();
-    let parts: Vec<_> = (0..3).map(|i| open(&fs, i)).collect();
+    let storage = grouped(&fs);
+    let parts: Vec<_> = (0..3).map(|i| open(&storage, i)).collect();
     let first = hold_a_sync(&fs, &parts[0]);
     let b = append(&parts[1], "b");
     let c = append(&parts[2], "c");
@@ -142,4 +134,47 @@ fn append_fails(p: &Arc<Partition>) -> bool {
             .expect("called")
             .is_err(),
     }
+}
+
+#[test]
+fn two_pools_share_no_thread_and_no_queue() {
+    // Two brokers' worth of storage in one process: one grouped pool, one
+    // per partition, each on its own file system.
+    let fs_a = SimFs::new();
+    let fs_b = SimFs::new();
+    let a = grouped(&fs_a);
+    let b = Storage::new(Arc::new(fs_b.clone()));
+    let idle = SyncPool::per_partition();
+    assert_eq!(a.sync.mode(), SyncMode::Grouped);
+    assert_eq!(b.sync.mode(), SyncMode::PerPartition);
+    let pa = open(&a, 0);
+    let pb = open(&b, 0);
+    // A's only sync thread is held at A's gate: B's waiters are served all
+    // the same (one shared grouped thread would be stuck behind A's sync).
+    let held = hold_a_sync(&fs_a, &pa);
+    append(&pb, "b")
+        .recv_timeout(LIMIT)
+        .expect("called")
+        .expect("durable on B's own pool");
+    assert!(held.try_recv().is_err(), "A's sync is still held");
+    assert_eq!(a.sync.threads_started(), 1);
+    assert_eq!(b.sync.threads_started(), es_storage::syncer::SYNC_THREADS);
+    assert_eq!(
+        idle.threads_started(),
+        0,
+        "a pool nobody used started nothing"
+    );
+    fs_a.release_syncs();
+    held.recv_timeout(LIMIT).expect("called").expect("durable");
+    // Shutting A's pool down fails A's later waiters and leaves B serving.
+    a.sync.shutdown();
+    assert_eq!(a.sync.threads_started(), 0);
+    assert!(matches!(
+        append(&pa, "a1").recv_timeout(LIMIT).expect("called"),
+        Err(StorageError::Closed)
+    ));
+    append(&pb, "b1")
+        .recv_timeout(LIMIT)
+        .expect("called")
+        .expect("durable");
 }

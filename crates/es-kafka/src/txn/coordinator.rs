@@ -775,7 +775,7 @@ mod tests {
     use super::*;
     use es_storage::partition::PartitionConfig;
     use es_storage::record::RecordIter;
-    use es_storage::{ProducerAppend, RealFs, RecordBatchBuf, RecordMeta};
+    use es_storage::{ProducerAppend, RealFs, RecordBatchBuf, RecordMeta, Storage};
 
     #[derive(Default)]
     struct Map(HashMap<(String, i32), Arc<Partition>>);
@@ -819,8 +819,12 @@ mod tests {
             let mut parts = Map::default();
             for (t, p) in partitions {
                 let pd = dir.path().join("topics").join(t).join(p.to_string());
-                let part = Partition::open(Arc::new(RealFs), pd, PartitionConfig::default())
-                    .expect("partition");
+                let part = Partition::open(
+                    &Storage::new(Arc::new(RealFs)),
+                    pd,
+                    PartitionConfig::default(),
+                )
+                .expect("partition");
                 parts.0.insert((t.to_string(), *p), part);
             }
             Env { dir, parts }
