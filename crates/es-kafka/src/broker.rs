@@ -16,9 +16,10 @@
 //! a change is then applied to every topic's in-memory config (its
 //! `topic.json`, which holds only the topic's own overrides, is untouched).
 
-use std::collections::BTreeMap;
+use std::any::{Any, TypeId};
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use es_storage::{meta, CompactionReport, Fs, RealFs, RetentionReport, StorageError};
@@ -28,11 +29,13 @@ use uuid::Uuid;
 
 use crate::config::{
     BrokerSettings, BrokerTopicDefaults, ConfigError, DynamicBrokerConfigs, TopicConfig,
+    OFFSETS_TOPIC_PARTITIONS,
 };
 use crate::errors::{code, ResponseError};
 use crate::groups::{Coordinator, GroupConfig};
 use crate::topics::{self, PartitionSlot, Topic, PARTITIONS_MAX};
-use crate::txn::{TxnConfig, TxnCoordinator};
+use crate::txn::groups::{GroupsSink, TopicIds};
+use crate::txn::{Partitions, TxnConfig, TxnCoordinator};
 
 /// Kafka's `socket.request.max.bytes` default: the largest frame we read.
 pub const FRAME_BYTES_MAX_DEFAULT: usize = 100 * 1024 * 1024;
@@ -77,7 +80,7 @@ pub struct BrokerConfig {
     /// Kafka's `group.max.session.timeout.ms`.
     pub group_max_session_timeout_ms: i32,
     /// Bytes of fetches read and encoded ahead, all partitions together
-    /// (`--fetch-read-ahead-mb`; 0: none). See [`crate::handlers::read_ahead`].
+    /// (`--fetch-read-ahead-mb`; 0: none). See the fetch handler's read-ahead.
     pub fetch_read_ahead_bytes: usize,
 }
 
@@ -238,6 +241,23 @@ pub struct Broker {
     /// Dynamic broker configs, as `broker_configs.json` holds them. Replaced
     /// (under `admin`) only after the file is.
     dynamic: RwLock<Arc<DynamicBrokerConfigs>>,
+    /// State the request layer keeps per broker ([`Broker::extension`]).
+    extensions: Extensions,
+}
+
+/// Values the layers above the broker keep per broker, one per type (the
+/// fetch read-ahead cache): made on first use, dropped with the broker. The
+/// broker never looks inside, so the request layer owns its state without
+/// the broker depending on it.
+#[derive(Default)]
+struct Extensions(parking_lot::Mutex<HashMap<TypeId, Arc<dyn Any + Send + Sync>>>);
+
+impl std::fmt::Debug for Extensions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Extensions")
+            .field("values", &self.0.lock().len())
+            .finish()
+    }
 }
 
 impl Broker {
@@ -292,10 +312,11 @@ impl Broker {
             stopping: tokio::sync::watch::Sender::new(false),
             txn: Arc::new(txn),
             dynamic: RwLock::new(dynamic),
+            extensions: Extensions::default(),
             config,
         });
         // Finish transactions a crash left decided, start the coordinator's timer.
-        crate::txn::coordinator::start(&broker);
+        start_coordinators(&broker);
         Ok(broker)
     }
 
@@ -334,6 +355,21 @@ impl Broker {
     /// The group coordinator.
     pub fn groups(&self) -> &Arc<Coordinator> {
         &self.groups
+    }
+
+    /// The broker's value of type `T`, made with `init` on first use.
+    pub fn extension<T: Any + Send + Sync>(&self, init: impl FnOnce() -> T) -> Arc<T> {
+        let mut values = self.extensions.0.lock();
+        let value = values
+            .entry(TypeId::of::<T>())
+            .or_insert_with(|| Arc::new(init()))
+            .clone();
+        drop(values);
+        match value.downcast::<T>() {
+            Ok(v) => v,
+            // The map is keyed by the type's id, so the value is a T.
+            Err(_) => unreachable!("extension stored under another type's id"),
+        }
     }
 
     pub fn data_dir(&self) -> &Path {
@@ -488,13 +524,13 @@ impl Broker {
 
     /// Returns `__consumer_offsets`, creating it first if it does not exist,
     /// as Kafka creates it when a client first looks up a group coordinator
-    /// (whatever `--auto-create-topics` says): [`topics::OFFSETS_TOPIC_PARTITIONS`]
+    /// (whatever `--auto-create-topics` says): [`OFFSETS_TOPIC_PARTITIONS`]
     /// partitions with Kafka's configs for it. Concurrent callers get the
     /// same topic (creation is serialised under the admin lock).
     pub async fn offsets_topic(&self) -> Result<Arc<Topic>, AdminError> {
         self.get_or_create_with(
             topics::CONSUMER_OFFSETS_TOPIC,
-            topics::OFFSETS_TOPIC_PARTITIONS,
+            OFFSETS_TOPIC_PARTITIONS,
             topics::offsets_topic_overrides(),
         )
         .await
@@ -710,6 +746,63 @@ impl Broker {
             first.get_or_insert(e);
         }
         first.map_or(Ok(()), Err)
+    }
+}
+
+/// The transaction coordinator finds partitions in the topic registry.
+impl Partitions for Broker {
+    fn partition(&self, topic: &str, partition: i32) -> Option<Arc<es_storage::Partition>> {
+        self.topic(topic)
+            .and_then(|t| t.partition(partition))
+            .map(|s| s.log.clone())
+    }
+
+    fn for_each_partition(&self, f: &mut dyn FnMut(&Arc<es_storage::Partition>)) {
+        for t in self.topics() {
+            for s in t.partitions() {
+                f(&s.log);
+            }
+        }
+    }
+}
+
+/// Committed transactional offsets carry their topic's id.
+impl TopicIds for Broker {
+    fn topic_id(&self, name: &str) -> Option<Uuid> {
+        self.topic(name).map(|t| t.id)
+    }
+}
+
+/// Called once the broker is open: registers the group coordinator as the
+/// receiver of transactional offsets, completes transactions a crash left in
+/// a Prepare state and, on a tokio runtime, starts the transaction
+/// coordinator's timer.
+fn start_coordinators(broker: &Arc<Broker>) {
+    let topics: Weak<dyn TopicIds> = Arc::downgrade(broker) as Weak<dyn TopicIds>;
+    broker
+        .txn()
+        .set_offset_sink(Arc::new(GroupsSink::new(broker.groups().clone(), topics)));
+    broker.txn().recover(broker.as_ref());
+    if let Ok(rt) = tokio::runtime::Handle::try_current() {
+        let interval = Duration::from_millis(broker.txn().config().abort_check_interval_ms.max(1));
+        rt.spawn(run_txn_timer(Arc::downgrade(broker), interval));
+    }
+}
+
+/// The transaction coordinator's timer: runs [`TxnCoordinator::tick`] every
+/// [`TxnConfig::abort_check_interval_ms`] until the broker is dropped.
+async fn run_txn_timer(broker: Weak<Broker>, interval: Duration) {
+    let mut tick = tokio::time::interval(interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // The first tick fires at once; recovery already ran.
+    tick.tick().await;
+    loop {
+        tick.tick().await;
+        let Some(b) = broker.upgrade() else { return };
+        let res = tokio::task::spawn_blocking(move || b.txn().tick(b.as_ref())).await;
+        if let Err(e) = res {
+            tracing::error!(error = %e, "transaction coordinator tick failed");
+        }
     }
 }
 

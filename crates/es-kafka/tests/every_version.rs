@@ -9,8 +9,8 @@ use std::sync::Arc;
 
 use bytes::{Buf, Bytes, BytesMut};
 use es_kafka::codec::encode::{encode_records, EncodeOptions};
-use es_kafka::connection::Turn;
 use es_kafka::handlers;
+use es_kafka::turn::Turn;
 use es_kafka::versions::{advertised, crate_version};
 use es_kafka::{Broker, BrokerConfig};
 use es_storage::record::{self, RecordIter, RecordMeta};

@@ -58,13 +58,13 @@ use uuid::Uuid;
 
 use super::{Ctx, RequestError, AUTHORIZED_OPERATIONS_OMITTED};
 use crate::broker::Broker;
-use crate::connection::Turn;
 use crate::errors::{code, ResponseError, NONE};
 use crate::groups::classic::{self, JoinRequest, LeaveMember, Protocol, SyncRequest};
 use crate::groups::consumer::{self, TopicView};
 use crate::groups::coordinator::{
     ClassicDescribe, CommitPartition, CommitRequest, CommitTopic, DurableWait, FetchedTopic,
 };
+use crate::turn::Turn;
 
 /// Coordinator key types (KIP-98, KIP-932).
 const KEY_TYPE_GROUP: i8 = 0;

@@ -21,7 +21,6 @@ pub mod metadata;
 pub mod offset_for_leader_epoch;
 pub mod past_crate;
 pub mod produce;
-pub mod read_ahead;
 pub mod txn;
 pub mod unsupported;
 
@@ -39,7 +38,7 @@ use kafka_protocol::protocol::{Decodable, Encodable};
 
 use crate::broker::Broker;
 use crate::codec::frame::{self, ResponseFrame};
-use crate::connection::Turn;
+use crate::turn::Turn;
 use crate::versions::{self, Support};
 
 /// A request that cannot be answered in Kafka's protocol: the connection is closed.

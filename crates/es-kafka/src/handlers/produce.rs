@@ -33,9 +33,9 @@ use super::durable::Durable;
 use super::{blocking, txn, Ctx, RequestError};
 use crate::codec::batch::{check_produce_compression, BatchDecoder, BatchSummary, DecodeLimits};
 use crate::config::{TimestampType, TopicRules};
-use crate::connection::Turn;
 use crate::errors::{batch_error_code, code, storage_error_code, ResponseError, NONE};
 use crate::topics::{is_internal, validate_topic_name, PartitionSlot};
+use crate::turn::Turn;
 
 /// Requests with at most this many record bytes are decoded on the runtime
 /// thread; larger ones (decompression may take milliseconds) on a blocking one.

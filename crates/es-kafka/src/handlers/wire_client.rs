@@ -9,8 +9,8 @@ use kafka_protocol::messages::{ApiKey, RequestHeader, ResponseHeader};
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 
 use crate::broker::{Broker, BrokerConfig};
-use crate::connection::Turn;
 use crate::topics::Topic;
+use crate::turn::Turn;
 use crate::versions::crate_version;
 
 /// Opens a broker with `cfg` (on a blocking thread, as the binary does) and

@@ -23,7 +23,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use es_storage::partition::Partition;
@@ -36,7 +36,6 @@ use super::state::{
     NO_PRODUCER_EPOCH, NO_PRODUCER_ID,
 };
 use super::{TxnConfig, COORDINATOR_EPOCH, PID_BLOCK_SIZE};
-use crate::broker::Broker;
 use crate::errors::{code, ResponseError};
 
 /// Where the coordinator finds partitions (the broker's topic registry; a
@@ -45,22 +44,6 @@ pub trait Partitions: Send + Sync {
     fn partition(&self, topic: &str, partition: i32) -> Option<Arc<Partition>>;
     /// Calls `f` with every open partition.
     fn for_each_partition(&self, f: &mut dyn FnMut(&Arc<Partition>));
-}
-
-impl Partitions for Broker {
-    fn partition(&self, topic: &str, partition: i32) -> Option<Arc<Partition>> {
-        self.topic(topic)
-            .and_then(|t| t.partition(partition))
-            .map(|s| s.log.clone())
-    }
-
-    fn for_each_partition(&self, f: &mut dyn FnMut(&Arc<Partition>)) {
-        for t in self.topics() {
-            for s in t.partitions() {
-                f(&s.log);
-            }
-        }
-    }
 }
 
 /// The group coordinator's side of transactional offsets. The group
@@ -730,40 +713,6 @@ impl TxnCoordinator {
             .map_err(|e| format!("journaling the completion failed (error {e})"))?;
         tracing::debug!(transactional_id = id, commit, "transaction complete");
         Ok(())
-    }
-}
-
-/// Called once the broker is open: registers the group coordinator as the
-/// receiver of transactional offsets, completes transactions a crash left in
-/// a Prepare state and, on a tokio runtime, starts the coordinator's timer.
-pub fn start(broker: &Arc<Broker>) {
-    broker
-        .txn()
-        .set_offset_sink(Arc::new(super::groups::GroupsSink::new(
-            broker.groups().clone(),
-            Arc::downgrade(broker),
-        )));
-    broker.txn().recover(broker.as_ref());
-    if let Ok(rt) = tokio::runtime::Handle::try_current() {
-        let interval = Duration::from_millis(broker.txn().config().abort_check_interval_ms.max(1));
-        rt.spawn(run_timer(Arc::downgrade(broker), interval));
-    }
-}
-
-/// The broker's timer: runs [`TxnCoordinator::tick`] every
-/// [`TxnConfig::abort_check_interval_ms`] until the broker is dropped.
-pub async fn run_timer(broker: Weak<Broker>, interval: Duration) {
-    let mut tick = tokio::time::interval(interval);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    // The first tick fires at once; recovery already ran.
-    tick.tick().await;
-    loop {
-        tick.tick().await;
-        let Some(b) = broker.upgrade() else { return };
-        let res = tokio::task::spawn_blocking(move || b.txn().tick(b.as_ref())).await;
-        if let Err(e) = res {
-            tracing::error!(error = %e, "transaction coordinator tick failed");
-        }
     }
 }
 
