@@ -262,8 +262,10 @@ impl std::fmt::Debug for Extensions {
 
 impl Broker {
     /// Opens the data directory: identity, then every topic (running each
-    /// partition's recovery). Blocking.
-    pub fn open(config: BrokerConfig) -> Result<Arc<Broker>, StorageError> {
+    /// partition's recovery), then the coordinators (finishing transactions a
+    /// crash left decided). Blocking; it starts no task: the [`Timers`] it
+    /// returns are the coordinators' timeouts, for the caller to run.
+    pub fn open(config: BrokerConfig) -> Result<(Arc<Broker>, Timers), StorageError> {
         let fs: Arc<dyn Fs> = Arc::new(RealFs);
         fs.create_dir_all(&config.data_dir)?;
         meta::remove_temp_files(fs.as_ref(), &config.data_dir)?;
@@ -315,8 +317,20 @@ impl Broker {
             extensions: Extensions::default(),
             config,
         });
-        // Finish transactions a crash left decided, start the coordinator's timer.
+        // Finish transactions a crash left decided.
         start_coordinators(&broker);
+        let timers = Timers {
+            broker: Arc::downgrade(&broker),
+            groups: broker.groups.clone(),
+        };
+        Ok((broker, timers))
+    }
+
+    /// [`Broker::open`], with its timers started on the current tokio
+    /// runtime ([`Timers::spawn`]): for tests and tools. Blocking.
+    pub fn open_running(config: BrokerConfig) -> Result<Arc<Broker>, StorageError> {
+        let (broker, timers) = Broker::open(config)?;
+        timers.spawn();
         Ok(broker)
     }
 
@@ -774,35 +788,87 @@ impl TopicIds for Broker {
 }
 
 /// Called once the broker is open: registers the group coordinator as the
-/// receiver of transactional offsets, completes transactions a crash left in
-/// a Prepare state and, on a tokio runtime, starts the transaction
-/// coordinator's timer.
+/// receiver of transactional offsets and completes transactions a crash left
+/// in a Prepare state. Blocking; starts nothing.
 fn start_coordinators(broker: &Arc<Broker>) {
     let topics: Weak<dyn TopicIds> = Arc::downgrade(broker) as Weak<dyn TopicIds>;
     broker
         .txn()
         .set_offset_sink(Arc::new(GroupsSink::new(broker.groups().clone(), topics)));
     broker.txn().recover(broker.as_ref());
-    if let Ok(rt) = tokio::runtime::Handle::try_current() {
-        let interval = Duration::from_millis(broker.txn().config().abort_check_interval_ms.max(1));
-        rt.spawn(run_txn_timer(Arc::downgrade(broker), interval));
-    }
 }
 
-/// The transaction coordinator's timer: runs [`TxnCoordinator::tick`] every
-/// [`TxnConfig::abort_check_interval_ms`] until the broker is dropped.
-async fn run_txn_timer(broker: Weak<Broker>, interval: Duration) {
-    let mut tick = tokio::time::interval(interval);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    // The first tick fires at once; recovery already ran.
-    tick.tick().await;
-    loop {
+/// What an open broker needs driven besides its requests: the group
+/// coordinator's timers (session, rebalance and join timeouts) and the
+/// transaction coordinator's (transaction timeouts, producer-id
+/// expiration). [`Broker::open`] starts nothing; the binary runs these next
+/// to its other background tasks, and a test or tool that opens a broker
+/// directly calls [`Timers::spawn`] (or [`Broker::open_running`]).
+#[derive(Debug)]
+#[must_use = "no coordinator timeout fires unless the timers run"]
+pub struct Timers {
+    broker: Weak<Broker>,
+    groups: Arc<Coordinator>,
+}
+
+impl Timers {
+    /// Runs the group coordinator's timers until it shuts down
+    /// ([`Broker::begin_shutdown`]).
+    pub async fn run_groups(&self) {
+        self.groups.clone().run_timers().await;
+    }
+
+    /// How often [`Timers::tick_txn`] is due
+    /// ([`TxnConfig::abort_check_interval_ms`]).
+    pub fn txn_interval(&self) -> Duration {
+        let ms = self
+            .broker
+            .upgrade()
+            .map_or(1, |b| b.txn().config().abort_check_interval_ms);
+        Duration::from_millis(ms.max(1))
+    }
+
+    /// One pass of the transaction coordinator's timer: aborts timed-out
+    /// transactions, expires idle producer ids. Blocking. False once the
+    /// broker is gone.
+    pub fn tick_txn(&self) -> bool {
+        let Some(b) = self.broker.upgrade() else {
+            return false;
+        };
+        b.txn().tick(b.as_ref());
+        true
+    }
+
+    /// Runs [`Timers::tick_txn`] every [`Timers::txn_interval`] (on blocking
+    /// threads) until the broker is dropped.
+    pub async fn run_txn(self: Arc<Self>) {
+        let mut tick = tokio::time::interval(self.txn_interval());
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // The first tick fires at once; recovery already ran.
         tick.tick().await;
-        let Some(b) = broker.upgrade() else { return };
-        let res = tokio::task::spawn_blocking(move || b.txn().tick(b.as_ref())).await;
-        if let Err(e) = res {
-            tracing::error!(error = %e, "transaction coordinator tick failed");
+        loop {
+            tick.tick().await;
+            let me = self.clone();
+            match tokio::task::spawn_blocking(move || me.tick_txn()).await {
+                Ok(true) => {}
+                Ok(false) => return,
+                Err(e) => tracing::error!(error = %e, "transaction coordinator tick failed"),
+            }
         }
+    }
+
+    /// Starts both timers on the current tokio runtime, for as long as the
+    /// broker lives: for tests and tools that open a broker directly (the
+    /// binary drives them with its other background tasks). Outside a
+    /// runtime it starts nothing.
+    pub fn spawn(self) {
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let me = Arc::new(self);
+        let groups = me.clone();
+        rt.spawn(async move { groups.run_groups().await });
+        rt.spawn(me.run_txn());
     }
 }
 
@@ -823,8 +889,8 @@ mod tests {
     #[tokio::test]
     async fn dynamic_broker_configs_reach_every_partition_and_new_topics() {
         let dir = tempfile::tempdir().expect("tmp");
-        let b =
-            Broker::open(BrokerConfig::new(dir.path().join("data"), "127.0.0.1:0")).expect("open");
+        let b = Broker::open_running(BrokerConfig::new(dir.path().join("data"), "127.0.0.1:0"))
+            .expect("open");
         b.create_topic("old", 2, BTreeMap::new(), false)
             .await
             .expect("create");
@@ -872,7 +938,7 @@ mod tests {
         b.close().expect("close");
         let dynamic = b.dynamic_configs();
         drop(b);
-        let b = Broker::open(BrokerConfig::new(dir.path().join("data"), "127.0.0.1:0"))
+        let b = Broker::open_running(BrokerConfig::new(dir.path().join("data"), "127.0.0.1:0"))
             .expect("reopen");
         assert_eq!(b.dynamic_configs(), dynamic);
         assert_eq!(b.topic("old").expect("old").config().flush_messages(), 1234);
@@ -889,7 +955,7 @@ mod tests {
             r#"{"broker": {"log.retention.ms": "5", "broker.id": "3", "log.flush.interval.ms": "x"}}"#,
         )
         .expect("write");
-        let b = Broker::open(BrokerConfig::new(data, "127.0.0.1:0")).expect("open");
+        let b = Broker::open_running(BrokerConfig::new(data, "127.0.0.1:0")).expect("open");
         let d = b.dynamic_configs();
         assert_eq!(
             d.broker,

@@ -29,7 +29,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -378,7 +378,6 @@ pub struct Coordinator {
     state: Mutex<State>,
     file_locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     timer_wake: Notify,
-    timer_started: AtomicBool,
     /// Group documents written (successfully or not), for tests and metrics.
     writes: AtomicU64,
 }
@@ -441,7 +440,6 @@ impl Coordinator {
             state: Mutex::new(st),
             file_locks: Mutex::new(HashMap::new()),
             timer_wake: Notify::new(),
-            timer_started: AtomicBool::new(false),
             writes: AtomicU64::new(0),
         }))
     }
@@ -482,7 +480,6 @@ impl Coordinator {
     /// and persist a change of the group's type or protocol type.
     fn after_op(self: &Arc<Self>, st: &mut State, group_id: &str, now: Millis, out: Vec<Effect>) {
         self.settle(st, group_id, now, out);
-        self.ensure_timer();
         self.timer_wake.notify_one();
     }
 
@@ -1258,20 +1255,11 @@ impl Coordinator {
 
     // ----- timers -----------------------------------------------------------
 
-    fn ensure_timer(self: &Arc<Self>) {
-        if self.timer_started.swap(true, Ordering::AcqRel) {
-            return;
-        }
-        match tokio::runtime::Handle::try_current() {
-            Ok(h) => {
-                let me = self.clone();
-                h.spawn(async move { me.timer_loop().await });
-            }
-            Err(_) => self.timer_started.store(false, Ordering::Release),
-        }
-    }
-
-    async fn timer_loop(self: Arc<Self>) {
+    /// The coordinator's timers (session, rebalance and join timeouts):
+    /// fires every group's deadline as it passes, until [`Coordinator::shutdown`].
+    /// The broker's owner runs it ([`crate::broker::Timers`]); without it
+    /// no deadline fires.
+    pub async fn run_timers(self: Arc<Self>) {
         loop {
             if self.state.lock().shut_down {
                 return;

@@ -377,7 +377,7 @@ mod tests {
     fn client_host_reads_like_javas_inet_address() {
         let dir = tempfile::tempdir().expect("tmp");
         let cfg = crate::broker::BrokerConfig::new(dir.path().join("data"), "127.0.0.1:0");
-        let broker = Broker::open(cfg).expect("open");
+        let broker = Broker::open_running(cfg).expect("open");
         let ctx = |peer: Option<IpAddr>| Ctx {
             broker: broker.clone(),
             key: ApiKey::DescribeGroups,
