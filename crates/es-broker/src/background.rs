@@ -17,7 +17,7 @@
 //! that changed something logs one summary line.
 
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use es_kafka::broker::{Broker, Timers};
 use es_storage::{CompactionReport, RetentionReport, StorageError};
@@ -92,12 +92,6 @@ impl PassSummary {
     pub fn did_something(&self) -> bool {
         self.changed > 0 || self.cold_copy_failures > 0 || self.errors > 0
     }
-}
-
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
 /// Runs the coordinators' timers: the group coordinator's until it shuts
@@ -203,7 +197,7 @@ pub async fn pass(
         let b = broker.clone();
         let (t, p) = (topic.clone(), slot.clone());
         let turn = tokio::task::spawn_blocking(move || -> Result<Option<Outcome>, StorageError> {
-            let now = now_ms();
+            let now = b.clock().now_ms();
             Ok(match cleaner {
                 Cleaner::Retention => b.enforce_retention(&t, &p, now)?.map(Outcome::Retention),
                 Cleaner::Compaction => b.compact(&t, &p, now)?.map(Outcome::Compaction),

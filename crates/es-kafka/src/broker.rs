@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use es_storage::{meta, CompactionReport, Fs, RealFs, RetentionReport, StorageError};
+use es_storage::{meta, CompactionReport, Fs, RealFs, RetentionReport, SharedClock, StorageError};
 use parking_lot::RwLock;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
@@ -82,6 +82,10 @@ pub struct BrokerConfig {
     /// Bytes of fetches read and encoded ahead, all partitions together
     /// (`--fetch-read-ahead-mb`; 0: none). See the fetch handler's read-ahead.
     pub fetch_read_ahead_bytes: usize,
+    /// Where the broker reads the time: record timestamps, group and
+    /// transaction timeouts, producer-id expiry, retention. The system
+    /// clock unless a test drives time by hand.
+    pub clock: SharedClock,
 }
 
 /// Default of [`BrokerConfig::fetch_read_ahead_bytes`] (64 MiB).
@@ -111,6 +115,7 @@ impl BrokerConfig {
             group_min_session_timeout_ms: GroupConfig::default().min_session_timeout_ms,
             group_max_session_timeout_ms: GroupConfig::default().max_session_timeout_ms,
             fetch_read_ahead_bytes: FETCH_READ_AHEAD_BYTES_DEFAULT,
+            clock: es_storage::clock::system(),
         }
     }
 
@@ -302,8 +307,18 @@ impl Broker {
             .into_iter()
             .map(|t| (t.name.clone(), Arc::new(t)))
             .collect();
-        let groups = Coordinator::open(fs.clone(), &config.data_dir, config.group_config())?;
-        let txn = TxnCoordinator::open(fs.clone(), &config.data_dir, TxnConfig::default())?;
+        let groups = Coordinator::open(
+            fs.clone(),
+            &config.data_dir,
+            config.group_config(),
+            config.clock.clone(),
+        )?;
+        let txn = TxnCoordinator::open(
+            fs.clone(),
+            &config.data_dir,
+            TxnConfig::default(),
+            config.clock.clone(),
+        )?;
         let broker = Arc::new(Broker {
             cluster_id: identity.cluster_id,
             fs,
@@ -351,6 +366,11 @@ impl Broker {
 
     pub fn config(&self) -> &BrokerConfig {
         &self.config
+    }
+
+    /// The broker's clock ([`BrokerConfig::clock`]).
+    pub fn clock(&self) -> &SharedClock {
+        &self.config.clock
     }
 
     pub fn node_id(&self) -> i32 {
@@ -963,6 +983,55 @@ mod tests {
         );
         assert!(d.cluster_default.is_empty());
         b.close().expect("close");
+    }
+
+    /// The coordinators read the broker's clock, and their timeouts fire
+    /// only when the timers the broker hands over are driven: a transaction
+    /// past its timeout by the clock is aborted by the next tick, not before.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn transaction_timeouts_follow_the_clock_and_the_timers() {
+        use crate::txn::{TopicPartition, TxnState};
+        let dir = tempfile::tempdir().expect("tmp");
+        let clock = es_storage::ManualClock::new(1_700_000_000_000);
+        let mut cfg = BrokerConfig::new(dir.path().join("data"), "127.0.0.1:0");
+        cfg.clock = clock.clone();
+        let (b, timers) = tokio::task::spawn_blocking(move || Broker::open(cfg))
+            .await
+            .expect("join")
+            .expect("open");
+        b.create_topic("t", 1, BTreeMap::new(), false)
+            .await
+            .expect("create");
+        let txn = b.txn().clone();
+        let pe = txn
+            .init_producer_id(b.as_ref(), Some("x"), 1_000, None)
+            .expect("init");
+        txn.add_partitions("x", pe.0, pe.1, &[TopicPartition::new("t", 0)], &[])
+            .expect("add");
+        let started = txn.describe("x").expect("x");
+        assert_eq!(started.state, TxnState::Ongoing);
+        assert_eq!(started.start_ms, 1_700_000_000_000, "the broker's clock");
+        // Nothing runs the timers yet; time passes only by hand.
+        clock.advance(Duration::from_millis(500));
+        let timers = Arc::new(timers);
+        let t = timers.clone();
+        assert!(tokio::task::spawn_blocking(move || t.tick_txn())
+            .await
+            .expect("join"));
+        assert_eq!(txn.describe("x").map(|r| r.state), Ok(TxnState::Ongoing));
+        clock.advance(Duration::from_millis(1_000));
+        let t = timers.clone();
+        assert!(tokio::task::spawn_blocking(move || t.tick_txn())
+            .await
+            .expect("join"));
+        assert_eq!(
+            txn.describe("x").map(|r| r.state),
+            Ok(TxnState::CompleteAbort)
+        );
+        b.close().expect("close");
+        drop(b);
+        drop(txn);
+        assert!(!timers.tick_txn(), "the broker is gone");
     }
 
     #[test]

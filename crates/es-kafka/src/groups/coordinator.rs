@@ -31,9 +31,9 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
-use es_storage::{Fs, StorageError};
+use es_storage::{Fs, SharedClock, StorageError};
 use parking_lot::Mutex;
 use tokio::sync::{oneshot, watch, Notify};
 use uuid::Uuid;
@@ -374,6 +374,9 @@ pub struct Coordinator {
     config: GroupConfig,
     fs: Arc<dyn Fs>,
     dir: PathBuf,
+    /// Where deadlines (monotonic) and commit timestamps (wall) are read.
+    clock: SharedClock,
+    /// Monotonic time 0 of the groups' deadlines.
     epoch: Instant,
     state: Mutex<State>,
     file_locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
@@ -382,18 +385,13 @@ pub struct Coordinator {
     writes: AtomicU64,
 }
 
-fn wall_clock_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-}
-
 impl Coordinator {
     /// Loads every group document under `data_dir/groups`. Blocking.
     pub fn open(
         fs: Arc<dyn Fs>,
         data_dir: &Path,
         config: GroupConfig,
+        clock: SharedClock,
     ) -> Result<Arc<Coordinator>, StorageError> {
         let dir = data_dir.join(store::GROUPS_DIR);
         let docs = store::load_all(fs.as_ref(), &dir)?;
@@ -436,7 +434,8 @@ impl Coordinator {
             config,
             fs,
             dir,
-            epoch: Instant::now(),
+            epoch: clock.monotonic(),
+            clock,
             state: Mutex::new(st),
             file_locks: Mutex::new(HashMap::new()),
             timer_wake: Notify::new(),
@@ -454,7 +453,8 @@ impl Coordinator {
     }
 
     fn now(&self) -> Millis {
-        u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX)
+        let elapsed = self.clock.monotonic().saturating_duration_since(self.epoch);
+        u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX)
     }
 
     /// Answers every parked request with NOT_COORDINATOR and stops the timer
@@ -889,7 +889,7 @@ impl Coordinator {
                 req.version,
             )?,
         }
-        let ts = wall_clock_ms();
+        let ts = self.clock.now_ms();
         let max = self.config.offset_metadata_bytes_max;
         let mut errors = Vec::with_capacity(req.topics.len());
         let mut changed = false;
@@ -964,7 +964,7 @@ impl Coordinator {
         if g.fenced() {
             return Err(code(ResponseError::NotCoordinator));
         }
-        let ts = wall_clock_ms();
+        let ts = self.clock.now_ms();
         let mut changed = false;
         for t in topics {
             for p in t.partitions {
@@ -1364,7 +1364,12 @@ mod tests {
     fn try_open(fs: &SimFs) -> Result<Arc<Coordinator>, StorageError> {
         let fs: Arc<dyn Fs> = Arc::new(fs.clone());
         es_storage::fs::create_dir_durable(fs.as_ref(), Path::new("/data"))?;
-        Coordinator::open(fs, Path::new("/data"), GroupConfig::default())
+        Coordinator::open(
+            fs,
+            Path::new("/data"),
+            GroupConfig::default(),
+            es_storage::clock::system(),
+        )
     }
 
     fn open(fs: &SimFs) -> Arc<Coordinator> {

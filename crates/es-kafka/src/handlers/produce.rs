@@ -19,7 +19,6 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use es_storage::{AppendIntent, AppendOutcome, ProducerAppend, RecordBatchBuf};
@@ -75,12 +74,6 @@ impl Item {
         self.message = Some(message.into());
         self.buf.clear();
     }
-}
-
-pub fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
 }
 
 pub async fn handle(
@@ -173,10 +166,11 @@ pub async fn handle(
         .iter()
         .map(|i| i.records.as_ref().map_or(0, Bytes::len))
         .sum();
+    let clock = ctx.broker.clock().clone();
     let decode_all = move |mut items: Vec<Item>| {
         let mut decoder = BatchDecoder::new();
         let mut summaries: Vec<BatchSummary> = Vec::with_capacity(1);
-        let now = now_ms();
+        let now = clock.now_ms();
         for item in items.iter_mut().filter(|i| i.slot.is_some()) {
             decode_one(&mut decoder, &mut summaries, item, v, now);
         }
@@ -306,7 +300,7 @@ fn append_one(
         .rules
         .is_some_and(|r| r.timestamp_type == TimestampType::LogAppendTime);
     if log_append {
-        let now = now_ms();
+        let now = broker.clock().now_ms();
         item.buf.set_all_timestamps(now);
         item.log_append_time = now;
     }

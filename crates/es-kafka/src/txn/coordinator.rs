@@ -27,7 +27,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use es_storage::partition::Partition;
-use es_storage::{Fs, StorageError};
+use es_storage::{Fs, SharedClock, StorageError};
 use parking_lot::{Condvar, Mutex, RwLock};
 
 use super::log::{LogEntry, TxnLog};
@@ -134,12 +134,8 @@ pub struct TxnCoordinator {
     sink: RwLock<Option<Arc<dyn TxnOffsetSink>>>,
     last_id_expiry_ms: AtomicI64,
     last_producer_expiry_ms: AtomicI64,
-}
-
-pub fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
+    /// Where transaction deadlines and producer-id expiry read the time.
+    clock: SharedClock,
 }
 
 fn storage_failed(what: &str, e: &StorageError) -> i16 {
@@ -157,9 +153,10 @@ impl TxnCoordinator {
         fs: Arc<dyn Fs>,
         data_dir: &Path,
         config: TxnConfig,
+        clock: SharedClock,
     ) -> Result<TxnCoordinator, StorageError> {
-        let (log, state) = TxnLog::open(fs, data_dir)?;
-        let now = now_ms();
+        let (log, state) = TxnLog::open(fs, data_dir, clock.clone())?;
+        let now = clock.now_ms();
         Ok(TxnCoordinator {
             config,
             log,
@@ -172,6 +169,7 @@ impl TxnCoordinator {
             sink: RwLock::new(None),
             last_id_expiry_ms: AtomicI64::new(now),
             last_producer_expiry_ms: AtomicI64::new(now),
+            clock,
         })
     }
 
@@ -266,7 +264,7 @@ impl TxnCoordinator {
                     return Err(code(ResponseError::ConcurrentTransactions));
                 }
                 c.txns
-                    .init_producer_id(id, timeout_ms, producer, fresh, now_ms())?
+                    .init_producer_id(id, timeout_ms, producer, fresh, self.clock.now_ms())?
             };
             match step {
                 InitStep::Transit(t) => {
@@ -328,7 +326,7 @@ impl TxnCoordinator {
             epoch,
             partitions,
             groups,
-            now_ms(),
+            self.clock.now_ms(),
         )?;
         match t {
             None => Ok(()),
@@ -409,7 +407,7 @@ impl TxnCoordinator {
             epoch,
             group,
             offsets,
-            now_ms(),
+            self.clock.now_ms(),
         )?;
         self.journal(t, false)
     }
@@ -433,7 +431,7 @@ impl TxnCoordinator {
             producer_id,
             epoch,
             commit,
-            now_ms(),
+            self.clock.now_ms(),
         )?;
         let Some(t) = t else { return Ok(()) };
         self.journal(t, true)?;
@@ -474,7 +472,7 @@ impl TxnCoordinator {
                 None => unknown.push(s.clone()),
             }
         }
-        let now = now_ms();
+        let now = self.clock.now_ms();
         let c = self.core.lock();
         let mut out: Vec<TxnListing> = c
             .txns
@@ -508,7 +506,7 @@ impl TxnCoordinator {
     /// One round of periodic work (the broker's timer calls it every
     /// [`TxnConfig::abort_check_interval_ms`]). Blocking.
     pub fn tick(&self, parts: &dyn Partitions) {
-        let now = now_ms();
+        let now = self.clock.now_ms();
         self.abort_timed_out(parts, now);
         self.finish_unfinished(parts);
         let last = self.last_id_expiry_ms.load(Ordering::Relaxed);
@@ -643,7 +641,7 @@ impl TxnCoordinator {
                 );
             }
         }
-        let now = now_ms();
+        let now = self.clock.now_ms();
         let mut written: Vec<TopicPartition> = Vec::with_capacity(rec.partitions.len());
         let mut to_sync = Vec::with_capacity(rec.partitions.len());
         let mut failure: Option<String> = None;
@@ -707,7 +705,7 @@ impl TxnCoordinator {
             .core
             .lock()
             .txns
-            .complete(id, now_ms())
+            .complete(id, self.clock.now_ms())
             .ok_or_else(|| format!("transactional id {id} left its Prepare state"))?;
         self.journal(t, false)
             .map_err(|e| format!("journaling the completion failed (error {e})"))?;
@@ -776,8 +774,13 @@ mod tests {
         }
 
         fn coordinator(&self) -> TxnCoordinator {
-            TxnCoordinator::open(Arc::new(RealFs), self.dir.path(), TxnConfig::default())
-                .expect("coordinator")
+            TxnCoordinator::open(
+                Arc::new(RealFs),
+                self.dir.path(),
+                TxnConfig::default(),
+                es_storage::clock::system(),
+            )
+            .expect("coordinator")
         }
 
         fn part(&self, t: &str, p: i32) -> Arc<Partition> {
@@ -999,7 +1002,7 @@ mod tests {
                 .core
                 .lock()
                 .txns
-                .end_txn("x", pe.0, pe.1, true, now_ms())
+                .end_txn("x", pe.0, pe.1, true, es_storage::clock::wall_ms())
                 .expect("end")
                 .expect("t");
             c.journal(t, true).expect("journal");
@@ -1113,7 +1116,7 @@ mod tests {
         let c = env.coordinator();
         c.init_producer_id(&env.parts, Some("old"), 60_000, None)
             .expect("init");
-        let now = now_ms();
+        let now = es_storage::clock::wall_ms();
         c.expire_ids(now);
         assert!(c.describe("old").is_ok());
         c.expire_ids(now + c.config().transactional_id_expiration_ms + 1);
