@@ -1,5 +1,7 @@
 //! The broker's background tasks: the time-based flush, retention and
-//! compaction.
+//! compaction, and the coordinators' timers ([`coordinator_timers`]: group
+//! session and rebalance timeouts, transaction timeouts, producer-id
+//! expiration), which `Broker::open` hands over instead of starting them.
 //!
 //! Each is a loop that sleeps its interval, runs one pass, and stops when the
 //! shutdown flag flips. Retention and compaction visit every partition of
@@ -15,9 +17,9 @@
 //! that changed something logs one summary line.
 
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
-use es_kafka::broker::Broker;
+use es_kafka::broker::{Broker, Timers};
 use es_storage::{CompactionReport, RetentionReport, StorageError};
 use tokio::sync::watch;
 
@@ -92,10 +94,35 @@ impl PassSummary {
     }
 }
 
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+/// Runs the coordinators' timers: the group coordinator's until it shuts
+/// down (the server's shutdown begins it), the transaction coordinator's
+/// every `abort_check_interval_ms` until `stop` flips, checked between
+/// ticks so that no tick runs once the partitions close.
+pub async fn coordinator_timers(timers: Timers, mut stop: watch::Receiver<bool>) {
+    let timers = Arc::new(timers);
+    let groups = {
+        let t = timers.clone();
+        tokio::spawn(async move { t.run_groups().await })
+    };
+    let mut tick = tokio::time::interval(timers.txn_interval());
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // The first tick fires at once; recovery already ran when the broker opened.
+    tick.tick().await;
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = stop.changed() => break,
+        }
+        let t = timers.clone();
+        match tokio::task::spawn_blocking(move || t.tick_txn()).await {
+            Ok(true) => {}
+            Ok(false) => break,
+            Err(e) => tracing::error!(error = %e, "transaction coordinator tick failed"),
+        }
+    }
+    if let Err(e) = groups.await {
+        tracing::error!(error = %e, "group coordinator timers failed");
+    }
 }
 
 /// Runs `cleaner` every `interval` (after each pass ends) until `stop` flips.
@@ -170,7 +197,7 @@ pub async fn pass(
         let b = broker.clone();
         let (t, p) = (topic.clone(), slot.clone());
         let turn = tokio::task::spawn_blocking(move || -> Result<Option<Outcome>, StorageError> {
-            let now = now_ms();
+            let now = b.clock().now_ms();
             Ok(match cleaner {
                 Cleaner::Retention => b.enforce_retention(&t, &p, now)?.map(Outcome::Retention),
                 Cleaner::Compaction => b.compact(&t, &p, now)?.map(Outcome::Compaction),
@@ -259,7 +286,7 @@ mod tests {
     async fn a_pass_stops_when_shutdown_has_begun() {
         let dir = tempfile::tempdir().expect("tmp");
         let cfg = es_kafka::broker::BrokerConfig::new(dir.path().join("data"), "127.0.0.1:0");
-        let b = tokio::task::spawn_blocking(move || Broker::open(cfg))
+        let b = tokio::task::spawn_blocking(move || Broker::open_running(cfg))
             .await
             .expect("join")
             .expect("open");

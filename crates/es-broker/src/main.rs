@@ -1,7 +1,7 @@
 //! es-broker: the binary. It parses the command line (a stable contract, see
 //! DESIGN.md), sets up logging, opens the data directory, binds the listener,
-//! runs the background tasks (periodic flush, retention, compaction; see
-//! [`background`]), and shuts down gracefully on SIGTERM/SIGINT: stop
+//! runs the background tasks (periodic flush, retention, compaction, the
+//! coordinators' timers; see [`background`]), and shuts down gracefully on SIGTERM/SIGINT: stop
 //! accepting, finish in-flight requests, let the background tasks end their
 //! current partition, then sync and close every partition. Everything
 //! Kafka-specific lives in es-kafka; everything on disk in es-storage.
@@ -216,7 +216,7 @@ async fn run(args: Args, storage: Storage) -> anyhow::Result<()> {
     config.fetch_read_ahead_bytes = args.fetch_read_ahead_mb.saturating_mul(1024 * 1024);
 
     tracing::info!(data_dir = %args.data_dir.display(), "opening data directory");
-    let broker = tokio::task::spawn_blocking(move || Broker::open(config))
+    let (broker, timers) = tokio::task::spawn_blocking(move || Broker::open(config))
         .await
         .context("opening the data directory")?
         .context("opening the data directory")?;
@@ -249,6 +249,7 @@ async fn run(args: Args, storage: Storage) -> anyhow::Result<()> {
             args.compaction_interval,
             stop_rx.clone(),
         )),
+        tokio::spawn(background::coordinator_timers(timers, stop_rx.clone())),
     ];
     tokio::spawn(async move {
         wait_for_signal().await;

@@ -16,23 +16,26 @@
 //! a change is then applied to every topic's in-memory config (its
 //! `topic.json`, which holds only the topic's own overrides, is untouched).
 
-use std::collections::BTreeMap;
+use std::any::{Any, TypeId};
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use es_storage::{meta, CompactionReport, Fs, RealFs, RetentionReport, Storage, StorageError};
+use es_storage::{meta, CompactionReport, Fs, RealFs, RetentionReport, SharedClock, Storage, StorageError};
 use parking_lot::RwLock;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use crate::config::{
     BrokerSettings, BrokerTopicDefaults, ConfigError, DynamicBrokerConfigs, TopicConfig,
+    OFFSETS_TOPIC_PARTITIONS,
 };
 use crate::errors::{code, ResponseError};
 use crate::groups::{Coordinator, GroupConfig};
 use crate::topics::{self, PartitionSlot, Topic, PARTITIONS_MAX};
-use crate::txn::{TxnConfig, TxnCoordinator};
+use crate::txn::groups::{GroupsSink, TopicIds};
+use crate::txn::{Partitions, TxnConfig, TxnCoordinator};
 
 /// Kafka's `socket.request.max.bytes` default: the largest frame we read.
 pub const FRAME_BYTES_MAX_DEFAULT: usize = 100 * 1024 * 1024;
@@ -77,7 +80,7 @@ pub struct BrokerConfig {
     /// Kafka's `group.max.session.timeout.ms`.
     pub group_max_session_timeout_ms: i32,
     /// Bytes of fetches read and encoded ahead, all partitions together
-    /// (`--fetch-read-ahead-mb`; 0: none). See [`crate::handlers::read_ahead`].
+    /// (`--fetch-read-ahead-mb`; 0: none). See the fetch handler's read-ahead.
     pub fetch_read_ahead_bytes: usize,
     /// The file system, sync pool, reclaimer and clock partitions are
     /// opened with (`--sync-mode` chooses the pool's mode).
@@ -243,12 +246,31 @@ pub struct Broker {
     /// Dynamic broker configs, as `broker_configs.json` holds them. Replaced
     /// (under `admin`) only after the file is.
     dynamic: RwLock<Arc<DynamicBrokerConfigs>>,
+    /// State the request layer keeps per broker ([`Broker::extension`]).
+    extensions: Extensions,
+}
+
+/// Values the layers above the broker keep per broker, one per type (the
+/// fetch read-ahead cache): made on first use, dropped with the broker. The
+/// broker never looks inside, so the request layer owns its state without
+/// the broker depending on it.
+#[derive(Default)]
+struct Extensions(parking_lot::Mutex<HashMap<TypeId, Arc<dyn Any + Send + Sync>>>);
+
+impl std::fmt::Debug for Extensions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Extensions")
+            .field("values", &self.0.lock().len())
+            .finish()
+    }
 }
 
 impl Broker {
     /// Opens the data directory: identity, then every topic (running each
-    /// partition's recovery). Blocking.
-    pub fn open(config: BrokerConfig) -> Result<Arc<Broker>, StorageError> {
+    /// partition's recovery), then the coordinators (finishing transactions a
+    /// crash left decided). Blocking; it starts no task: the [`Timers`] it
+    /// returns are the coordinators' timeouts, for the caller to run.
+    pub fn open(config: BrokerConfig) -> Result<(Arc<Broker>, Timers), StorageError> {
         let storage = config.storage.clone();
         let fs = storage.fs.clone();
         fs.create_dir_all(&config.data_dir)?;
@@ -286,8 +308,18 @@ impl Broker {
             .into_iter()
             .map(|t| (t.name.clone(), Arc::new(t)))
             .collect();
-        let groups = Coordinator::open(fs.clone(), &config.data_dir, config.group_config())?;
-        let txn = TxnCoordinator::open(fs.clone(), &config.data_dir, TxnConfig::default())?;
+        let groups = Coordinator::open(
+            fs.clone(),
+            &config.data_dir,
+            config.group_config(),
+            config.storage.clock.clone(),
+        )?;
+        let txn = TxnCoordinator::open(
+            fs.clone(),
+            &config.data_dir,
+            TxnConfig::default(),
+            config.storage.clock.clone(),
+        )?;
         let broker = Arc::new(Broker {
             cluster_id: identity.cluster_id,
             fs,
@@ -299,10 +331,23 @@ impl Broker {
             stopping: tokio::sync::watch::Sender::new(false),
             txn: Arc::new(txn),
             dynamic: RwLock::new(dynamic),
+            extensions: Extensions::default(),
             config,
         });
-        // Finish transactions a crash left decided, start the coordinator's timer.
-        crate::txn::coordinator::start(&broker);
+        // Finish transactions a crash left decided.
+        start_coordinators(&broker);
+        let timers = Timers {
+            broker: Arc::downgrade(&broker),
+            groups: broker.groups.clone(),
+        };
+        Ok((broker, timers))
+    }
+
+    /// [`Broker::open`], with its timers started on the current tokio
+    /// runtime ([`Timers::spawn`]): for tests and tools. Blocking.
+    pub fn open_running(config: BrokerConfig) -> Result<Arc<Broker>, StorageError> {
+        let (broker, timers) = Broker::open(config)?;
+        timers.spawn();
         Ok(broker)
     }
 
@@ -325,6 +370,11 @@ impl Broker {
         &self.config
     }
 
+    /// The broker's clock (its storage's, [`Storage::clock`]).
+    pub fn clock(&self) -> &SharedClock {
+        &self.config.storage.clock
+    }
+
     pub fn node_id(&self) -> i32 {
         self.config.node_id
     }
@@ -341,6 +391,21 @@ impl Broker {
     /// The group coordinator.
     pub fn groups(&self) -> &Arc<Coordinator> {
         &self.groups
+    }
+
+    /// The broker's value of type `T`, made with `init` on first use.
+    pub fn extension<T: Any + Send + Sync>(&self, init: impl FnOnce() -> T) -> Arc<T> {
+        let mut values = self.extensions.0.lock();
+        let value = values
+            .entry(TypeId::of::<T>())
+            .or_insert_with(|| Arc::new(init()))
+            .clone();
+        drop(values);
+        match value.downcast::<T>() {
+            Ok(v) => v,
+            // The map is keyed by the type's id, so the value is a T.
+            Err(_) => unreachable!("extension stored under another type's id"),
+        }
     }
 
     pub fn data_dir(&self) -> &Path {
@@ -495,13 +560,13 @@ impl Broker {
 
     /// Returns `__consumer_offsets`, creating it first if it does not exist,
     /// as Kafka creates it when a client first looks up a group coordinator
-    /// (whatever `--auto-create-topics` says): [`topics::OFFSETS_TOPIC_PARTITIONS`]
+    /// (whatever `--auto-create-topics` says): [`OFFSETS_TOPIC_PARTITIONS`]
     /// partitions with Kafka's configs for it. Concurrent callers get the
     /// same topic (creation is serialised under the admin lock).
     pub async fn offsets_topic(&self) -> Result<Arc<Topic>, AdminError> {
         self.get_or_create_with(
             topics::CONSUMER_OFFSETS_TOPIC,
-            topics::OFFSETS_TOPIC_PARTITIONS,
+            OFFSETS_TOPIC_PARTITIONS,
             topics::offsets_topic_overrides(),
         )
         .await
@@ -720,6 +785,115 @@ impl Broker {
     }
 }
 
+/// The transaction coordinator finds partitions in the topic registry.
+impl Partitions for Broker {
+    fn partition(&self, topic: &str, partition: i32) -> Option<Arc<es_storage::Partition>> {
+        self.topic(topic)
+            .and_then(|t| t.partition(partition))
+            .map(|s| s.log.clone())
+    }
+
+    fn for_each_partition(&self, f: &mut dyn FnMut(&Arc<es_storage::Partition>)) {
+        for t in self.topics() {
+            for s in t.partitions() {
+                f(&s.log);
+            }
+        }
+    }
+}
+
+/// Committed transactional offsets carry their topic's id.
+impl TopicIds for Broker {
+    fn topic_id(&self, name: &str) -> Option<Uuid> {
+        self.topic(name).map(|t| t.id)
+    }
+}
+
+/// Called once the broker is open: registers the group coordinator as the
+/// receiver of transactional offsets and completes transactions a crash left
+/// in a Prepare state. Blocking; starts nothing.
+fn start_coordinators(broker: &Arc<Broker>) {
+    let topics: Weak<dyn TopicIds> = Arc::downgrade(broker) as Weak<dyn TopicIds>;
+    broker
+        .txn()
+        .set_offset_sink(Arc::new(GroupsSink::new(broker.groups().clone(), topics)));
+    broker.txn().recover(broker.as_ref());
+}
+
+/// What an open broker needs driven besides its requests: the group
+/// coordinator's timers (session, rebalance and join timeouts) and the
+/// transaction coordinator's (transaction timeouts, producer-id
+/// expiration). [`Broker::open`] starts nothing; the binary runs these next
+/// to its other background tasks, and a test or tool that opens a broker
+/// directly calls [`Timers::spawn`] (or [`Broker::open_running`]).
+#[derive(Debug)]
+#[must_use = "no coordinator timeout fires unless the timers run"]
+pub struct Timers {
+    broker: Weak<Broker>,
+    groups: Arc<Coordinator>,
+}
+
+impl Timers {
+    /// Runs the group coordinator's timers until it shuts down
+    /// ([`Broker::begin_shutdown`]).
+    pub async fn run_groups(&self) {
+        self.groups.clone().run_timers().await;
+    }
+
+    /// How often [`Timers::tick_txn`] is due
+    /// ([`TxnConfig::abort_check_interval_ms`]).
+    pub fn txn_interval(&self) -> Duration {
+        let ms = self
+            .broker
+            .upgrade()
+            .map_or(1, |b| b.txn().config().abort_check_interval_ms);
+        Duration::from_millis(ms.max(1))
+    }
+
+    /// One pass of the transaction coordinator's timer: aborts timed-out
+    /// transactions, expires idle producer ids. Blocking. False once the
+    /// broker is gone.
+    pub fn tick_txn(&self) -> bool {
+        let Some(b) = self.broker.upgrade() else {
+            return false;
+        };
+        b.txn().tick(b.as_ref());
+        true
+    }
+
+    /// Runs [`Timers::tick_txn`] every [`Timers::txn_interval`] (on blocking
+    /// threads) until the broker is dropped.
+    pub async fn run_txn(self: Arc<Self>) {
+        let mut tick = tokio::time::interval(self.txn_interval());
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // The first tick fires at once; recovery already ran.
+        tick.tick().await;
+        loop {
+            tick.tick().await;
+            let me = self.clone();
+            match tokio::task::spawn_blocking(move || me.tick_txn()).await {
+                Ok(true) => {}
+                Ok(false) => return,
+                Err(e) => tracing::error!(error = %e, "transaction coordinator tick failed"),
+            }
+        }
+    }
+
+    /// Starts both timers on the current tokio runtime, for as long as the
+    /// broker lives: for tests and tools that open a broker directly (the
+    /// binary drives them with its other background tasks). Outside a
+    /// runtime it starts nothing.
+    pub fn spawn(self) {
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let me = Arc::new(self);
+        let groups = me.clone();
+        rt.spawn(async move { groups.run_groups().await });
+        rt.spawn(me.run_txn());
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -737,8 +911,8 @@ mod tests {
     #[tokio::test]
     async fn dynamic_broker_configs_reach_every_partition_and_new_topics() {
         let dir = tempfile::tempdir().expect("tmp");
-        let b =
-            Broker::open(BrokerConfig::new(dir.path().join("data"), "127.0.0.1:0")).expect("open");
+        let b = Broker::open_running(BrokerConfig::new(dir.path().join("data"), "127.0.0.1:0"))
+            .expect("open");
         b.create_topic("old", 2, BTreeMap::new(), false)
             .await
             .expect("create");
@@ -786,7 +960,7 @@ mod tests {
         b.close().expect("close");
         let dynamic = b.dynamic_configs();
         drop(b);
-        let b = Broker::open(BrokerConfig::new(dir.path().join("data"), "127.0.0.1:0"))
+        let b = Broker::open_running(BrokerConfig::new(dir.path().join("data"), "127.0.0.1:0"))
             .expect("reopen");
         assert_eq!(b.dynamic_configs(), dynamic);
         assert_eq!(b.topic("old").expect("old").config().flush_messages(), 1234);
@@ -803,7 +977,7 @@ mod tests {
             r#"{"broker": {"log.retention.ms": "5", "broker.id": "3", "log.flush.interval.ms": "x"}}"#,
         )
         .expect("write");
-        let b = Broker::open(BrokerConfig::new(data, "127.0.0.1:0")).expect("open");
+        let b = Broker::open_running(BrokerConfig::new(data, "127.0.0.1:0")).expect("open");
         let d = b.dynamic_configs();
         assert_eq!(
             d.broker,
@@ -811,6 +985,55 @@ mod tests {
         );
         assert!(d.cluster_default.is_empty());
         b.close().expect("close");
+    }
+
+    /// The coordinators read the broker's clock, and their timeouts fire
+    /// only when the timers the broker hands over are driven: a transaction
+    /// past its timeout by the clock is aborted by the next tick, not before.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn transaction_timeouts_follow_the_clock_and_the_timers() {
+        use crate::txn::{TopicPartition, TxnState};
+        let dir = tempfile::tempdir().expect("tmp");
+        let clock = es_storage::ManualClock::new(1_700_000_000_000);
+        let mut cfg = BrokerConfig::new(dir.path().join("data"), "127.0.0.1:0");
+        cfg.storage.clock = clock.clone();
+        let (b, timers) = tokio::task::spawn_blocking(move || Broker::open(cfg))
+            .await
+            .expect("join")
+            .expect("open");
+        b.create_topic("t", 1, BTreeMap::new(), false)
+            .await
+            .expect("create");
+        let txn = b.txn().clone();
+        let pe = txn
+            .init_producer_id(b.as_ref(), Some("x"), 1_000, None)
+            .expect("init");
+        txn.add_partitions("x", pe.0, pe.1, &[TopicPartition::new("t", 0)], &[])
+            .expect("add");
+        let started = txn.describe("x").expect("x");
+        assert_eq!(started.state, TxnState::Ongoing);
+        assert_eq!(started.start_ms, 1_700_000_000_000, "the broker's clock");
+        // Nothing runs the timers yet; time passes only by hand.
+        clock.advance(Duration::from_millis(500));
+        let timers = Arc::new(timers);
+        let t = timers.clone();
+        assert!(tokio::task::spawn_blocking(move || t.tick_txn())
+            .await
+            .expect("join"));
+        assert_eq!(txn.describe("x").map(|r| r.state), Ok(TxnState::Ongoing));
+        clock.advance(Duration::from_millis(1_000));
+        let t = timers.clone();
+        assert!(tokio::task::spawn_blocking(move || t.tick_txn())
+            .await
+            .expect("join"));
+        assert_eq!(
+            txn.describe("x").map(|r| r.state),
+            Ok(TxnState::CompleteAbort)
+        );
+        b.close().expect("close");
+        drop(b);
+        drop(txn);
+        assert!(!timers.tick_txn(), "the broker is gone");
     }
 
     #[test]

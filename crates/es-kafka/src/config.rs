@@ -22,6 +22,13 @@ use serde::{Deserialize, Serialize};
 
 use crate::codec::compression::Compression;
 
+/// Partitions of the `__consumer_offsets` es creates (the broker config
+/// `offsets.topic.num.partitions`; Kafka's default is 50, es keeps offsets
+/// elsewhere, so one partition is what it has always advertised).
+pub const OFFSETS_TOPIC_PARTITIONS: i32 = 1;
+/// Kafka's `offsets.topic.segment.bytes` default (100 MiB).
+pub const OFFSETS_TOPIC_SEGMENT_BYTES: u64 = 100 * 1024 * 1024;
+
 /// Kafka's `ConfigEntry.ConfigType` codes (DescribeConfigs v3+).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ConfigType {
@@ -990,17 +997,17 @@ impl BrokerSettings {
                 T::Int,
                 S,
             ),
-            // What the `__consumer_offsets` es creates gets (crate::topics).
+            // What the `__consumer_offsets` es creates gets.
             e(
                 "offsets.topic.num.partitions",
-                crate::topics::OFFSETS_TOPIC_PARTITIONS.to_string(),
+                OFFSETS_TOPIC_PARTITIONS.to_string(),
                 T::Int,
                 D,
             ),
             e("offsets.topic.replication.factor", "1".into(), T::Short, D),
             e(
                 "offsets.topic.segment.bytes",
-                crate::topics::OFFSETS_TOPIC_SEGMENT_BYTES.to_string(),
+                OFFSETS_TOPIC_SEGMENT_BYTES.to_string(),
                 T::Int,
                 D,
             ),

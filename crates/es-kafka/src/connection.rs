@@ -10,7 +10,7 @@
 //! most `in_flight_max` requests are outstanding per connection.
 //!
 //! State changes keep the order the client sent them in: every request gets a
-//! [`Turn`] that resolves when the previous request has finished its ordered
+//! [`Turn`] ([`crate::turn`]) that resolves when the previous request has finished its ordered
 //! phase (a produce's append, an admin change); slow tails (fsync waits, long
 //! polls) run outside it. A malformed or oversized frame, or a request that
 //! cannot be parsed, closes this connection with a log line and nothing else.
@@ -25,6 +25,7 @@ use tokio::task::JoinHandle;
 use crate::broker::Broker;
 use crate::codec::frame::{self, FrameStatus, ResponseFrame};
 use crate::handlers::{self, RequestError};
+use crate::turn::Turn;
 
 /// Bytes read from the socket at once when no larger frame is pending.
 const READ_CHUNK_BYTES: usize = 64 * 1024;
@@ -33,64 +34,6 @@ const FRAME_GROW_BYTES_MAX: usize = 4 * 1024 * 1024;
 /// The writer's buffer: responses smaller than this are copied into it and
 /// leave together; larger ones go out with vectored writes of their parts.
 const WRITE_BUFFER_BYTES: usize = 64 * 1024;
-
-/// A request's place in its connection's order: [`Turn::wait`] resolves when
-/// the previous request has called [`Turn::finish`] (or dropped its turn).
-#[derive(Debug)]
-pub struct Turn {
-    prev: Option<oneshot::Receiver<()>>,
-    done: Option<oneshot::Sender<()>>,
-}
-
-impl Turn {
-    /// A turn with no predecessor.
-    pub fn first() -> (Turn, oneshot::Receiver<()>) {
-        let (tx, rx) = oneshot::channel();
-        (
-            Turn {
-                prev: None,
-                done: Some(tx),
-            },
-            rx,
-        )
-    }
-
-    /// The turn after the one whose finish is `prev`.
-    pub fn after(prev: oneshot::Receiver<()>) -> (Turn, oneshot::Receiver<()>) {
-        let (tx, rx) = oneshot::channel();
-        (
-            Turn {
-                prev: Some(prev),
-                done: Some(tx),
-            },
-            rx,
-        )
-    }
-
-    /// A turn that is already ours (tests, internal calls).
-    pub fn free() -> Turn {
-        Turn {
-            prev: None,
-            done: None,
-        }
-    }
-
-    /// Waits until the previous request's ordered phase is over.
-    pub async fn wait(&mut self) {
-        if let Some(rx) = self.prev.take() {
-            // An Err means the previous handler dropped its turn: also over.
-            let _ = rx.await;
-        }
-    }
-
-    /// Ends this request's ordered phase; the next request may proceed.
-    pub fn finish(&mut self) {
-        self.prev = None;
-        if let Some(tx) = self.done.take() {
-            let _ = tx.send(());
-        }
-    }
-}
 
 type Pending = JoinHandle<Result<Option<ResponseFrame>, RequestError>>;
 
@@ -284,21 +227,6 @@ where
 mod tests {
     use super::*;
 
-    #[tokio::test]
-    async fn turns_chain_in_order() {
-        let (mut a, next) = Turn::first();
-        let (mut b, _next) = Turn::after(next);
-        a.wait().await;
-        let waiter = tokio::spawn(async move {
-            b.wait().await;
-            1
-        });
-        tokio::task::yield_now().await;
-        assert!(!waiter.is_finished());
-        a.finish();
-        assert_eq!(waiter.await.ok(), Some(1));
-    }
-
     /// A stream that takes at most `step` bytes per write and remembers
     /// how many writes it was given.
     struct Trickle {
@@ -426,13 +354,5 @@ mod tests {
         assert_eq!(got, want);
         drop(tx);
         writer.await.expect("writer");
-    }
-
-    #[tokio::test]
-    async fn a_dropped_turn_releases_the_next() {
-        let (a, next) = Turn::first();
-        let (mut b, _next) = Turn::after(next);
-        drop(a);
-        b.wait().await;
     }
 }

@@ -2,13 +2,17 @@
 //!
 //! It maps the Kafka wire protocol onto es-storage and knows nothing of
 //! sockets beyond a byte stream. Follow a produced record from [`server`]
-//! (accept) to [`connection`] (frames, ordering) to [`handlers`] (one module
-//! per API family, decoded by (api key, version) against [`versions`]) to
-//! [`broker`]/[`topics`] (the registry of open partitions) and into
-//! es-storage. [`codec`] converts Kafka RecordBatches to and from the
-//! documented per-record disk format; [`errors`] maps every lower-layer
-//! failure to a Kafka error code; [`config`] holds Kafka's config names,
-//! defaults and validation.
+//! (accept) to [`connection`] (frames; request order through [`turn`]) to
+//! [`handlers`] (one module per API family, decoded by (api key, version)
+//! against [`versions`]) to [`broker`]/[`topics`] (the registry of open
+//! partitions) and into es-storage. [`codec`] converts Kafka RecordBatches
+//! to and from the documented per-record disk format; [`errors`] maps every
+//! lower-layer failure to a Kafka error code; [`config`] holds Kafka's
+//! config names, defaults and validation.
+//!
+//! Modules depend on each other in one direction (`tests/module_graph.rs`
+//! keeps it so): handlers use the broker, the broker uses topics, configs and
+//! the coordinators, and none of these reach back.
 
 pub mod broker;
 pub mod codec;
@@ -19,6 +23,7 @@ pub mod groups;
 pub mod handlers;
 pub mod server;
 pub mod topics;
+pub mod turn;
 pub mod txn;
 pub mod versions;
 

@@ -50,7 +50,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::Notify;
 use uuid::Uuid;
 
-use crate::config::{BrokerTopicDefaults, TopicConfig, TopicRules};
+use crate::config::{BrokerTopicDefaults, TopicConfig, TopicRules, OFFSETS_TOPIC_SEGMENT_BYTES};
 
 /// Longest topic name Kafka allows.
 pub const TOPIC_NAME_CHARS_MAX: usize = 249;
@@ -63,12 +63,6 @@ pub const DELETED_SUFFIX: &str = ".deleted";
 
 /// Kafka's topic of committed offsets and group metadata.
 pub const CONSUMER_OFFSETS_TOPIC: &str = "__consumer_offsets";
-/// Partitions of the `__consumer_offsets` es creates (Kafka's
-/// `offsets.topic.num.partitions` is 50; es keeps offsets elsewhere, so one
-/// partition is what it has always advertised).
-pub const OFFSETS_TOPIC_PARTITIONS: i32 = 1;
-/// Kafka's `offsets.topic.segment.bytes` default (100 MiB).
-pub const OFFSETS_TOPIC_SEGMENT_BYTES: u64 = 100 * 1024 * 1024;
 /// The names Kafka treats as internal topics (`Topic.INTERNAL_TOPICS`).
 const INTERNAL_TOPICS: [&str; 3] = [
     CONSUMER_OFFSETS_TOPIC,
@@ -174,8 +168,6 @@ pub struct PartitionSlot {
     pub index: i32,
     pub log: Arc<Partition>,
     pub waiters: Arc<Waiters>,
-    /// The next fetch, read and encoded ahead for a consumer catching up.
-    pub read_ahead: crate::handlers::read_ahead::ReadAhead,
 }
 
 /// An open topic.
@@ -400,7 +392,6 @@ fn open_partition(
         index,
         log,
         waiters,
-        read_ahead: Default::default(),
     }))
 }
 

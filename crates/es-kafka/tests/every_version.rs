@@ -9,8 +9,8 @@ use std::sync::Arc;
 
 use bytes::{Buf, Bytes, BytesMut};
 use es_kafka::codec::encode::{encode_records, EncodeOptions};
-use es_kafka::connection::Turn;
 use es_kafka::handlers;
+use es_kafka::turn::Turn;
 use es_kafka::versions::{advertised, crate_version};
 use es_kafka::{Broker, BrokerConfig};
 use es_storage::record::{self, RecordIter, RecordMeta};
@@ -110,7 +110,7 @@ async fn broker() -> (tempfile::TempDir, Arc<Broker>) {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut cfg = BrokerConfig::new(dir.path().join("data"), "127.0.0.1:9092");
     cfg.default_partitions = 1;
-    let b = tokio::task::spawn_blocking(move || Broker::open(cfg))
+    let b = tokio::task::spawn_blocking(move || Broker::open_running(cfg))
         .await
         .expect("join")
         .expect("open");
@@ -558,7 +558,7 @@ async fn topics_survive_reopen_with_ids_and_configs() {
     let data = dir.path().join("data");
     let cfg = BrokerConfig::new(data.clone(), "127.0.0.1:9092");
     let c1 = cfg.clone();
-    let b = tokio::task::spawn_blocking(move || Broker::open(c1))
+    let b = tokio::task::spawn_blocking(move || Broker::open_running(c1))
         .await
         .expect("join")
         .expect("open");
@@ -581,7 +581,7 @@ async fn topics_survive_reopen_with_ids_and_configs() {
         .expect("join")
         .expect("close");
     drop(b);
-    let b = tokio::task::spawn_blocking(move || Broker::open(cfg))
+    let b = tokio::task::spawn_blocking(move || Broker::open_running(cfg))
         .await
         .expect("join")
         .expect("reopen");

@@ -29,11 +29,11 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
-use es_storage::{Fs, StorageError};
+use es_storage::{Fs, SharedClock, StorageError};
 use parking_lot::Mutex;
 use tokio::sync::{oneshot, watch, Notify};
 use uuid::Uuid;
@@ -374,19 +374,15 @@ pub struct Coordinator {
     config: GroupConfig,
     fs: Arc<dyn Fs>,
     dir: PathBuf,
+    /// Where deadlines (monotonic) and commit timestamps (wall) are read.
+    clock: SharedClock,
+    /// Monotonic time 0 of the groups' deadlines.
     epoch: Instant,
     state: Mutex<State>,
     file_locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     timer_wake: Notify,
-    timer_started: AtomicBool,
     /// Group documents written (successfully or not), for tests and metrics.
     writes: AtomicU64,
-}
-
-fn wall_clock_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
 impl Coordinator {
@@ -395,6 +391,7 @@ impl Coordinator {
         fs: Arc<dyn Fs>,
         data_dir: &Path,
         config: GroupConfig,
+        clock: SharedClock,
     ) -> Result<Arc<Coordinator>, StorageError> {
         let dir = data_dir.join(store::GROUPS_DIR);
         let docs = store::load_all(fs.as_ref(), &dir)?;
@@ -437,11 +434,11 @@ impl Coordinator {
             config,
             fs,
             dir,
-            epoch: Instant::now(),
+            epoch: clock.monotonic(),
+            clock,
             state: Mutex::new(st),
             file_locks: Mutex::new(HashMap::new()),
             timer_wake: Notify::new(),
-            timer_started: AtomicBool::new(false),
             writes: AtomicU64::new(0),
         }))
     }
@@ -456,7 +453,8 @@ impl Coordinator {
     }
 
     fn now(&self) -> Millis {
-        u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX)
+        let elapsed = self.clock.monotonic().saturating_duration_since(self.epoch);
+        u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX)
     }
 
     /// Answers every parked request with NOT_COORDINATOR and stops the timer
@@ -482,7 +480,6 @@ impl Coordinator {
     /// and persist a change of the group's type or protocol type.
     fn after_op(self: &Arc<Self>, st: &mut State, group_id: &str, now: Millis, out: Vec<Effect>) {
         self.settle(st, group_id, now, out);
-        self.ensure_timer();
         self.timer_wake.notify_one();
     }
 
@@ -892,7 +889,7 @@ impl Coordinator {
                 req.version,
             )?,
         }
-        let ts = wall_clock_ms();
+        let ts = self.clock.now_ms();
         let max = self.config.offset_metadata_bytes_max;
         let mut errors = Vec::with_capacity(req.topics.len());
         let mut changed = false;
@@ -967,7 +964,7 @@ impl Coordinator {
         if g.fenced() {
             return Err(code(ResponseError::NotCoordinator));
         }
-        let ts = wall_clock_ms();
+        let ts = self.clock.now_ms();
         let mut changed = false;
         for t in topics {
             for p in t.partitions {
@@ -1258,20 +1255,11 @@ impl Coordinator {
 
     // ----- timers -----------------------------------------------------------
 
-    fn ensure_timer(self: &Arc<Self>) {
-        if self.timer_started.swap(true, Ordering::AcqRel) {
-            return;
-        }
-        match tokio::runtime::Handle::try_current() {
-            Ok(h) => {
-                let me = self.clone();
-                h.spawn(async move { me.timer_loop().await });
-            }
-            Err(_) => self.timer_started.store(false, Ordering::Release),
-        }
-    }
-
-    async fn timer_loop(self: Arc<Self>) {
+    /// The coordinator's timers (session, rebalance and join timeouts):
+    /// fires every group's deadline as it passes, until [`Coordinator::shutdown`].
+    /// The broker's owner runs it ([`crate::broker::Timers`]); without it
+    /// no deadline fires.
+    pub async fn run_timers(self: Arc<Self>) {
         loop {
             if self.state.lock().shut_down {
                 return;
@@ -1376,7 +1364,12 @@ mod tests {
     fn try_open(fs: &SimFs) -> Result<Arc<Coordinator>, StorageError> {
         let fs: Arc<dyn Fs> = Arc::new(fs.clone());
         es_storage::fs::create_dir_durable(fs.as_ref(), Path::new("/data"))?;
-        Coordinator::open(fs, Path::new("/data"), GroupConfig::default())
+        Coordinator::open(
+            fs,
+            Path::new("/data"),
+            GroupConfig::default(),
+            es_storage::clock::system(),
+        )
     }
 
     fn open(fs: &SimFs) -> Arc<Coordinator> {

@@ -33,7 +33,6 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 
 use super::admin::{RESOURCE_BROKER, RESOURCE_BROKER_LOGGER, RESOURCE_TOPIC};
-use super::produce::now_ms;
 use super::{Ctx, RequestError};
 use crate::errors::{code, ResponseError, NONE};
 
@@ -58,7 +57,7 @@ pub fn describe_quorum(
     let v = ctx.version;
     let b = &ctx.broker;
     let node = BrokerId(b.node_id());
-    let now = now_ms();
+    let now = b.clock().now_ms();
     let mut r = DescribeQuorumResponse::default();
     if v >= 2 {
         r.error_message = Some(StrBytes::default());

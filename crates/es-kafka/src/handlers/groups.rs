@@ -58,13 +58,13 @@ use uuid::Uuid;
 
 use super::{Ctx, RequestError, AUTHORIZED_OPERATIONS_OMITTED};
 use crate::broker::Broker;
-use crate::connection::Turn;
 use crate::errors::{code, ResponseError, NONE};
 use crate::groups::classic::{self, JoinRequest, LeaveMember, Protocol, SyncRequest};
 use crate::groups::consumer::{self, TopicView};
 use crate::groups::coordinator::{
     ClassicDescribe, CommitPartition, CommitRequest, CommitTopic, DurableWait, FetchedTopic,
 };
+use crate::turn::Turn;
 
 /// Coordinator key types (KIP-98, KIP-932).
 const KEY_TYPE_GROUP: i8 = 0;
@@ -1093,7 +1093,7 @@ mod tests {
 
     async fn broker_in(dir: &std::path::Path) -> Arc<Broker> {
         let cfg = BrokerConfig::new(dir.join("data"), "127.0.0.1:9092");
-        let b = tokio::task::spawn_blocking(move || Broker::open(cfg))
+        let b = tokio::task::spawn_blocking(move || Broker::open_running(cfg))
             .await
             .expect("join")
             .expect("open");
@@ -1885,7 +1885,7 @@ mod tests {
         let mut cfg = BrokerConfig::new(dir.path().join("data"), "127.0.0.1:9092");
         cfg.group_min_session_timeout_ms = 500;
         cfg.group_max_session_timeout_ms = 2_000;
-        let b = tokio::task::spawn_blocking(move || Broker::open(cfg))
+        let b = tokio::task::spawn_blocking(move || Broker::open_running(cfg))
             .await
             .expect("join")
             .expect("open");

@@ -110,8 +110,8 @@ mod tests {
 
     use super::*;
     use crate::broker::{Broker, BrokerConfig};
-    use crate::connection::Turn;
     use crate::handlers;
+    use crate::turn::Turn;
 
     async fn list(b: &Arc<Broker>, v: i16, isolation: i8, spec: i64) -> i64 {
         let mut p = ListOffsetsPartition::default();

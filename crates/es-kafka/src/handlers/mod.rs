@@ -21,7 +21,6 @@ pub mod metadata;
 pub mod offset_for_leader_epoch;
 pub mod past_crate;
 pub mod produce;
-pub mod read_ahead;
 pub mod txn;
 pub mod unsupported;
 
@@ -39,7 +38,7 @@ use kafka_protocol::protocol::{Decodable, Encodable};
 
 use crate::broker::Broker;
 use crate::codec::frame::{self, ResponseFrame};
-use crate::connection::Turn;
+use crate::turn::Turn;
 use crate::versions::{self, Support};
 
 /// A request that cannot be answered in Kafka's protocol: the connection is closed.
@@ -378,7 +377,7 @@ mod tests {
     fn client_host_reads_like_javas_inet_address() {
         let dir = tempfile::tempdir().expect("tmp");
         let cfg = crate::broker::BrokerConfig::new(dir.path().join("data"), "127.0.0.1:0");
-        let broker = Broker::open(cfg).expect("open");
+        let broker = Broker::open_running(cfg).expect("open");
         let ctx = |peer: Option<IpAddr>| Ctx {
             broker: broker.clone(),
             key: ApiKey::DescribeGroups,

@@ -19,7 +19,6 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use es_storage::{AppendIntent, AppendOutcome, ProducerAppend, RecordBatchBuf};
@@ -33,9 +32,9 @@ use super::durable::Durable;
 use super::{blocking, txn, Ctx, RequestError};
 use crate::codec::batch::{check_produce_compression, BatchDecoder, BatchSummary, DecodeLimits};
 use crate::config::{TimestampType, TopicRules};
-use crate::connection::Turn;
 use crate::errors::{batch_error_code, code, storage_error_code, ResponseError, NONE};
 use crate::topics::{is_internal, validate_topic_name, PartitionSlot};
+use crate::turn::Turn;
 
 /// Requests with at most this many record bytes are decoded on the runtime
 /// thread; larger ones (decompression may take milliseconds) on a blocking one.
@@ -75,12 +74,6 @@ impl Item {
         self.message = Some(message.into());
         self.buf.clear();
     }
-}
-
-pub fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
 }
 
 pub async fn handle(
@@ -173,10 +166,11 @@ pub async fn handle(
         .iter()
         .map(|i| i.records.as_ref().map_or(0, Bytes::len))
         .sum();
+    let clock = ctx.broker.clock().clone();
     let decode_all = move |mut items: Vec<Item>| {
         let mut decoder = BatchDecoder::new();
         let mut summaries: Vec<BatchSummary> = Vec::with_capacity(1);
-        let now = now_ms();
+        let now = clock.now_ms();
         for item in items.iter_mut().filter(|i| i.slot.is_some()) {
             decode_one(&mut decoder, &mut summaries, item, v, now);
         }
@@ -306,7 +300,7 @@ fn append_one(
         .rules
         .is_some_and(|r| r.timestamp_type == TimestampType::LogAppendTime);
     if log_append {
-        let now = now_ms();
+        let now = broker.clock().now_ms();
         item.buf.set_all_timestamps(now);
         item.log_append_time = now;
     }

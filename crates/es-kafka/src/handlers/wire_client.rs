@@ -9,14 +9,14 @@ use kafka_protocol::messages::{ApiKey, RequestHeader, ResponseHeader};
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 
 use crate::broker::{Broker, BrokerConfig};
-use crate::connection::Turn;
 use crate::topics::Topic;
+use crate::turn::Turn;
 use crate::versions::crate_version;
 
 /// Opens a broker with `cfg` (on a blocking thread, as the binary does) and
 /// creates topic `name` with one partition.
 pub async fn broker_with_topic(cfg: BrokerConfig, name: &str) -> (Arc<Broker>, Arc<Topic>) {
-    let b = tokio::task::spawn_blocking(move || Broker::open(cfg))
+    let b = tokio::task::spawn_blocking(move || Broker::open_running(cfg))
         .await
         .expect("join")
         .expect("open");

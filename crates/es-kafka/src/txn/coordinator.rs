@@ -23,11 +23,11 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use es_storage::partition::Partition;
-use es_storage::{Fs, StorageError};
+use es_storage::{Fs, SharedClock, StorageError};
 use parking_lot::{Condvar, Mutex, RwLock};
 
 use super::log::{LogEntry, TxnLog};
@@ -36,7 +36,6 @@ use super::state::{
     NO_PRODUCER_EPOCH, NO_PRODUCER_ID,
 };
 use super::{TxnConfig, COORDINATOR_EPOCH, PID_BLOCK_SIZE};
-use crate::broker::Broker;
 use crate::errors::{code, ResponseError};
 
 /// Where the coordinator finds partitions (the broker's topic registry; a
@@ -45,22 +44,6 @@ pub trait Partitions: Send + Sync {
     fn partition(&self, topic: &str, partition: i32) -> Option<Arc<Partition>>;
     /// Calls `f` with every open partition.
     fn for_each_partition(&self, f: &mut dyn FnMut(&Arc<Partition>));
-}
-
-impl Partitions for Broker {
-    fn partition(&self, topic: &str, partition: i32) -> Option<Arc<Partition>> {
-        self.topic(topic)
-            .and_then(|t| t.partition(partition))
-            .map(|s| s.log.clone())
-    }
-
-    fn for_each_partition(&self, f: &mut dyn FnMut(&Arc<Partition>)) {
-        for t in self.topics() {
-            for s in t.partitions() {
-                f(&s.log);
-            }
-        }
-    }
 }
 
 /// The group coordinator's side of transactional offsets. The group
@@ -151,12 +134,8 @@ pub struct TxnCoordinator {
     sink: RwLock<Option<Arc<dyn TxnOffsetSink>>>,
     last_id_expiry_ms: AtomicI64,
     last_producer_expiry_ms: AtomicI64,
-}
-
-pub fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
+    /// Where transaction deadlines and producer-id expiry read the time.
+    clock: SharedClock,
 }
 
 fn storage_failed(what: &str, e: &StorageError) -> i16 {
@@ -174,9 +153,10 @@ impl TxnCoordinator {
         fs: Arc<dyn Fs>,
         data_dir: &Path,
         config: TxnConfig,
+        clock: SharedClock,
     ) -> Result<TxnCoordinator, StorageError> {
-        let (log, state) = TxnLog::open(fs, data_dir)?;
-        let now = now_ms();
+        let (log, state) = TxnLog::open(fs, data_dir, clock.clone())?;
+        let now = clock.now_ms();
         Ok(TxnCoordinator {
             config,
             log,
@@ -189,6 +169,7 @@ impl TxnCoordinator {
             sink: RwLock::new(None),
             last_id_expiry_ms: AtomicI64::new(now),
             last_producer_expiry_ms: AtomicI64::new(now),
+            clock,
         })
     }
 
@@ -283,7 +264,7 @@ impl TxnCoordinator {
                     return Err(code(ResponseError::ConcurrentTransactions));
                 }
                 c.txns
-                    .init_producer_id(id, timeout_ms, producer, fresh, now_ms())?
+                    .init_producer_id(id, timeout_ms, producer, fresh, self.clock.now_ms())?
             };
             match step {
                 InitStep::Transit(t) => {
@@ -345,7 +326,7 @@ impl TxnCoordinator {
             epoch,
             partitions,
             groups,
-            now_ms(),
+            self.clock.now_ms(),
         )?;
         match t {
             None => Ok(()),
@@ -426,7 +407,7 @@ impl TxnCoordinator {
             epoch,
             group,
             offsets,
-            now_ms(),
+            self.clock.now_ms(),
         )?;
         self.journal(t, false)
     }
@@ -450,7 +431,7 @@ impl TxnCoordinator {
             producer_id,
             epoch,
             commit,
-            now_ms(),
+            self.clock.now_ms(),
         )?;
         let Some(t) = t else { return Ok(()) };
         self.journal(t, true)?;
@@ -491,7 +472,7 @@ impl TxnCoordinator {
                 None => unknown.push(s.clone()),
             }
         }
-        let now = now_ms();
+        let now = self.clock.now_ms();
         let c = self.core.lock();
         let mut out: Vec<TxnListing> = c
             .txns
@@ -525,7 +506,7 @@ impl TxnCoordinator {
     /// One round of periodic work (the broker's timer calls it every
     /// [`TxnConfig::abort_check_interval_ms`]). Blocking.
     pub fn tick(&self, parts: &dyn Partitions) {
-        let now = now_ms();
+        let now = self.clock.now_ms();
         self.abort_timed_out(parts, now);
         self.finish_unfinished(parts);
         let last = self.last_id_expiry_ms.load(Ordering::Relaxed);
@@ -660,7 +641,7 @@ impl TxnCoordinator {
                 );
             }
         }
-        let now = now_ms();
+        let now = self.clock.now_ms();
         let mut written: Vec<TopicPartition> = Vec::with_capacity(rec.partitions.len());
         let mut to_sync = Vec::with_capacity(rec.partitions.len());
         let mut failure: Option<String> = None;
@@ -724,46 +705,12 @@ impl TxnCoordinator {
             .core
             .lock()
             .txns
-            .complete(id, now_ms())
+            .complete(id, self.clock.now_ms())
             .ok_or_else(|| format!("transactional id {id} left its Prepare state"))?;
         self.journal(t, false)
             .map_err(|e| format!("journaling the completion failed (error {e})"))?;
         tracing::debug!(transactional_id = id, commit, "transaction complete");
         Ok(())
-    }
-}
-
-/// Called once the broker is open: registers the group coordinator as the
-/// receiver of transactional offsets, completes transactions a crash left in
-/// a Prepare state and, on a tokio runtime, starts the coordinator's timer.
-pub fn start(broker: &Arc<Broker>) {
-    broker
-        .txn()
-        .set_offset_sink(Arc::new(super::groups::GroupsSink::new(
-            broker.groups().clone(),
-            Arc::downgrade(broker),
-        )));
-    broker.txn().recover(broker.as_ref());
-    if let Ok(rt) = tokio::runtime::Handle::try_current() {
-        let interval = Duration::from_millis(broker.txn().config().abort_check_interval_ms.max(1));
-        rt.spawn(run_timer(Arc::downgrade(broker), interval));
-    }
-}
-
-/// The broker's timer: runs [`TxnCoordinator::tick`] every
-/// [`TxnConfig::abort_check_interval_ms`] until the broker is dropped.
-pub async fn run_timer(broker: Weak<Broker>, interval: Duration) {
-    let mut tick = tokio::time::interval(interval);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    // The first tick fires at once; recovery already ran.
-    tick.tick().await;
-    loop {
-        tick.tick().await;
-        let Some(b) = broker.upgrade() else { return };
-        let res = tokio::task::spawn_blocking(move || b.txn().tick(b.as_ref())).await;
-        if let Err(e) = res {
-            tracing::error!(error = %e, "transaction coordinator tick failed");
-        }
     }
 }
 
@@ -831,8 +778,13 @@ mod tests {
         }
 
         fn coordinator(&self) -> TxnCoordinator {
-            TxnCoordinator::open(Arc::new(RealFs), self.dir.path(), TxnConfig::default())
-                .expect("coordinator")
+            TxnCoordinator::open(
+                Arc::new(RealFs),
+                self.dir.path(),
+                TxnConfig::default(),
+                es_storage::clock::system(),
+            )
+            .expect("coordinator")
         }
 
         fn part(&self, t: &str, p: i32) -> Arc<Partition> {
@@ -1054,7 +1006,7 @@ mod tests {
                 .core
                 .lock()
                 .txns
-                .end_txn("x", pe.0, pe.1, true, now_ms())
+                .end_txn("x", pe.0, pe.1, true, es_storage::clock::wall_ms())
                 .expect("end")
                 .expect("t");
             c.journal(t, true).expect("journal");
@@ -1168,7 +1120,7 @@ mod tests {
         let c = env.coordinator();
         c.init_producer_id(&env.parts, Some("old"), 60_000, None)
             .expect("init");
-        let now = now_ms();
+        let now = es_storage::clock::wall_ms();
         c.expire_ids(now);
         assert!(c.describe("old").is_ok());
         c.expire_ids(now + c.config().transactional_id_expiration_ms + 1);

@@ -25,7 +25,6 @@ use uuid::Uuid;
 
 use super::coordinator::TxnOffsetSink;
 use super::state::TxnOffset;
-use crate::broker::Broker;
 use crate::errors::{code, ResponseError};
 use crate::groups::coordinator::{CommitPartition, CommitRequest, CommitTopic};
 use crate::groups::Coordinator;
@@ -34,23 +33,30 @@ use crate::groups::Coordinator;
 /// (ILLEGAL_GENERATION, not GROUP_ID_NOT_FOUND, for a missing group).
 const COMMIT_VERSION: i16 = 8;
 
+/// Where the sink looks up the ids of the topics whose offsets it commits
+/// (the broker's topic registry).
+pub trait TopicIds: Send + Sync {
+    /// The id of topic `name`, if it exists.
+    fn topic_id(&self, name: &str) -> Option<Uuid>;
+}
+
 /// Adapts [`Coordinator`] to [`TxnOffsetSink`].
 #[derive(Debug)]
 pub struct GroupsSink {
     groups: Arc<Coordinator>,
-    broker: Weak<Broker>,
+    topics: Weak<dyn TopicIds>,
 }
 
 impl GroupsSink {
-    pub fn new(groups: Arc<Coordinator>, broker: Weak<Broker>) -> Self {
-        GroupsSink { groups, broker }
+    pub fn new(groups: Arc<Coordinator>, topics: Weak<dyn TopicIds>) -> Self {
+        GroupsSink { groups, topics }
     }
 
     fn topic_id(&self, topic: &str) -> Uuid {
-        self.broker
+        self.topics
             .upgrade()
-            .and_then(|b| b.topic(topic))
-            .map_or_else(Uuid::nil, |t| t.id)
+            .and_then(|t| t.topic_id(topic))
+            .unwrap_or_else(Uuid::nil)
     }
 
     /// Groups offsets by topic as the group coordinator takes them.

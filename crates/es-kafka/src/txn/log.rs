@@ -27,7 +27,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use es_storage::journal::Journal;
-use es_storage::{meta, Fs, StorageError};
+use es_storage::{meta, Fs, SharedClock, StorageError};
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 
@@ -95,6 +95,8 @@ pub struct TxnLog {
     snapshot_path: PathBuf,
     journal: Journal,
     folded: Mutex<LogState>,
+    /// Stamps journal entries.
+    clock: SharedClock,
 }
 
 fn bad(file: &Path, why: impl Into<String>) -> StorageError {
@@ -107,7 +109,11 @@ fn bad(file: &Path, why: impl Into<String>) -> StorageError {
 impl TxnLog {
     /// Opens the snapshot and the journal under `data_dir`, replays them and
     /// returns the recovered state. Blocking.
-    pub fn open(fs: Arc<dyn Fs>, data_dir: &Path) -> Result<(TxnLog, LogState), StorageError> {
+    pub fn open(
+        fs: Arc<dyn Fs>,
+        data_dir: &Path,
+        clock: SharedClock,
+    ) -> Result<(TxnLog, LogState), StorageError> {
         let snapshot_path = data_dir.join(SNAPSHOT_FILE);
         let journal_path = data_dir.join(JOURNAL_FILE);
         let snap: Option<Snapshot> = meta::read_json(fs.as_ref(), &snapshot_path)?;
@@ -150,6 +156,7 @@ impl TxnLog {
             snapshot_path,
             journal,
             folded: Mutex::new(state.clone()),
+            clock,
         };
         Ok((log, state))
     }
@@ -165,7 +172,7 @@ impl TxnLog {
         let refs: Vec<&[u8]> = payloads.iter().map(Vec::as_slice).collect();
         let ticket = {
             let mut folded = self.folded.lock();
-            let (ticket, _) = self.journal.write(&refs, now_ms())?;
+            let (ticket, _) = self.journal.write(&refs, self.clock.now_ms())?;
             for e in entries {
                 folded.apply(e);
             }
@@ -204,12 +211,6 @@ impl TxnLog {
     }
 }
 
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -246,7 +247,8 @@ mod tests {
     #[test]
     fn replay_gives_the_last_record_per_id() {
         let fs = SimFs::new();
-        let (log, st) = TxnLog::open(Arc::new(fs.clone()), &dir()).expect("open");
+        let (log, st) =
+            TxnLog::open(Arc::new(fs.clone()), &dir(), es_storage::clock::system()).expect("open");
         assert_eq!(st, LogState::default());
         log.append(&[LogEntry::ReservePids { until: 1000 }])
             .expect("append");
@@ -257,7 +259,12 @@ mod tests {
         log.append(&[LogEntry::Remove { id: "b".into() }])
             .expect("append");
         let want = log.state();
-        let (_, st) = TxnLog::open(Arc::new(fs.crash_image(Tear::None)), &dir()).expect("reopen");
+        let (_, st) = TxnLog::open(
+            Arc::new(fs.crash_image(Tear::None)),
+            &dir(),
+            es_storage::clock::system(),
+        )
+        .expect("reopen");
         assert_eq!(st, want);
         assert_eq!(st.pids_reserved_until, 1000);
         assert_eq!(st.txns.len(), 1);
@@ -283,7 +290,8 @@ mod tests {
         ];
         // Count the sync points of a clean run.
         let clean = SimFs::new();
-        let (log, _) = TxnLog::open(Arc::new(clean.clone()), &dir()).expect("open");
+        let (log, _) = TxnLog::open(Arc::new(clean.clone()), &dir(), es_storage::clock::system())
+            .expect("open");
         for s in &steps {
             if s.is_empty() {
                 log.fold().expect("fold");
@@ -294,7 +302,8 @@ mod tests {
         let total = clean.sync_count();
         for k in 1..=total + 1 {
             let fs = SimFs::new();
-            let (log, _) = TxnLog::open(Arc::new(fs.clone()), &dir()).expect("open");
+            let (log, _) = TxnLog::open(Arc::new(fs.clone()), &dir(), es_storage::clock::system())
+                .expect("open");
             fs.crash_at_sync(fs.sync_count() + k);
             let mut acked = LogState::default();
             let mut states = vec![acked.clone()];
@@ -320,7 +329,8 @@ mod tests {
                 }
             }
             let img = fs.crash_image(Tear::Prefix(k * 7));
-            let (_, got) = TxnLog::open(Arc::new(img.clone()), &dir()).expect("recover");
+            let (_, got) = TxnLog::open(Arc::new(img.clone()), &dir(), es_storage::clock::system())
+                .expect("recover");
             assert!(
                 states.contains(&got),
                 "crash at sync {k}: recovered {got:?}, acknowledged {acked:?}"
@@ -329,7 +339,8 @@ mod tests {
                 got.pids_reserved_until >= acked.pids_reserved_until,
                 "crash at sync {k}: reserved ids went back"
             );
-            let (_, again) = TxnLog::open(Arc::new(img), &dir()).expect("recover again");
+            let (_, again) = TxnLog::open(Arc::new(img), &dir(), es_storage::clock::system())
+                .expect("recover again");
             assert_eq!(again, got, "crash at sync {k}: recovery is not idempotent");
         }
     }
@@ -337,7 +348,8 @@ mod tests {
     #[test]
     fn torn_journal_tail_is_cut() {
         let fs = SimFs::new();
-        let (log, _) = TxnLog::open(Arc::new(fs.clone()), &dir()).expect("open");
+        let (log, _) =
+            TxnLog::open(Arc::new(fs.clone()), &dir(), es_storage::clock::system()).expect("open");
         log.append(&[txn("a", 0, TxnState::Empty)]).expect("append");
         let jp = dir().join(JOURNAL_FILE);
         let len = fs.read_all(&jp).expect("read").len();
@@ -348,7 +360,12 @@ mod tests {
         drop(log);
         let real = tempfile::tempdir().expect("tmp");
         std::fs::write(real.path().join(JOURNAL_FILE), &bytes).expect("write");
-        let (log2, st) = TxnLog::open(Arc::new(es_storage::RealFs), real.path()).expect("reopen");
+        let (log2, st) = TxnLog::open(
+            Arc::new(es_storage::RealFs),
+            real.path(),
+            es_storage::clock::system(),
+        )
+        .expect("reopen");
         assert_eq!(st.txns.len(), 1);
         assert_eq!(
             std::fs::metadata(real.path().join(JOURNAL_FILE))
@@ -358,14 +375,20 @@ mod tests {
         );
         log2.append(&[txn("b", 0, TxnState::Empty)])
             .expect("append");
-        let (_, st) = TxnLog::open(Arc::new(es_storage::RealFs), real.path()).expect("again");
+        let (_, st) = TxnLog::open(
+            Arc::new(es_storage::RealFs),
+            real.path(),
+            es_storage::clock::system(),
+        )
+        .expect("again");
         assert_eq!(st.txns.len(), 2);
     }
 
     #[test]
     fn fold_truncates_and_replay_skips_folded_entries() {
         let fs = SimFs::new();
-        let (log, _) = TxnLog::open(Arc::new(fs.clone()), &dir()).expect("open");
+        let (log, _) =
+            TxnLog::open(Arc::new(fs.clone()), &dir(), es_storage::clock::system()).expect("open");
         log.append(&[txn("a", 0, TxnState::Empty)]).expect("append");
         log.append(&[txn("a", 1, TxnState::Empty)]).expect("append");
         log.fold().expect("fold");
@@ -375,13 +398,19 @@ mod tests {
         );
         log.append(&[txn("a", 2, TxnState::Empty)]).expect("append");
         let img = fs.crash_image(Tear::None);
-        let (log2, st) = TxnLog::open(Arc::new(img.clone()), &dir()).expect("reopen");
+        let (log2, st) = TxnLog::open(Arc::new(img.clone()), &dir(), es_storage::clock::system())
+            .expect("reopen");
         assert_eq!(st.txns["a"].producer_epoch, 2);
         // Sequences keep increasing after a restart on a folded journal.
         log2.fold().expect("fold");
         log2.append(&[txn("a", 3, TxnState::Empty)])
             .expect("append");
-        let (_, st) = TxnLog::open(Arc::new(img.crash_image(Tear::None)), &dir()).expect("again");
+        let (_, st) = TxnLog::open(
+            Arc::new(img.crash_image(Tear::None)),
+            &dir(),
+            es_storage::clock::system(),
+        )
+        .expect("again");
         assert_eq!(st.txns["a"].producer_epoch, 3);
     }
 }

@@ -39,7 +39,7 @@ fn c(e: ResponseError) -> i16 {
 
 async fn open(dir: &Path) -> Arc<Broker> {
     let cfg = BrokerConfig::new(dir.join("data"), "127.0.0.1:9092");
-    tokio::task::spawn_blocking(move || Broker::open(cfg))
+    tokio::task::spawn_blocking(move || Broker::open_running(cfg))
         .await
         .expect("join")
         .expect("open")

@@ -28,7 +28,14 @@
 //! `--fetch-read-ahead-mb` (0 turns read-ahead off). A prepared fetch nobody
 //! takes makes room for a newer one of its partition, or, once older than
 //! [`UNCLAIMED_TTL`], is dropped when the total reaches the cap.
+//!
+//! Ownership: the fetch module keeps one [`ReadAheadCache`] per broker (in
+//! the broker's extensions, [`Broker::extension`]): the byte count the cap
+//! bounds and each partition's [`ReadAhead`], found by the partition's
+//! registry slot. The topic registry knows nothing of it; a deleted
+//! partition's read-ahead goes with the next partition that starts one.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
@@ -36,8 +43,10 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use parking_lot::{Condvar, Mutex};
 
+use crate::broker::Broker;
 use crate::codec::compression::Compression;
 use crate::codec::encode::CodecRules;
+use crate::topics::PartitionSlot;
 
 /// Fetch budgets above this are not read ahead (8 MiB; consumers ask for 1 MiB
 /// per partition by default).
@@ -47,10 +56,50 @@ pub const CLAIM_WAIT_MAX: Duration = Duration::from_secs(1);
 /// A prepared fetch older than this may be dropped to make room.
 pub const UNCLAIMED_TTL: Duration = Duration::from_secs(10);
 
-/// Bytes of prepared fetches held, all partitions together.
-static HELD_BYTES: AtomicUsize = AtomicUsize::new(0);
-/// Every partition's read-ahead that ever prepared, for the sweep.
-static REGISTRY: Mutex<Vec<Weak<Inner>>> = Mutex::new(Vec::new());
+/// What the partitions of one cache share.
+#[derive(Debug, Default)]
+struct Shared {
+    /// Bytes of prepared fetches held, all partitions together.
+    held_bytes: AtomicUsize,
+    /// Every partition's read-ahead that ever prepared, for the sweep.
+    registry: Mutex<Vec<Weak<Inner>>>,
+}
+
+/// One broker's read-ahead: every partition's, and the bytes they hold.
+#[derive(Debug, Default)]
+pub struct ReadAheadCache {
+    shared: Arc<Shared>,
+    /// Each partition's read-ahead, by the address of its registry slot
+    /// (the slot is kept allocated by the `Weak` beside it, so the address
+    /// is not reused while the entry exists).
+    partitions: Mutex<HashMap<usize, (Weak<PartitionSlot>, ReadAhead)>>,
+}
+
+impl ReadAheadCache {
+    /// The broker's cache, made on first use.
+    pub fn of(broker: &Broker) -> Arc<ReadAheadCache> {
+        broker.extension(ReadAheadCache::default)
+    }
+
+    /// The read-ahead of the partition in `slot`.
+    pub fn partition(&self, slot: &Arc<PartitionSlot>) -> ReadAhead {
+        let key = Arc::as_ptr(slot) as usize;
+        let mut parts = self.partitions.lock();
+        if let Some((_, ra)) = parts.get(&key) {
+            return ra.clone();
+        }
+        // A new partition: forget the ones that are gone.
+        parts.retain(|_, (w, _)| w.strong_count() > 0);
+        let ra = ReadAhead {
+            inner: Arc::new(Inner {
+                shared: self.shared.clone(),
+                ..Inner::default()
+            }),
+        };
+        parts.insert(key, (Arc::downgrade(slot), ra.clone()));
+        ra
+    }
+}
 
 /// What a fetch asks of one partition, as far as the result depends on it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -74,25 +123,26 @@ pub struct Prepared {
     pub records: Bytes,
     /// The offset after the last record encoded.
     pub next: Option<u64>,
-    charged: usize,
+    /// The bytes counted against the cap, and where (once stored).
+    charged: Option<(Arc<Shared>, usize)>,
 }
 
 impl Prepared {
     pub fn new(start: u64, records: Bytes, next: Option<u64>) -> Self {
-        let charged = records.len();
-        HELD_BYTES.fetch_add(charged, Ordering::Relaxed);
         Prepared {
             start,
             records,
             next,
-            charged,
+            charged: None,
         }
     }
 }
 
 impl Drop for Prepared {
     fn drop(&mut self) {
-        HELD_BYTES.fetch_sub(self.charged, Ordering::Relaxed);
+        if let Some((shared, n)) = self.charged.take() {
+            shared.held_bytes.fetch_sub(n, Ordering::Relaxed);
+        }
     }
 }
 
@@ -106,6 +156,7 @@ struct Entry {
 
 #[derive(Debug, Default)]
 struct Inner {
+    shared: Arc<Shared>,
     entries: Mutex<Vec<Entry>>,
     changed: Condvar,
     registered: AtomicBool,
@@ -114,10 +165,11 @@ struct Inner {
     backoff: AtomicU32,
 }
 
-/// One partition's read-ahead (kept in its [`crate::topics::PartitionSlot`]):
+/// One partition's read-ahead (a handle; [`ReadAheadCache::partition`]):
 /// up to [`PARTITION_ENTRIES_MAX`] prepared fetches, so that consumers
 /// reading the partition at different offsets do not drop each other's.
-#[derive(Debug, Default)]
+/// One made by `default()` counts its bytes alone.
+#[derive(Clone, Debug, Default)]
 pub struct ReadAhead {
     inner: Arc<Inner>,
 }
@@ -175,20 +227,22 @@ impl ReadAhead {
         {
             return None;
         }
+        let shared = &self.inner.shared;
         let over_cap = || {
-            HELD_BYTES
+            shared
+                .held_bytes
                 .load(Ordering::Relaxed)
                 .saturating_add(key.budget)
                 > cap
         };
         if over_cap() {
-            sweep();
+            sweep(shared);
             if over_cap() {
                 return None;
             }
         }
         if !self.inner.registered.swap(true, Ordering::Relaxed) {
-            REGISTRY.lock().push(Arc::downgrade(&self.inner));
+            shared.registry.lock().push(Arc::downgrade(&self.inner));
         }
         let mut entries = self.inner.entries.lock();
         // Held or under way already (another fetch asked for the same):
@@ -227,8 +281,12 @@ pub struct Preparation {
 
 impl Preparation {
     /// Stores what was prepared, if it is still awaited.
-    pub fn finish(mut self, p: Prepared) {
+    pub fn finish(mut self, mut p: Prepared) {
         self.finished = true;
+        let n = p.records.len();
+        let shared = &self.inner.shared;
+        shared.held_bytes.fetch_add(n, Ordering::Relaxed);
+        p.charged = Some((shared.clone(), n));
         let mut entries = self.inner.entries.lock();
         if let Some(e) = entries
             .iter_mut()
@@ -294,8 +352,8 @@ impl ReadAhead {
 /// Drops entries older than [`UNCLAIMED_TTL`] (prepared fetches nobody
 /// took, preparations that never ended), and forgets partitions that are
 /// gone.
-fn sweep() {
-    let mut reg = REGISTRY.lock();
+fn sweep(shared: &Shared) {
+    let mut reg = shared.registry.lock();
     reg.retain(|w| {
         let Some(inner) = w.upgrade() else {
             return false;
@@ -409,8 +467,7 @@ mod tests {
         let mut big = key(1);
         big.budget = PARTITION_BYTES_MAX + 1;
         assert!(ra.begin(big, usize::MAX).is_none());
-        // Another test's prepared fetches may be held meanwhile: a cap below
-        // one budget refuses whatever they hold.
+        // A cap below one budget refuses it.
         assert!(ra.begin(key(1), 1023).is_none());
     }
 }

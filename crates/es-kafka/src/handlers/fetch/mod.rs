@@ -34,7 +34,7 @@
 //!
 //! Read-ahead: a fetch that filled at least half its partition's budget and
 //! left more to read has the partition's next fetch prepared on a blocking
-//! thread after it is answered ([`crate::handlers::read_ahead`]); the fetch
+//! thread after it is answered ([`read_ahead`]); the fetch
 //! that asks for exactly that takes it instead of reading, so a consumer
 //! catching up does not wait for the re-encoding of each fetch.
 //!
@@ -52,8 +52,9 @@ use bytes::Bytes;
 use kafka_protocol::messages::{FetchRequest, TopicName};
 use tokio::sync::Notify;
 
+pub mod read_ahead;
+
 use super::metadata::LEADER_EPOCH;
-use super::read_ahead::{self, Preparation, Prepared};
 use super::{blocking, Ctx, RequestError};
 use crate::codec::compression::Compression;
 use crate::codec::encode::{BatchEncoder, CodecRules, EncodeOptions};
@@ -64,6 +65,7 @@ use crate::errors::{code, storage_error_code, ResponseError, NONE};
 use crate::topics::PartitionSlot;
 use es_storage::record::RecordIter;
 use es_storage::{ReadBuf, ReadView};
+use read_ahead::{Preparation, Prepared, ReadAhead, ReadAheadCache};
 
 /// The largest response we build, whatever `max_bytes` says (64 MiB).
 pub const FETCH_RESPONSE_BYTES_MAX: usize = 64 * 1024 * 1024;
@@ -96,6 +98,8 @@ struct Want {
     topic: usize,
     partition: i32,
     slot: Option<Arc<PartitionSlot>>,
+    /// The partition's read-ahead.
+    read_ahead: Option<ReadAhead>,
     offset: i64,
     max_bytes: usize,
     error: i16,
@@ -173,6 +177,7 @@ pub async fn handle(ctx: &Ctx, req: FetchRequest) -> Result<Option<ResponseFrame
         return respond(ctx, &r);
     }
     let read_committed = req.isolation_level == 1;
+    let cache = ReadAheadCache::of(b);
     let mut topics: Vec<(TopicName, uuid::Uuid)> = Vec::with_capacity(req.topics.len());
     let mut wants: Vec<Want> = Vec::new();
     for (ti, ft) in req.topics.into_iter().enumerate() {
@@ -208,6 +213,7 @@ pub async fn handle(ctx: &Ctx, req: FetchRequest) -> Result<Option<ResponseFrame
             wants.push(Want {
                 topic: ti,
                 partition: fp.partition,
+                read_ahead: slot.as_ref().map(|s| cache.partition(s)),
                 slot,
                 offset: fp.fetch_offset,
                 max_bytes: usize::try_from(fp.partition_max_bytes).unwrap_or(0),
@@ -274,7 +280,7 @@ pub async fn handle(ctx: &Ctx, req: FetchRequest) -> Result<Option<ResponseFrame
     // this one.
     let cap = b.config().fetch_read_ahead_bytes;
     for a in ahead {
-        if let Some(prep) = a.slot.read_ahead.begin(a.key, cap) {
+        if let Some(prep) = a.want.read_ahead.as_ref().and_then(|r| r.begin(a.key, cap)) {
             tokio::task::spawn_blocking(move || prepare(a, prep));
         }
     }
@@ -347,7 +353,7 @@ fn with_read_state<T>(f: impl Fn(&mut ReadState) -> T) -> T {
         .unwrap_or_else(|_| f(&mut ReadState::default()))
 }
 
-/// Prepares a read ahead ([`crate::handlers::read_ahead`]) on a blocking
+/// Prepares a read ahead ([`read_ahead`]) on a blocking
 /// thread: the fetch `a.key` describes, read as the first partition of a
 /// response. Whatever does not finish `prep` (nothing to read, an error, a
 /// panic) gives it up when `prep` drops.
@@ -458,7 +464,8 @@ fn read_one(
     first: bool,
 ) -> Result<PartRead, i16> {
     let offset = u64::try_from(w.offset).map_err(|_| code(ResponseError::OffsetOutOfRange))?;
-    if let Some(p) = slot.read_ahead.claim(&ahead_key(w, offset, budget)) {
+    let key = ahead_key(w, offset, budget);
+    if let Some(p) = w.read_ahead.as_ref().and_then(|r| r.claim(&key)) {
         if let Some(r) = serve_prepared(slot, w, p, budget, first) {
             return Ok(r);
         }
@@ -781,6 +788,7 @@ mod tests {
         expect_ahead: bool,
     ) -> Vec<(Bytes, Vec<(i64, i64)>)> {
         let slot = b.topic("t").and_then(|t| t.partition(0)).expect("slot");
+        let ahead = ReadAheadCache::of(b).partition(&slot);
         let mut out = Vec::new();
         let mut offset = 0i64;
         loop {
@@ -790,7 +798,7 @@ mod tests {
             };
             out.push((records, aborted));
             offset = next;
-            let held = slot.read_ahead.offsets();
+            let held = ahead.offsets();
             if expect_ahead && (next as u64) < slot.log.high_watermark() {
                 // Only the next fetch: the one this fetch asked for was
                 // taken (prepared by the fetch before it).
@@ -798,11 +806,10 @@ mod tests {
                 // A consumer that takes its time: the next fetch finds its
                 // read done (one that comes back at once would wait for it,
                 // and make the partition back off).
-                let ra = slot.clone();
-                let ready =
-                    tokio::task::spawn_blocking(move || ra.read_ahead.wait_prepared(next as u64))
-                        .await
-                        .expect("join");
+                let ra = ahead.clone();
+                let ready = tokio::task::spawn_blocking(move || ra.wait_prepared(next as u64))
+                    .await
+                    .expect("join");
                 assert!(ready, "the read from {next} was prepared");
             } else if !expect_ahead {
                 assert!(held.is_empty(), "{held:?}");
