@@ -22,7 +22,9 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use es_storage::{meta, CompactionReport, Fs, RealFs, RetentionReport, SharedClock, Storage, StorageError};
+use es_storage::{
+    meta, CompactionReport, Fs, RealFs, RetentionReport, SharedClock, Storage, StorageError,
+};
 use parking_lot::RwLock;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;

@@ -41,6 +41,6 @@ pub use syncer::{SyncMode, SyncPool};
 
 pub use compaction::{CompactionPolicy, CompactionReport, RetentionPolicy, RetentionReport};
 pub use partition::{
-    AppendInfo, AppendIntent, AppendOutcome, DurableCallback, FlushPolicy, Partition,
-    PartitionConfig, ReadBuf, ReadChunk, ReadView, RecoveryReport,
+    AppendInfo, AppendIntent, AppendOutcome, DurableCallback, FlushPolicy, Isolation, LogSnapshot,
+    Partition, PartitionConfig, ReadBuf, ReadChunk, ReadView, RecoveryReport,
 };

@@ -10,11 +10,11 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use es_storage::simfs::{SimFs, Tear};
-use es_storage::Storage;
 use es_storage::{
     AppendOutcome, CompactionPolicy, Partition, PartitionConfig, ProducerAppend, ProducerInfo,
     RecordBatchBuf, RecordMeta, SeqError, StorageError,
 };
+use es_storage::{Isolation, ReadBuf, RecordIter, Storage};
 
 fn cfg() -> PartitionConfig {
     PartitionConfig {
@@ -326,4 +326,51 @@ fn compaction_removes_markers_whose_records_are_gone() {
     assert_eq!(offsets(&q), o);
     assert!(q.aborted_transactions(0, u64::MAX).is_empty());
     assert_eq!(q.last_stable_offset(), q.high_watermark());
+}
+
+#[test]
+fn a_snapshot_holds_one_moment_of_watermarks_records_and_aborts() {
+    let fs = SimFs::new();
+    let p =
+        Partition::open(&Storage::new(Arc::new(fs)), PathBuf::from("/d/p"), cfg()).expect("open");
+    filler(&p, 2);
+    send(&p, 5, 0, 0, 3, true).expect("txn records"); // offsets 2..=4
+    let m = p.append_marker(5, 0, false, 3, 1).expect("abort"); // 5
+    p.wait_durable(m.last_offset + 1).expect("durable");
+    send(&p, 6, 0, 0, 1, true).expect("open txn"); // 6, still open
+    let committed = p.snapshot(0, Isolation::ReadCommitted);
+    let uncommitted = p.snapshot(0, Isolation::ReadUncommitted);
+    // Later writes change nothing the snapshots say or read.
+    filler(&p, 3);
+    p.flush().expect("flush");
+    assert_eq!(p.high_watermark(), 10);
+    for s in [&committed, &uncommitted] {
+        assert_eq!(
+            (
+                s.log_start_offset(),
+                s.high_watermark(),
+                s.last_stable_offset(),
+                s.log_end_offset(),
+                s.start()
+            ),
+            (0, 7, 6, 7, 0)
+        );
+        let mut rb = ReadBuf::new();
+        let view = s.read_into(0, 1 << 20, &mut rb).expect("read");
+        let read: Vec<u64> = RecordIter::read_checked(view.data)
+            .map(|r| r.expect("record").offset)
+            .collect();
+        assert_eq!(read, (0..7).collect::<Vec<u64>>());
+    }
+    let aborted = committed.aborted_between(0, 6);
+    assert_eq!(aborted.len(), 1);
+    assert_eq!((aborted[0].producer_id, aborted[0].first_offset), (5, 2));
+    assert!(committed.aborted_between(0, 2).is_empty());
+    assert!(uncommitted.aborted_between(0, 6).is_empty(), "not taken");
+    // Beyond the snapshot's high watermark: out of range, as for a read.
+    let mut rb = ReadBuf::new();
+    assert!(matches!(
+        committed.read_into(8, 1024, &mut rb),
+        Err(StorageError::OffsetOutOfRange { .. })
+    ));
 }

@@ -64,7 +64,7 @@ use crate::config::{TimestampType, TopicRules};
 use crate::errors::{code, storage_error_code, ResponseError, NONE};
 use crate::topics::PartitionSlot;
 use es_storage::record::RecordIter;
-use es_storage::{ReadBuf, ReadView};
+use es_storage::{Isolation, LogSnapshot, ReadBuf, ReadView};
 use read_ahead::{Preparation, Prepared, ReadAhead, ReadAheadCache};
 
 /// The largest response we build, whatever `max_bytes` says (64 MiB).
@@ -363,7 +363,8 @@ fn prepare(a: Ahead, prep: Preparation) {
         return;
     };
     let w = Want { offset, ..want };
-    if let Ok(r) = with_read_state(|st| read_fresh(st, &slot, &w, key.offset, key.budget, true)) {
+    let snap = slot.log.snapshot(key.offset, isolation(&w));
+    if let Ok(r) = with_read_state(|st| read_fresh(st, &snap, &w, key.offset, key.budget, true)) {
         if !r.records.is_empty() {
             prep.finish(Prepared::new(r.start, r.records, r.next));
         }
@@ -394,9 +395,14 @@ fn read_pass_with(
             out.push(g);
             continue;
         };
-        g.high_watermark = slot.log.high_watermark() as i64;
-        g.log_start_offset = slot.log.log_start_offset() as i64;
-        g.last_stable_offset = slot.log.last_stable_offset() as i64;
+        // One snapshot per partition: watermarks, records and aborted
+        // transactions of the same moment.
+        let snap = slot
+            .log
+            .snapshot(u64::try_from(w.offset).unwrap_or(u64::MAX), isolation(w));
+        g.high_watermark = snap.high_watermark() as i64;
+        g.log_start_offset = snap.log_start_offset() as i64;
+        g.last_stable_offset = snap.last_stable_offset() as i64;
         let remaining = max_bytes.saturating_sub(total);
         let first = total == 0;
         // The first non-empty partition may exceed the budgets by its first batch.
@@ -405,7 +411,7 @@ fn read_pass_with(
             out.push(g);
             continue;
         }
-        match read_one(st, slot, w, budget, first) {
+        match read_one(st, &snap, w, budget, first) {
             Ok(r) => {
                 // A consumer catching up (this read filled at least half
                 // its budget, and there is more) gets its next fetch
@@ -428,7 +434,7 @@ fn read_pass_with(
                 g.log_start_offset = r.log_start_offset;
                 g.last_stable_offset = r.last_stable_offset;
                 g.aborted = match r.next {
-                    Some(next) if w.read_committed => aborted_between(slot, r.start, next),
+                    Some(next) if w.read_committed => aborted_between(&snap, r.start, next),
                     _ => Vec::new(),
                 };
             }
@@ -458,7 +464,7 @@ fn ahead_key(w: &Want, offset: u64, budget: usize) -> read_ahead::Key {
 /// this read.
 fn read_one(
     st: &mut ReadState,
-    slot: &PartitionSlot,
+    snap: &LogSnapshot,
     w: &Want,
     budget: usize,
     first: bool,
@@ -466,30 +472,39 @@ fn read_one(
     let offset = u64::try_from(w.offset).map_err(|_| code(ResponseError::OffsetOutOfRange))?;
     let key = ahead_key(w, offset, budget);
     if let Some(p) = w.read_ahead.as_ref().and_then(|r| r.claim(&key)) {
-        if let Some(r) = serve_prepared(slot, w, p, budget, first) {
+        if let Some(r) = serve_prepared(snap, w, p, budget, first) {
             return Ok(r);
         }
     }
-    read_fresh(st, slot, w, offset, budget, first)
+    read_fresh(st, snap, w, offset, budget, first)
+}
+
+/// The isolation level a fetch reads at.
+fn isolation(w: &Want) -> Isolation {
+    if w.read_committed {
+        Isolation::ReadCommitted
+    } else {
+        Isolation::ReadUncommitted
+    }
 }
 
 /// A prepared read as this fetch's answer, with the watermarks and the log
-/// start as they are now; None if it no longer fits (the log start moved
-/// past it, or it exceeds the budget of a partition that is not the
-/// response's first).
+/// start of `snap` (as they are now); None if it no longer fits (the log
+/// start moved past it, it no longer starts where a read would, or it
+/// exceeds the budget of a partition that is not the response's first).
 fn serve_prepared(
-    slot: &PartitionSlot,
+    snap: &LogSnapshot,
     w: &Want,
     p: Prepared,
     budget: usize,
     first: bool,
 ) -> Option<PartRead> {
-    let log_start = slot.log.log_start_offset();
-    if p.start < log_start || (!first && p.records.len() > budget) {
+    let log_start = snap.log_start_offset();
+    if p.start < log_start || p.start != snap.start() || (!first && p.records.len() > budget) {
         return None;
     }
-    let hw = slot.log.high_watermark();
-    let lso = slot.log.last_stable_offset().min(hw);
+    let hw = snap.high_watermark();
+    let lso = snap.last_stable_offset();
     Some(PartRead {
         records: p.records.clone(),
         high_watermark: hw as i64,
@@ -502,9 +517,8 @@ fn serve_prepared(
 }
 
 /// Aborted transactions overlapping `from..to`, as a Fetch response lists them.
-fn aborted_between(slot: &PartitionSlot, from: u64, to: u64) -> Vec<Aborted> {
-    slot.log
-        .aborted_transactions(from, to)
+fn aborted_between(snap: &LogSnapshot, from: u64, to: u64) -> Vec<Aborted> {
+    snap.aborted_between(from, to)
         .into_iter()
         .map(|a| Aborted {
             producer_id: a.producer_id,
@@ -516,7 +530,7 @@ fn aborted_between(slot: &PartitionSlot, from: u64, to: u64) -> Vec<Aborted> {
 /// Reads and encodes one partition from storage.
 fn read_fresh(
     st: &mut ReadState,
-    slot: &PartitionSlot,
+    snap: &LogSnapshot,
     w: &Want,
     offset: u64,
     budget: usize,
@@ -532,29 +546,21 @@ fn read_fresh(
     // An offset inside a batch a producer compressed gets that batch whole,
     // from its first record, as from Kafka (the client skips the records
     // before its offset).
-    let start = if offset < slot.log.high_watermark() {
-        slot.log.produced_batch_start(offset).unwrap_or(offset)
-    } else {
-        offset
-    };
-    let first_read = slot
-        .log
+    let start = snap.start();
+    let first_read = snap
         .read_into(start, budget.max(1), window)
         .map_err(read_error)?;
     let chunk = match produced_batch_window(&first_read) {
         // The first record starts a produced batch the window cut short:
         // read it whole (the encoder serves the first batch whatever its
         // size; a later partition's is dropped below if it does not fit).
-        Some(size) => slot
-            .log
-            .read_into(start, size, window)
-            .map_err(read_error)?,
+        Some(size) => snap.read_into(start, size, window).map_err(read_error)?,
         None => first_read,
     };
     let hw = chunk.high_watermark;
     // Open transactions hold the last stable offset back; read_committed
     // consumers see only what is below it.
-    let lso = slot.log.last_stable_offset().min(hw);
+    let lso = snap.last_stable_offset();
     let limit = if w.read_committed { lso } else { hw };
     let corrupt = Cell::new(false);
     let records = Servable {

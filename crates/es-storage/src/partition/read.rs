@@ -1,0 +1,429 @@
+//! Reads: whole, CRC-checked records from the segments, below the high
+//! watermark, into a window the caller keeps ([`ReadBuf`]).
+//!
+//! A read works on a [`LogSnapshot`]: the high watermark, log start, last
+//! stable offset, log end and segment list of one moment, taken under one
+//! acquisition of the commit lock (and, for a fetch, the producer-state
+//! lock). Reading through it takes no lock, so a fetch's answer is
+//! consistent (its records, watermarks and aborted transactions belong to
+//! the same moment) and it costs one lock round per partition.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use super::{Mark, Partition};
+use crate::batch_marks::BatchMark;
+use crate::error::{Result, StorageError};
+use crate::producers::AbortedTxn;
+use crate::record::{self, DecodeError, ProducedBatch};
+use crate::segment::{read_exact_at, Segment};
+use crate::segment_set::Segments;
+
+/// The result of a read.
+#[derive(Clone, Debug)]
+pub struct ReadChunk {
+    /// Whole on-disk records; the first has an offset >= the one asked for.
+    /// Decode with [`crate::record::RecordIter::read_checked`]: their lengths
+    /// and CRCs were checked by the read ([`crate::record::check`]); their
+    /// fields are parsed (and every bound checked) when they are decoded.
+    pub data: Bytes,
+    pub log_start_offset: u64,
+    pub high_watermark: u64,
+    pub log_end_offset: u64,
+    /// Produced batches noted from the first offset asked for on, sorted
+    /// (some may start after `data` ends); see [`ReadChunk::batch_at`].
+    pub batches: Vec<BatchMark>,
+}
+
+impl ReadChunk {
+    /// The batch a producer compressed that starts at `offset`, if noted.
+    pub fn batch_at(&self, offset: u64) -> Option<ProducedBatch> {
+        crate::batch_marks::find(&self.batches, offset)
+    }
+}
+
+/// A read window that is kept between reads ([`Partition::read_into`]), so
+/// that a fetch neither allocates nor zero-fills its window every time.
+///
+/// Invariant: every byte of `buf` is initialised (its length is the largest
+/// window read so far); a read overwrites a prefix and reports which range
+/// holds records. Growth replaces the buffer with a fresh zeroed one (`calloc`:
+/// fresh pages need no memset) instead of resizing, which would also copy
+/// the old contents.
+#[derive(Debug, Default)]
+pub struct ReadBuf {
+    buf: Vec<u8>,
+}
+
+impl ReadBuf {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Bytes this buffer holds on to between reads.
+    pub fn retained_bytes(&self) -> usize {
+        self.buf.len()
+    }
+
+    /// Gives the memory back if the buffer holds more than `bytes_max`.
+    pub fn shrink_to(&mut self, bytes_max: usize) {
+        if self.buf.len() > bytes_max {
+            self.buf = Vec::new();
+        }
+    }
+
+    /// The first `len` bytes, growing the buffer (keeping `..keep`) if needed.
+    fn window(&mut self, len: usize, keep: usize) -> &mut [u8] {
+        if self.buf.len() < len {
+            let mut grown = vec![0u8; len];
+            grown[..keep].copy_from_slice(&self.buf[..keep]);
+            self.buf = grown;
+        }
+        &mut self.buf[..len]
+    }
+}
+
+/// The result of [`Partition::read_into`]: a [`ReadChunk`] whose records
+/// borrow the caller's [`ReadBuf`].
+#[derive(Debug)]
+pub struct ReadView<'a> {
+    /// Whole on-disk records, CRC-checked by the read (see [`ReadChunk::data`]).
+    pub data: &'a [u8],
+    pub log_start_offset: u64,
+    pub high_watermark: u64,
+    pub log_end_offset: u64,
+    /// As [`ReadChunk::batches`].
+    pub batches: Vec<BatchMark>,
+}
+
+impl ReadView<'_> {
+    /// The batch a producer compressed that starts at `offset`, if noted.
+    pub fn batch_at(&self, offset: u64) -> Option<ProducedBatch> {
+        crate::batch_marks::find(&self.batches, offset)
+    }
+}
+
+/// What a snapshot's read found.
+struct ReadSpan {
+    range: std::ops::Range<usize>,
+    log_start: u64,
+    hw: u64,
+    log_end: u64,
+    batches: Vec<BatchMark>,
+}
+
+/// Which records a fetch may see: all below the high watermark, or
+/// (read_committed) those below the last stable offset, aborted
+/// transactions listed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Isolation {
+    ReadUncommitted,
+    ReadCommitted,
+}
+
+/// One moment of a partition, for reading; see the module documentation.
+#[derive(Debug)]
+pub struct LogSnapshot {
+    hw: Mark,
+    log_end: u64,
+    log_start: u64,
+    lso: u64,
+    /// Where a fetch from the offset the snapshot was taken for reads from:
+    /// the first record of the produced batch holding it, if inside one.
+    start: u64,
+    /// read_committed: the aborted transactions from `start` up to the LSO.
+    aborted: Vec<AbortedTxn>,
+    segments: Segments,
+    index_interval_bytes: u64,
+}
+
+/// Where the produced batch holding `offset` starts (see
+/// [`Partition::produced_batch_start`]).
+fn batch_start_in(segs: &[Arc<Segment>], offset: u64, log_start: u64) -> Option<u64> {
+    let i = segs
+        .partition_point(|s| s.base_offset <= offset)
+        .checked_sub(1)?;
+    let m = segs[i].mark_covering(offset)?;
+    (m.offset >= log_start).then_some(m.offset)
+}
+
+impl Partition {
+    /// The snapshot a fetch from `offset` reads through: the watermarks, the
+    /// log start, the last stable offset (at most the high watermark), the
+    /// log end, the segment list, where the read starts
+    /// ([`LogSnapshot::start`]) and, with [`Isolation::ReadCommitted`], the
+    /// aborted transactions from there to the last stable offset. One
+    /// acquisition of the commit lock and, inside it, of the producer-state
+    /// lock (lock order: writer, commit, producers).
+    pub fn snapshot(&self, offset: u64, isolation: Isolation) -> LogSnapshot {
+        self.snapshot_of(offset, Some(isolation))
+    }
+
+    /// A snapshot; without an isolation the producer state is not read (the
+    /// LSO is then the high watermark, and no transaction is listed).
+    fn snapshot_of(&self, offset: u64, isolation: Option<Isolation>) -> LogSnapshot {
+        let config = self.config();
+        let c = self.commit.lock();
+        let hw = c.core.visible(config.flush.every_records).clone();
+        let log_end = c.core.written().offset;
+        let log_start = self.log_start_offset();
+        let segments = self.segments.snapshot();
+        let start = match isolation {
+            Some(_) if offset < hw.offset => {
+                batch_start_in(&segments, offset, log_start).unwrap_or(offset)
+            }
+            _ => offset,
+        };
+        let (lso, aborted) = match isolation {
+            None => (hw.offset, Vec::new()),
+            Some(i) => {
+                let ps = self.producers.lock();
+                let lso = ps
+                    .first_unstable_offset()
+                    .map_or(hw.offset, |f| f.min(hw.offset));
+                let aborted = match i {
+                    Isolation::ReadCommitted => ps.aborted_between(start, lso),
+                    Isolation::ReadUncommitted => Vec::new(),
+                };
+                (lso, aborted)
+            }
+        };
+        drop(c);
+        LogSnapshot {
+            hw,
+            log_end,
+            log_start,
+            lso,
+            start,
+            aborted,
+            segments,
+            index_interval_bytes: config.index_interval_bytes,
+        }
+    }
+
+    /// Reads whole records starting at the first offset >= `offset`, up to
+    /// about `max_bytes` (always at least one record if one is visible).
+    pub fn read(&self, offset: u64, max_bytes: usize) -> Result<ReadChunk> {
+        let mut rb = ReadBuf::new();
+        let span = self
+            .snapshot_of(offset, None)
+            .read_range(offset, max_bytes, &mut rb)?;
+        Ok(ReadChunk {
+            data: Bytes::from(rb.buf).slice(span.range),
+            log_start_offset: span.log_start,
+            high_watermark: span.hw,
+            log_end_offset: span.log_end,
+            batches: span.batches,
+        })
+    }
+
+    /// Where the batch a producer compressed that holds `offset` starts,
+    /// when `offset` is inside one (not its first record) and that start is
+    /// still at or above the log start. Kafka answers a fetch from inside a
+    /// batch with the whole batch (the client skips the records before its
+    /// offset); a fetch that reads from here does the same.
+    pub fn produced_batch_start(&self, offset: u64) -> Option<u64> {
+        batch_start_in(&self.segments(), offset, self.log_start_offset())
+    }
+
+    /// [`Partition::read`] into a window kept by the caller: no allocation
+    /// and no zero-filling once `rb` has grown to the size of the reads.
+    pub fn read_into<'b>(
+        &self,
+        offset: u64,
+        max_bytes: usize,
+        rb: &'b mut ReadBuf,
+    ) -> Result<ReadView<'b>> {
+        self.snapshot_of(offset, None)
+            .read_into(offset, max_bytes, rb)
+    }
+}
+
+impl LogSnapshot {
+    pub fn high_watermark(&self) -> u64 {
+        self.hw.offset
+    }
+
+    pub fn log_start_offset(&self) -> u64 {
+        self.log_start
+    }
+
+    /// The last stable offset, at most the high watermark.
+    pub fn last_stable_offset(&self) -> u64 {
+        self.lso
+    }
+
+    pub fn log_end_offset(&self) -> u64 {
+        self.log_end
+    }
+
+    /// Where a fetch from the offset this snapshot was taken for reads from:
+    /// the first record of the batch a producer compressed that holds it
+    /// (Kafka answers a fetch from inside a batch with the whole batch), or
+    /// the offset itself.
+    pub fn start(&self) -> u64 {
+        self.start
+    }
+
+    /// Aborted transactions overlapping `from..to`, for a read_committed
+    /// fetch; `from` at least [`LogSnapshot::start`] and `to` at most the
+    /// last stable offset (the snapshot holds only those).
+    pub fn aborted_between(&self, from: u64, to: u64) -> Vec<AbortedTxn> {
+        debug_assert!(from >= self.start && to <= self.lso);
+        self.aborted
+            .iter()
+            .filter(|a| a.last_offset >= from && a.first_offset < to)
+            .copied()
+            .collect()
+    }
+
+    /// Reads whole records from the first offset >= `offset`, up to about
+    /// `max_bytes` (always at least one record if one is visible), below
+    /// this snapshot's high watermark, into `rb`. Takes no lock.
+    pub fn read_into<'b>(
+        &self,
+        offset: u64,
+        max_bytes: usize,
+        rb: &'b mut ReadBuf,
+    ) -> Result<ReadView<'b>> {
+        let span = self.read_range(offset, max_bytes, rb)?;
+        Ok(ReadView {
+            data: &rb.buf[span.range],
+            log_start_offset: span.log_start,
+            high_watermark: span.hw,
+            log_end_offset: span.log_end,
+            batches: span.batches,
+        })
+    }
+
+    /// The read behind every read: the records' range in `rb`, the log
+    /// start, the high watermark, the log end and the produced batches
+    /// noted from `offset` on, all as of this snapshot.
+    fn read_range(&self, offset: u64, max_bytes: usize, rb: &mut ReadBuf) -> Result<ReadSpan> {
+        let hw = &self.hw;
+        let log_end = self.log_end;
+        let log_start = self.log_start;
+        if offset < log_start || offset > hw.offset {
+            return Err(StorageError::OffsetOutOfRange {
+                offset,
+                log_start,
+                log_end: hw.offset,
+            });
+        }
+        let none = ReadSpan {
+            range: 0..0,
+            log_start,
+            hw: hw.offset,
+            log_end,
+            batches: Vec::new(),
+        };
+        if offset == hw.offset {
+            return Ok(none);
+        }
+        let segs = &self.segments;
+        let first = segs
+            .partition_point(|s| s.base_offset <= offset)
+            .saturating_sub(1);
+        for seg in &segs[first..] {
+            if seg.base_offset >= hw.offset && !Arc::ptr_eq(seg, &hw.segment) {
+                break;
+            }
+            let limit = if Arc::ptr_eq(seg, &hw.segment) {
+                hw.pos
+            } else {
+                seg.valid_len()
+            };
+            let range = self.read_segment(seg, offset, limit, max_bytes.max(1), hw.offset, rb)?;
+            if !range.is_empty() {
+                // No more batches can start in the range than it holds records.
+                let most = range.len() / (record::LEN_PREFIX_BYTES + record::BODY_BYTES_MIN) + 1;
+                let batches = seg.marks_from(offset, most);
+                return Ok(ReadSpan {
+                    range,
+                    log_start,
+                    hw: hw.offset,
+                    log_end,
+                    batches,
+                });
+            }
+            if Arc::ptr_eq(seg, &hw.segment) {
+                break;
+            }
+        }
+        Ok(none)
+    }
+
+    /// Reads one segment's records from `offset` into `rb`; returns their range.
+    fn read_segment(
+        &self,
+        seg: &Segment,
+        offset: u64,
+        limit: u64,
+        max_bytes: usize,
+        hw: u64,
+        rb: &mut ReadBuf,
+    ) -> Result<std::ops::Range<usize>> {
+        let start = seg.lookup(offset);
+        if start >= limit {
+            return Ok(0..0);
+        }
+        // One window: the index gap (about 4 KiB) plus what was asked for.
+        let span = (limit - start) as usize;
+        let want = span
+            .min(max_bytes.saturating_add(self.index_interval_bytes as usize + 64))
+            .max(span.min(64 * 1024));
+        read_exact_at(&*seg.log, rb.window(want, 0), start)?;
+        // The bytes of `rb` read in this call.
+        let mut len = want;
+        let mut p = 0usize;
+        let mut from = None;
+        let mut to = 0usize;
+        let mut checker = record::Checker::new();
+        loop {
+            if p >= len {
+                break;
+            }
+            // Length and CRC only: the reader parses the fields once, when
+            // it decodes the records (read_checked checks every bound).
+            match checker.check(&rb.buf[..len], p) {
+                Ok((record_offset, encoded_len)) => {
+                    if record_offset >= hw {
+                        break;
+                    }
+                    if record_offset >= offset {
+                        let s = *from.get_or_insert(p);
+                        if p + encoded_len - s > max_bytes && p > s {
+                            break;
+                        }
+                        to = p + encoded_len;
+                    }
+                    p += encoded_len;
+                }
+                Err(DecodeError::Incomplete { needed }) => {
+                    let at = start + p as u64;
+                    if at + needed as u64 > limit {
+                        return Err(seg.corrupt(at, "record runs past the visible end"));
+                    }
+                    if from.is_some() {
+                        break;
+                    }
+                    // Nothing found yet: read further (the first record may be large).
+                    let grow = needed.max(want.min(limit as usize - at as usize));
+                    len = p + grow;
+                    read_exact_at(&*seg.log, &mut rb.window(len, p)[p..], at)?;
+                }
+                Err(DecodeError::Corrupt(why)) => {
+                    if from.is_some() {
+                        break;
+                    }
+                    return Err(seg.corrupt(start + p as u64, why));
+                }
+            }
+        }
+        let Some(s) = from else {
+            return Ok(0..0);
+        };
+        Ok(s..to)
+    }
+}
