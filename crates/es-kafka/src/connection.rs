@@ -24,7 +24,7 @@ use tokio::task::JoinHandle;
 
 use crate::broker::Broker;
 use crate::codec::frame::{self, FrameStatus, ResponseFrame};
-use crate::handlers::{self, RequestError};
+use crate::handlers::{self, CloseReason};
 use crate::turn::Turn;
 
 /// Bytes read from the socket at once when no larger frame is pending.
@@ -35,7 +35,18 @@ const FRAME_GROW_BYTES_MAX: usize = 4 * 1024 * 1024;
 /// leave together; larger ones go out with vectored writes of their parts.
 const WRITE_BUFFER_BYTES: usize = 64 * 1024;
 
-type Pending = JoinHandle<Result<Option<ResponseFrame>, RequestError>>;
+type Pending = JoinHandle<Result<Option<ResponseFrame>, CloseReason>>;
+
+/// Logs why a request closed its connection: a fault of ours as an error,
+/// the client's (bytes we cannot parse, a failed acks=0 produce) as a
+/// warning.
+fn log_close(peer: &str, reason: &CloseReason) {
+    if reason.is_broker_fault() {
+        tracing::error!(%peer, error = %reason, "closing connection: request cannot be served");
+    } else {
+        tracing::warn!(%peer, error = %reason, "closing connection: request cannot be served");
+    }
+}
 
 /// Serves one connection until the peer closes it, a frame is bad, or
 /// `shutdown` flips to true (then in-flight requests are finished and answered).
@@ -163,8 +174,8 @@ where
                 }
             }
             Ok(Ok(None)) => {}
-            Ok(Err(e)) => {
-                tracing::warn!(%peer, error = %e, "closing connection: request cannot be served");
+            Ok(Err(reason)) => {
+                log_close(&peer, &reason);
                 break;
             }
             Err(e) => {

@@ -649,8 +649,11 @@ async fn acks_zero_answers_nothing_and_closes_on_error() {
     );
     let bad = handlers::handle(b.clone(), frame(9), Turn::free()).await;
     assert!(
-        bad.is_err(),
-        "a failed acks=0 produce closes the connection"
+        matches!(
+            bad,
+            Err(handlers::CloseReason::AcksZeroFailed { partition: 9, .. })
+        ),
+        "a failed acks=0 produce closes the connection: {bad:?}"
     );
 }
 

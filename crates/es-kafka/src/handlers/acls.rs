@@ -45,7 +45,7 @@ pub fn describe_acls(ctx: &Ctx, req: DescribeAclsRequest) -> Result<Option<Bytes
         req.operation,
         req.permission_type,
     ]) {
-        return Err(RequestError(
+        return Err(RequestError::InvalidRequest(
             "DescribeAclsRequest contains UNKNOWN elements".into(),
         ));
     }
@@ -64,7 +64,7 @@ pub fn create_acls(ctx: &Ctx, req: CreateAclsRequest) -> Result<Option<Bytes>, R
             c.permission_type,
         ])
     }) {
-        return Err(RequestError(
+        return Err(RequestError::InvalidRequest(
             "CreatableAcls contain unknown elements".into(),
         ));
     }
@@ -91,7 +91,9 @@ pub fn delete_acls(ctx: &Ctx, req: DeleteAclsRequest) -> Result<Option<Bytes>, R
             f.permission_type,
         ])
     }) {
-        return Err(RequestError("Filters contain UNKNOWN elements".into()));
+        return Err(RequestError::InvalidRequest(
+            "Filters contain UNKNOWN elements".into(),
+        ));
     }
     let mut r = DeleteAclsResponse::default();
     r.filter_results = req

@@ -6,8 +6,9 @@
 //! (one module per API family) and encodes the response with the matching
 //! header version. Anything a client can send gets Kafka's answer: a served
 //! API its response, a known-but-unserved one UNSUPPORTED_VERSION in its own
-//! shape (see [`unsupported`]); only bytes that cannot be parsed at all end
-//! the connection ([`RequestError`]).
+//! shape (see [`unsupported`]); only what Kafka's protocol has no answer
+//! for ends the connection, for a typed [`CloseReason`] the connection logs
+//! (bytes that cannot be parsed, a failed acks=0 produce, a bug).
 
 pub mod acls;
 pub mod admin;
@@ -41,16 +42,85 @@ use crate::codec::frame::{self, ResponseFrame};
 use crate::turn::Turn;
 use crate::versions::{self, Support};
 
-/// A request that cannot be answered in Kafka's protocol: the connection is closed.
+/// Why a request closes its connection instead of being answered: Kafka's
+/// protocol has no answer for it, so the connection logs the reason and
+/// closes, as Kafka does.
 #[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct RequestError(pub String);
+pub enum CloseReason {
+    /// The frame's size or request header cannot be parsed.
+    #[error(transparent)]
+    MalformedFrame(#[from] frame::FrameError),
+    /// An api key Kafka does not define.
+    #[error("unknown api key {key} (version {version})")]
+    UnknownApiKey { key: i16, version: i16 },
+    /// A version past any whose layout we know, so not even an
+    /// UNSUPPORTED_VERSION answer can be shaped for it.
+    #[error("{key:?} v{version} is beyond any version we can parse")]
+    UnparseableVersion { key: ApiKey, version: i16 },
+    /// A version we do not serve, whose response has no error field.
+    #[error("{key:?} v{version} is not supported and its response has no error field to say so")]
+    UnsupportedVersion { key: ApiKey, version: i16 },
+    /// The request header does not decode.
+    #[error("cannot decode {key:?} v{version} request header: {detail}")]
+    MalformedHeader {
+        key: ApiKey,
+        version: i16,
+        detail: String,
+    },
+    /// The request body does not decode.
+    #[error("cannot decode {key:?} v{version}: {detail}")]
+    MalformedRequest {
+        key: ApiKey,
+        version: i16,
+        detail: String,
+    },
+    /// The request decodes but holds what Kafka refuses by closing the
+    /// connection (UNKNOWN elements in an ACL filter, a truncated Produce
+    /// v0-2 body).
+    #[error("{0}")]
+    InvalidRequest(String),
+    /// An acks=0 produce failed: closing the connection is the only signal
+    /// such a client gets to refresh its metadata.
+    #[error("acks=0 produce to partition {partition} failed with error {error}: {message}")]
+    AcksZeroFailed {
+        partition: i32,
+        error: i16,
+        message: String,
+    },
+    /// The response does not encode at the request's version (a bug).
+    #[error("cannot encode {key:?} v{version} response: {detail}")]
+    EncodeFailed {
+        key: ApiKey,
+        version: i16,
+        detail: String,
+    },
+    /// The response exceeds what a frame's size field can say.
+    #[error("{key:?} response of {bytes} bytes is too large")]
+    ResponseTooLarge { key: ApiKey, bytes: usize },
+    /// The versions table serves an API no handler is wired to (a bug).
+    #[error("{key:?} is in the versions table but has no handler")]
+    NoHandler { key: ApiKey },
+    /// A handler's blocking task panicked or was cancelled.
+    #[error("blocking task failed: {0}")]
+    TaskFailed(#[from] tokio::task::JoinError),
+}
 
-impl From<frame::FrameError> for RequestError {
-    fn from(e: frame::FrameError) -> Self {
-        RequestError(e.to_string())
+impl CloseReason {
+    /// Whether the reason is a fault of the broker rather than of the
+    /// client or its request.
+    pub fn is_broker_fault(&self) -> bool {
+        matches!(
+            self,
+            CloseReason::EncodeFailed { .. }
+                | CloseReason::ResponseTooLarge { .. }
+                | CloseReason::NoHandler { .. }
+                | CloseReason::TaskFailed(_)
+        )
     }
 }
+
+/// The error of every handler: the connection closes, for this reason.
+pub type RequestError = CloseReason;
 
 /// What a handler needs to know about its request.
 #[derive(Debug)]
@@ -91,8 +161,11 @@ pub fn decode_body<T: Decodable>(
     key: ApiKey,
     version: i16,
 ) -> Result<T, RequestError> {
-    T::decode(body, version)
-        .map_err(|e| RequestError(format!("cannot decode {key:?} v{version}: {e:#}")))
+    T::decode(body, version).map_err(|e| CloseReason::MalformedRequest {
+        key,
+        version,
+        detail: format!("{e:#}"),
+    })
 }
 
 /// Builds a whole response frame: size, response header, body.
@@ -113,8 +186,8 @@ pub fn encode_response<T: Encodable>(
         .compute_size(version)
         .map_err(|e| encode_failed(key, version, e))?;
     let total = header_len + body_len;
-    let size = i32::try_from(total)
-        .map_err(|_| RequestError(format!("{key:?} response of {total} bytes is too large")))?;
+    let size =
+        i32::try_from(total).map_err(|_| CloseReason::ResponseTooLarge { key, bytes: total })?;
     let mut out = BytesMut::with_capacity(4 + total);
     out.put_i32(size);
     header
@@ -130,7 +203,11 @@ fn encode_failed(key: ApiKey, version: i16, e: impl std::fmt::Display) -> Reques
     // A handler set a field the version cannot carry: a bug, but one that
     // must cost this connection only, never the broker.
     tracing::error!(?key, version, error = %e, "cannot encode response");
-    RequestError(format!("cannot encode {key:?} v{version} response: {e}"))
+    CloseReason::EncodeFailed {
+        key,
+        version,
+        detail: e.to_string(),
+    }
 }
 
 /// Handles one request frame (the body after the size prefix). `Ok(None)` is
@@ -155,17 +232,17 @@ pub async fn handle_from(
 ) -> Result<Option<ResponseFrame>, RequestError> {
     let prefix = frame::peek_request_header(&frame)?;
     match versions::classify(prefix.api_key, prefix.api_version) {
-        Support::UnknownKey => Err(RequestError(format!(
-            "unknown api key {} (version {})",
-            prefix.api_key, prefix.api_version
-        ))),
+        Support::UnknownKey => Err(CloseReason::UnknownApiKey {
+            key: prefix.api_key,
+            version: prefix.api_version,
+        }),
         Support::Unparseable(ApiKey::ApiVersions) => {
             api_versions::fallback(prefix.correlation_id).map(|b| Some(b.into()))
         }
-        Support::Unparseable(key) => Err(RequestError(format!(
-            "{key:?} v{} is beyond any version we can parse",
-            prefix.api_version
-        ))),
+        Support::Unparseable(key) => Err(CloseReason::UnparseableVersion {
+            key,
+            version: prefix.api_version,
+        }),
         Support::Unsupported(key) => {
             drop(turn);
             let r = unsupported::respond(key, prefix.api_version, frame)?;
@@ -175,10 +252,10 @@ pub async fn handle_from(
             let version = prefix.api_version;
             let mut body = frame;
             let header = RequestHeader::decode(&mut body, key.request_header_version(version))
-                .map_err(|e| {
-                    RequestError(format!(
-                        "cannot decode {key:?} v{version} request header: {e:#}"
-                    ))
+                .map_err(|e| CloseReason::MalformedHeader {
+                    key,
+                    version,
+                    detail: format!("{e:#}"),
                 })?;
             let ctx = Ctx {
                 broker,
@@ -334,9 +411,7 @@ async fn served_encoded(
                 ApiKey::ConsumerGroupDescribe => {
                     groups::consumer_group_describe(&ctx, decode_body(&mut body, key, v)?)
                 }
-                other => Err(RequestError(format!(
-                    "{other:?} is in the versions table but has no handler"
-                ))),
+                other => Err(CloseReason::NoHandler { key: other }),
             };
             turn.finish();
             r
@@ -350,9 +425,7 @@ where
     F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,
 {
-    tokio::task::spawn_blocking(f)
-        .await
-        .map_err(|e| RequestError(format!("blocking task failed: {e}")))
+    Ok(tokio::task::spawn_blocking(f).await?)
 }
 
 /// Kafka's "authorized operations not requested" marker.
@@ -372,6 +445,55 @@ pub const CLUSTER_OPERATIONS_ALL: i32 =
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What cannot be answered closes the connection for a typed reason.
+    #[tokio::test]
+    async fn unanswerable_requests_close_for_their_reason() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let cfg = crate::broker::BrokerConfig::new(dir.path().join("data"), "127.0.0.1:0");
+        let broker = Broker::open_running(cfg).expect("open");
+        let frame = |key: i16, version: i16, rest: &[u8]| {
+            let mut b = BytesMut::new();
+            b.put_i16(key);
+            b.put_i16(version);
+            b.put_i32(7);
+            b.put_slice(rest);
+            b.freeze()
+        };
+        let short = handle(broker.clone(), Bytes::from_static(b"\0\0"), Turn::free()).await;
+        assert!(
+            matches!(short, Err(CloseReason::MalformedFrame(_))),
+            "{short:?}"
+        );
+        let unknown = handle(broker.clone(), frame(9_999, 0, &[]), Turn::free()).await;
+        assert!(
+            matches!(
+                unknown,
+                Err(CloseReason::UnknownApiKey {
+                    key: 9_999,
+                    version: 0
+                })
+            ),
+            "{unknown:?}"
+        );
+        // Metadata v1: a client id of 5 bytes, then nothing of the body.
+        let mut rest = BytesMut::new();
+        rest.put_i16(5);
+        rest.put_slice(b"tests");
+        let cut = handle(broker.clone(), frame(3, 1, &rest), Turn::free()).await;
+        assert!(
+            matches!(
+                cut,
+                Err(CloseReason::MalformedRequest {
+                    key: ApiKey::Metadata,
+                    ..
+                })
+            ),
+            "{cut:?}"
+        );
+        assert!(!CloseReason::UnknownApiKey { key: 1, version: 0 }.is_broker_fault());
+        assert!(CloseReason::NoHandler { key: ApiKey::Fetch }.is_broker_fault());
+    }
 
     #[test]
     fn client_host_reads_like_javas_inet_address() {

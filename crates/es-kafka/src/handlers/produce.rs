@@ -218,12 +218,11 @@ pub async fn handle(
         // the connection, the only signal such a client gets to refresh its
         // metadata and notice the problem.
         if let Some(bad) = items.iter().find(|i| i.error != NONE) {
-            return Err(RequestError(format!(
-                "acks=0 produce to partition {} failed with error {}: {}",
-                bad.partition,
-                bad.error,
-                bad.message.as_deref().unwrap_or("")
-            )));
+            return Err(RequestError::AcksZeroFailed {
+                partition: bad.partition,
+                error: bad.error,
+                message: bad.message.clone().unwrap_or_default(),
+            });
         }
         return Ok(None);
     }

@@ -72,14 +72,12 @@ pub fn respond(key: ApiKey, version: i16, frame: Bytes) -> Result<Option<Bytes>,
     };
     match answer {
         Some(r) => r.map(Some),
-        None => Err(RequestError(format!(
-            "{key:?} v{version} is not supported and its response has no error field to say so"
-        ))),
+        None => Err(RequestError::UnsupportedVersion { key, version }),
     }
 }
 
 fn short(what: &str) -> RequestError {
-    RequestError(format!("Produce v0-2 request truncated in {what}"))
+    RequestError::InvalidRequest(format!("Produce v0-2 request truncated in {what}"))
 }
 
 fn get_i16(b: &mut Bytes, what: &str) -> Result<i16, RequestError> {
@@ -153,8 +151,10 @@ fn legacy_produce(
         return Ok(None);
     }
     let mut out = BytesMut::with_capacity(8 + body.len());
-    let size =
-        i32::try_from(4 + body.len()).map_err(|_| RequestError("response too large".into()))?;
+    let size = i32::try_from(4 + body.len()).map_err(|_| RequestError::ResponseTooLarge {
+        key: ApiKey::Produce,
+        bytes: 4 + body.len(),
+    })?;
     out.put_i32(size);
     out.put_i32(correlation_id);
     out.put_slice(&body);

@@ -49,7 +49,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use kafka_protocol::messages::{FetchRequest, TopicName};
+use kafka_protocol::messages::{ApiKey, FetchRequest, TopicName};
 use tokio::sync::Notify;
 
 pub mod read_ahead;
@@ -322,10 +322,11 @@ fn respond(ctx: &Ctx, r: &FetchReply) -> Result<Option<ResponseFrame>, RequestEr
         .map(Some)
         .map_err(|e| {
             tracing::error!(version = ctx.version, error = %e, "cannot encode Fetch response");
-            RequestError(format!(
-                "cannot encode Fetch v{} response: {e}",
-                ctx.version
-            ))
+            RequestError::EncodeFailed {
+                key: ApiKey::Fetch,
+                version: ctx.version,
+                detail: e.to_string(),
+            }
         })
 }
 
