@@ -14,7 +14,9 @@
 //!    thread blocks) — so appends keep the client's order while fsyncs overlap;
 //! 4. respond (nothing at all for acks=0).
 //!
-//! Per-partition failures are per-partition error codes; the request still
+//! Each partition's records go through typed phases, [`Resolved`] ->
+//! [`Decoded`] -> [`Appended`], each phase taking the previous one by value,
+//! or stop at a [`Refusal`]: a per-partition error code; the request still
 //! succeeds for the other partitions, as in Kafka.
 
 use std::collections::HashMap;
@@ -40,41 +42,72 @@ use crate::turn::Turn;
 /// thread; larger ones (decompression may take milliseconds) on a blocking one.
 const INLINE_DECODE_BYTES_MAX: usize = 256 * 1024;
 
-/// Records of one partition ready to append.
-struct Item {
+/// Which partition of the request an item is, whatever phase it is in.
+struct Head {
     /// Index into the response's topic list.
     topic: usize,
     partition: i32,
-    slot: Option<Arc<PartitionSlot>>,
-    rules: Option<TopicRules>,
-    records: Option<Bytes>,
-    buf: RecordBatchBuf,
+    /// The topic's name (the transaction check names partitions by topic).
+    topic_name: String,
+}
+
+/// Why a partition's records are not in the log: the response's error code
+/// (mapped in [`crate::errors`]), its message, and what else Kafka answers
+/// with it.
+struct Refusal {
     error: i16,
-    message: Option<String>,
-    base_offset: i64,
-    log_append_time: i64,
+    message: String,
+    /// Per-record errors (batch index, message): Produce v8+ RecordErrors.
+    record_errors: Vec<(i32, String)>,
+    /// The partition's log start offset, where Kafka reports it with the error.
     log_start_offset: i64,
-    /// One past the last appended offset (0 until appended).
-    partition_end: u64,
+}
+
+impl Refusal {
+    fn new(error: i16, message: impl Into<String>) -> Refusal {
+        Refusal {
+            error,
+            message: message.into(),
+            record_errors: Vec::new(),
+            log_start_offset: -1,
+        }
+    }
+}
+
+/// Phase 1 done: the partition exists and accepts appends.
+struct Resolved {
+    slot: Arc<PartitionSlot>,
+    rules: TopicRules,
+    records: Option<Bytes>,
+    /// Tells the partition this append is coming, so that a group-commit
+    /// fsync starting meanwhile waits for it; dropped once appended.
+    intent: AppendIntent,
+}
+
+/// Phase 2 done: the records are decoded, checked and in the disk format.
+struct Decoded {
+    slot: Arc<PartitionSlot>,
+    rules: TopicRules,
+    buf: RecordBatchBuf,
     /// The batch's producer fields when it has a producer id (idempotent or
     /// transactional): checked and recorded atomically with the append.
     producer: Option<ProducerAppend>,
-    /// The topic's name (the transaction check names partitions by topic).
-    topic_name: String,
-    /// Per-record errors (batch index, message): Produce v8+ RecordErrors.
-    record_errors: Vec<(i32, String)>,
-    /// Tells the partition this append is coming, so that a group-commit
-    /// fsync starting meanwhile waits for it; dropped once appended.
-    intent: Option<AppendIntent>,
+    intent: AppendIntent,
 }
 
-impl Item {
-    fn fail(&mut self, error: i16, message: impl Into<String>) {
-        self.error = error;
-        self.message = Some(message.into());
-        self.buf.clear();
-    }
+/// Phase 3 done: in the log (or already there: a retried batch), waiting
+/// for durability when `end` is set.
+struct Appended {
+    slot: Arc<PartitionSlot>,
+    base_offset: i64,
+    log_append_time: i64,
+    log_start_offset: i64,
+    /// One past the last offset to wait for; None when nothing was appended.
+    end: Option<u64>,
 }
+
+/// The outcome of one phase for one partition.
+type Step<T> = Result<T, Refusal>;
 
 pub async fn handle(
     ctx: &Ctx,
@@ -86,8 +119,9 @@ pub async fn handle(
     let transactional_id = req.transactional_id.as_ref().map(|t| t.0.to_string());
     let b = &ctx.broker;
     let mut topic_names: Vec<(TopicName, uuid::Uuid)> = Vec::with_capacity(req.topic_data.len());
-    let mut items: Vec<Item> = Vec::new();
+    let mut items: Vec<(Head, Step<Resolved>)> = Vec::new();
     let acks_ok = matches!(acks, -1..=1);
+    // Phase 1: resolve topics (auto-creating when allowed) and partitions.
     for (ti, td) in req.topic_data.into_iter().enumerate() {
         topic_names.push((td.name.clone(), td.topic_id));
         // v13 names topics by id; before that by name.
@@ -108,54 +142,44 @@ pub async fn handle(
             }
         };
         for pd in td.partition_data {
-            let mut item = Item {
+            let mut head = Head {
                 topic: ti,
                 partition: pd.index,
-                slot: None,
-                rules: None,
-                records: pd.records,
-                buf: RecordBatchBuf::new(),
-                error: NONE,
-                message: None,
-                base_offset: -1,
-                log_append_time: -1,
-                log_start_offset: -1,
-                partition_end: 0,
-                producer: None,
                 topic_name: String::new(),
-                record_errors: Vec::new(),
-                intent: None,
             };
-            if !acks_ok {
-                item.fail(
+            let step = if !acks_ok {
+                Err(Refusal::new(
                     code(ResponseError::InvalidRequiredAcks),
                     format!("acks must be -1, 0 or 1, not {acks}"),
-                );
+                ))
             } else {
                 match &resolved {
-                    Err((c, m)) => item.fail(*c, m.clone()),
+                    Err((c, m)) => Err(Refusal::new(*c, m.clone())),
                     Ok(topic) => match topic.partition(pd.index) {
-                        None => item.fail(
+                        None => Err(Refusal::new(
                             code(ResponseError::UnknownTopicOrPartition),
                             format!("{} has no partition {}", topic.name, pd.index),
-                        ),
+                        )),
                         // Kafka's ReplicaManager refuses clients' appends to
                         // an internal topic's partitions, however the topic
                         // was named (v13 by id too).
-                        Some(_) if is_internal(&topic.name) => item.fail(
+                        Some(_) if is_internal(&topic.name) => Err(Refusal::new(
                             code(ResponseError::InvalidTopicException),
                             format!("Cannot append to internal topic {}", topic.name),
-                        ),
+                        )),
                         Some(slot) => {
-                            item.intent = Some(slot.log.announce_append());
-                            item.slot = Some(slot);
-                            item.rules = Some(topic.rules());
-                            item.topic_name = topic.name.clone();
+                            head.topic_name = topic.name.clone();
+                            Ok(Resolved {
+                                intent: slot.log.announce_append(),
+                                slot,
+                                rules: topic.rules(),
+                                records: pd.records,
+                            })
                         }
                     },
                 }
-            }
-            items.push(item);
+            };
+            items.push((head, step));
         }
     }
 
@@ -164,19 +188,24 @@ pub async fn handle(
     // ones (decompression can take milliseconds) on a blocking thread.
     let record_bytes: usize = items
         .iter()
-        .map(|i| i.records.as_ref().map_or(0, Bytes::len))
+        .filter_map(|(_, s)| s.as_ref().ok())
+        .map(|r| r.records.as_ref().map_or(0, Bytes::len))
         .sum();
     let clock = ctx.broker.clock().clone();
-    let decode_all = move |mut items: Vec<Item>| {
+    let decode_all = move |items: Vec<(Head, Step<Resolved>)>| {
         let mut decoder = BatchDecoder::new();
         let mut summaries: Vec<BatchSummary> = Vec::with_capacity(1);
         let now = clock.now_ms();
-        for item in items.iter_mut().filter(|i| i.slot.is_some()) {
-            decode_one(&mut decoder, &mut summaries, item, v, now);
-        }
         items
+            .into_iter()
+            .map(|(head, step)| {
+                let step =
+                    step.and_then(|r| decode_one(&mut decoder, &mut summaries, &head, r, v, now));
+                (head, step)
+            })
+            .collect::<Vec<(Head, Step<Decoded>)>>()
     };
-    let mut items = if record_bytes <= INLINE_DECODE_BYTES_MAX {
+    let items = if record_bytes <= INLINE_DECODE_BYTES_MAX {
         decode_all(items)
     } else {
         blocking(move || decode_all(items)).await?
@@ -187,29 +216,34 @@ pub async fn handle(
     // for the group-commit fsyncs without holding any thread.
     turn.wait().await;
     let broker = ctx.broker.clone();
-    for item in items.iter_mut() {
-        append_one(&broker, v, transactional_id.as_deref(), item);
-        item.intent = None;
-    }
+    let items: Vec<(Head, Step<Appended>)> = items
+        .into_iter()
+        .map(|(head, step)| {
+            let step =
+                step.and_then(|d| append_one(&broker, v, transactional_id.as_deref(), &head, d));
+            (head, step)
+        })
+        .collect();
     turn.finish();
-    let mut waits = Vec::new();
-    for (i, item) in items.iter().enumerate() {
-        let Some(slot) = item.slot.as_ref() else {
+    let waits: Vec<Option<Durable>> = items
+        .iter()
+        .map(|(_, step)| {
+            let a = step.as_ref().ok()?;
+            Some(Durable::register(&a.slot.log, a.end?))
+        })
+        .collect();
+    let mut items = items;
+    for ((head, step), wait) in items.iter_mut().zip(waits) {
+        let Some(wait) = wait else {
             continue;
         };
-        if item.error != NONE || item.partition_end == 0 {
-            continue;
-        }
-        waits.push((i, Durable::register(&slot.log, item.partition_end)));
-    }
-    for (i, wait) in waits {
-        let res = wait.wait().await;
-        if let Err(e) = res {
-            let item = &mut items[i];
-            tracing::error!(partition = item.partition, error = %e, "waiting for durability failed");
-            item.fail(storage_error_code(&e), e.to_string());
-            item.base_offset = -1;
-            item.log_append_time = -1;
+        if let Err(e) = wait.wait().await {
+            tracing::error!(partition = head.partition, error = %e, "waiting for durability failed");
+            let log_start_offset = step.as_ref().map_or(-1, |a| a.log_start_offset);
+            *step = Err(Refusal {
+                log_start_offset,
+                ..Refusal::new(storage_error_code(&e), e.to_string())
+            });
         }
     }
 
@@ -217,39 +251,21 @@ pub async fn handle(
         // No response at all; but as in Kafka, a failed acks=0 produce closes
         // the connection, the only signal such a client gets to refresh its
         // metadata and notice the problem.
-        if let Some(bad) = items.iter().find(|i| i.error != NONE) {
+        if let Some((head, Err(bad))) = items.iter().find(|(_, s)| s.is_err()) {
             return Err(RequestError::AcksZeroFailed {
-                partition: bad.partition,
+                partition: head.partition,
                 error: bad.error,
-                message: bad.message.clone().unwrap_or_default(),
+                message: bad.message.clone(),
             });
         }
         return Ok(None);
     }
     let mut by_topic: HashMap<usize, Vec<PartitionProduceResponse>> = HashMap::new();
-    for item in items {
-        let mut p = PartitionProduceResponse::default();
-        p.index = item.partition;
-        p.error_code = item.error;
-        p.base_offset = item.base_offset;
-        p.log_append_time_ms = item.log_append_time;
-        if v >= 5 {
-            p.log_start_offset = item.log_start_offset;
-        }
-        if v >= 8 {
-            p.error_message = item.message.map(StrBytes::from_string);
-            p.record_errors = item
-                .record_errors
-                .into_iter()
-                .map(|(index, message)| {
-                    let mut e = BatchIndexAndErrorMessage::default();
-                    e.batch_index = index;
-                    e.batch_index_error_message = Some(StrBytes::from_string(message));
-                    e
-                })
-                .collect();
-        }
-        by_topic.entry(item.topic).or_default().push(p);
+    for (head, step) in items {
+        by_topic
+            .entry(head.topic)
+            .or_default()
+            .push(partition_response(v, head.partition, step));
     }
     let mut r = ProduceResponse::default();
     for (ti, (name, id)) in topic_names.into_iter().enumerate() {
@@ -265,105 +281,154 @@ pub async fn handle(
     ctx.respond(&r)
 }
 
+/// One partition's part of the response, from the last phase it reached.
+fn partition_response(v: i16, partition: i32, step: Step<Appended>) -> PartitionProduceResponse {
+    let mut p = PartitionProduceResponse::default();
+    p.index = partition;
+    let (message, record_errors) = match step {
+        Ok(a) => {
+            p.error_code = NONE;
+            p.base_offset = a.base_offset;
+            p.log_append_time_ms = a.log_append_time;
+            if v >= 5 {
+                p.log_start_offset = a.log_start_offset;
+            }
+            (None, Vec::new())
+        }
+        Err(r) => {
+            p.error_code = r.error;
+            p.base_offset = -1;
+            p.log_append_time_ms = -1;
+            if v >= 5 {
+                p.log_start_offset = r.log_start_offset;
+            }
+            (Some(r.message), r.record_errors)
+        }
+    };
+    if v >= 8 {
+        p.error_message = message.map(StrBytes::from_string);
+        p.record_errors = record_errors
+            .into_iter()
+            .map(|(index, message)| {
+                let mut e = BatchIndexAndErrorMessage::default();
+                e.batch_index = index;
+                e.batch_index_error_message = Some(StrBytes::from_string(message));
+                e
+            })
+            .collect();
+    }
+    p
+}
+
 /// Appends one partition's records (the transactional check, LogAppendTime,
-/// the idempotent sequence check and the write), recording the outcome.
+/// the idempotent sequence check and the write).
 fn append_one(
     broker: &Arc<crate::broker::Broker>,
     v: i16,
     transactional_id: Option<&str>,
-    item: &mut Item,
-) {
-    let Some(slot) = item.slot.clone() else {
-        return;
-    };
-    if item.error != NONE || item.buf.is_empty() {
-        return;
+    head: &Head,
+    d: Decoded,
+) -> Step<Appended> {
+    let Decoded {
+        slot,
+        rules,
+        mut buf,
+        producer,
+        intent,
+    } = d;
+    if buf.is_empty() {
+        return Ok(Appended {
+            slot,
+            base_offset: -1,
+            log_append_time: -1,
+            log_start_offset: -1,
+            end: None,
+        });
     }
     // A transactional batch must belong to its producer's open
     // transaction; the guard keeps the markers behind this append.
-    let guard = match txn::check_transactional(
+    let guard = txn::check_transactional(
         broker,
         v,
         transactional_id,
-        &item.topic_name,
-        item.partition,
-        item.producer.as_ref(),
-    ) {
-        Ok(g) => g,
-        Err((error, message)) => {
-            item.fail(error, message);
-            return;
-        }
-    };
-    let log_append = item
-        .rules
-        .is_some_and(|r| r.timestamp_type == TimestampType::LogAppendTime);
-    if log_append {
+        &head.topic_name,
+        head.partition,
+        producer.as_ref(),
+    )
+    .map_err(|(error, message)| Refusal::new(error, message))?;
+    let mut log_append_time = -1;
+    if rules.timestamp_type == TimestampType::LogAppendTime {
         let now = broker.clock().now_ms();
-        item.buf.set_all_timestamps(now);
-        item.log_append_time = now;
+        buf.set_all_timestamps(now);
+        log_append_time = now;
     }
     // Idempotent batches: the sequence check and the append are one
     // step; a retried batch gets its original offsets (and still
-    // waits for durability below).
-    let appended = slot
-        .log
-        .append_producer(&mut item.buf, item.producer.as_ref());
+    // waits for durability).
+    let appended = slot.log.append_producer(&mut buf, producer.as_ref());
     drop(guard);
+    drop(intent);
     match appended {
-        Ok(AppendOutcome::Appended(info)) => {
-            item.base_offset = info.base_offset as i64;
-            item.log_start_offset = slot.log.log_start_offset() as i64;
-            item.buf.clear();
-            item.partition_end = info.last_offset + 1;
-        }
+        Ok(AppendOutcome::Appended(info)) => Ok(Appended {
+            base_offset: info.base_offset as i64,
+            log_append_time,
+            log_start_offset: slot.log.log_start_offset() as i64,
+            end: Some(info.last_offset + 1),
+            slot,
+        }),
         Ok(AppendOutcome::Duplicate(info)) => {
             tracing::debug!(
-                partition = item.partition,
+                partition = head.partition,
                 base_offset = info.base_offset,
                 "duplicate batch answered with its original offsets"
             );
-            item.base_offset = info.base_offset as i64;
-            item.log_start_offset = slot.log.log_start_offset() as i64;
-            item.log_append_time = -1;
-            item.buf.clear();
-            item.partition_end = info.last_offset + 1;
+            Ok(Appended {
+                base_offset: info.base_offset as i64,
+                log_append_time: -1,
+                log_start_offset: slot.log.log_start_offset() as i64,
+                end: Some(info.last_offset + 1),
+                slot,
+            })
         }
         Err(e) => {
-            tracing::warn!(partition = item.partition, error = %e, "append failed");
-            item.fail(storage_error_code(&e), e.to_string());
-            item.log_append_time = -1;
+            tracing::warn!(partition = head.partition, error = %e, "append failed");
+            Err(Refusal::new(storage_error_code(&e), e.to_string()))
         }
     }
 }
 
-/// Decodes and validates one partition's records into `item.buf`.
+/// Decodes and validates one partition's records into a storage buffer.
 fn decode_one(
     decoder: &mut BatchDecoder,
     summaries: &mut Vec<BatchSummary>,
-    item: &mut Item,
+    head: &Head,
+    r: Resolved,
     version: i16,
     now: i64,
-) {
-    let Some(rules) = item.rules else {
-        return;
-    };
-    let Some(records) = item.records.take() else {
-        item.fail(code(ResponseError::InvalidRecord), "null records");
-        return;
+) -> Step<Decoded> {
+    let Resolved {
+        slot,
+        rules,
+        records,
+        intent,
+    } = r;
+    let Some(records) = records else {
+        return Err(Refusal::new(
+            code(ResponseError::InvalidRecord),
+            "null records",
+        ));
     };
     summaries.clear();
+    let mut buf = RecordBatchBuf::new();
     let limits = DecodeLimits::produce(rules.max_message_bytes);
-    if let Err(e) = decoder.decode(&records, &mut item.buf, &limits, summaries) {
-        tracing::debug!(partition = item.partition, error = %e, "refused produced batch");
-        item.fail(batch_error_code(&e), e.to_string());
-        return;
+    if let Err(e) = decoder.decode(&records, &mut buf, &limits, summaries) {
+        tracing::debug!(partition = head.partition, error = %e, "refused produced batch");
+        return Err(Refusal::new(batch_error_code(&e), e.to_string()));
     }
-    item.producer = txn::producer_append(summaries);
+    let producer = txn::producer_append(summaries);
     for s in summaries.iter() {
         if let Err(e) = check_produce_compression(version, s) {
-            item.fail(batch_error_code(&e), e.to_string());
-            return;
+            return Err(Refusal::new(batch_error_code(&e), e.to_string()));
         }
         if rules.timestamp_type == TimestampType::CreateTime {
             // Kafka checks each record; the batch's extremes bound them all.
@@ -372,20 +437,26 @@ fn decode_one(
             if s.max_timestamp.saturating_sub(now) > after
                 || now.saturating_sub(s.first_timestamp.min(s.max_timestamp)) > before
             {
-                item.fail(
+                return Err(Refusal::new(
                     code(ResponseError::InvalidTimestamp),
                     format!(
                         "timestamp out of range (now {now}, batch {}..{})",
                         s.first_timestamp, s.max_timestamp
                     ),
-                );
-                return;
+                ));
             }
         }
     }
     if rules.compact {
-        refuse_keyless_records(item);
+        refuse_keyless_records(head, &slot, &buf)?;
     }
+    Ok(Decoded {
+        slot,
+        rules,
+        buf,
+        producer,
+        intent,
+    })
 }
 
 /// Kafka's LogValidator on a compacted topic: every record needs a key. If
@@ -393,12 +464,12 @@ fn decode_one(
 /// RecordError per keyless record (its index in the batch: Produce v3+
 /// carries exactly one batch per partition), Kafka's messages, and the
 /// partition's log start offset; nothing is appended.
-fn refuse_keyless_records(item: &mut Item) {
-    let keyless = keyless_records(&item.buf);
+fn refuse_keyless_records(head: &Head, slot: &PartitionSlot, buf: &RecordBatchBuf) -> Step<()> {
+    let keyless = keyless_records(buf);
     if keyless.is_empty() {
-        return;
+        return Ok(());
     }
-    let tp = format!("{}-{}", item.topic_name, item.partition);
+    let tp = format!("{}-{}", head.topic_name, head.partition);
     let errors: Vec<(i32, String)> = keyless
         .into_iter()
         .map(|i| {
@@ -415,18 +486,16 @@ fn refuse_keyless_records(item: &mut Item) {
         .take(3)
         .map(|(i, m)| format!("RecordError(batchIndex={i}, message='{m}')"))
         .collect();
-    item.fail(
-        code(ResponseError::InvalidRecord),
-        format!(
+    Err(Refusal {
+        error: code(ResponseError::InvalidRecord),
+        message: format!(
             "One or more records have been rejected due to {} record errors in total, and only showing the first three errors at most: [{}]",
             errors.len(),
             shown.join(", ")
         ),
-    );
-    item.record_errors = errors;
-    if let Some(slot) = &item.slot {
-        item.log_start_offset = slot.log.log_start_offset() as i64;
-    }
+        record_errors: errors,
+        log_start_offset: slot.log.log_start_offset() as i64,
+    })
 }
 
 /// Indexes of the records in `buf` without a key.
