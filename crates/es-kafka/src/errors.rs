@@ -3,8 +3,12 @@
 //! Storage errors ([`StorageError`]), record-batch codec errors and our own
 //! protocol-level failures all end up as an `i16` in a response; the mapping
 //! lives here so that every handler answers the same failure the same way.
+//! The group and transaction coordinators' refusals ([`GroupError`],
+//! [`TxnError`]) get their codes here too.
 
 use crate::codec::batch::BatchError;
+use crate::groups::error::GroupError;
+use crate::txn::error::TxnError;
 use es_storage::producers::SeqError;
 use es_storage::StorageError;
 pub use kafka_protocol::ResponseError;
@@ -55,6 +59,88 @@ pub fn batch_error_code(e: &BatchError) -> i16 {
     e.kafka_error_code()
 }
 
+impl GroupError {
+    /// The Kafka error code of this refusal.
+    pub fn code(&self) -> i16 {
+        let e = match self {
+            GroupError::CoordinatorNotAvailable => ResponseError::CoordinatorNotAvailable,
+            GroupError::NotCoordinator => ResponseError::NotCoordinator,
+            GroupError::UnknownMemberId
+            | GroupError::NotAMember { .. }
+            | GroupError::NoGroupForMember { .. }
+            | GroupError::UnknownInstanceId { .. } => ResponseError::UnknownMemberId,
+            GroupError::MemberIdRequired => ResponseError::MemberIdRequired,
+            GroupError::IllegalGeneration => ResponseError::IllegalGeneration,
+            GroupError::RebalanceInProgress => ResponseError::RebalanceInProgress,
+            GroupError::FencedInstanceId | GroupError::NotTheStaticMember { .. } => {
+                ResponseError::FencedInstanceId
+            }
+            GroupError::UnreleasedInstanceId { .. } => ResponseError::UnreleasedInstanceId,
+            GroupError::MemberEpochAhead { .. } | GroupError::MemberEpochBehind { .. } => {
+                ResponseError::FencedMemberEpoch
+            }
+            GroupError::StaleMemberEpoch => ResponseError::StaleMemberEpoch,
+            GroupError::InconsistentGroupProtocol => ResponseError::InconsistentGroupProtocol,
+            GroupError::GroupMaxSizeReached | GroupError::ConsumerGroupFull { .. } => {
+                ResponseError::GroupMaxSizeReached
+            }
+            GroupError::GroupIdNotFound
+            | GroupError::GroupNotFound { .. }
+            | GroupError::NotAConsumerGroup { .. } => ResponseError::GroupIdNotFound,
+            GroupError::NonEmptyGroup => ResponseError::NonEmptyGroup,
+            GroupError::InvalidGroupId => ResponseError::InvalidGroupId,
+            GroupError::InvalidSessionTimeout => ResponseError::InvalidSessionTimeout,
+            GroupError::StorageFailed => ResponseError::KafkaStorageError,
+            GroupError::OffsetMetadataTooLarge => ResponseError::OffsetMetadataTooLarge,
+            GroupError::GroupSubscribedToTopic => ResponseError::GroupSubscribedToTopic,
+            GroupError::UnsupportedVersion => ResponseError::UnsupportedVersion,
+            GroupError::InvalidRequest(_) => ResponseError::InvalidRequest,
+            GroupError::InvalidRegularExpression { .. } => ResponseError::InvalidRegularExpression,
+            GroupError::UnsupportedAssignor { .. } => ResponseError::UnsupportedAssignor,
+            GroupError::UnstableOffsetCommit => ResponseError::UnstableOffsetCommit,
+            GroupError::UnknownServerError => ResponseError::UnknownServerError,
+        };
+        e.code()
+    }
+}
+
+/// The code of a per-member or per-partition outcome: NONE or the error's.
+pub fn group_result_code(r: &Result<(), GroupError>) -> i16 {
+    r.as_ref().err().map_or(NONE, GroupError::code)
+}
+
+/// The code of a response's error field: NONE or the error's.
+pub fn group_code(e: &Option<GroupError>) -> i16 {
+    e.as_ref().map_or(NONE, GroupError::code)
+}
+
+impl TxnError {
+    /// The Kafka error code of this refusal (before any version mapping a
+    /// handler applies for older clients).
+    pub fn code(&self) -> i16 {
+        let e = match self {
+            TxnError::InvalidRequest => ResponseError::InvalidRequest,
+            TxnError::InvalidTransactionTimeout => ResponseError::InvalidTransactionTimeout,
+            TxnError::ConcurrentTransactions => ResponseError::ConcurrentTransactions,
+            TxnError::ProducerFenced => ResponseError::ProducerFenced,
+            TxnError::InvalidProducerIdMapping => ResponseError::InvalidProducerIdMapping,
+            TxnError::TransactionAbortable => ResponseError::TransactionAbortable,
+            TxnError::InvalidTxnState => ResponseError::InvalidTxnState,
+            TxnError::TransactionalIdNotFound => ResponseError::TransactionalIdNotFound,
+            TxnError::ProducerIdsExhausted => ResponseError::UnknownServerError,
+            TxnError::CoordinatorNotAvailable => ResponseError::CoordinatorNotAvailable,
+            TxnError::JournalFailed => ResponseError::NotCoordinator,
+            TxnError::Group(g) => return g.code(),
+        };
+        e.code()
+    }
+}
+
+/// The code of a per-partition transaction outcome: NONE or the error's.
+pub fn txn_result_code(r: &Result<(), TxnError>) -> i16 {
+    r.as_ref().err().map_or(NONE, TxnError::code)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -79,5 +165,122 @@ mod tests {
             }),
             2
         );
+    }
+
+    #[test]
+    fn group_errors_map_to_kafka_codes() {
+        let s = || String::from("x");
+        let cases: Vec<(GroupError, i16)> = vec![
+            (GroupError::CoordinatorNotAvailable, 15),
+            (GroupError::NotCoordinator, 16),
+            (GroupError::UnknownMemberId, 25),
+            (
+                GroupError::NotAMember {
+                    member_id: s(),
+                    group_id: s(),
+                },
+                25,
+            ),
+            (GroupError::NoGroupForMember { group_id: s() }, 25),
+            (GroupError::UnknownInstanceId { instance_id: s() }, 25),
+            (GroupError::MemberIdRequired, 79),
+            (GroupError::IllegalGeneration, 22),
+            (GroupError::RebalanceInProgress, 27),
+            (GroupError::FencedInstanceId, 82),
+            (
+                GroupError::NotTheStaticMember {
+                    member_id: s(),
+                    instance_id: s(),
+                    owner: s(),
+                },
+                82,
+            ),
+            (
+                GroupError::UnreleasedInstanceId {
+                    member_id: s(),
+                    instance_id: s(),
+                    owner: s(),
+                },
+                111,
+            ),
+            (GroupError::MemberEpochAhead { got: 2, known: 1 }, 110),
+            (GroupError::MemberEpochBehind { got: 1, known: 2 }, 110),
+            (GroupError::StaleMemberEpoch, 113),
+            (GroupError::InconsistentGroupProtocol, 23),
+            (GroupError::GroupMaxSizeReached, 81),
+            (GroupError::ConsumerGroupFull { members_max: 3 }, 81),
+            (GroupError::GroupIdNotFound, 69),
+            (GroupError::GroupNotFound { group_id: s() }, 69),
+            (GroupError::NotAConsumerGroup { group_id: s() }, 69),
+            (GroupError::NonEmptyGroup, 68),
+            (GroupError::InvalidSessionTimeout, 26),
+            (GroupError::InvalidGroupId, 24),
+            (GroupError::StorageFailed, 56),
+            (GroupError::OffsetMetadataTooLarge, 12),
+            (GroupError::GroupSubscribedToTopic, 86),
+            (GroupError::UnsupportedVersion, 35),
+            (GroupError::InvalidRequest(s()), 42),
+            (
+                GroupError::InvalidRegularExpression {
+                    pattern: s(),
+                    why: s(),
+                },
+                128,
+            ),
+            (
+                GroupError::UnsupportedAssignor {
+                    assignor: s(),
+                    supported: s(),
+                },
+                112,
+            ),
+            (GroupError::UnstableOffsetCommit, 88),
+            (GroupError::UnknownServerError, -1),
+        ];
+        for (e, want) in cases {
+            assert_eq!(e.code(), want, "{e:?}");
+        }
+        assert_eq!(group_result_code(&Ok(())), NONE);
+        assert_eq!(group_code(&None), NONE);
+    }
+
+    #[test]
+    fn group_error_messages_are_the_ones_es_sends() {
+        let e = GroupError::NotAMember {
+            member_id: "m".into(),
+            group_id: "g".into(),
+        };
+        assert_eq!(
+            e.message().as_deref(),
+            Some("Member m is not a member of group g.")
+        );
+        assert_eq!(GroupError::UnknownMemberId.message(), None);
+        let e = GroupError::ConsumerGroupFull { members_max: 2 };
+        assert_eq!(
+            e.message().as_deref(),
+            Some("The consumer group has reached its maximum capacity of 2 members.")
+        );
+    }
+
+    #[test]
+    fn txn_errors_map_to_kafka_codes() {
+        let cases: Vec<(TxnError, i16)> = vec![
+            (TxnError::InvalidRequest, 42),
+            (TxnError::InvalidTransactionTimeout, 50),
+            (TxnError::ConcurrentTransactions, 51),
+            (TxnError::ProducerFenced, 90),
+            (TxnError::InvalidProducerIdMapping, 49),
+            (TxnError::TransactionAbortable, 120),
+            (TxnError::InvalidTxnState, 48),
+            (TxnError::TransactionalIdNotFound, 105),
+            (TxnError::ProducerIdsExhausted, -1),
+            (TxnError::CoordinatorNotAvailable, 15),
+            (TxnError::JournalFailed, 16),
+            (TxnError::Group(GroupError::IllegalGeneration), 22),
+        ];
+        for (e, want) in cases {
+            assert_eq!(e.code(), want, "{e:?}");
+        }
+        assert_eq!(txn_result_code(&Ok(())), NONE);
     }
 }

@@ -33,8 +33,8 @@ use std::collections::{HashMap, HashSet};
 use bytes::Bytes;
 use indexmap::IndexMap;
 
+use super::error::GroupError;
 use super::{new_member_id, GroupConfig, Millis, Token, CONSUMER_PROTOCOL_TYPE};
-use crate::errors::{code, ResponseError, NONE};
 
 /// The state of a classic group.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -98,7 +98,7 @@ pub struct JoinMember {
 /// The answer to a JoinGroup.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct JoinResponse {
-    pub error: i16,
+    pub error: Option<GroupError>,
     pub generation_id: i32,
     pub protocol_type: Option<String>,
     pub protocol_name: Option<String>,
@@ -110,9 +110,9 @@ pub struct JoinResponse {
 
 impl JoinResponse {
     /// An error answer carrying only the member id.
-    pub fn error(error: i16, member_id: &str) -> Self {
+    pub fn error(error: GroupError, member_id: &str) -> Self {
         JoinResponse {
-            error,
+            error: Some(error),
             generation_id: -1,
             protocol_type: None,
             protocol_name: None,
@@ -139,16 +139,16 @@ pub struct SyncRequest {
 /// The answer to a SyncGroup.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SyncResponse {
-    pub error: i16,
+    pub error: Option<GroupError>,
     pub protocol_type: Option<String>,
     pub protocol_name: Option<String>,
     pub assignment: Bytes,
 }
 
 impl SyncResponse {
-    pub fn error(error: i16) -> Self {
+    pub fn error(error: GroupError) -> Self {
         SyncResponse {
-            error,
+            error: Some(error),
             protocol_type: None,
             protocol_name: None,
             assignment: Bytes::new(),
@@ -267,10 +267,6 @@ pub struct ClassicGroup {
     sync_timer: Option<(Millis, i32)>,
 }
 
-fn err(e: ResponseError) -> i16 {
-    code(e)
-}
-
 impl ClassicGroup {
     /// A new, Empty group.
     pub fn new(group_id: &str, config: GroupConfig) -> Self {
@@ -365,7 +361,7 @@ impl ClassicGroup {
             self.remove_member(&req.member_id, out);
             out.push(Effect::Join(
                 token,
-                JoinResponse::error(err(ResponseError::GroupMaxSizeReached), ""),
+                JoinResponse::error(GroupError::GroupMaxSizeReached, ""),
             ));
             return;
         }
@@ -403,14 +399,14 @@ impl ClassicGroup {
         if self.state == ClassicState::Dead {
             out.push(Effect::Join(
                 token,
-                JoinResponse::error(err(ResponseError::CoordinatorNotAvailable), ""),
+                JoinResponse::error(GroupError::CoordinatorNotAvailable, ""),
             ));
             return;
         }
         if !self.supports_protocols(&req.protocol_type, &req.protocols) {
             out.push(Effect::Join(
                 token,
-                JoinResponse::error(err(ResponseError::InconsistentGroupProtocol), ""),
+                JoinResponse::error(GroupError::InconsistentGroupProtocol, ""),
             ));
             return;
         }
@@ -427,7 +423,7 @@ impl ClassicGroup {
             self.pending_join.insert(new_id.clone(), expires);
             out.push(Effect::Join(
                 token,
-                JoinResponse::error(err(ResponseError::MemberIdRequired), &new_id),
+                JoinResponse::error(GroupError::MemberIdRequired, &new_id),
             ));
         } else {
             self.add_member_then_rebalance(now, token, req, new_id, out);
@@ -445,14 +441,14 @@ impl ClassicGroup {
         if self.state == ClassicState::Dead {
             out.push(Effect::Join(
                 token,
-                JoinResponse::error(err(ResponseError::CoordinatorNotAvailable), &member_id),
+                JoinResponse::error(GroupError::CoordinatorNotAvailable, &member_id),
             ));
             return;
         }
         if !self.supports_protocols(&req.protocol_type, &req.protocols) {
             out.push(Effect::Join(
                 token,
-                JoinResponse::error(err(ResponseError::InconsistentGroupProtocol), &member_id),
+                JoinResponse::error(GroupError::InconsistentGroupProtocol, &member_id),
             ));
             return;
         }
@@ -500,7 +496,7 @@ impl ClassicGroup {
             ClassicState::Empty | ClassicState::Dead => {
                 out.push(Effect::Join(
                     token,
-                    JoinResponse::error(err(ResponseError::UnknownMemberId), &member_id),
+                    JoinResponse::error(GroupError::UnknownMemberId, &member_id),
                 ));
             }
         }
@@ -563,13 +559,13 @@ impl ClassicGroup {
             if let Some(t) = m.awaiting_join {
                 out.push(Effect::Join(
                     t,
-                    JoinResponse::error(err(ResponseError::UnknownMemberId), ""),
+                    JoinResponse::error(GroupError::UnknownMemberId, ""),
                 ));
             }
             if let Some(t) = m.awaiting_sync {
                 out.push(Effect::Sync(
                     t,
-                    SyncResponse::error(err(ResponseError::UnknownMemberId)),
+                    SyncResponse::error(GroupError::UnknownMemberId),
                 ));
             }
             if let Some(iid) = &m.group_instance_id {
@@ -602,7 +598,7 @@ impl ClassicGroup {
                 // gave up on it): the newer one wins, the older is answered.
                 out.push(Effect::Join(
                     old,
-                    JoinResponse::error(err(ResponseError::RebalanceInProgress), member_id),
+                    JoinResponse::error(GroupError::RebalanceInProgress, member_id),
                 ));
             }
         }
@@ -648,14 +644,14 @@ impl ClassicGroup {
         };
         // Fence whatever the old incarnation had parked.
         if let Some(t) = m.awaiting_join.take() {
-            let mut r = JoinResponse::error(err(ResponseError::FencedInstanceId), old_id);
+            let mut r = JoinResponse::error(GroupError::FencedInstanceId, old_id);
             r.generation_id = -1;
             out.push(Effect::Join(t, r));
         }
         if let Some(t) = m.awaiting_sync.take() {
             out.push(Effect::Sync(
                 t,
-                SyncResponse::error(err(ResponseError::FencedInstanceId)),
+                SyncResponse::error(GroupError::FencedInstanceId),
             ));
         }
         // Same place in the member order, new id, same assignment.
@@ -738,7 +734,7 @@ impl ClassicGroup {
             for m in self.members.values_mut() {
                 m.assignment = Bytes::new();
             }
-            self.propagate_assignment(now, err(ResponseError::RebalanceInProgress), out);
+            self.propagate_assignment(now, Some(GroupError::RebalanceInProgress), out);
         }
         self.pending_sync.clear();
         self.sync_timer = None;
@@ -965,7 +961,7 @@ impl ClassicGroup {
 
     fn join_response(&self, member_id: &str, members: Vec<JoinMember>, skip: bool) -> JoinResponse {
         JoinResponse {
-            error: NONE,
+            error: None,
             generation_id: self.generation_id,
             protocol_type: self.protocol_type.clone(),
             protocol_name: self.protocol_name.clone(),
@@ -978,8 +974,13 @@ impl ClassicGroup {
 
     /// Answers every parked SyncGroup with the member's assignment (or with
     /// `error`), restarting the session timer of each member answered.
-    fn propagate_assignment(&mut self, now: Millis, error: i16, out: &mut Vec<Effect>) {
-        let (ptype, pname) = if error == NONE {
+    fn propagate_assignment(
+        &mut self,
+        now: Millis,
+        error: Option<GroupError>,
+        out: &mut Vec<Effect>,
+    ) {
+        let (ptype, pname) = if error.is_none() {
             (self.protocol_type.clone(), self.protocol_name.clone())
         } else {
             (None, None)
@@ -989,7 +990,7 @@ impl ClassicGroup {
                 out.push(Effect::Sync(
                     t,
                     SyncResponse {
-                        error,
+                        error: error.clone(),
                         protocol_type: ptype.clone(),
                         protocol_name: pname.clone(),
                         assignment: m.assignment.clone(),
@@ -1004,19 +1005,23 @@ impl ClassicGroup {
 
     /// Kafka's `validateMember`: a static instance id must map to this member
     /// id (FENCED_INSTANCE_ID otherwise), and the member must exist.
-    fn validate_member(&self, member_id: &str, instance_id: Option<&str>) -> Result<(), i16> {
+    fn validate_member(
+        &self,
+        member_id: &str,
+        instance_id: Option<&str>,
+    ) -> Result<(), GroupError> {
         if let Some(iid) = instance_id {
             match self.static_members.get(iid) {
-                None => return Err(err(ResponseError::UnknownMemberId)),
+                None => return Err(GroupError::UnknownMemberId),
                 Some(known) if known != member_id => {
                     tracing::info!(group = %self.group_id, member_id, instance_id = iid, current = %known, "fenced static member");
-                    return Err(err(ResponseError::FencedInstanceId));
+                    return Err(GroupError::FencedInstanceId);
                 }
                 Some(_) => {}
             }
         }
         if !self.members.contains_key(member_id) {
-            return Err(err(ResponseError::UnknownMemberId));
+            return Err(GroupError::UnknownMemberId);
         }
         Ok(())
     }
@@ -1026,33 +1031,34 @@ impl ClassicGroup {
     /// Handles a SyncGroup. The answer comes as an [`Effect::Sync`] for
     /// `token`, now or once the leader has sent the assignment.
     pub fn sync(&mut self, now: Millis, token: Token, req: SyncRequest, out: &mut Vec<Effect>) {
-        let reply =
-            |e: i16, out: &mut Vec<Effect>| out.push(Effect::Sync(token, SyncResponse::error(e)));
+        let reply = |e: GroupError, out: &mut Vec<Effect>| {
+            out.push(Effect::Sync(token, SyncResponse::error(e)))
+        };
         if self.state == ClassicState::Empty {
-            return reply(err(ResponseError::UnknownMemberId), out);
+            return reply(GroupError::UnknownMemberId, out);
         }
         if self.state == ClassicState::Dead {
-            return reply(err(ResponseError::CoordinatorNotAvailable), out);
+            return reply(GroupError::CoordinatorNotAvailable, out);
         }
         if let Err(e) = self.validate_member(&req.member_id, req.group_instance_id.as_deref()) {
             return reply(e, out);
         }
         if req.generation_id != self.generation_id {
-            return reply(err(ResponseError::IllegalGeneration), out);
+            return reply(GroupError::IllegalGeneration, out);
         }
         if inconsistent(req.protocol_type.as_deref(), self.protocol_type.as_deref())
             || inconsistent(req.protocol_name.as_deref(), self.protocol_name.as_deref())
         {
-            return reply(err(ResponseError::InconsistentGroupProtocol), out);
+            return reply(GroupError::InconsistentGroupProtocol, out);
         }
         match self.state {
-            ClassicState::PreparingRebalance => reply(err(ResponseError::RebalanceInProgress), out),
+            ClassicState::PreparingRebalance => reply(GroupError::RebalanceInProgress, out),
             ClassicState::CompletingRebalance => {
                 if let Some(m) = self.members.get_mut(&req.member_id) {
                     if let Some(old) = m.awaiting_sync.replace(token) {
                         out.push(Effect::Sync(
                             old,
-                            SyncResponse::error(err(ResponseError::RebalanceInProgress)),
+                            SyncResponse::error(GroupError::RebalanceInProgress),
                         ));
                     }
                 }
@@ -1066,7 +1072,7 @@ impl ClassicGroup {
                     for m in self.members.values_mut() {
                         m.assignment = assignment.remove(&m.member_id).unwrap_or_default();
                     }
-                    self.propagate_assignment(now, NONE, out);
+                    self.propagate_assignment(now, None, out);
                     self.transition(ClassicState::Stable);
                 }
             }
@@ -1080,16 +1086,14 @@ impl ClassicGroup {
                 out.push(Effect::Sync(
                     token,
                     SyncResponse {
-                        error: NONE,
+                        error: None,
                         protocol_type: self.protocol_type.clone(),
                         protocol_name: self.protocol_name.clone(),
                         assignment,
                     },
                 ));
             }
-            ClassicState::Empty | ClassicState::Dead => {
-                reply(err(ResponseError::UnknownMemberId), out)
-            }
+            ClassicState::Empty | ClassicState::Dead => reply(GroupError::UnknownMemberId, out),
         }
     }
 
@@ -1100,32 +1104,30 @@ impl ClassicGroup {
         }
     }
 
-    /// Handles a Heartbeat; returns its error code.
+    /// Handles a Heartbeat.
     pub fn heartbeat(
         &mut self,
         now: Millis,
         member_id: &str,
         instance_id: Option<&str>,
         generation_id: i32,
-    ) -> i16 {
+    ) -> Result<(), GroupError> {
         if self.state == ClassicState::Dead {
-            return err(ResponseError::CoordinatorNotAvailable);
+            return Err(GroupError::CoordinatorNotAvailable);
         }
-        if let Err(e) = self.validate_member(member_id, instance_id) {
-            return e;
-        }
+        self.validate_member(member_id, instance_id)?;
         if generation_id != self.generation_id {
-            return err(ResponseError::IllegalGeneration);
+            return Err(GroupError::IllegalGeneration);
         }
         match self.state {
-            ClassicState::Empty | ClassicState::Dead => err(ResponseError::UnknownMemberId),
+            ClassicState::Empty | ClassicState::Dead => Err(GroupError::UnknownMemberId),
             ClassicState::PreparingRebalance => {
                 self.reschedule_heartbeat(now, member_id);
-                err(ResponseError::RebalanceInProgress)
+                Err(GroupError::RebalanceInProgress)
             }
             ClassicState::CompletingRebalance | ClassicState::Stable => {
                 self.reschedule_heartbeat(now, member_id);
-                NONE
+                Ok(())
             }
         }
     }
@@ -1136,16 +1138,16 @@ impl ClassicGroup {
         }
     }
 
-    /// Handles a LeaveGroup: one error code per member, or a group-level
+    /// Handles a LeaveGroup: one outcome per member, or a group-level
     /// error.
     pub fn leave(
         &mut self,
         now: Millis,
         members: &[LeaveMember],
         out: &mut Vec<Effect>,
-    ) -> Result<Vec<i16>, i16> {
+    ) -> Result<Vec<Result<(), GroupError>>, GroupError> {
         if self.state == ClassicState::Dead {
-            return Err(err(ResponseError::CoordinatorNotAvailable));
+            return Err(GroupError::CoordinatorNotAvailable);
         }
         let mut codes = Vec::with_capacity(members.len());
         let mut any = false;
@@ -1159,23 +1161,21 @@ impl ClassicGroup {
                 {
                     Some(id) => {
                         self.remove_member(&id, out);
-                        NONE
+                        Ok(())
                     }
-                    None => err(ResponseError::UnknownMemberId),
+                    None => Err(GroupError::UnknownMemberId),
                 }
             } else if self.pending_join.contains_key(&lm.member_id) {
                 self.pending_join.shift_remove(&lm.member_id);
-                NONE
+                Ok(())
             } else {
-                match self.validate_member(&lm.member_id, lm.group_instance_id.as_deref()) {
-                    Ok(()) => {
-                        self.remove_member(&lm.member_id, out);
-                        NONE
-                    }
-                    Err(e) => e,
+                let valid = self.validate_member(&lm.member_id, lm.group_instance_id.as_deref());
+                if valid.is_ok() {
+                    self.remove_member(&lm.member_id, out);
                 }
+                valid
             };
-            if c == NONE {
+            if c.is_ok() {
                 any = true;
                 tracing::info!(group = %self.group_id, member = %lm.member_id, "member left the group");
             }
@@ -1201,9 +1201,9 @@ impl ClassicGroup {
         member_id: &str,
         instance_id: Option<&str>,
         generation_id: i32,
-    ) -> Result<(), i16> {
+    ) -> Result<(), GroupError> {
         if self.state == ClassicState::Dead {
-            return Err(err(ResponseError::CoordinatorNotAvailable));
+            return Err(GroupError::CoordinatorNotAvailable);
         }
         if generation_id < 0 && self.state == ClassicState::Empty {
             // Admin clients and consumers without group management.
@@ -1212,13 +1212,13 @@ impl ClassicGroup {
         if generation_id >= 0 || !member_id.is_empty() || instance_id.is_some() {
             self.validate_member(member_id, instance_id)?;
             if generation_id != self.generation_id {
-                return Err(err(ResponseError::IllegalGeneration));
+                return Err(GroupError::IllegalGeneration);
             }
         } else if self.state != ClassicState::Empty {
-            return Err(err(ResponseError::UnknownMemberId));
+            return Err(GroupError::UnknownMemberId);
         }
         if self.state == ClassicState::CompletingRebalance {
-            return Err(err(ResponseError::RebalanceInProgress));
+            return Err(GroupError::RebalanceInProgress);
         }
         Ok(())
     }
@@ -1235,26 +1235,26 @@ impl ClassicGroup {
     }
 
     /// Kafka's `validateOffsetDelete`.
-    pub fn validate_offset_delete(&self) -> Result<(), i16> {
+    pub fn validate_offset_delete(&self) -> Result<(), GroupError> {
         match self.state {
-            ClassicState::Dead => Err(err(ResponseError::GroupIdNotFound)),
+            ClassicState::Dead => Err(GroupError::GroupIdNotFound),
             ClassicState::Stable
             | ClassicState::PreparingRebalance
             | ClassicState::CompletingRebalance
                 if !self.uses_consumer_protocol() =>
             {
-                Err(err(ResponseError::NonEmptyGroup))
+                Err(GroupError::NonEmptyGroup)
             }
             _ => Ok(()),
         }
     }
 
     /// Kafka's `validateDeleteGroup`.
-    pub fn validate_delete(&self) -> Result<(), i16> {
+    pub fn validate_delete(&self) -> Result<(), GroupError> {
         match self.state {
-            ClassicState::Dead => Err(err(ResponseError::GroupIdNotFound)),
+            ClassicState::Dead => Err(GroupError::GroupIdNotFound),
             ClassicState::Empty => Ok(()),
-            _ => Err(err(ResponseError::NonEmptyGroup)),
+            _ => Err(GroupError::NonEmptyGroup),
         }
     }
 
@@ -1475,13 +1475,16 @@ impl ClassicGroup {
 
     /// Answers every parked request with `error` (the coordinator is shutting
     /// down).
-    pub fn abort_all(&mut self, error: i16, out: &mut Vec<Effect>) {
+    pub fn abort_all(&mut self, error: GroupError, out: &mut Vec<Effect>) {
         for m in self.members.values_mut() {
             if let Some(t) = m.awaiting_join.take() {
-                out.push(Effect::Join(t, JoinResponse::error(error, &m.member_id)));
+                out.push(Effect::Join(
+                    t,
+                    JoinResponse::error(error.clone(), &m.member_id),
+                ));
             }
             if let Some(t) = m.awaiting_sync.take() {
-                out.push(Effect::Sync(t, SyncResponse::error(error)));
+                out.push(Effect::Sync(t, SyncResponse::error(error.clone())));
             }
         }
     }
@@ -1502,10 +1505,6 @@ mod tests {
 
     const SESSION: i32 = 10_000;
     const REBALANCE: i32 = 30_000;
-
-    fn code_of(e: ResponseError) -> i16 {
-        code(e)
-    }
 
     /// A group driven by events on a fake clock.
     struct Harness {
@@ -1576,7 +1575,7 @@ mod tests {
             }
         }
 
-        fn heartbeat(&mut self, member: &str, generation: i32) -> i16 {
+        fn heartbeat(&mut self, member: &str, generation: i32) -> Result<(), GroupError> {
             self.g.heartbeat(self.now, member, None, generation)
         }
 
@@ -1584,7 +1583,7 @@ mod tests {
         fn handshake(&mut self, client: &str) -> String {
             let t = self.join(join_req("", client, &[("range", b"m")]));
             let r = self.joined(t).expect("answered at once");
-            assert_eq!(r.error, code_of(ResponseError::MemberIdRequired));
+            assert_eq!(r.error, Some(GroupError::MemberIdRequired));
             assert!(r.member_id.starts_with(client));
             r.member_id
         }
@@ -1594,7 +1593,7 @@ mod tests {
             let id = self.handshake("c1");
             let t = self.join(join_req(&id, "c1", &[("range", b"m")]));
             let r = self.joined(t).expect("join phase completes at once");
-            assert_eq!(r.error, NONE);
+            assert_eq!(r.error, None);
             let s = self.sync(sync_req(&id, r.generation_id, &[(&id, b"a1")]));
             let sr = self.synced(s).expect("leader sync answered");
             assert_eq!(sr.assignment, Bytes::from_static(b"a1"));
@@ -1667,7 +1666,7 @@ mod tests {
         let r = h
             .joined(t)
             .expect("completes after the (zero) initial delay");
-        assert_eq!(r.error, NONE);
+        assert_eq!(r.error, None);
         assert_eq!(r.generation_id, 1);
         assert_eq!(r.leader, id);
         assert_eq!(r.member_id, id);
@@ -1679,10 +1678,10 @@ mod tests {
         let s = h.sync(sync_req(&id, 1, &[(&id, b"a1")]));
         assert_eq!(
             h.synced(s).map(|r| (r.error, r.assignment)),
-            Some((NONE, Bytes::from_static(b"a1")))
+            Some((None, Bytes::from_static(b"a1")))
         );
         assert_eq!(h.g.state(), ClassicState::Stable);
-        assert_eq!(h.heartbeat(&id, 1), NONE);
+        assert_eq!(h.heartbeat(&id, 1), Ok(()));
     }
 
     #[test]
@@ -1692,7 +1691,7 @@ mod tests {
         req.requires_known_member_id = false;
         let t = h.join(req);
         let r = h.joined(t).expect("joined at once");
-        assert_eq!((r.error, r.generation_id), (NONE, 1));
+        assert_eq!((r.error, r.generation_id), (None, 1));
         assert!(!r.member_id.is_empty());
     }
 
@@ -1704,15 +1703,12 @@ mod tests {
         let tb = h.join(join_req(&b, "c2", &[("range", b"mb")]));
         assert!(h.joined(tb).is_none(), "parked until a rejoins");
         assert_eq!(h.g.state(), ClassicState::PreparingRebalance);
-        assert_eq!(
-            h.heartbeat(&a, g1),
-            code_of(ResponseError::RebalanceInProgress)
-        );
+        assert_eq!(h.heartbeat(&a, g1), Err(GroupError::RebalanceInProgress));
         // A SyncGroup now is refused too.
         let s = h.sync(sync_req(&a, g1, &[]));
         assert_eq!(
             h.synced(s).map(|r| r.error),
-            Some(code_of(ResponseError::RebalanceInProgress))
+            Some(Some(GroupError::RebalanceInProgress))
         );
         let ta = h.join(join_req(&a, "c1", &[("range", b"ma")]));
         let ra = h.joined(ta).expect("a answered");
@@ -1732,7 +1728,7 @@ mod tests {
             Some(Bytes::from_static(b"pa"))
         );
         let rb = h.synced(sb).expect("follower answered after the leader");
-        assert_eq!((rb.error, rb.assignment), (NONE, Bytes::from_static(b"pb")));
+        assert_eq!((rb.error, rb.assignment), (None, Bytes::from_static(b"pb")));
         assert_eq!(rb.protocol_name.as_deref(), Some("range"));
         assert_eq!(h.g.state(), ClassicState::Stable);
         // A late SyncGroup in Stable gets the stored assignment.
@@ -1762,10 +1758,7 @@ mod tests {
         let ta = h.join(join_req(&a, "c1", &[("range", b"ma")]));
         for _ in 0..5 {
             h.advance(5_000);
-            assert_eq!(
-                h.heartbeat(&b, g2),
-                code_of(ResponseError::RebalanceInProgress)
-            );
+            assert_eq!(h.heartbeat(&b, g2), Err(GroupError::RebalanceInProgress));
         }
         assert!(h.joined(ta).is_none());
         h.advance(5_000); // 30 s: the rebalance timeout.
@@ -1775,7 +1768,7 @@ mod tests {
         assert_eq!(rc.generation_id, g2 + 1);
         assert_eq!(ra.members.len(), 2);
         assert!(!h.g.has_member(&b));
-        assert_eq!(h.heartbeat(&b, g2), code_of(ResponseError::UnknownMemberId));
+        assert_eq!(h.heartbeat(&b, g2), Err(GroupError::UnknownMemberId));
     }
 
     #[test]
@@ -1796,7 +1789,7 @@ mod tests {
         for i in 1..=5 {
             h.advance(3_000);
             let e = h.heartbeat(&a, g);
-            if e == code_of(ResponseError::RebalanceInProgress) && removed_at.is_none() {
+            if e == Err(GroupError::RebalanceInProgress) && removed_at.is_none() {
                 removed_at = Some(i * 3_000);
             }
         }
@@ -1825,7 +1818,7 @@ mod tests {
         let t = h.join(join_req(&id, "c1", &[("range", b"m")]));
         assert_eq!(
             h.joined(t).map(|r| r.error),
-            Some(code_of(ResponseError::UnknownMemberId))
+            Some(Some(GroupError::UnknownMemberId))
         );
     }
 
@@ -1844,7 +1837,7 @@ mod tests {
         h.synced(sa).expect("a");
         for _ in 0..3 {
             h.advance(3_000);
-            assert_eq!(h.heartbeat(&a, g), NONE);
+            assert_eq!(h.heartbeat(&a, g), Ok(()));
         }
         h.advance(1_000); // b's session (10 s after its join response) ends.
         assert!(!h.g.has_member(&b));
@@ -1869,7 +1862,7 @@ mod tests {
         let r = h.joined(t).expect("answered at once");
         assert_eq!(
             (r.error, r.generation_id, r.leader.as_str()),
-            (NONE, g, a.as_str())
+            (None, g, a.as_str())
         );
         assert_eq!(h.g.state(), ClassicState::Stable);
         // Follower with changed metadata: rebalance.
@@ -1917,14 +1910,14 @@ mod tests {
         let t = h.join(join_req("", "x", &[("sticky", b"")]));
         assert_eq!(
             h.joined(t).map(|r| r.error),
-            Some(code_of(ResponseError::InconsistentGroupProtocol))
+            Some(Some(GroupError::InconsistentGroupProtocol))
         );
         let mut other = join_req("", "x", &[("roundrobin", b"")]);
         other.protocol_type = "connect".into();
         let t = h.join(other);
         assert_eq!(
             h.joined(t).map(|r| r.error),
-            Some(code_of(ResponseError::InconsistentGroupProtocol))
+            Some(Some(GroupError::InconsistentGroupProtocol))
         );
     }
 
@@ -1963,7 +1956,7 @@ mod tests {
         // The process restarts: same instance id, no member id.
         let t = h.join(static_req("", "i1", &[("range", b"m")]));
         let r = h.joined(t).expect("answered at once");
-        assert_eq!(r.error, NONE);
+        assert_eq!(r.error, None);
         assert_eq!(r.generation_id, g, "no new generation");
         assert_ne!(r.member_id, old);
         assert_eq!(r.leader, r.member_id);
@@ -1980,9 +1973,9 @@ mod tests {
         // The old incarnation is fenced.
         assert_eq!(
             h.g.heartbeat(h.now, &old, Some("i1"), g),
-            code_of(ResponseError::FencedInstanceId)
+            Err(GroupError::FencedInstanceId)
         );
-        assert_eq!(h.g.heartbeat(h.now, &new, Some("i1"), g), NONE);
+        assert_eq!(h.g.heartbeat(h.now, &new, Some("i1"), g), Ok(()));
         // A change of the selected protocol does rebalance.
         let t = h.join(static_req(
             "",
@@ -2005,7 +1998,7 @@ mod tests {
         let t2 = h.join(static_req("", "i1", &[("range", b"m")]));
         assert_eq!(
             h.joined(t1).map(|r| r.error),
-            Some(code_of(ResponseError::FencedInstanceId))
+            Some(Some(GroupError::FencedInstanceId))
         );
         // The new incarnation is parked in its place; a completes the phase.
         let ta = h.join(join_req(&a, "c1", &[("range", b"m")]));
@@ -2017,51 +2010,42 @@ mod tests {
     fn errors_are_kafkas() {
         let mut h = Harness::new();
         let (a, g) = h.solo();
-        assert_eq!(
-            h.heartbeat(&a, g + 1),
-            code_of(ResponseError::IllegalGeneration)
-        );
-        assert_eq!(
-            h.heartbeat("nobody", g),
-            code_of(ResponseError::UnknownMemberId)
-        );
+        assert_eq!(h.heartbeat(&a, g + 1), Err(GroupError::IllegalGeneration));
+        assert_eq!(h.heartbeat("nobody", g), Err(GroupError::UnknownMemberId));
         let s = h.sync(sync_req(&a, g - 1, &[]));
         assert_eq!(
             h.synced(s).map(|r| r.error),
-            Some(code_of(ResponseError::IllegalGeneration))
+            Some(Some(GroupError::IllegalGeneration))
         );
         let s = h.sync(sync_req("nobody", g, &[]));
         assert_eq!(
             h.synced(s).map(|r| r.error),
-            Some(code_of(ResponseError::UnknownMemberId))
+            Some(Some(GroupError::UnknownMemberId))
         );
         let mut bad = sync_req(&a, g, &[]);
         bad.protocol_name = Some("roundrobin".into());
         let s = h.sync(bad);
         assert_eq!(
             h.synced(s).map(|r| r.error),
-            Some(code_of(ResponseError::InconsistentGroupProtocol))
+            Some(Some(GroupError::InconsistentGroupProtocol))
         );
         let t = h.join(join_req("nobody", "c", &[("range", b"m")]));
         assert_eq!(
             h.joined(t).map(|r| r.error),
-            Some(code_of(ResponseError::UnknownMemberId))
+            Some(Some(GroupError::UnknownMemberId))
         );
         assert_eq!(
             h.g.heartbeat(h.now, &a, Some("unknown-instance"), g),
-            code_of(ResponseError::UnknownMemberId)
+            Err(GroupError::UnknownMemberId)
         );
         // Deleting a non-empty group.
-        assert_eq!(
-            h.g.validate_delete(),
-            Err(code_of(ResponseError::NonEmptyGroup))
-        );
+        assert_eq!(h.g.validate_delete(), Err(GroupError::NonEmptyGroup));
         // Empty protocol lists never form a group.
         let mut e = Harness::new();
         let t = e.join(join_req("", "c", &[]));
         assert_eq!(
             e.joined(t).map(|r| r.error),
-            Some(code_of(ResponseError::InconsistentGroupProtocol))
+            Some(Some(GroupError::InconsistentGroupProtocol))
         );
         assert_eq!(e.g.validate_delete(), Ok(()));
     }
@@ -2095,7 +2079,7 @@ mod tests {
                 &mut h.out,
             )
             .expect("not dead");
-        assert_eq!(codes, vec![NONE, code_of(ResponseError::UnknownMemberId)]);
+        assert_eq!(codes, vec![Ok(()), Err(GroupError::UnknownMemberId)]);
         assert_eq!(h.g.state(), ClassicState::PreparingRebalance);
         assert_eq!(
             h.g.leader(),
@@ -2142,7 +2126,7 @@ mod tests {
                 &mut h.out,
             )
             .expect("left");
-        assert_eq!(codes, vec![NONE, code_of(ResponseError::UnknownMemberId)]);
+        assert_eq!(codes, vec![Ok(()), Err(GroupError::UnknownMemberId)]);
         assert!(!h.g.has_member(&id));
     }
 
@@ -2153,14 +2137,14 @@ mod tests {
         assert_eq!(h.g.validate_offset_commit("", None, -1), Ok(()));
         assert_eq!(
             h.g.validate_offset_commit("m", None, 1),
-            Err(code_of(ResponseError::UnknownMemberId))
+            Err(GroupError::UnknownMemberId)
         );
         let id = h.handshake("c1");
         let t = h.join(join_req(&id, "c1", &[("range", b"m")]));
         let g = h.joined(t).expect("joined").generation_id;
         assert_eq!(
             h.g.validate_offset_commit(&id, None, g),
-            Err(code_of(ResponseError::RebalanceInProgress)),
+            Err(GroupError::RebalanceInProgress),
             "CompletingRebalance"
         );
         let s = h.sync(sync_req(&id, g, &[]));
@@ -2168,11 +2152,11 @@ mod tests {
         assert_eq!(h.g.validate_offset_commit(&id, None, g), Ok(()));
         assert_eq!(
             h.g.validate_offset_commit(&id, None, g + 1),
-            Err(code_of(ResponseError::IllegalGeneration))
+            Err(GroupError::IllegalGeneration)
         );
         assert_eq!(
             h.g.validate_offset_commit("", None, -1),
-            Err(code_of(ResponseError::UnknownMemberId)),
+            Err(GroupError::UnknownMemberId),
             "simple commits only into empty groups"
         );
         // A commit keeps the session alive.
@@ -2192,10 +2176,10 @@ mod tests {
         let g = h.joined(ta).expect("a").generation_id;
         h.joined(tb).expect("b");
         let sb = h.sync(sync_req(&b, g, &[]));
-        h.g.abort_all(code_of(ResponseError::NotCoordinator), &mut h.out);
+        h.g.abort_all(GroupError::NotCoordinator, &mut h.out);
         assert_eq!(
             h.synced(sb).map(|r| r.error),
-            Some(code_of(ResponseError::NotCoordinator))
+            Some(Some(GroupError::NotCoordinator))
         );
     }
 }

@@ -52,8 +52,8 @@ use uuid::Uuid;
 use regex::{Regex, RegexBuilder};
 
 use super::assignor::{self, AssignMember, Assignment};
+use super::error::GroupError;
 use super::{GroupConfig, Millis};
-use crate::errors::{code, ResponseError, NONE};
 
 /// Member epoch of a member leaving the group.
 pub const LEAVE_GROUP_MEMBER_EPOCH: i32 = -1;
@@ -149,8 +149,9 @@ pub struct HeartbeatRequest {
 /// A ConsumerGroupHeartbeat response.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HeartbeatResponse {
-    pub error: i16,
-    pub error_message: Option<String>,
+    /// The refusal; its message (if it carries one) is the response's
+    /// error message.
+    pub error: Option<GroupError>,
     pub member_id: Option<String>,
     pub member_epoch: i32,
     pub heartbeat_interval_ms: i32,
@@ -159,10 +160,9 @@ pub struct HeartbeatResponse {
 }
 
 impl HeartbeatResponse {
-    pub fn error(error: i16, message: Option<String>) -> Self {
+    pub fn error(error: GroupError) -> Self {
         HeartbeatResponse {
-            error,
-            error_message: message,
+            error: Some(error),
             member_id: None,
             member_epoch: 0,
             heartbeat_interval_ms: 0,
@@ -280,20 +280,15 @@ pub struct ConsumerGroup {
 }
 
 fn invalid(message: &str) -> HeartbeatResponse {
-    HeartbeatResponse::error(
-        code(ResponseError::InvalidRequest),
-        Some(message.to_string()),
-    )
+    HeartbeatResponse::error(GroupError::InvalidRequest(message.to_string()))
 }
 
 /// Kafka's answer to a SubscribedTopicRegex that does not compile.
 fn invalid_regex(pattern: &str, why: &str) -> HeartbeatResponse {
-    HeartbeatResponse::error(
-        code(ResponseError::InvalidRegularExpression),
-        Some(format!(
-            "SubscribedTopicRegex `{pattern}` is not a valid regular expression: {why}."
-        )),
-    )
+    HeartbeatResponse::error(GroupError::InvalidRegularExpression {
+        pattern: pattern.to_string(),
+        why: why.to_string(),
+    })
 }
 
 #[cfg(test)]
@@ -556,13 +551,10 @@ impl ConsumerGroup {
         }
         if let Some(a) = &req.server_assignor {
             if !assignor::ASSIGNORS.contains(&a.as_str()) {
-                return HeartbeatResponse::error(
-                    code(ResponseError::UnsupportedAssignor),
-                    Some(format!(
-                        "ServerAssignor {a} is not supported. Supported assignors: {}.",
-                        assignor::ASSIGNORS.join(", ")
-                    )),
-                );
+                return HeartbeatResponse::error(GroupError::UnsupportedAssignor {
+                    assignor: a.clone(),
+                    supported: assignor::ASSIGNORS.join(", "),
+                });
             }
         }
         if epoch < 0 {
@@ -579,13 +571,9 @@ impl ConsumerGroup {
                 .as_ref()
                 .is_some_and(|i| self.static_members.contains_key(i));
         if !known && self.members.len() >= self.config.members_max {
-            return HeartbeatResponse::error(
-                code(ResponseError::GroupMaxSizeReached),
-                Some(format!(
-                    "The consumer group has reached its maximum capacity of {} members.",
-                    self.config.members_max
-                )),
-            );
+            return HeartbeatResponse::error(GroupError::ConsumerGroupFull {
+                members_max: self.config.members_max,
+            });
         }
         // A regex the group does not hold yet must compile; checked before
         // anything changes, so that a refused heartbeat changes nothing.
@@ -604,7 +592,7 @@ impl ConsumerGroup {
         // updated; it goes back below).
         let old = match self.take_member(&member_id, &req, owned) {
             Ok(m) => m,
-            Err(r) => return r,
+            Err(e) => return HeartbeatResponse::error(e),
         };
         let mut m = old.clone();
         if let Some(i) = &req.instance_id {
@@ -673,7 +661,7 @@ impl ConsumerGroup {
 
         // Reconcile the member towards its target.
         let Some(before) = self.members.get(&member_id).cloned() else {
-            return HeartbeatResponse::error(code(ResponseError::UnknownServerError), None);
+            return HeartbeatResponse::error(GroupError::UnknownServerError);
         };
         let mut after = self.reconcile(&before, owned);
         after.session_deadline =
@@ -701,8 +689,7 @@ impl ConsumerGroup {
                 && req.topic_partitions.is_some());
         let send_assignment = full || after.assigned != old.assigned;
         let r = HeartbeatResponse {
-            error: NONE,
-            error_message: None,
+            error: None,
             member_id: Some(after.member_id.clone()),
             member_epoch: after.member_epoch,
             heartbeat_interval_ms: self.config.consumer_heartbeat_interval_ms,
@@ -719,31 +706,31 @@ impl ConsumerGroup {
         member_id: &str,
         req: &HeartbeatRequest,
         owned: Option<&[(Uuid, Vec<i32>)]>,
-    ) -> Result<Member, HeartbeatResponse> {
+    ) -> Result<Member, GroupError> {
         let epoch = req.member_epoch;
-        let fenced = |msg: String| {
-            HeartbeatResponse::error(code(ResponseError::FencedMemberEpoch), Some(msg))
-        };
-        let check_epoch = |m: &Member| -> Result<(), HeartbeatResponse> {
+        let check_epoch = |m: &Member| -> Result<(), GroupError> {
             if epoch > m.member_epoch {
-                return Err(fenced(format!("The consumer group member has a greater member epoch ({epoch}) than the one known by the group coordinator ({}). The member must abandon all its partitions and rejoin.", m.member_epoch)));
+                return Err(GroupError::MemberEpochAhead {
+                    got: epoch,
+                    known: m.member_epoch,
+                });
             }
             if epoch < m.member_epoch
                 && (epoch != m.previous_member_epoch || !is_subset(owned, &m.assigned))
             {
-                return Err(fenced(format!("The consumer group member has a smaller member epoch ({epoch}) than the one known by the group coordinator ({}). The member must abandon all its partitions and rejoin.", m.member_epoch)));
+                return Err(GroupError::MemberEpochBehind {
+                    got: epoch,
+                    known: m.member_epoch,
+                });
             }
             Ok(())
         };
         match &req.instance_id {
             None => match self.members.get(member_id) {
-                None if epoch != 0 => Err(HeartbeatResponse::error(
-                    code(ResponseError::UnknownMemberId),
-                    Some(format!(
-                        "Member {member_id} is not a member of group {}.",
-                        self.group_id
-                    )),
-                )),
+                None if epoch != 0 => Err(GroupError::NotAMember {
+                    member_id: member_id.to_string(),
+                    group_id: self.group_id.clone(),
+                }),
                 None => {
                     tracing::info!(group = %self.group_id, member = member_id, "member joins the consumer group");
                     Ok(Member::new(member_id))
@@ -768,10 +755,11 @@ impl ConsumerGroup {
                         }),
                         Some(m) if m.member_id == member_id => Ok(self.rejoin(m)),
                         Some(m) if m.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH => {
-                            Err(HeartbeatResponse::error(
-                                code(ResponseError::UnreleasedInstanceId),
-                                Some(format!("Static member {member_id} with instance id {iid} cannot join the group because the instance id is owned by {} member.", m.member_id)),
-                            ))
+                            Err(GroupError::UnreleasedInstanceId {
+                                member_id: member_id.to_string(),
+                                instance_id: iid.clone(),
+                                owner: m.member_id,
+                            })
                         }
                         Some(m) => {
                             // The static member is back: it takes over the old
@@ -795,16 +783,16 @@ impl ConsumerGroup {
                     }
                 } else {
                     let Some(m) = existing else {
-                        return Err(HeartbeatResponse::error(
-                            code(ResponseError::UnknownMemberId),
-                            Some(format!("Instance id {iid} is unknown.")),
-                        ));
+                        return Err(GroupError::UnknownInstanceId {
+                            instance_id: iid.clone(),
+                        });
                     };
                     if m.member_id != member_id {
-                        return Err(HeartbeatResponse::error(
-                            code(ResponseError::FencedInstanceId),
-                            Some(format!("Static member {member_id} with instance id {iid} is not the member {}.", m.member_id)),
-                        ));
+                        return Err(GroupError::NotTheStaticMember {
+                            member_id: member_id.to_string(),
+                            instance_id: iid.clone(),
+                            owner: m.member_id,
+                        });
                     }
                     check_epoch(&m)?;
                     Ok(m)
@@ -834,8 +822,7 @@ impl ConsumerGroup {
     fn leave(&mut self, now: Millis, req: &HeartbeatRequest) -> HeartbeatResponse {
         let _ = now;
         let mut r = HeartbeatResponse {
-            error: NONE,
-            error_message: None,
+            error: None,
             member_id: Some(req.member_id.clone()),
             member_epoch: req.member_epoch,
             heartbeat_interval_ms: 0,
@@ -844,31 +831,25 @@ impl ConsumerGroup {
         let member_id = match &req.instance_id {
             None => {
                 if !self.members.contains_key(&req.member_id) {
-                    return HeartbeatResponse::error(
-                        code(ResponseError::UnknownMemberId),
-                        Some(format!(
-                            "Member {} is not a member of group {}.",
-                            req.member_id, self.group_id
-                        )),
-                    );
+                    return HeartbeatResponse::error(GroupError::NotAMember {
+                        member_id: req.member_id.clone(),
+                        group_id: self.group_id.clone(),
+                    });
                 }
                 req.member_id.clone()
             }
             Some(iid) => {
                 let Some(id) = self.static_members.get(iid).cloned() else {
-                    return HeartbeatResponse::error(
-                        code(ResponseError::UnknownMemberId),
-                        Some(format!("Instance id {iid} is unknown.")),
-                    );
+                    return HeartbeatResponse::error(GroupError::UnknownInstanceId {
+                        instance_id: iid.clone(),
+                    });
                 };
                 if id != req.member_id {
-                    return HeartbeatResponse::error(
-                        code(ResponseError::FencedInstanceId),
-                        Some(format!(
-                            "Static member {} with instance id {iid} is not the member {id}.",
-                            req.member_id
-                        )),
-                    );
+                    return HeartbeatResponse::error(GroupError::NotTheStaticMember {
+                        member_id: req.member_id.clone(),
+                        instance_id: iid.clone(),
+                        owner: id,
+                    });
                 }
                 if req.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH {
                     // Temporarily gone: keep its partitions reserved.
@@ -1044,30 +1025,30 @@ impl ConsumerGroup {
         epoch: i32,
         transactional: bool,
         version: i16,
-    ) -> Result<(), i16> {
+    ) -> Result<(), GroupError> {
         if epoch < 0 && self.members.is_empty() {
             return Ok(());
         }
         let Some(m) = self.members.get(member_id) else {
-            return Err(code(ResponseError::UnknownMemberId));
+            return Err(GroupError::UnknownMemberId);
         };
         if !transactional && version < 9 {
-            return Err(code(ResponseError::UnsupportedVersion));
+            return Err(GroupError::UnsupportedVersion);
         }
         if epoch != m.member_epoch {
-            return Err(code(ResponseError::StaleMemberEpoch));
+            return Err(GroupError::StaleMemberEpoch);
         }
         Ok(())
     }
 
     /// Kafka's `ConsumerGroup.validateOffsetFetch` (member id and epoch
     /// given).
-    pub fn validate_offset_fetch(&self, member_id: &str, epoch: i32) -> Result<(), i16> {
+    pub fn validate_offset_fetch(&self, member_id: &str, epoch: i32) -> Result<(), GroupError> {
         let Some(m) = self.members.get(member_id) else {
-            return Err(code(ResponseError::UnknownMemberId));
+            return Err(GroupError::UnknownMemberId);
         };
         if epoch != m.member_epoch {
-            return Err(code(ResponseError::StaleMemberEpoch));
+            return Err(GroupError::StaleMemberEpoch);
         }
         Ok(())
     }
@@ -1157,6 +1138,7 @@ impl ConsumerGroup {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use crate::errors::{code, ResponseError};
 
     pub struct Topics(pub BTreeMap<String, (Uuid, i32)>);
 
@@ -1244,7 +1226,7 @@ pub(crate) mod tests {
         let tid = t.0["t"].0;
         let mut g = ConsumerGroup::new("g", GroupConfig::default());
         let r1 = g.heartbeat(0, join("m1", &["t"]), &t);
-        assert_eq!(r1.error, NONE);
+        assert_eq!(r1.error, None);
         assert_eq!(r1.member_epoch, 1);
         assert_eq!(count(&r1), 4);
         assert_eq!(g.state_name(), "Stable");
@@ -1276,18 +1258,24 @@ pub(crate) mod tests {
         let got: Vec<i32> = r.assignment.as_ref().expect("assignment")[0].1.clone();
         assert!(got.iter().all(|p| !kept.contains(p)));
         let r = g.heartbeat(50, beat("m2", 2, Some(vec![(tid, got)])), &t);
-        assert_eq!(r.error, NONE);
+        assert_eq!(r.error, None);
         assert_eq!(g.state_name(), "Stable");
 
         // A stale epoch is fenced; an unknown member is unknown.
         let r = g.heartbeat(60, beat("m2", 1, Some(vec![])), &t);
-        assert_eq!(r.error, code(ResponseError::FencedMemberEpoch));
+        assert_eq!(
+            r.error.as_ref().map(GroupError::code),
+            Some(code(ResponseError::FencedMemberEpoch))
+        );
         let r = g.heartbeat(60, beat("zz", 3, None), &t);
-        assert_eq!(r.error, code(ResponseError::UnknownMemberId));
+        assert_eq!(
+            r.error.as_ref().map(GroupError::code),
+            Some(code(ResponseError::UnknownMemberId))
+        );
 
         // m1 leaves: m2 gets everything at the next epoch.
         let r = g.heartbeat(70, beat("m1", -1, None), &t);
-        assert_eq!((r.error, r.member_epoch), (NONE, -1));
+        assert_eq!((r.error, r.member_epoch), (None, -1));
         let r = g.heartbeat(80, beat("m2", 2, None), &t);
         assert_eq!(r.member_epoch, 3);
         assert_eq!(count(&r), 4);
@@ -1301,7 +1289,7 @@ pub(crate) mod tests {
         let epoch = r.member_epoch;
         assert_eq!(
             g.validate_offset_commit("m1", None, epoch, false, 8),
-            Err(code(ResponseError::UnsupportedVersion))
+            Err(GroupError::UnsupportedVersion)
         );
         assert_eq!(g.validate_offset_commit("m1", None, epoch, true, 8), Ok(()));
         assert_eq!(
@@ -1310,7 +1298,7 @@ pub(crate) mod tests {
         );
         assert_eq!(
             g.validate_offset_commit("m1", None, epoch + 1, true, 8),
-            Err(code(ResponseError::StaleMemberEpoch))
+            Err(GroupError::StaleMemberEpoch)
         );
     }
 
@@ -1370,15 +1358,15 @@ pub(crate) mod tests {
         let mut a2 = join("a2", &["t"]);
         a2.instance_id = Some("ia".into());
         let r = g.heartbeat(20, a2, &t);
-        assert_eq!(r.error, NONE);
+        assert_eq!(r.error, None);
         assert_eq!(g.group_epoch(), epoch, "no rebalance");
         assert_eq!(to_assignment(&r.assignment.expect("assignment")), before);
         // Someone else claiming an instance id in use is refused.
         let mut x = join("x", &["t"]);
         x.instance_id = Some("ib".into());
         assert_eq!(
-            g.heartbeat(30, x, &t).error,
-            code(ResponseError::UnreleasedInstanceId)
+            g.heartbeat(30, x, &t).error.as_ref().map(GroupError::code),
+            Some(code(ResponseError::UnreleasedInstanceId))
         );
     }
 
@@ -1396,7 +1384,7 @@ pub(crate) mod tests {
         for now in [5_000, 10_000, 20_000, 30_000] {
             g.tick(now);
             let r = g.heartbeat(now, beat("m1", 1, owned_all()), &t);
-            assert_eq!(r.error, NONE, "still within its 30 s rebalance timeout");
+            assert_eq!(r.error, None, "still within its 30 s rebalance timeout");
             g.heartbeat(now, beat("m2", 2, Some(vec![])), &t);
         }
         g.tick(31_000);
@@ -1404,7 +1392,10 @@ pub(crate) mod tests {
         let r = g.heartbeat(31_500, beat("m2", 2, Some(vec![])), &t);
         assert_eq!((r.member_epoch, count(&r)), (3, 2));
         let r = g.heartbeat(32_000, beat("m1", 1, owned_all()), &t);
-        assert_eq!(r.error, code(ResponseError::UnknownMemberId));
+        assert_eq!(
+            r.error.as_ref().map(GroupError::code),
+            Some(code(ResponseError::UnknownMemberId))
+        );
     }
 
     #[test]
@@ -1415,7 +1406,7 @@ pub(crate) mod tests {
         assert_eq!((r.member_epoch, count(&r)), (1, 2));
         // The client lost its state and joins again with the same id.
         let r = g.heartbeat(10, join("m1", &["t"]), &t);
-        assert_eq!(r.error, NONE);
+        assert_eq!(r.error, None);
         assert_eq!(
             (r.member_epoch, count(&r)),
             (1, 2),
@@ -1447,7 +1438,7 @@ pub(crate) mod tests {
         let t = topics(&[("t", 2), ("u", 1)]);
         let mut g = ConsumerGroup::new("g", GroupConfig::default());
         let r = g.heartbeat(0, join_regex("m1", &["t"], ""), &t);
-        assert_eq!(r.error, NONE, "{:?}", r.error_message);
+        assert_eq!(r.error, None, "{:?}", r.error);
         assert_eq!(assigned_names(&t, &r), vec!["t"]);
         assert!(g.regexes.is_empty());
         let d = g.describe(&t);
@@ -1455,14 +1446,14 @@ pub(crate) mod tests {
         // Joining with an empty list of names (and no regex) is allowed: the
         // member is in the group with nothing to consume.
         let r = g.heartbeat(0, join("m2", &[]), &t);
-        assert_eq!(r.error, NONE, "{:?}", r.error_message);
+        assert_eq!(r.error, None, "{:?}", r.error);
         assert_eq!(count(&r), 0);
         // Neither names nor regex on a join is refused.
         let mut r = join("m3", &[]);
         r.subscribed_topic_names = None;
         assert_eq!(
-            g.heartbeat(0, r, &t).error,
-            code(ResponseError::InvalidRequest)
+            g.heartbeat(0, r, &t).error.as_ref().map(GroupError::code),
+            Some(code(ResponseError::InvalidRequest))
         );
     }
 
@@ -1471,7 +1462,7 @@ pub(crate) mod tests {
         let mut t = topics(&[("p-1", 2), ("q-1", 1), ("xp-1", 1)]);
         let mut g = ConsumerGroup::new("g", GroupConfig::default());
         let r = g.heartbeat(0, join_regex("m1", &[], "p-.*"), &t);
-        assert_eq!(r.error, NONE, "{:?}", r.error_message);
+        assert_eq!(r.error, None, "{:?}", r.error);
         // Whole-name matching: `xp-1` does not match `p-.*`.
         assert_eq!(assigned_names(&t, &r), vec!["p-1"]);
         assert_eq!((r.member_epoch, count(&r)), (1, 2));
@@ -1482,26 +1473,26 @@ pub(crate) mod tests {
 
         // Nothing changed: no new epoch, no assignment sent.
         let r = g.heartbeat(10, beat("m1", 1, owned.clone()), &t);
-        assert_eq!((r.error, r.member_epoch, r.assignment), (NONE, 1, None));
+        assert_eq!((r.error, r.member_epoch, r.assignment), (None, 1, None));
 
         // A matching topic is created: the next heartbeat assigns it.
         t.0.insert("p-2".into(), (Uuid::new_v4(), 3));
         t.0.insert("q-2".into(), (Uuid::new_v4(), 3));
         let r = g.heartbeat(20, beat("m1", 1, owned), &t);
-        assert_eq!(r.error, NONE);
+        assert_eq!(r.error, None);
         assert_eq!(r.member_epoch, 2);
         assert_eq!(assigned_names(&t, &r), vec!["p-1", "p-2"]);
         assert_eq!(count(&r), 5);
 
         // A second member with the same regex shares the resolved topics.
         let r = g.heartbeat(30, join_regex("m2", &[], "p-.*"), &t);
-        assert_eq!((r.error, r.member_epoch), (NONE, 3));
+        assert_eq!((r.error, r.member_epoch), (None, 3));
         assert_eq!(g.regexes.len(), 1);
 
         // Deleting a matching topic drops it from the subscription.
         t.0.remove("p-2");
         let r = g.heartbeat(40, beat("m2", 3, Some(vec![])), &t);
-        assert_eq!((r.error, r.member_epoch), (NONE, 4));
+        assert_eq!((r.error, r.member_epoch), (None, 4));
         assert!(!g.subscribed_topic_names().contains("p-2"));
     }
 
@@ -1510,7 +1501,7 @@ pub(crate) mod tests {
         let t = topics(&[("a", 1), ("p-1", 1), ("p-2", 1), ("z", 1)]);
         let mut g = ConsumerGroup::new("g", GroupConfig::default());
         let r = g.heartbeat(0, join_regex("m1", &["a"], "p-1|p-2"), &t);
-        assert_eq!(r.error, NONE, "{:?}", r.error_message);
+        assert_eq!(r.error, None, "{:?}", r.error);
         assert_eq!(assigned_names(&t, &r), vec!["a", "p-1", "p-2"]);
         let owned = r.assignment.clone();
 
@@ -1526,7 +1517,7 @@ pub(crate) mod tests {
         let mut b = beat("m1", 2, owned);
         b.subscribed_topic_regex = Some(String::new());
         let r = g.heartbeat(20, b, &t);
-        assert_eq!(r.error, NONE);
+        assert_eq!(r.error, None);
         assert_eq!(assigned_names(&t, &r), vec!["a", "z"]);
         assert!(g.regexes.is_empty(), "no member uses the regex any more");
         assert_eq!(g.describe(&t).members[0].subscribed_topic_regex, "");
@@ -1539,11 +1530,15 @@ pub(crate) mod tests {
         for bad in ["^.*[0", "a)|(b", "(?<", "x{2,1}"] {
             let r = g.heartbeat(0, join_regex("m1", &[], bad), &t);
             assert_eq!(
-                r.error,
-                code(ResponseError::InvalidRegularExpression),
+                r.error.as_ref().map(GroupError::code),
+                Some(code(ResponseError::InvalidRegularExpression)),
                 "{bad}"
             );
-            let msg = r.error_message.expect("message");
+            let msg = r
+                .error
+                .as_ref()
+                .and_then(GroupError::message)
+                .expect("message");
             assert!(
                 msg.starts_with(&format!("SubscribedTopicRegex `{bad}` is not a valid")),
                 "{msg}"
@@ -1558,7 +1553,10 @@ pub(crate) mod tests {
         let mut b = beat("m1", 1, r.assignment.clone());
         b.subscribed_topic_regex = Some("[".into());
         let r = g.heartbeat(10, b, &t);
-        assert_eq!(r.error, code(ResponseError::InvalidRegularExpression));
+        assert_eq!(
+            r.error.as_ref().map(GroupError::code),
+            Some(code(ResponseError::InvalidRegularExpression))
+        );
         assert_eq!(g.group_epoch(), 1);
         assert!(g.regexes.is_empty());
     }
@@ -1593,19 +1591,19 @@ pub(crate) mod tests {
         let mut r = join("m", &["t"]);
         r.topic_partitions = None;
         assert_eq!(
-            g.heartbeat(0, r, &t).error,
-            code(ResponseError::InvalidRequest)
+            g.heartbeat(0, r, &t).error.as_ref().map(GroupError::code),
+            Some(code(ResponseError::InvalidRequest))
         );
         let mut r = join("m", &["t"]);
         r.server_assignor = Some("sticky".into());
         assert_eq!(
-            g.heartbeat(0, r, &t).error,
-            code(ResponseError::UnsupportedAssignor)
+            g.heartbeat(0, r, &t).error.as_ref().map(GroupError::code),
+            Some(code(ResponseError::UnsupportedAssignor))
         );
         let r = beat("m", -3, None);
         assert_eq!(
-            g.heartbeat(0, r, &t).error,
-            code(ResponseError::InvalidRequest)
+            g.heartbeat(0, r, &t).error.as_ref().map(GroupError::code),
+            Some(code(ResponseError::InvalidRequest))
         );
         assert!(g.is_empty());
     }

@@ -45,9 +45,9 @@ use super::consumer::{
     self, ConsumerGroup, HeartbeatRequest as CgHeartbeatRequest,
     HeartbeatResponse as CgHeartbeatResponse,
 };
+use super::error::GroupError;
 use super::store::{self, GroupFile, OffsetEntry, TYPE_CLASSIC, TYPE_CONSUMER};
 use super::{GroupConfig, Millis, Token};
-use crate::errors::{code, ResponseError, NONE};
 
 /// One committed offset in memory.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -94,13 +94,16 @@ pub struct CommitRequest {
     pub topics: Vec<CommitTopic>,
 }
 
-/// The accepted part of a commit: one error code per partition (in request
+/// The accepted part of a commit: one outcome per partition (in request
 /// order) and the durability wait for those without error.
 #[derive(Debug)]
 pub struct CommitOutcome {
-    pub errors: Vec<Vec<i16>>,
+    pub errors: Vec<Vec<PartitionOutcome>>,
     pub wait: Option<DurableWait>,
 }
+
+/// What became of one partition of an OffsetCommit or OffsetDelete.
+pub type PartitionOutcome = Result<(), GroupError>;
 
 /// One partition of an OffsetFetch answer.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -109,7 +112,9 @@ pub struct FetchedPartition {
     pub offset: i64,
     pub leader_epoch: i32,
     pub metadata: String,
-    pub error: i16,
+    /// None from the coordinator; the OffsetFetch handler sets a group-level
+    /// error (v1) or UNSTABLE_OFFSET_COMMIT here.
+    pub error: Option<GroupError>,
 }
 
 /// One topic of an OffsetFetch answer.
@@ -147,7 +152,7 @@ pub struct DurableWait {
 impl DurableWait {
     /// `Ok` once durable; NOT_COORDINATOR if the write failed (the group is
     /// fenced until restart) or the coordinator went away.
-    pub async fn wait(mut self) -> Result<(), i16> {
+    pub async fn wait(mut self) -> Result<(), GroupError> {
         let v = self.version;
         let res = self
             .rx
@@ -156,7 +161,7 @@ impl DurableWait {
             .map(|d| d.version >= v);
         match res {
             Ok(true) => Ok(()),
-            Ok(false) | Err(_) => Err(code(ResponseError::NotCoordinator)),
+            Ok(false) | Err(_) => Err(GroupError::NotCoordinator),
         }
     }
 }
@@ -352,12 +357,12 @@ impl State {
     }
 
     /// Creates a group, unless its file name belongs to another group.
-    fn create(&mut self, group_id: &str, kind: Kind) -> Result<(), i16> {
+    fn create(&mut self, group_id: &str, kind: Kind) -> Result<(), GroupError> {
         let file = store::file_name(group_id);
         if let Some(owner) = self.files.get(&file) {
             if owner != group_id {
                 tracing::warn!(group = group_id, owner = %owner, "group id maps to another group's file");
-                return Err(code(ResponseError::InvalidGroupId));
+                return Err(GroupError::InvalidGroupId);
             }
         }
         self.files.insert(file, group_id.to_string());
@@ -464,10 +469,9 @@ impl Coordinator {
         let mut st = self.state.lock();
         st.shut_down = true;
         let mut out = Vec::new();
-        let not_coordinator = code(ResponseError::NotCoordinator);
         for g in st.groups.values_mut() {
             if let Kind::Classic(c) = &mut g.kind {
-                c.abort_all(not_coordinator, &mut out);
+                c.abort_all(GroupError::NotCoordinator, &mut out);
             }
         }
         st.dispatch(out);
@@ -495,17 +499,17 @@ impl Coordinator {
     ) -> oneshot::Receiver<JoinResponse> {
         let (tx, rx) = oneshot::channel();
         let mut st = self.state.lock();
-        let fail = |tx: oneshot::Sender<JoinResponse>, e: ResponseError, member: &str| {
-            let _ = tx.send(JoinResponse::error(code(e), member));
+        let fail = |tx: oneshot::Sender<JoinResponse>, e: GroupError, member: &str| {
+            let _ = tx.send(JoinResponse::error(e, member));
         };
         if st.shut_down {
-            fail(tx, ResponseError::CoordinatorNotAvailable, &req.member_id);
+            fail(tx, GroupError::CoordinatorNotAvailable, &req.member_id);
             return rx;
         }
         let now = self.now();
         match st.groups.get_mut(group_id) {
             None if !req.member_id.is_empty() => {
-                fail(tx, ResponseError::UnknownMemberId, &req.member_id);
+                fail(tx, GroupError::UnknownMemberId, &req.member_id);
                 return rx;
             }
             None => {
@@ -516,18 +520,18 @@ impl Coordinator {
                 }
             }
             Some(g) if g.deleting => {
-                fail(tx, ResponseError::CoordinatorNotAvailable, &req.member_id);
+                fail(tx, GroupError::CoordinatorNotAvailable, &req.member_id);
                 return rx;
             }
             Some(g) => {
                 if let Kind::Consumer(c) = &g.kind {
                     if !c.is_empty() {
                         // A group keeps one protocol at a time.
-                        fail(tx, ResponseError::InconsistentGroupProtocol, &req.member_id);
+                        fail(tx, GroupError::InconsistentGroupProtocol, &req.member_id);
                         return rx;
                     }
                     if !req.member_id.is_empty() {
-                        fail(tx, ResponseError::UnknownMemberId, &req.member_id);
+                        fail(tx, GroupError::UnknownMemberId, &req.member_id);
                         return rx;
                     }
                     tracing::info!(
@@ -559,16 +563,16 @@ impl Coordinator {
         let mut st = self.state.lock();
         let now = self.now();
         let early = if st.shut_down {
-            Some(ResponseError::CoordinatorNotAvailable)
+            Some(GroupError::CoordinatorNotAvailable)
         } else {
             match st.groups.get(group_id).map(|g| (&g.kind, g.deleting)) {
-                None | Some((Kind::Consumer(_), _)) => Some(ResponseError::UnknownMemberId),
-                Some((_, true)) => Some(ResponseError::CoordinatorNotAvailable),
+                None | Some((Kind::Consumer(_), _)) => Some(GroupError::UnknownMemberId),
+                Some((_, true)) => Some(GroupError::CoordinatorNotAvailable),
                 Some((Kind::Classic(_), false)) => None,
             }
         };
         if let Some(e) = early {
-            let _ = tx.send(SyncResponse::error(code(e)));
+            let _ = tx.send(SyncResponse::error(e));
             return rx;
         }
         let token = st.token();
@@ -581,47 +585,47 @@ impl Coordinator {
         rx
     }
 
-    /// Heartbeat; returns the error code.
+    /// Heartbeat.
     pub fn heartbeat(
         self: &Arc<Self>,
         group_id: &str,
         member_id: &str,
         instance_id: Option<&str>,
         generation_id: i32,
-    ) -> i16 {
+    ) -> Result<(), GroupError> {
         let mut st = self.state.lock();
         if st.shut_down {
-            return code(ResponseError::CoordinatorNotAvailable);
+            return Err(GroupError::CoordinatorNotAvailable);
         }
         let now = self.now();
         let r = match st.groups.get_mut(group_id) {
-            None => return code(ResponseError::UnknownMemberId),
-            Some(g) if g.deleting => return code(ResponseError::CoordinatorNotAvailable),
+            None => return Err(GroupError::UnknownMemberId),
+            Some(g) if g.deleting => return Err(GroupError::CoordinatorNotAvailable),
             Some(g) => match &mut g.kind {
                 Kind::Classic(c) => c.heartbeat(now, member_id, instance_id, generation_id),
-                Kind::Consumer(_) => return code(ResponseError::UnknownMemberId),
+                Kind::Consumer(_) => return Err(GroupError::UnknownMemberId),
             },
         };
         self.after_op(&mut st, group_id, now, Vec::new());
         r
     }
 
-    /// LeaveGroup: one code per member, or a group-level error.
+    /// LeaveGroup: one outcome per member, or a group-level error.
     pub fn leave(
         self: &Arc<Self>,
         group_id: &str,
         members: &[LeaveMember],
-    ) -> Result<Vec<i16>, i16> {
+    ) -> Result<Vec<Result<(), GroupError>>, GroupError> {
         let mut st = self.state.lock();
         if st.shut_down {
-            return Err(code(ResponseError::CoordinatorNotAvailable));
+            return Err(GroupError::CoordinatorNotAvailable);
         }
         let now = self.now();
-        let unknown = || vec![code(ResponseError::UnknownMemberId); members.len()];
+        let unknown = || vec![Err(GroupError::UnknownMemberId); members.len()];
         let mut out = Vec::new();
         let r = match st.groups.get_mut(group_id) {
             None => return Ok(unknown()),
-            Some(g) if g.deleting => return Err(code(ResponseError::CoordinatorNotAvailable)),
+            Some(g) if g.deleting => return Err(GroupError::CoordinatorNotAvailable),
             Some(g) => match &mut g.kind {
                 Kind::Classic(c) => c.leave(now, members, &mut out),
                 Kind::Consumer(_) => return Ok(unknown()),
@@ -642,36 +646,29 @@ impl Coordinator {
     ) -> CgHeartbeatResponse {
         let mut st = self.state.lock();
         if st.shut_down {
-            return CgHeartbeatResponse::error(code(ResponseError::CoordinatorNotAvailable), None);
+            return CgHeartbeatResponse::error(GroupError::CoordinatorNotAvailable);
         }
         let now = self.now();
         let group_id = req.group_id.clone();
         match st.groups.get_mut(&group_id) {
             None => {
                 if req.member_epoch != 0 {
-                    return CgHeartbeatResponse::error(
-                        code(ResponseError::UnknownMemberId),
-                        Some(format!("Group {group_id} not found.")),
-                    );
+                    return CgHeartbeatResponse::error(GroupError::NoGroupForMember { group_id });
                 }
                 let kind = Kind::Consumer(ConsumerGroup::new(&group_id, self.config));
                 if let Err(e) = st.create(&group_id, kind) {
-                    return CgHeartbeatResponse::error(e, None);
+                    return CgHeartbeatResponse::error(e);
                 }
             }
             Some(g) if g.deleting => {
-                return CgHeartbeatResponse::error(
-                    code(ResponseError::CoordinatorNotAvailable),
-                    None,
-                )
+                return CgHeartbeatResponse::error(GroupError::CoordinatorNotAvailable)
             }
             Some(g) => {
                 if let Kind::Classic(c) = &g.kind {
                     if !c.is_empty() {
-                        return CgHeartbeatResponse::error(
-                            code(ResponseError::GroupIdNotFound),
-                            Some(format!("Group {group_id} is not a consumer group.")),
-                        );
+                        return CgHeartbeatResponse::error(GroupError::NotAConsumerGroup {
+                            group_id: group_id.clone(),
+                        });
                     }
                     tracing::info!(group = %group_id, "converting empty classic group to a consumer group");
                     g.kind = Kind::Consumer(ConsumerGroup::new(&group_id, self.config));
@@ -680,7 +677,7 @@ impl Coordinator {
         }
         let r = match st.groups.get_mut(&group_id).map(|g| &mut g.kind) {
             Some(Kind::Consumer(c)) => c.heartbeat(now, req, topics),
-            _ => CgHeartbeatResponse::error(code(ResponseError::UnknownServerError), None),
+            _ => CgHeartbeatResponse::error(GroupError::UnknownServerError),
         };
         self.after_op(&mut st, &group_id, now, Vec::new());
         r
@@ -691,20 +688,18 @@ impl Coordinator {
         &self,
         group_id: &str,
         topics: &dyn consumer::TopicView,
-    ) -> Result<consumer::Described, (i16, String)> {
+    ) -> Result<consumer::Described, GroupError> {
         let st = self.state.lock();
         match st.groups.get(group_id) {
             Some(g) if !g.deleting => match &g.kind {
                 Kind::Consumer(c) => Ok(c.describe(topics)),
-                Kind::Classic(_) => Err((
-                    code(ResponseError::GroupIdNotFound),
-                    format!("Group {group_id} is not a consumer group."),
-                )),
+                Kind::Classic(_) => Err(GroupError::NotAConsumerGroup {
+                    group_id: group_id.to_string(),
+                }),
             },
-            _ => Err((
-                code(ResponseError::GroupIdNotFound),
-                format!("Group {group_id} not found."),
-            )),
+            _ => Err(GroupError::GroupNotFound {
+                group_id: group_id.to_string(),
+            }),
         }
     }
 
@@ -754,17 +749,18 @@ impl Coordinator {
         }
     }
 
-    /// DeleteGroups of one group: NONE, GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP,
-    /// or KAFKA_STORAGE_ERROR when its file could not be removed.
-    pub async fn delete(self: &Arc<Self>, group_id: &str) -> i16 {
+    /// DeleteGroups of one group: done, or GROUP_ID_NOT_FOUND,
+    /// NON_EMPTY_GROUP, or a storage failure when its file could not be
+    /// removed.
+    pub async fn delete(self: &Arc<Self>, group_id: &str) -> Result<(), GroupError> {
         let incarnation = {
             let mut st = self.state.lock();
             let now = self.now();
             let Some(g) = st.groups.get_mut(group_id) else {
-                return code(ResponseError::GroupIdNotFound);
+                return Err(GroupError::GroupIdNotFound);
             };
             if g.deleting {
-                return code(ResponseError::GroupIdNotFound);
+                return Err(GroupError::GroupIdNotFound);
             }
             let valid = match &g.kind {
                 Kind::Classic(c) => c.validate_delete(),
@@ -772,13 +768,11 @@ impl Coordinator {
                     if c.is_empty() {
                         Ok(())
                     } else {
-                        Err(code(ResponseError::NonEmptyGroup))
+                        Err(GroupError::NonEmptyGroup)
                     }
                 }
             };
-            if let Err(e) = valid {
-                return e;
-            }
+            valid?;
             g.deleting = true;
             if let Kind::Classic(c) = &mut g.kind {
                 c.set_dead(true);
@@ -798,10 +792,10 @@ impl Coordinator {
         let mut st = self.state.lock();
         let now = self.now();
         let Some(g) = st.groups.get_mut(group_id) else {
-            return code(ResponseError::GroupIdNotFound);
+            return Err(GroupError::GroupIdNotFound);
         };
         if g.incarnation != incarnation {
-            return code(ResponseError::GroupIdNotFound);
+            return Err(GroupError::GroupIdNotFound);
         }
         match removed {
             Ok(()) => {
@@ -819,7 +813,7 @@ impl Coordinator {
                 drop(guard);
                 self.forget_file_lock(&file, lock);
                 tracing::info!(group = group_id, "deleted group");
-                NONE
+                Ok(())
             }
             Err(e) => {
                 tracing::error!(group = group_id, error = %e, "could not delete group file");
@@ -833,7 +827,7 @@ impl Coordinator {
                 if restart {
                     self.spawn_writer(group_id);
                 }
-                code(ResponseError::KafkaStorageError)
+                Err(GroupError::StorageFailed)
             }
         }
     }
@@ -842,19 +836,19 @@ impl Coordinator {
 
     /// OffsetCommit: validates the committer, applies the offsets in memory
     /// and returns what to wait on before answering.
-    pub fn commit(self: &Arc<Self>, req: CommitRequest) -> Result<CommitOutcome, i16> {
+    pub fn commit(self: &Arc<Self>, req: CommitRequest) -> Result<CommitOutcome, GroupError> {
         let mut st = self.state.lock();
         if st.shut_down {
-            return Err(code(ResponseError::CoordinatorNotAvailable));
+            return Err(GroupError::CoordinatorNotAvailable);
         }
         let now = self.now();
         let group_id = req.group_id.clone();
         if !st.groups.contains_key(&group_id) {
             if req.generation_id_or_member_epoch >= 0 {
                 return Err(if req.version >= 9 {
-                    code(ResponseError::GroupIdNotFound)
+                    GroupError::GroupIdNotFound
                 } else {
-                    code(ResponseError::IllegalGeneration)
+                    GroupError::IllegalGeneration
                 });
             }
             // A "simple" group: offsets without group management.
@@ -864,13 +858,13 @@ impl Coordinator {
             )?;
         }
         let Some(g) = st.groups.get_mut(&group_id) else {
-            return Err(code(ResponseError::UnknownServerError));
+            return Err(GroupError::UnknownServerError);
         };
         if g.deleting {
-            return Err(code(ResponseError::CoordinatorNotAvailable));
+            return Err(GroupError::CoordinatorNotAvailable);
         }
         if g.fenced() {
-            return Err(code(ResponseError::NotCoordinator));
+            return Err(GroupError::NotCoordinator);
         }
         match &mut g.kind {
             Kind::Classic(c) => {
@@ -897,7 +891,7 @@ impl Coordinator {
             let mut codes = Vec::with_capacity(t.partitions.len());
             for p in t.partitions {
                 if p.metadata.as_ref().is_some_and(|m| m.len() > max) {
-                    codes.push(code(ResponseError::OffsetMetadataTooLarge));
+                    codes.push(Err(GroupError::OffsetMetadataTooLarge));
                     continue;
                 }
                 g.offsets.entry(t.name.clone()).or_default().insert(
@@ -911,7 +905,7 @@ impl Coordinator {
                     },
                 );
                 changed = true;
-                codes.push(NONE);
+                codes.push(Ok(()));
             }
             errors.push(codes);
         }
@@ -943,10 +937,10 @@ impl Coordinator {
         self: &Arc<Self>,
         group_id: &str,
         topics: Vec<CommitTopic>,
-    ) -> Result<Option<DurableWait>, i16> {
+    ) -> Result<Option<DurableWait>, GroupError> {
         let mut st = self.state.lock();
         if st.shut_down {
-            return Err(code(ResponseError::CoordinatorNotAvailable));
+            return Err(GroupError::CoordinatorNotAvailable);
         }
         let now = self.now();
         if !st.groups.contains_key(group_id) {
@@ -956,13 +950,13 @@ impl Coordinator {
             )?;
         }
         let Some(g) = st.groups.get_mut(group_id) else {
-            return Err(code(ResponseError::UnknownServerError));
+            return Err(GroupError::UnknownServerError);
         };
         if g.deleting {
-            return Err(code(ResponseError::CoordinatorNotAvailable));
+            return Err(GroupError::CoordinatorNotAvailable);
         }
         if g.fenced() {
-            return Err(code(ResponseError::NotCoordinator));
+            return Err(GroupError::NotCoordinator);
         }
         let ts = self.clock.now_ms();
         let mut changed = false;
@@ -1010,15 +1004,15 @@ impl Coordinator {
         topics: Option<Vec<(String, Vec<i32>)>>,
         member: Option<(&str, i32)>,
         topic_id: &dyn Fn(&str) -> Option<Uuid>,
-    ) -> Result<(Vec<FetchedTopic>, Option<DurableWait>), i16> {
+    ) -> Result<(Vec<FetchedTopic>, Option<DurableWait>), GroupError> {
         let st = self.state.lock();
         if st.shut_down {
-            return Err(code(ResponseError::CoordinatorNotAvailable));
+            return Err(GroupError::CoordinatorNotAvailable);
         }
         let group = st.groups.get(group_id).filter(|g| !g.deleting);
         if let Some(g) = group {
             if g.fenced() {
-                return Err(code(ResponseError::NotCoordinator));
+                return Err(GroupError::NotCoordinator);
             }
             if let (Kind::Consumer(c), Some((m, epoch))) = (&g.kind, member) {
                 c.validate_offset_fetch(m, epoch)?;
@@ -1029,14 +1023,14 @@ impl Coordinator {
             offset: -1,
             leader_epoch: -1,
             metadata: String::new(),
-            error: NONE,
+            error: None,
         };
         let found = |p: i32, c: &Committed| FetchedPartition {
             partition: p,
             offset: c.offset,
             leader_epoch: c.leader_epoch,
             metadata: c.metadata.clone(),
-            error: NONE,
+            error: None,
         };
         let out = match topics {
             Some(list) => list
@@ -1088,17 +1082,17 @@ impl Coordinator {
         self: &Arc<Self>,
         group_id: &str,
         topics: &[(String, Vec<i32>)],
-    ) -> Result<(Vec<Vec<i16>>, Option<DurableWait>), i16> {
+    ) -> Result<(Vec<Vec<PartitionOutcome>>, Option<DurableWait>), GroupError> {
         let mut st = self.state.lock();
         if st.shut_down {
-            return Err(code(ResponseError::CoordinatorNotAvailable));
+            return Err(GroupError::CoordinatorNotAvailable);
         }
         let now = self.now();
         let Some(g) = st.groups.get_mut(group_id).filter(|g| !g.deleting) else {
-            return Err(code(ResponseError::GroupIdNotFound));
+            return Err(GroupError::GroupIdNotFound);
         };
         if g.fenced() {
-            return Err(code(ResponseError::NotCoordinator));
+            return Err(GroupError::NotCoordinator);
         }
         let subscribed: Box<dyn Fn(&str) -> bool> = match &g.kind {
             Kind::Classic(c) => {
@@ -1116,10 +1110,7 @@ impl Coordinator {
         let mut codes = Vec::with_capacity(topics.len());
         for (name, parts) in topics {
             if subscribed(name) {
-                codes.push(vec![
-                    code(ResponseError::GroupSubscribedToTopic);
-                    parts.len()
-                ]);
+                codes.push(vec![Err(GroupError::GroupSubscribedToTopic); parts.len()]);
                 continue;
             }
             if let Some(ps) = g.offsets.get_mut(name) {
@@ -1130,7 +1121,7 @@ impl Coordinator {
                     g.offsets.remove(name);
                 }
             }
-            codes.push(vec![NONE; parts.len()]);
+            codes.push(vec![Ok(()); parts.len()]);
         }
         drop(subscribed);
         let mut spawn = false;
@@ -1381,7 +1372,7 @@ mod tests {
         let fs = SimFs::new();
         let c = open(&fs);
         let out = c.commit(commit_req("g", "t", 0, 42)).expect("accepted");
-        assert_eq!(out.errors, vec![vec![NONE]]);
+        assert_eq!(out.errors, vec![vec![Ok(())]]);
         out.wait.expect("a wait").wait().await.expect("durable");
         // Power loss right now: the offset is there.
         let img = fs.crash_image(Tear::None);
@@ -1442,7 +1433,7 @@ mod tests {
                 match out.wait.expect("wait").wait().await {
                     Ok(()) => acked.push(i),
                     Err(e) => {
-                        assert_eq!(e, code(ResponseError::NotCoordinator));
+                        assert_eq!(e, GroupError::NotCoordinator);
                         break;
                     }
                 }
@@ -1493,15 +1484,15 @@ mod tests {
             .expect("accepted in memory");
         assert_eq!(
             out.wait.expect("wait").wait().await,
-            Err(code(ResponseError::NotCoordinator))
+            Err(GroupError::NotCoordinator)
         );
         assert_eq!(
             c.commit(commit_req("g", "t", 0, 6)).err(),
-            Some(code(ResponseError::NotCoordinator))
+            Some(GroupError::NotCoordinator)
         );
         assert_eq!(
             c.fetch_offsets("g", None, None, &exists).err(),
-            Some(code(ResponseError::NotCoordinator))
+            Some(GroupError::NotCoordinator)
         );
         // Other groups are unaffected.
         let ok = c.commit(commit_req("h", "t", 0, 1)).expect("other group");
@@ -1516,8 +1507,8 @@ mod tests {
         out.wait.expect("wait").wait().await.expect("durable");
         let path = Path::new("/data/groups").join(store::file_name("g/1"));
         assert!(fs.read_all(&path).is_ok());
-        assert_eq!(c.delete("g/1").await, NONE);
-        assert_eq!(c.delete("g/1").await, code(ResponseError::GroupIdNotFound));
+        assert_eq!(c.delete("g/1").await, Ok(()));
+        assert_eq!(c.delete("g/1").await, Err(GroupError::GroupIdNotFound));
         assert!(fs.read_all(&path).is_err());
         assert!(c.list(&[], &[]).is_empty());
         let img = fs.crash_image(Tear::None);
@@ -1548,12 +1539,12 @@ mod tests {
             supports_skip_assignment: true,
         };
         let r = c.join("g", req("")).await.expect("answered");
-        assert_eq!(r.error, code(ResponseError::MemberIdRequired));
+        assert_eq!(r.error, Some(GroupError::MemberIdRequired));
         let r = c.join("g", req(&r.member_id)).await.expect("answered");
-        assert_eq!((r.error, r.generation_id), (NONE, 1));
+        assert_eq!((r.error, r.generation_id), (None, 1));
         // Unknown member into an unknown group.
         let e = c.join("other", req("m")).await.expect("answered");
-        assert_eq!(e.error, code(ResponseError::UnknownMemberId));
+        assert_eq!(e.error, Some(GroupError::UnknownMemberId));
         // A SyncGroup from the leader completes the generation.
         let s = c
             .sync(
@@ -1570,7 +1561,7 @@ mod tests {
             .await
             .expect("answered");
         assert_eq!(s.assignment, bytes::Bytes::from_static(b"a"));
-        assert_eq!(c.heartbeat("g", &r.member_id, None, 1), NONE);
+        assert_eq!(c.heartbeat("g", &r.member_id, None, 1), Ok(()));
         // The protocol type goes to disk in the background; an OffsetFetch
         // waits for everything written so far.
         let (_, wait) = c.fetch_offsets("g", None, None, &exists).expect("fetch");
@@ -1589,7 +1580,7 @@ mod tests {
         c.shutdown();
         assert_eq!(
             parked.await.expect("answered").error,
-            code(ResponseError::NotCoordinator)
+            Some(GroupError::NotCoordinator)
         );
     }
 }

@@ -24,6 +24,7 @@ pub mod assignor;
 pub mod classic;
 pub mod consumer;
 pub mod coordinator;
+pub mod error;
 pub mod store;
 
 pub use coordinator::Coordinator;

@@ -58,12 +58,13 @@ use uuid::Uuid;
 
 use super::{Ctx, RequestError, AUTHORIZED_OPERATIONS_OMITTED};
 use crate::broker::Broker;
-use crate::errors::{code, ResponseError, NONE};
+use crate::errors::{code, group_code, group_result_code, ResponseError, NONE};
 use crate::groups::classic::{self, JoinRequest, LeaveMember, Protocol, SyncRequest};
 use crate::groups::consumer::{self, TopicView};
 use crate::groups::coordinator::{
     ClassicDescribe, CommitPartition, CommitRequest, CommitTopic, DurableWait, FetchedTopic,
 };
+use crate::groups::error::GroupError;
 use crate::turn::Turn;
 
 /// Coordinator key types (KIP-98, KIP-932).
@@ -215,11 +216,11 @@ pub async fn join_group(
     let gid = group_id(&req.group_id);
     let member_id = req.member_id.to_string();
     let precheck = if gid.is_empty() {
-        Some(code(ResponseError::InvalidGroupId))
+        Some(GroupError::InvalidGroupId)
     } else if req.session_timeout_ms < cfg.min_session_timeout_ms
         || req.session_timeout_ms > cfg.max_session_timeout_ms
     {
-        Some(code(ResponseError::InvalidSessionTimeout))
+        Some(GroupError::InvalidSessionTimeout)
     } else {
         None
     };
@@ -260,15 +261,12 @@ pub async fn join_group(
             let rx = coord.join(&gid, jr);
             turn.finish();
             rx.await.unwrap_or_else(|_| {
-                classic::JoinResponse::error(
-                    code(ResponseError::CoordinatorNotAvailable),
-                    &member_id,
-                )
+                classic::JoinResponse::error(GroupError::CoordinatorNotAvailable, &member_id)
             })
         }
     };
     let mut r = JoinGroupResponse::default();
-    r.error_code = outcome.error;
+    r.error_code = group_code(&outcome.error);
     r.generation_id = outcome.generation_id;
     if v >= 7 {
         r.protocol_type = outcome.protocol_type.map(s);
@@ -308,9 +306,9 @@ pub async fn sync_group(
     let gid = group_id(&req.group_id);
     let precheck = if v >= 5 && (req.protocol_type.is_none() || req.protocol_name.is_none()) {
         // Mandatory from v5 on.
-        Some(code(ResponseError::InconsistentGroupProtocol))
+        Some(GroupError::InconsistentGroupProtocol)
     } else if gid.is_empty() {
-        Some(code(ResponseError::InvalidGroupId))
+        Some(GroupError::InvalidGroupId)
     } else {
         None
     };
@@ -340,12 +338,12 @@ pub async fn sync_group(
             let rx = coord.sync(&gid, sr);
             turn.finish();
             rx.await.unwrap_or_else(|_| {
-                classic::SyncResponse::error(code(ResponseError::CoordinatorNotAvailable))
+                classic::SyncResponse::error(GroupError::CoordinatorNotAvailable)
             })
         }
     };
     let mut r = SyncGroupResponse::default();
-    r.error_code = outcome.error;
+    r.error_code = group_code(&outcome.error);
     if v >= 5 {
         r.protocol_type = outcome.protocol_type.map(s);
         r.protocol_name = outcome.protocol_name.map(s);
@@ -356,8 +354,8 @@ pub async fn sync_group(
 
 pub fn heartbeat(ctx: &Ctx, req: HeartbeatRequest) -> Result<Option<Bytes>, RequestError> {
     let gid = group_id(&req.group_id);
-    let error = if gid.is_empty() {
-        code(ResponseError::InvalidGroupId)
+    let outcome = if gid.is_empty() {
+        Err(GroupError::InvalidGroupId)
     } else {
         let instance = if ctx.version >= 3 {
             req.group_instance_id.as_ref().map(|i| i.to_string())
@@ -372,7 +370,7 @@ pub fn heartbeat(ctx: &Ctx, req: HeartbeatRequest) -> Result<Option<Bytes>, Requ
         )
     };
     let mut r = HeartbeatResponse::default();
-    r.error_code = error;
+    r.error_code = group_result_code(&outcome);
     ctx.respond(&r)
 }
 
@@ -394,13 +392,13 @@ pub fn leave_group(ctx: &Ctx, req: LeaveGroupRequest) -> Result<Option<Bytes>, R
         }]
     };
     let result = if gid.is_empty() {
-        Err(code(ResponseError::InvalidGroupId))
+        Err(GroupError::InvalidGroupId)
     } else {
         ctx.broker.groups().leave(&gid, &members)
     };
     let mut r = LeaveGroupResponse::default();
     match result {
-        Err(e) => r.error_code = e,
+        Err(e) => r.error_code = e.code(),
         Ok(codes) => {
             if v >= 3 {
                 r.members = members
@@ -410,12 +408,16 @@ pub fn leave_group(ctx: &Ctx, req: LeaveGroupRequest) -> Result<Option<Bytes>, R
                         let mut x = MemberResponse::default();
                         x.member_id = s(m.member_id.clone());
                         x.group_instance_id = m.group_instance_id.clone().map(s);
-                        x.error_code = c;
+                        x.error_code = group_result_code(&c);
                         x
                     })
                     .collect();
             } else {
-                r.error_code = codes.into_iter().find(|c| *c != NONE).unwrap_or(NONE);
+                r.error_code = codes
+                    .iter()
+                    .map(group_result_code)
+                    .find(|c| *c != NONE)
+                    .unwrap_or(NONE);
             }
         }
     }
@@ -530,7 +532,7 @@ pub async fn delete_groups(
         let gid = group_id(g);
         let mut x = DeletableGroupResult::default();
         x.group_id = g.clone();
-        x.error_code = coord.delete(&gid).await;
+        x.error_code = group_result_code(&coord.delete(&gid).await);
         r.results.push(x);
     }
     ctx.respond(&r)
@@ -598,10 +600,15 @@ pub async fn offset_commit(
             topics,
         };
         let codes: Vec<i16> = match ctx.broker.groups().commit(cr) {
-            Err(e) => vec![e; slots.len()],
+            Err(e) => vec![e.code(); slots.len()],
             Ok(outcome) => {
                 wait = outcome.wait;
-                outcome.errors.into_iter().flatten().collect()
+                outcome
+                    .errors
+                    .iter()
+                    .flatten()
+                    .map(group_result_code)
+                    .collect()
             }
         };
         for ((ti, pi), c) in slots.iter().zip(codes) {
@@ -613,7 +620,7 @@ pub async fn offset_commit(
         if let Err(e) = w.wait().await {
             for (ti, pi) in &slots {
                 if decided[*ti][*pi] == Some(NONE) {
-                    decided[*ti][*pi] = Some(e);
+                    decided[*ti][*pi] = Some(e.code());
                 }
             }
         }
@@ -646,7 +653,7 @@ pub async fn offset_commit(
 /// One group of an OffsetFetch, answered.
 struct FetchGroup {
     group_id: GroupId,
-    error: i16,
+    error: Option<GroupError>,
     topics: Vec<FetchedTopic>,
 }
 
@@ -715,13 +722,13 @@ pub async fn offset_fetch(
                 }
                 answered.push(FetchGroup {
                     group_id: gid,
-                    error: NONE,
+                    error: None,
                     topics,
                 });
             }
             Err(e) => answered.push(FetchGroup {
                 group_id: gid,
-                error: e,
+                error: Some(e),
                 topics: Vec::new(),
             }),
         }
@@ -729,7 +736,7 @@ pub async fn offset_fetch(
     turn.finish();
     for (i, w) in waits {
         if let Err(e) = w.wait().await {
-            answered[i].error = e;
+            answered[i].error = Some(e);
             answered[i].topics.clear();
         }
     }
@@ -740,7 +747,7 @@ pub async fn offset_fetch(
             .map(|g| {
                 let mut rg = OffsetFetchResponseGroup::default();
                 rg.group_id = g.group_id;
-                rg.error_code = g.error;
+                rg.error_code = group_code(&g.error);
                 rg.topics = g
                     .topics
                     .into_iter()
@@ -756,7 +763,7 @@ pub async fn offset_fetch(
                                 rp.committed_offset = p.offset;
                                 rp.committed_leader_epoch = p.leader_epoch;
                                 rp.metadata = Some(s(p.metadata));
-                                rp.error_code = p.error;
+                                rp.error_code = group_code(&p.error);
                                 rp
                             })
                             .collect();
@@ -768,11 +775,11 @@ pub async fn offset_fetch(
             .collect();
     } else if let Some(g) = answered.into_iter().next() {
         if v >= 2 {
-            r.error_code = g.error;
+            r.error_code = group_code(&g.error);
         }
         let group_error = g.error;
         let mut topics = g.topics;
-        if group_error != NONE && v < 2 {
+        if group_error.is_some() && v < 2 {
             // v1 has no group-level error: every requested partition gets it.
             topics = req
                 .topics
@@ -788,7 +795,7 @@ pub async fn offset_fetch(
                             offset: -1,
                             leader_epoch: -1,
                             metadata: String::new(),
-                            error: group_error,
+                            error: group_error.clone(),
                         })
                         .collect(),
                 })
@@ -810,7 +817,7 @@ pub async fn offset_fetch(
                             rp.committed_leader_epoch = p.leader_epoch;
                         }
                         rp.metadata = Some(s(p.metadata));
-                        rp.error_code = p.error;
+                        rp.error_code = group_code(&p.error);
                         rp
                     })
                     .collect();
@@ -828,8 +835,8 @@ pub async fn offset_fetch(
 fn mark_unstable(b: &Broker, group: &str, topics: &mut [FetchedTopic]) {
     for t in topics {
         for p in &mut t.partitions {
-            if p.error == NONE && b.txn().has_pending_offset(group, &t.name, p.partition) {
-                p.error = code(ResponseError::UnstableOffsetCommit);
+            if p.error.is_none() && b.txn().has_pending_offset(group, &t.name, p.partition) {
+                p.error = Some(GroupError::UnstableOffsetCommit);
                 p.offset = -1;
                 p.leader_epoch = -1;
                 p.metadata = String::new();
@@ -876,26 +883,26 @@ pub async fn offset_delete(
     turn.wait().await;
     let mut r = OffsetDeleteResponse::default();
     let result = if gid.is_empty() {
-        Err(code(ResponseError::InvalidGroupId))
+        Err(GroupError::InvalidGroupId)
     } else {
         b.groups().delete_offsets(&gid, &asked)
     };
     turn.finish();
     let (codes, wait) = match result {
         Err(e) => {
-            r.error_code = e;
+            r.error_code = e.code();
             return ctx.respond(&r);
         }
         Ok(x) => x,
     };
     for (where_, cs) in slots.iter().zip(codes) {
         for ((ti, pi), c) in where_.iter().zip(cs) {
-            decided[*ti][*pi] = Some(c);
+            decided[*ti][*pi] = Some(group_result_code(&c));
         }
     }
     if let Some(w) = wait {
         if let Err(e) = w.wait().await {
-            r.error_code = e;
+            r.error_code = e.code();
             return ctx.respond(&r);
         }
     }
@@ -932,10 +939,9 @@ pub fn consumer_group_heartbeat(
     let v = ctx.version;
     let gid = group_id(&req.group_id);
     let outcome = if gid.is_empty() {
-        consumer::HeartbeatResponse::error(
-            code(ResponseError::InvalidRequest),
-            Some("GroupId can't be empty.".to_string()),
-        )
+        consumer::HeartbeatResponse::error(GroupError::InvalidRequest(
+            "GroupId can't be empty.".to_string(),
+        ))
     } else {
         let hr = consumer::HeartbeatRequest {
             group_id: gid,
@@ -967,8 +973,8 @@ pub fn consumer_group_heartbeat(
             .consumer_heartbeat(hr, &BrokerTopics(&ctx.broker))
     };
     let mut r = ConsumerGroupHeartbeatResponse::default();
-    r.error_code = outcome.error;
-    r.error_message = outcome.error_message.map(s);
+    r.error_code = group_code(&outcome.error);
+    r.error_message = outcome.error.as_ref().and_then(GroupError::message).map(s);
     r.member_id = outcome.member_id.map(s);
     r.member_epoch = outcome.member_epoch;
     r.heartbeat_interval_ms = outcome.heartbeat_interval_ms;
@@ -1020,9 +1026,9 @@ pub fn consumer_group_describe(
             continue;
         }
         match coord.consumer_describe(&gid, &view) {
-            Err((e, msg)) => {
-                d.error_code = e;
-                d.error_message = Some(s(msg));
+            Err(e) => {
+                d.error_code = e.code();
+                d.error_message = e.message().map(s);
             }
             Ok(x) => {
                 d.group_state = s(x.state);

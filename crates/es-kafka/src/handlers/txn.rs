@@ -40,8 +40,9 @@ use kafka_protocol::protocol::StrBytes;
 use super::{blocking, Ctx, RequestError};
 use crate::broker::Broker;
 use crate::codec::batch::BatchSummary;
-use crate::errors::{code, ResponseError, NONE};
+use crate::errors::{code, txn_result_code, ResponseError, NONE};
 use crate::topics::{is_internal, validate_topic_name};
+use crate::txn::error::TxnError;
 use crate::txn::{ProduceGuard, TopicPartition, TxnOffset};
 use es_storage::ProducerAppend;
 
@@ -125,6 +126,7 @@ pub fn check_transactional(
         .verify_produce(id, p.producer_id, p.producer_epoch, topic, partition)
         .map(Some)
         .map_err(|e| {
+            let e = e.code();
             (
                 produce_verify_error(produce_version, e),
                 format!(
@@ -167,7 +169,7 @@ pub async fn init_producer_id(
     let v = ctx.version;
     let producer = match (req.producer_id.0, req.producer_epoch) {
         (-1, -1) => Ok(None),
-        (-1, _) | (_, -1) => Err(code(ResponseError::InvalidRequest)),
+        (-1, _) | (_, -1) => Err(TxnError::InvalidRequest),
         (p, e) => Ok(Some((p, e))),
     };
     let result = match producer {
@@ -190,7 +192,7 @@ pub async fn init_producer_id(
             r.producer_epoch = epoch;
         }
         Err(e) => {
-            r.error_code = fenced_compat(v, 4, e);
+            r.error_code = fenced_compat(v, 4, e.code());
             r.producer_id = ProducerId(-1);
             r.producer_epoch = -1;
         }
@@ -257,16 +259,16 @@ fn add_one(b: &Broker, version: i16, t: &AddTxn) -> AddResult {
     let coord = b.txn();
     if t.verify_only {
         match coord.verify_partitions(&t.id, t.producer_id, t.epoch, &tps) {
-            Ok(codes) => {
-                let mut it = codes.into_iter();
-                all(&mut |_, _| it.next().unwrap_or(NONE))
+            Ok(outcomes) => {
+                let mut it = outcomes.iter();
+                all(&mut |_, _| it.next().map_or(NONE, txn_result_code))
             }
-            Err(e) => all(&mut |_, _| e),
+            Err(e) => all(&mut |_, _| e.code()),
         }
     } else {
         let e = match coord.add_partitions(&t.id, t.producer_id, t.epoch, &tps, &[]) {
             Ok(()) => NONE,
-            Err(e) => fenced_compat(version, 2, e),
+            Err(e) => fenced_compat(version, 2, e.code()),
         };
         all(&mut |_, _| e)
     }
@@ -365,7 +367,7 @@ pub async fn add_offsets_to_txn(
     let mut r = AddOffsetsToTxnResponse::default();
     r.error_code = match res {
         Ok(()) => NONE,
-        Err(e) => fenced_compat(v, 2, e),
+        Err(e) => fenced_compat(v, 2, e.code()),
     };
     ctx.respond(&r)
 }
@@ -448,7 +450,7 @@ pub async fn txn_offset_commit(
         .await?;
         match res {
             Ok(()) => NONE,
-            Err(e) => txn_offset_commit_error(v, e),
+            Err(e) => txn_offset_commit_error(v, e.code()),
         }
     };
     let mut r = TxnOffsetCommitResponse::default();
@@ -483,7 +485,7 @@ pub async fn end_txn(ctx: &Ctx, req: EndTxnRequest) -> Result<Option<Bytes>, Req
     let mut r = EndTxnResponse::default();
     r.error_code = match res {
         Ok(()) => NONE,
-        Err(e) => fenced_compat(v, 2, e),
+        Err(e) => fenced_compat(v, 2, e.code()),
     };
     ctx.respond(&r)
 }
@@ -499,7 +501,7 @@ pub fn describe_transactions(
     for id in req.transactional_ids {
         let mut st = TransactionState::default();
         match coord.describe(id.0.as_str()) {
-            Err(e) => st.error_code = e,
+            Err(e) => st.error_code = e.code(),
             Ok(rec) => {
                 st.transaction_state = StrBytes::from_static_str(rec.state.name());
                 st.transaction_timeout_ms = rec.timeout_ms;

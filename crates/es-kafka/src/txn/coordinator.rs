@@ -30,13 +30,13 @@ use es_storage::partition::Partition;
 use es_storage::{Fs, SharedClock, StorageError};
 use parking_lot::{Condvar, Mutex, RwLock};
 
+use super::error::TxnError;
 use super::log::{LogEntry, TxnLog};
 use super::state::{
     epoch_exhausted, InitStep, TopicPartition, Transition, TxnOffset, TxnRecord, TxnState, Txns,
     NO_PRODUCER_EPOCH, NO_PRODUCER_ID,
 };
 use super::{TxnConfig, COORDINATOR_EPOCH, PID_BLOCK_SIZE};
-use crate::errors::{code, ResponseError};
 
 /// Where the coordinator finds partitions (the broker's topic registry; a
 /// plain map in tests).
@@ -61,13 +61,13 @@ pub trait TxnOffsetSink: Send + Sync + std::fmt::Debug {
         member_id: &str,
         instance_id: Option<&str>,
         generation_id: i32,
-    ) -> Result<(), i16>;
+    ) -> Result<(), TxnError>;
 
     /// The transaction committed: `offsets` (all of `group`) become the
     /// group's committed offsets, durably, before this returns. Called from a
     /// blocking thread; called again with the same offsets if the broker
     /// crashed before the commit was recorded, so it must be idempotent.
-    fn commit_offsets(&self, group: &str, offsets: &[TxnOffset]) -> Result<(), i16>;
+    fn commit_offsets(&self, group: &str, offsets: &[TxnOffset]) -> Result<(), TxnError>;
 }
 
 /// Transactional appends in flight for one transactional id.
@@ -138,11 +138,11 @@ pub struct TxnCoordinator {
     clock: SharedClock,
 }
 
-fn storage_failed(what: &str, e: &StorageError) -> i16 {
+fn storage_failed(what: &str, e: &StorageError) -> TxnError {
     tracing::error!(error = %e, "{what}: producers journal write failed");
     // Kafka maps a failed transaction-log append (KAFKA_STORAGE_ERROR) to
     // NOT_COORDINATOR: the client looks the coordinator up again and retries.
-    code(ResponseError::NotCoordinator)
+    TxnError::JournalFailed
 }
 
 impl TxnCoordinator {
@@ -195,7 +195,7 @@ impl TxnCoordinator {
     // ----- producer ids --------------------------------------------------
 
     /// A producer id never handed out before, in this run or any earlier one.
-    pub fn allocate_producer_id(&self) -> Result<i64, i16> {
+    pub fn allocate_producer_id(&self) -> Result<i64, TxnError> {
         for _ in 0..4 {
             let until = {
                 let mut c = self.core.lock();
@@ -206,19 +206,19 @@ impl TxnCoordinator {
                 }
                 c.reserved_until
                     .checked_add(PID_BLOCK_SIZE)
-                    .ok_or(code(ResponseError::UnknownServerError))?
+                    .ok_or(TxnError::ProducerIdsExhausted)?
             };
             // Reserve the block durably before handing out any id from it.
             self.log
                 .append(&[LogEntry::ReservePids { until }])
                 .map_err(|e| {
                     tracing::error!(error = %e, "cannot reserve producer ids");
-                    code(ResponseError::CoordinatorNotAvailable)
+                    TxnError::CoordinatorNotAvailable
                 })?;
             let mut c = self.core.lock();
             c.reserved_until = c.reserved_until.max(until);
         }
-        Err(code(ResponseError::CoordinatorNotAvailable))
+        Err(TxnError::CoordinatorNotAvailable)
     }
 
     // ----- requests -------------------------------------------------------
@@ -231,15 +231,15 @@ impl TxnCoordinator {
         transactional_id: Option<&str>,
         timeout_ms: i32,
         producer: Option<(i64, i16)>,
-    ) -> Result<(i64, i16), i16> {
+    ) -> Result<(i64, i16), TxnError> {
         let Some(id) = transactional_id else {
             return self.init_idempotent(producer);
         };
         if id.is_empty() {
-            return Err(code(ResponseError::InvalidRequest));
+            return Err(TxnError::InvalidRequest);
         }
         if timeout_ms <= 0 || timeout_ms > self.config.transaction_max_timeout_ms {
-            return Err(code(ResponseError::InvalidTransactionTimeout));
+            return Err(TxnError::InvalidTransactionTimeout);
         }
         for _ in 0..3 {
             let needs_fresh = self
@@ -261,7 +261,7 @@ impl TxnCoordinator {
                     .is_none_or(|r| epoch_exhausted(r.producer_epoch));
                 if needs && fresh == NO_PRODUCER_ID {
                     // Raced with another InitProducerId: let the client retry.
-                    return Err(code(ResponseError::ConcurrentTransactions));
+                    return Err(TxnError::ConcurrentTransactions);
                 }
                 c.txns
                     .init_producer_id(id, timeout_ms, producer, fresh, self.clock.now_ms())?
@@ -287,18 +287,18 @@ impl TxnCoordinator {
                     self.journal(t, true)?;
                     if let Err(why) = self.complete(parts, id) {
                         tracing::warn!(transactional_id = id, error = %why, "abort of the fenced transaction is not complete yet");
-                        return Err(code(ResponseError::ConcurrentTransactions));
+                        return Err(TxnError::ConcurrentTransactions);
                     }
                 }
             }
         }
-        Err(code(ResponseError::ConcurrentTransactions))
+        Err(TxnError::ConcurrentTransactions)
     }
 
     /// InitProducerId without a transactional id: a new producer id at
     /// epoch 0, or (KIP-360) the same id with the next epoch when the client
     /// names an id we issued and its epoch can still grow.
-    fn init_idempotent(&self, producer: Option<(i64, i16)>) -> Result<(i64, i16), i16> {
+    fn init_idempotent(&self, producer: Option<(i64, i16)>) -> Result<(i64, i16), TxnError> {
         if let Some((pid, epoch)) = producer {
             let issued = pid >= 0 && pid < self.core.lock().next_pid;
             if issued && epoch >= 0 && !epoch_exhausted(epoch) {
@@ -316,9 +316,9 @@ impl TxnCoordinator {
         epoch: i16,
         partitions: &[TopicPartition],
         groups: &[String],
-    ) -> Result<(), i16> {
+    ) -> Result<(), TxnError> {
         if transactional_id.is_empty() {
-            return Err(code(ResponseError::InvalidRequest));
+            return Err(TxnError::InvalidRequest);
         }
         let t = self.core.lock().txns.add_partitions(
             transactional_id,
@@ -342,9 +342,9 @@ impl TxnCoordinator {
         producer_id: i64,
         epoch: i16,
         partitions: &[TopicPartition],
-    ) -> Result<Vec<i16>, i16> {
+    ) -> Result<Vec<Result<(), TxnError>>, TxnError> {
         if transactional_id.is_empty() {
-            return Err(code(ResponseError::InvalidRequest));
+            return Err(TxnError::InvalidRequest);
         }
         self.core
             .lock()
@@ -364,11 +364,11 @@ impl TxnCoordinator {
         epoch: i16,
         topic: &str,
         partition: i32,
-    ) -> Result<ProduceGuard, i16> {
+    ) -> Result<ProduceGuard, TxnError> {
         let tp = [TopicPartition::new(topic, partition)];
         let mut c = self.core.lock();
         let codes = c.txns.verify(transactional_id, producer_id, epoch, &tp)?;
-        if let Some(&e) = codes.first().filter(|&&e| e != 0) {
+        if let Some(Err(e)) = codes.into_iter().next() {
             return Err(e);
         }
         let inflight = c
@@ -393,9 +393,9 @@ impl TxnCoordinator {
         instance_id: Option<&str>,
         generation_id: i32,
         offsets: Vec<TxnOffset>,
-    ) -> Result<(), i16> {
+    ) -> Result<(), TxnError> {
         if transactional_id.is_empty() {
-            return Err(code(ResponseError::InvalidRequest));
+            return Err(TxnError::InvalidRequest);
         }
         let sink = self.sink.read().clone();
         if let Some(sink) = sink {
@@ -422,9 +422,9 @@ impl TxnCoordinator {
         producer_id: i64,
         epoch: i16,
         commit: bool,
-    ) -> Result<(), i16> {
+    ) -> Result<(), TxnError> {
         if transactional_id.is_empty() {
-            return Err(code(ResponseError::InvalidRequest));
+            return Err(TxnError::InvalidRequest);
         }
         let t = self.core.lock().txns.end_txn(
             transactional_id,
@@ -442,9 +442,9 @@ impl TxnCoordinator {
     }
 
     /// DescribeTransactions of one id.
-    pub fn describe(&self, transactional_id: &str) -> Result<TxnRecord, i16> {
+    pub fn describe(&self, transactional_id: &str) -> Result<TxnRecord, TxnError> {
         if transactional_id.is_empty() {
-            return Err(code(ResponseError::InvalidRequest));
+            return Err(TxnError::InvalidRequest);
         }
         self.core
             .lock()
@@ -452,7 +452,7 @@ impl TxnCoordinator {
             .get(transactional_id)
             .filter(|r| r.state != TxnState::Dead)
             .cloned()
-            .ok_or(code(ResponseError::TransactionalIdNotFound))
+            .ok_or(TxnError::TransactionalIdNotFound)
     }
 
     /// ListTransactions: the ids matching every filter given (state names,
@@ -591,7 +591,7 @@ impl TxnCoordinator {
 
     /// Journals a pending transition and applies it; `keep_pending` for a
     /// Prepare record whose markers are still to be written.
-    fn journal(&self, t: Transition, keep_pending: bool) -> Result<(), i16> {
+    fn journal(&self, t: Transition, keep_pending: bool) -> Result<(), TxnError> {
         let entry = LogEntry::Txn {
             id: t.id.clone(),
             txn: t.rec.clone(),
@@ -742,14 +742,22 @@ mod tests {
     struct Sink(Mutex<Vec<(String, Vec<TxnOffset>)>>);
 
     impl TxnOffsetSink for Sink {
-        fn validate_member(&self, _: &str, m: &str, _: Option<&str>, g: i32) -> Result<(), i16> {
+        fn validate_member(
+            &self,
+            _: &str,
+            m: &str,
+            _: Option<&str>,
+            g: i32,
+        ) -> Result<(), TxnError> {
             if m == "stranger" {
-                return Err(code(ResponseError::UnknownMemberId));
+                return Err(TxnError::Group(
+                    crate::groups::error::GroupError::UnknownMemberId,
+                ));
             }
             let _ = g;
             Ok(())
         }
-        fn commit_offsets(&self, group: &str, offsets: &[TxnOffset]) -> Result<(), i16> {
+        fn commit_offsets(&self, group: &str, offsets: &[TxnOffset]) -> Result<(), TxnError> {
             self.0.lock().push((group.to_string(), offsets.to_vec()));
             Ok(())
         }
@@ -869,15 +877,15 @@ mod tests {
         let c = env.coordinator();
         assert_eq!(
             c.init_producer_id(&env.parts, Some(""), 1000, None),
-            Err(code(ResponseError::InvalidRequest))
+            Err(TxnError::InvalidRequest)
         );
         assert_eq!(
             c.init_producer_id(&env.parts, Some("t"), 900_001, None),
-            Err(code(ResponseError::InvalidTransactionTimeout))
+            Err(TxnError::InvalidTransactionTimeout)
         );
         assert_eq!(
             c.init_producer_id(&env.parts, Some("t"), 0, None),
-            Err(code(ResponseError::InvalidTransactionTimeout))
+            Err(TxnError::InvalidTransactionTimeout)
         );
         let (p, e) = c
             .init_producer_id(&env.parts, Some("t"), 900_000, None)
@@ -918,7 +926,9 @@ mod tests {
         };
         assert_eq!(
             c.txn_offset_commit("x", pe.0, pe.1, "g", "stranger", None, 1, vec![off.clone()]),
-            Err(code(ResponseError::UnknownMemberId))
+            Err(TxnError::Group(
+                crate::groups::error::GroupError::UnknownMemberId
+            ))
         );
         c.txn_offset_commit("x", pe.0, pe.1, "g", "", None, -1, vec![off.clone()])
             .expect("txn offset commit");
@@ -941,7 +951,7 @@ mod tests {
         // Produce outside the transaction is refused now.
         assert_eq!(
             c.verify_produce("x", pe.0, pe.1, "t", 0).map(|_| ()),
-            Err(code(ResponseError::TransactionAbortable))
+            Err(TxnError::TransactionAbortable)
         );
     }
 
@@ -1077,7 +1087,7 @@ mod tests {
         ));
         assert_eq!(
             c.end_txn(&env.parts, "x", pe.0, pe.1, true),
-            Err(code(ResponseError::ProducerFenced))
+            Err(TxnError::ProducerFenced)
         );
     }
 
@@ -1108,10 +1118,7 @@ mod tests {
         let (long, _) = c.list(&[], &[], 3_600_000);
         assert_eq!(long.len(), 1);
         assert_eq!(long[0].transactional_id, "a");
-        assert_eq!(
-            c.describe("nope"),
-            Err(code(ResponseError::TransactionalIdNotFound))
-        );
+        assert_eq!(c.describe("nope"), Err(TxnError::TransactionalIdNotFound));
     }
 
     #[test]
@@ -1156,7 +1163,7 @@ mod tests {
         }
         assert_eq!(
             c.verify_produce("x", pe.0, pe.1, "t", 0).map(|_| ()),
-            Err(code(ResponseError::ConcurrentTransactions))
+            Err(TxnError::ConcurrentTransactions)
         );
         let part = parts.partition("t", 0).expect("partition");
         let mut buf = RecordBatchBuf::new();

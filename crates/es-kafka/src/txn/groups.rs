@@ -24,8 +24,8 @@ use std::task::{Context, Poll, Wake, Waker};
 use uuid::Uuid;
 
 use super::coordinator::TxnOffsetSink;
+use super::error::TxnError;
 use super::state::TxnOffset;
-use crate::errors::{code, ResponseError};
 use crate::groups::coordinator::{CommitPartition, CommitRequest, CommitTopic};
 use crate::groups::Coordinator;
 
@@ -86,10 +86,10 @@ impl GroupsSink {
 
 /// The group's writer runs on the runtime; without one nothing would ever
 /// make the offsets durable.
-fn runtime_present() -> Result<(), i16> {
+fn runtime_present() -> Result<(), TxnError> {
     tokio::runtime::Handle::try_current()
         .map(|_| ())
-        .map_err(|_| code(ResponseError::CoordinatorNotAvailable))
+        .map_err(|_| TxnError::CoordinatorNotAvailable)
 }
 
 impl TxnOffsetSink for GroupsSink {
@@ -99,7 +99,7 @@ impl TxnOffsetSink for GroupsSink {
         member_id: &str,
         instance_id: Option<&str>,
         generation_id: i32,
-    ) -> Result<(), i16> {
+    ) -> Result<(), TxnError> {
         runtime_present()?;
         // An OffsetCommit without offsets: the group's checks, no change.
         let req = CommitRequest {
@@ -111,16 +111,17 @@ impl TxnOffsetSink for GroupsSink {
             transactional: true,
             topics: Vec::new(),
         };
-        self.groups.commit(req).map(|_| ())
+        self.groups.commit(req)?;
+        Ok(())
     }
 
-    fn commit_offsets(&self, group: &str, offsets: &[TxnOffset]) -> Result<(), i16> {
+    fn commit_offsets(&self, group: &str, offsets: &[TxnOffset]) -> Result<(), TxnError> {
         runtime_present()?;
         match self
             .groups
             .commit_transactional(group, self.topics(offsets))?
         {
-            Some(wait) => block_on(wait.wait()),
+            Some(wait) => Ok(block_on(wait.wait())?),
             None => Ok(()),
         }
     }

@@ -27,6 +27,7 @@
 //! updated atomically with each append and rebuilt from the log itself.
 
 pub mod coordinator;
+pub mod error;
 pub mod groups;
 pub mod log;
 pub mod state;

@@ -21,7 +21,7 @@ use std::collections::{BTreeSet, HashMap};
 
 use serde::{Deserialize, Serialize};
 
-use crate::errors::{code, ResponseError};
+use super::error::TxnError;
 
 /// Kafka's "no producer id".
 pub const NO_PRODUCER_ID: i64 = -1;
@@ -208,10 +208,6 @@ pub struct Txns {
     map: HashMap<String, Entry>,
 }
 
-fn err(e: ResponseError) -> i16 {
-    code(e)
-}
-
 impl Txns {
     /// The core after a restart: the journaled records, none pending.
     pub fn from_records(records: impl IntoIterator<Item = (String, TxnRecord)>) -> Self {
@@ -320,13 +316,13 @@ impl Txns {
         expected: Option<(i64, i16)>,
         fresh_pid: i64,
         now_ms: i64,
-    ) -> Result<InitStep, i16> {
+    ) -> Result<InitStep, TxnError> {
         let e = self.map.entry(id.to_string()).or_insert_with(|| Entry {
             rec: TxnRecord::new(fresh_pid, timeout_ms, now_ms),
             pending: false,
         });
         if e.pending {
-            return Err(err(ResponseError::ConcurrentTransactions));
+            return Err(TxnError::ConcurrentTransactions);
         }
         let cur = &e.rec;
         if let Some((pid, epoch)) = expected {
@@ -336,12 +332,12 @@ impl Txns {
                 || pid == cur.producer_id
                 || (pid == cur.prev_producer_id && epoch_exhausted(epoch));
             if !valid {
-                return Err(err(ResponseError::ProducerFenced));
+                return Err(TxnError::ProducerFenced);
             }
         }
         match cur.state {
             TxnState::PrepareCommit | TxnState::PrepareAbort => {
-                Err(err(ResponseError::ConcurrentTransactions))
+                Err(TxnError::ConcurrentTransactions)
             }
             TxnState::Empty | TxnState::CompleteCommit | TxnState::CompleteAbort => {
                 let mut rec = cur.clone();
@@ -358,7 +354,7 @@ impl Txns {
                     };
                 } else if epoch_exhausted(cur.producer_epoch) {
                     // The caller names an older epoch of an exhausted id.
-                    return Err(err(ResponseError::ProducerFenced));
+                    return Err(TxnError::ProducerFenced);
                 } else {
                     let bumped = cur.producer_epoch + 1;
                     let (epoch, last) = match expected {
@@ -373,7 +369,7 @@ impl Txns {
                         Some((_, ep)) if ep == cur.last_producer_epoch => {
                             (cur.producer_epoch, cur.last_producer_epoch)
                         }
-                        Some(_) => return Err(err(ResponseError::ProducerFenced)),
+                        Some(_) => return Err(TxnError::ProducerFenced),
                     };
                     rec.producer_epoch = epoch;
                     rec.last_producer_epoch = last;
@@ -391,24 +387,19 @@ impl Txns {
                 let rec = fenced_abort(cur, now_ms);
                 Ok(InitStep::Fence(self.begin(id, rec)))
             }
-            TxnState::Dead | TxnState::PrepareEpochFence => {
-                Err(err(ResponseError::ConcurrentTransactions))
-            }
+            TxnState::Dead | TxnState::PrepareEpochFence => Err(TxnError::ConcurrentTransactions),
         }
     }
 
     /// Checks the producer against the id (the common prefix of every
     /// transactional request after InitProducerId).
-    fn check_producer(&self, id: &str, pid: i64, epoch: i16) -> Result<&Entry, i16> {
-        let e = self
-            .map
-            .get(id)
-            .ok_or(err(ResponseError::InvalidProducerIdMapping))?;
+    fn check_producer(&self, id: &str, pid: i64, epoch: i16) -> Result<&Entry, TxnError> {
+        let e = self.map.get(id).ok_or(TxnError::InvalidProducerIdMapping)?;
         if e.rec.producer_id != pid {
-            return Err(err(ResponseError::InvalidProducerIdMapping));
+            return Err(TxnError::InvalidProducerIdMapping);
         }
         if e.rec.producer_epoch != epoch {
-            return Err(err(ResponseError::ProducerFenced));
+            return Err(TxnError::ProducerFenced);
         }
         Ok(e)
     }
@@ -423,10 +414,10 @@ impl Txns {
         partitions: &[TopicPartition],
         groups: &[String],
         now_ms: i64,
-    ) -> Result<Option<Transition>, i16> {
+    ) -> Result<Option<Transition>, TxnError> {
         let e = self.check_producer(id, pid, epoch)?;
         if e.pending || e.rec.state.is_prepare() {
-            return Err(err(ResponseError::ConcurrentTransactions));
+            return Err(TxnError::ConcurrentTransactions);
         }
         let cur = &e.rec;
         if cur.state == TxnState::Ongoing
@@ -455,19 +446,19 @@ impl Txns {
         pid: i64,
         epoch: i16,
         partitions: &[TopicPartition],
-    ) -> Result<Vec<i16>, i16> {
+    ) -> Result<Vec<Result<(), TxnError>>, TxnError> {
         let e = self.check_producer(id, pid, epoch)?;
         if e.rec.state.is_prepare() {
-            return Err(err(ResponseError::ConcurrentTransactions));
+            return Err(TxnError::ConcurrentTransactions);
         }
         let open = e.rec.state == TxnState::Ongoing;
         Ok(partitions
             .iter()
             .map(|p| {
                 if open && e.rec.partitions.contains(p) {
-                    0
+                    Ok(())
                 } else {
-                    err(ResponseError::TransactionAbortable)
+                    Err(TxnError::TransactionAbortable)
                 }
             })
             .collect())
@@ -484,13 +475,13 @@ impl Txns {
         group: &str,
         offsets: Vec<TxnOffset>,
         now_ms: i64,
-    ) -> Result<Transition, i16> {
+    ) -> Result<Transition, TxnError> {
         let e = self.check_producer(id, pid, epoch)?;
         if e.pending || e.rec.state.is_prepare() {
-            return Err(err(ResponseError::ConcurrentTransactions));
+            return Err(TxnError::ConcurrentTransactions);
         }
         if e.rec.state != TxnState::Ongoing || !e.rec.groups.contains(group) {
-            return Err(err(ResponseError::TransactionAbortable));
+            return Err(TxnError::TransactionAbortable);
         }
         let mut rec = e.rec.clone();
         for o in offsets {
@@ -512,12 +503,12 @@ impl Txns {
         epoch: i16,
         commit: bool,
         now_ms: i64,
-    ) -> Result<Option<Transition>, i16> {
+    ) -> Result<Option<Transition>, TxnError> {
         let e = self.check_producer(id, pid, epoch)?;
         if e.pending {
-            return Err(err(ResponseError::ConcurrentTransactions));
+            return Err(TxnError::ConcurrentTransactions);
         }
-        let invalid = err(ResponseError::InvalidTxnState);
+        let invalid = TxnError::InvalidTxnState;
         match (e.rec.state, commit) {
             (TxnState::Ongoing, _) => {
                 let mut rec = e.rec.clone();
@@ -531,7 +522,7 @@ impl Txns {
             }
             (TxnState::CompleteCommit, true) | (TxnState::CompleteAbort, false) => Ok(None),
             (TxnState::PrepareCommit, true) | (TxnState::PrepareAbort, false) => {
-                Err(err(ResponseError::ConcurrentTransactions))
+                Err(TxnError::ConcurrentTransactions)
             }
             _ => Err(invalid),
         }
@@ -634,10 +625,6 @@ mod tests {
 
     const T: i32 = 60_000;
 
-    fn c(e: ResponseError) -> i16 {
-        code(e)
-    }
-
     fn tp(t: &str, p: i32) -> TopicPartition {
         TopicPartition::new(t, p)
     }
@@ -649,7 +636,7 @@ mod tests {
         expected: Option<(i64, i16)>,
         fresh: i64,
         now: i64,
-    ) -> Result<(i64, i16), i16> {
+    ) -> Result<(i64, i16), TxnError> {
         for _ in 0..3 {
             match s.init_producer_id(id, T, expected, fresh, now)? {
                 InitStep::Transit(t) => {
@@ -703,7 +690,7 @@ mod tests {
         );
         assert_eq!(
             s.verify("a", pid, ep, &[tp("t", 0), tp("t", 2)]),
-            Ok(vec![0, c(ResponseError::TransactionAbortable)])
+            Ok(vec![Ok(()), Err(TxnError::TransactionAbortable)])
         );
         let t = s
             .end_txn("a", pid, ep, true, 20)
@@ -714,15 +701,15 @@ mod tests {
         // While the markers are written everything else waits.
         assert_eq!(
             s.add_partitions("a", pid, ep, &[tp("t", 3)], &[], 21),
-            Err(c(ResponseError::ConcurrentTransactions))
+            Err(TxnError::ConcurrentTransactions)
         );
         assert_eq!(
             s.init_producer_id("a", T, None, 9, 21),
-            Err(c(ResponseError::ConcurrentTransactions))
+            Err(TxnError::ConcurrentTransactions)
         );
         assert_eq!(
             s.verify("a", pid, ep, &[tp("t", 0)]),
-            Err(c(ResponseError::ConcurrentTransactions))
+            Err(TxnError::ConcurrentTransactions)
         );
         let t = s.complete("a", 22).expect("complete");
         assert_eq!(t.rec.state, TxnState::CompleteCommit);
@@ -732,14 +719,14 @@ mod tests {
         assert_eq!(s.end_txn("a", pid, ep, true, 23), Ok(None));
         assert_eq!(
             s.end_txn("a", pid, ep, false, 23),
-            Err(c(ResponseError::InvalidTxnState))
+            Err(TxnError::InvalidTxnState)
         );
         // The next transaction starts from CompleteCommit.
         add(&mut s, "a", pid, ep, &[tp("u", 0)], 30);
         assert_eq!(s.get("a").map(|r| r.start_ms), Some(30));
         assert_eq!(
             s.verify("a", pid, ep, &[tp("t", 0)]),
-            Ok(vec![c(ResponseError::TransactionAbortable)])
+            Ok(vec![Err(TxnError::TransactionAbortable)])
         );
     }
 
@@ -748,24 +735,24 @@ mod tests {
         let mut s = Txns::default();
         assert_eq!(
             s.add_partitions("nope", 1, 0, &[tp("t", 0)], &[], 0),
-            Err(c(ResponseError::InvalidProducerIdMapping))
+            Err(TxnError::InvalidProducerIdMapping)
         );
         let (pid, ep) = init(&mut s, "a", None, 1, 0).expect("init");
         assert_eq!(
             s.add_partitions("a", pid + 1, ep, &[tp("t", 0)], &[], 0),
-            Err(c(ResponseError::InvalidProducerIdMapping))
+            Err(TxnError::InvalidProducerIdMapping)
         );
         assert_eq!(
             s.add_partitions("a", pid, ep + 1, &[tp("t", 0)], &[], 0),
-            Err(c(ResponseError::ProducerFenced))
+            Err(TxnError::ProducerFenced)
         );
         assert_eq!(
             s.end_txn("a", pid, ep, true, 0),
-            Err(c(ResponseError::InvalidTxnState))
+            Err(TxnError::InvalidTxnState)
         );
         assert_eq!(
             s.verify("a", pid, ep - 1, &[tp("t", 0)]),
-            Err(c(ResponseError::ProducerFenced))
+            Err(TxnError::ProducerFenced)
         );
     }
 
@@ -788,11 +775,11 @@ mod tests {
         // The old producer is fenced.
         assert_eq!(
             s.add_partitions("a", pid, ep, &[tp("t", 0)], &[], 23),
-            Err(c(ResponseError::ProducerFenced))
+            Err(TxnError::ProducerFenced)
         );
         assert_eq!(
             s.end_txn("a", pid, ep, true, 23),
-            Err(c(ResponseError::ProducerFenced))
+            Err(TxnError::ProducerFenced)
         );
     }
 
@@ -808,11 +795,11 @@ mod tests {
         // A stale epoch is fenced, and so is an unknown producer id.
         assert_eq!(
             s.init_producer_id("a", T, Some((pid, ep + 7)), 5, 0),
-            Err(c(ResponseError::ProducerFenced))
+            Err(TxnError::ProducerFenced)
         );
         assert_eq!(
             s.init_producer_id("a", T, Some((pid + 100, 0)), 5, 0),
-            Err(c(ResponseError::ProducerFenced))
+            Err(TxnError::ProducerFenced)
         );
         // A brand-new id accepts any expected producer (it was just created).
         assert_eq!(init(&mut s, "b", Some((77, 3)), 9, 0), Ok((9, 0)));
@@ -847,7 +834,7 @@ mod tests {
         s.finish(done);
         assert_eq!(
             s.end_txn("a", pid, ep, true, 0),
-            Err(c(ResponseError::ProducerFenced))
+            Err(TxnError::ProducerFenced)
         );
     }
 
@@ -883,7 +870,7 @@ mod tests {
         };
         assert_eq!(
             s.add_offsets("a", pid, ep, "g", vec![off(1)], 0),
-            Err(c(ResponseError::TransactionAbortable))
+            Err(TxnError::TransactionAbortable)
         );
         let t = s
             .add_partitions("a", pid, ep, &[], &["g".to_string()], 0)
