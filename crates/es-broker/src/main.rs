@@ -7,6 +7,7 @@
 //! Kafka-specific lives in es-kafka; everything on disk in es-storage.
 
 mod background;
+mod dump_log;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -25,8 +26,16 @@ const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// A Kafka-compatible message broker.
 #[derive(Debug, Parser)]
-#[command(name = "es-broker", version, about)]
+#[command(
+    name = "es-broker",
+    version,
+    about,
+    args_conflicts_with_subcommands = true
+)]
 struct Args {
+    /// Without a subcommand, es-broker runs the broker.
+    #[command(subcommand)]
+    command: Option<Command>,
     /// Directory holding topics and broker metadata.
     #[arg(long, default_value = "./data")]
     data_dir: PathBuf,
@@ -87,6 +96,14 @@ struct Args {
     log_level: String,
 }
 
+/// es-broker's tools.
+#[derive(Debug, clap::Subcommand)]
+enum Command {
+    /// Print (or only check) a partition's segments as they lie on disk:
+    /// records, index entries, batch notes and any corruption.
+    DumpLog(dump_log::DumpLogArgs),
+}
+
 /// `--sync-mode`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 enum SyncModeArg {
@@ -139,6 +156,9 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
 
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
+    if let Some(Command::DumpLog(a)) = &args.command {
+        return dump_log::run(a);
+    }
     let filter = tracing_subscriber::EnvFilter::try_new(&args.log_level)
         .with_context(|| format!("bad --log-level {:?}", args.log_level))?;
     tracing_subscriber::fmt()
