@@ -7,8 +7,7 @@ use std::path::Path;
 use std::process::{Command, Output};
 use std::sync::Arc;
 
-use es_storage::fs::Fs;
-use es_storage::{Partition, PartitionConfig, RealFs, RecordBatchBuf, RecordMeta};
+use es_storage::{Partition, PartitionConfig, RealFs, RecordBatchBuf, RecordMeta, Storage};
 
 const RECORDS: u64 = 60;
 
@@ -29,12 +28,12 @@ fn stdout(o: &Output) -> String {
 /// of five noted at offset 10) and returns its directory.
 fn write_partition(root: &Path) -> std::path::PathBuf {
     let dir = root.join("topics/t/0");
-    let fs: Arc<dyn Fs> = Arc::new(RealFs);
+    let storage = Storage::new(Arc::new(RealFs));
     let cfg = PartitionConfig {
         segment_bytes: 4 * 1024,
         ..PartitionConfig::default()
     };
-    let p = Partition::open(fs, dir.clone(), cfg).expect("open");
+    let p = Partition::open(&storage, dir.clone(), cfg).expect("open");
     let meta = RecordMeta::default();
     for i in 0..RECORDS {
         let mut b = RecordBatchBuf::new();
