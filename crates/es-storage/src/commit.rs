@@ -274,16 +274,16 @@ impl<M: Position, W> CommitCore<M, W> {
         )
     }
 
-    /// The active segment was sealed (its files fsynced) and a new one
-    /// starts at `at`: everything before `at` is durable, and `at` is the
-    /// new written mark.
-    pub fn rolled(&mut self, at: M) -> Settled<W> {
+    /// A new segment starts at `at`, which becomes the written mark. The
+    /// durable mark does not move: the old segment is sealed (fsynced) by
+    /// the shell as part of the next sync, before that sync's own fsync, so
+    /// a sync that covers a mark in the new segment covers the old one too.
+    pub fn rolled(&mut self, at: M) {
         assert!(
             at.offset() >= self.written.offset(),
             "a roll starts after the written end"
         );
-        self.written = at.clone();
-        self.advance_durable(at)
+        self.written = at;
     }
 
     /// The partition closes: later appends are refused; waiters still

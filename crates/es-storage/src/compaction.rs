@@ -271,7 +271,7 @@ impl Partition {
     /// Kafka's DeleteRecords: moves the log start offset to `offset`
     /// durably. Returns the new low watermark.
     pub fn delete_records_before(&self, offset: u64) -> Result<u64> {
-        let w = self.lock_writer();
+        let w = self.lock_writer()?;
         let hw = self.high_watermark();
         let start = self.log_start_offset();
         if offset > hw {
@@ -352,7 +352,7 @@ impl Partition {
                 return Ok(report);
             }
         }
-        let w = self.lock_writer();
+        let w = self.lock_writer()?;
         let set = self.segment_set();
         if !set.starts_with_sealed(&doomed) {
             return Ok(report); // the list changed (compaction); next pass
@@ -664,7 +664,7 @@ impl Partition {
             }
         };
         // Step 2: under the write lock, nothing moved.
-        let w = self.lock_writer();
+        let w = self.lock_writer()?;
         let unchanged = self.segment_set().is(&all) && self.log_start_offset() == log_start;
         if !unchanged {
             drop(w);

@@ -13,7 +13,7 @@
 //! shell carries out; an fsync runs with neither lock held, so appends continue
 //! while it runs and the next fsync covers all of them. Readers take a
 //! snapshot of the segment list and the high watermark and never block the
-//! writer. Lock order: writer, then commit.
+//! writer. Lock order: writer, then `rolls` (see [`roll`]), then commit.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -151,6 +151,7 @@ fn recover_producers(
 
 mod durability;
 mod read;
+mod roll;
 
 pub use read::{Isolation, LogSnapshot, ReadBuf, ReadChunk, ReadView};
 
@@ -238,6 +239,9 @@ pub struct Partition {
     listener: RwLock<Option<Listener>>,
     /// Producer sequence and transaction state; locked under `writer` when changed.
     producers: Mutex<ProducerState>,
+    /// The next segment's files, prepared ahead, and the last roll if it is
+    /// not sealed yet ([`roll`]).
+    rolls: Mutex<roll::Rolls>,
     /// Announced appends ([`Partition::announce_append`]) not yet done, in
     /// two generations: a sync flips `intent_side` and waits for the old
     /// side to drain, so it waits only for appends announced before it.
@@ -369,6 +373,12 @@ impl Partition {
             pos: active.valid_len(),
         };
         let producers = recover_producers(&*fs, &dir, &segs, start, next, now)?;
+        // The first roll's files (stale ones from before a crash are replaced).
+        let prepared = Segment::prepare(&*fs, &dir)
+            .inspect_err(|e| {
+                tracing::warn!(dir = %dir.display(), error = %e, "next segment not prepared");
+            })
+            .ok();
         let name = dir.display().to_string();
         let p = Partition {
             fs,
@@ -388,6 +398,7 @@ impl Partition {
             log_start: std::sync::atomic::AtomicU64::new(start),
             listener: RwLock::new(None),
             producers: Mutex::new(producers),
+            rolls: Mutex::new(roll::Rolls::new(prepared)),
             intents: [AtomicUsize::new(0), AtomicUsize::new(0)],
             intent_side: AtomicUsize::new(0),
             intent_waiting: AtomicBool::new(false),
@@ -459,8 +470,13 @@ impl Partition {
     /// Takes the writer lock: no append, roll or segment-list change runs
     /// until the guard drops. Retention and compaction hold it while they
     /// check that the list is the one they read and publish its successor.
-    pub(crate) fn lock_writer(&self) -> WriterGuard<'_> {
-        WriterGuard(self.writer.lock())
+    /// The last roll is sealed first, so every segment but the active one
+    /// is durable under its final name while the guard lives; fails if the
+    /// partition is fenced by a failed seal.
+    pub(crate) fn lock_writer(&self) -> Result<WriterGuard<'_>> {
+        let w = self.writer.lock();
+        self.finish_roll()?;
+        Ok(WriterGuard(w))
     }
 
     /// Moves the log start offset (already made durable by the caller),
@@ -659,7 +675,7 @@ impl Partition {
         &self,
         markers: &std::collections::HashSet<(i64, u64)>,
     ) -> Result<()> {
-        let _w = self.writer.lock();
+        let _w = self.lock_writer()?;
         let changed = {
             let mut ps = self.producers.lock();
             let before = ps.aborted.len();
@@ -797,58 +813,6 @@ impl Partition {
         }
     }
 
-    /// Seals the active segment (fsync log, index and directory) and starts a
-    /// new one at `next_offset`. Called with the writer lock held.
-    fn roll(&self, w: &mut Writer, next_offset: u64) -> Result<Arc<Segment>> {
-        let old = self.commit.lock().core.written().segment.clone();
-        let sealed = (|| -> Result<Arc<Segment>> {
-            old.log.sync_data()?;
-            old.index_file.sync_data()?;
-            if let Err(e) = old.sync_marks() {
-                // A hint only: recovery keeps what survives of it.
-                tracing::warn!(file = %old.batches_path.display(), error = %e, "fsync of produced batch notes failed");
-            }
-            let seg = Arc::new(Segment::create(
-                &*self.fs,
-                &self.dir,
-                next_offset,
-                self.now_ms(),
-            )?);
-            self.fs.sync_dir(&self.dir)?;
-            Ok(seg)
-        })();
-        let seg = match sealed {
-            Ok(s) => s,
-            Err(e) => {
-                self.fence(format!("segment roll failed: {e}"));
-                return Err(e);
-            }
-        };
-        self.segments.push_rolled(seg.clone());
-        let settled = {
-            let mut c = self.commit.lock();
-            // Everything written so far is now durable (the old segment was synced).
-            c.last_sync = Instant::now();
-            c.core.rolled(Mark {
-                offset: next_offset,
-                segment: seg.clone(),
-                pos: 0,
-            })
-        };
-        self.synced.notify_all();
-        self.notify(settled.durable);
-        for done in settled.completed {
-            done(Ok(()));
-        }
-        w.active_created = Instant::now();
-        if let Err(e) = self.write_producer_snapshot() {
-            // Not fatal: recovery replays the log from the previous snapshot.
-            tracing::warn!(partition = %self.name, error = %e, "producer snapshot not written");
-        }
-        tracing::debug!(partition = %self.name, base_offset = next_offset, "rolled a new segment");
-        Ok(seg)
-    }
-
     /// The file system holding the partition's directory (see [`Fs::device`]).
     pub(crate) fn device(&self) -> Option<u64> {
         *self.device.get_or_init(|| self.fs.device(&self.dir))
@@ -876,7 +840,7 @@ impl Partition {
     /// Syncs and closes: later appends fail with `Closed`.
     pub fn close(&self) -> Result<()> {
         let _w = self.writer.lock();
-        let r = self.flush();
+        let r = self.flush().and_then(|()| self.finish_roll());
         let seg = self.commit.lock().core.written().segment.clone();
         let r2 = seg.index_file.sync_data();
         if let Err(e) = seg.sync_marks() {

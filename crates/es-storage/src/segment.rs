@@ -30,6 +30,12 @@ pub const INDEX_SUFFIX: &str = ".index";
 pub const BATCHES_SUFFIX: &str = ".batches";
 /// Digits of the zero-padded base offset in segment file names.
 pub const NAME_DIGITS: usize = 20;
+/// The next segment's log, created ahead of the roll that will use it
+/// ([`Prepared`]); renamed to its final name when the segment before it is
+/// sealed. Recovery deletes it: nothing in it was ever durable.
+pub const PREPARED_LOG: &str = "next.log.prepared";
+/// The next segment's index, as [`PREPARED_LOG`].
+pub const PREPARED_INDEX: &str = "next.index.prepared";
 /// Bytes read per system call when scanning a segment.
 pub const SCAN_WINDOW_BYTES: usize = 1024 * 1024;
 
@@ -84,6 +90,13 @@ struct BatchesFile {
     dirty: bool,
 }
 
+/// A segment's files created ahead ([`Segment::prepare`]), not yet in use.
+#[derive(Debug)]
+pub struct Prepared {
+    log: Arc<dyn FileHandle>,
+    index: Arc<dyn FileHandle>,
+}
+
 /// What recovery found in a segment.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SegmentRecovery {
@@ -104,6 +117,49 @@ impl Segment {
     pub fn reclaim_files(&self, reclaimer: &Reclaimer) {
         reclaimer.hold(self.log.clone());
         reclaimer.hold(self.index_file.clone());
+    }
+
+    /// Creates the next segment's files under their temporary names
+    /// ([`PREPARED_LOG`], [`PREPARED_INDEX`]), removing stale ones first, so
+    /// that a roll only has to start writing to them.
+    pub fn prepare(fs: &dyn Fs, dir: &Path) -> Result<Prepared> {
+        let (log_path, index_path) = (dir.join(PREPARED_LOG), dir.join(PREPARED_INDEX));
+        for p in [&log_path, &index_path] {
+            if fs.exists(p) {
+                fs.remove_file(p)?;
+            }
+        }
+        let log = fs.create_new(&log_path)?;
+        let index = match fs.create_new(&index_path) {
+            Ok(f) => f,
+            Err(e) => {
+                let _ = fs.remove_file(&log_path);
+                return Err(e.into());
+            }
+        };
+        Ok(Prepared { log, index })
+    }
+
+    /// The segment starting at `base_offset` on prepared files: it has its
+    /// final paths, the files still their temporary names until
+    /// [`Segment::rename_prepared`].
+    pub(crate) fn from_prepared(p: Prepared, dir: &Path, base_offset: u64, now_ms: i64) -> Segment {
+        let stem = file_stem(base_offset);
+        Segment::from_parts(
+            base_offset,
+            dir.join(format!("{stem}{LOG_SUFFIX}")),
+            dir.join(format!("{stem}{INDEX_SUFFIX}")),
+            p.log,
+            p.index,
+            now_ms,
+        )
+    }
+
+    /// Gives this segment's prepared files their final names (the directory
+    /// still needs a sync to make that durable).
+    pub(crate) fn rename_prepared(&self, fs: &dyn Fs, dir: &Path) -> std::io::Result<()> {
+        fs.rename(&dir.join(PREPARED_LOG), &self.log_path)?;
+        fs.rename(&dir.join(PREPARED_INDEX), &self.index_path)
     }
 
     /// Creates a new empty segment (both files must not exist).

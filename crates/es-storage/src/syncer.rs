@@ -263,9 +263,18 @@ fn serve(pool: &Shared, batch: Vec<Arc<Partition>>) {
             None => p.serve_waiters(),
         }
     }
+    // A partition's pending seal comes before the sync that covers its new
+    // segment (see `Partition::sync_mark`); one that fails fences it.
+    claimed.retain(|(p, mark)| match p.finish_roll() {
+        Ok(()) => true,
+        Err(e) => {
+            let _ = p.end_sync(mark.clone(), Some(&std::io::Error::other(e)));
+            false
+        }
+    });
     let res = match claimed.as_slice() {
         [] => return,
-        [(_, mark)] => mark.sync_data(),
+        [(p, mark)] => p.sync_mark(mark),
         [(_, mark), ..] => mark.sync_filesystem(),
     };
     for (p, mark) in claimed {

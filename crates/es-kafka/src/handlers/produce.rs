@@ -7,9 +7,10 @@
 //!    `max.message.bytes`, Kafka's producer rules, timestamps) into a
 //!    [`RecordBatchBuf`] — concurrently with other requests, on a blocking
 //!    thread only when the request is large;
-//! 3. wait for this connection's [`Turn`], append every partition (one
-//!    `write` each, a copy into the page cache), release the turn so the next
-//!    request may append, and await the group-commit fsync of each partition
+//! 3. wait for this connection's [`Turn`], append every partition on a
+//!    blocking thread (one `write` each, a copy into the page cache; a
+//!    segment roll is a pointer swap, its fsyncs run with the next group
+//!    commit), release the turn so the next request may append, and await the group-commit fsync of each partition
 //!    (`when_durable`: the sync pool runs the fsync and wakes this task; no
 //!    thread blocks) — so appends keep the client's order while fsyncs overlap;
 //! 4. respond (nothing at all for acks=0).
@@ -211,19 +212,24 @@ pub async fn handle(
         blocking(move || decode_all(items)).await?
     };
 
-    // Phase 3: append in connection order (one `write` per partition, done
-    // here: it only copies into the page cache), release the turn, then wait
-    // for the group-commit fsyncs without holding any thread.
+    // Phase 3: append in connection order, on a blocking thread (one
+    // `write` per partition into the page cache; a segment roll is a pointer
+    // swap, but a write may still wait for the disk under memory pressure),
+    // release the turn, then wait for the group-commit fsyncs without
+    // holding any thread.
     turn.wait().await;
     let broker = ctx.broker.clone();
-    let items: Vec<(Head, Step<Appended>)> = items
-        .into_iter()
-        .map(|(head, step)| {
-            let step =
-                step.and_then(|d| append_one(&broker, v, transactional_id.as_deref(), &head, d));
-            (head, step)
-        })
-        .collect();
+    let items: Vec<(Head, Step<Appended>)> = blocking(move || {
+        items
+            .into_iter()
+            .map(|(head, step)| {
+                let step = step
+                    .and_then(|d| append_one(&broker, v, transactional_id.as_deref(), &head, d));
+                (head, step)
+            })
+            .collect()
+    })
+    .await?;
     turn.finish();
     let waits: Vec<Option<Durable>> = items
         .iter()

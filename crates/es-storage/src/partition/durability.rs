@@ -133,12 +133,20 @@ impl Partition {
     /// Group commit: returns once `durable >= target` (clamped to written).
     pub(super) fn sync_up_to(&self, target: u64) -> Result<()> {
         while let Some(goal) = self.begin_sync(target)? {
-            let res = goal.segment.log.sync_data();
+            let res = self.sync_mark(&goal);
             if self.end_sync(goal, res.as_ref().err())? >= target {
                 break;
             }
         }
         Ok(())
+    }
+
+    /// The fsync of a claimed sync: the last roll's seal if it is pending
+    /// (so that the durable mark never passes into a segment before the one
+    /// before it is sealed), then the data of the mark's segment.
+    pub(crate) fn sync_mark(&self, goal: &Mark) -> std::io::Result<()> {
+        self.finish_roll().map_err(std::io::Error::other)?;
+        goal.sync_data()
     }
 
     /// Claims the next fsync once no other thread is syncing, unless
