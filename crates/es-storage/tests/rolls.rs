@@ -127,12 +127,11 @@ fn a_crash_before_the_seal_keeps_the_log_contiguous() {
         }
         assert_eq!(q.log_end_offset(), got.len() as u64);
         // Writes go on at the next offset, and the next roll works.
-        let mut next = got.len() as u64;
-        for _ in 0..20 {
+        let start = got.len() as u64;
+        for next in start..start + 20 {
             let info = q.append(&mut one(next)).expect("append after recovery");
             assert_eq!(info.base_offset, next);
             q.wait_durable(info.last_offset + 1).expect("durable");
-            next += 1;
         }
         assert!(q.segments().len() >= 2, "rolled again after recovery");
         let bases: Vec<u64> = q.segments().iter().map(|s| s.base_offset).collect();
