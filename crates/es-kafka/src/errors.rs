@@ -4,13 +4,16 @@
 //! protocol-level failures all end up as an `i16` in a response; the mapping
 //! lives here so that every handler answers the same failure the same way.
 //! The group and transaction coordinators' refusals ([`GroupError`],
-//! [`TxnError`]) get their codes here too.
+//! [`TxnError`]) get their codes here too, and so do the rewrites Kafka
+//! applies to a transaction error for clients of older request versions
+//! ([`txn_error_for_version`]).
 
 use crate::codec::batch::BatchError;
 use crate::groups::error::GroupError;
 use crate::txn::error::TxnError;
 use es_storage::producers::SeqError;
 use es_storage::StorageError;
+use kafka_protocol::messages::ApiKey;
 pub use kafka_protocol::ResponseError;
 
 /// Kafka's "no error".
@@ -115,8 +118,8 @@ pub fn group_code(e: &Option<GroupError>) -> i16 {
 }
 
 impl TxnError {
-    /// The Kafka error code of this refusal (before any version mapping a
-    /// handler applies for older clients).
+    /// The Kafka error code of this refusal, as the newest clients know it
+    /// ([`TxnError::code_for`] gives an older client's).
     pub fn code(&self) -> i16 {
         let e = match self {
             TxnError::InvalidRequest => ResponseError::InvalidRequest,
@@ -139,6 +142,90 @@ impl TxnError {
 /// The code of a per-partition transaction outcome: NONE or the error's.
 pub fn txn_result_code(r: &Result<(), TxnError>) -> i16 {
     r.as_ref().err().map_or(NONE, TxnError::code)
+}
+
+/// The code a client of `api` at `version` understands for a transaction
+/// coordinator's `error` (Kafka's per-version rewrites; any other code, and
+/// any other API, is answered as is):
+///
+/// - InitProducerId before v4, and AddPartitionsToTxn, AddOffsetsToTxn and
+///   EndTxn before v2, do not know PRODUCER_FENCED: they get
+///   INVALID_PRODUCER_EPOCH, which they handle the same way;
+/// - TxnOffsetCommit (Kafka's
+///   `txnOffsetCommitRequestVersionToTransactionSupportedOperation`):
+///   TRANSACTION_ABORTABLE only for v4, which knows it, INVALID_TXN_STATE
+///   otherwise; PRODUCER_FENCED is INVALID_PRODUCER_EPOCH; before v2,
+///   COORDINATOR_LOAD_IN_PROGRESS is COORDINATOR_NOT_AVAILABLE, as those
+///   clients may crash on it (KAFKA-7296);
+/// - Produce, for a transactional batch's verification (Kafka's
+///   `AddPartitionsToTxnManager` and `ReplicaManager.handleProduceAppend`):
+///   a partition not in the transaction is TRANSACTION_ABORTABLE for v11
+///   (clients that know it) and INVALID_TXN_STATE otherwise; PRODUCER_FENCED
+///   is INVALID_PRODUCER_EPOCH; a transaction that is completing
+///   (CONCURRENT_TRANSACTIONS, NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE) is
+///   NOT_ENOUGH_REPLICAS, which every client retries without a metadata
+///   refresh.
+pub fn txn_error_for_version(api: ApiKey, version: i16, error: i16) -> i16 {
+    match api {
+        ApiKey::InitProducerId => fenced_before(version, 4, error),
+        ApiKey::AddPartitionsToTxn | ApiKey::AddOffsetsToTxn | ApiKey::EndTxn => {
+            fenced_before(version, 2, error)
+        }
+        ApiKey::TxnOffsetCommit => txn_offset_commit_error(version, error),
+        ApiKey::Produce => produce_verify_error(version, error),
+        _ => error,
+    }
+}
+
+impl TxnError {
+    /// The Kafka error code of this refusal as a client of `api` at
+    /// `version` understands it (see [`txn_error_for_version`]).
+    pub fn code_for(&self, api: ApiKey, version: i16) -> i16 {
+        txn_error_for_version(api, version, self.code())
+    }
+}
+
+/// PRODUCER_FENCED as INVALID_PRODUCER_EPOCH for clients before `since`.
+fn fenced_before(version: i16, since: i16, error: i16) -> i16 {
+    if version < since && error == code(ResponseError::ProducerFenced) {
+        code(ResponseError::InvalidProducerEpoch)
+    } else {
+        error
+    }
+}
+
+fn txn_offset_commit_error(version: i16, error: i16) -> i16 {
+    let e = if error == code(ResponseError::TransactionAbortable) && version != 4 {
+        code(ResponseError::InvalidTxnState)
+    } else if error == code(ResponseError::ProducerFenced) {
+        code(ResponseError::InvalidProducerEpoch)
+    } else {
+        error
+    };
+    if version < 2 && e == code(ResponseError::CoordinatorLoadInProgress) {
+        code(ResponseError::CoordinatorNotAvailable)
+    } else {
+        e
+    }
+}
+
+fn produce_verify_error(version: i16, error: i16) -> i16 {
+    if error == code(ResponseError::TransactionAbortable) {
+        if version == 11 {
+            error
+        } else {
+            code(ResponseError::InvalidTxnState)
+        }
+    } else if error == code(ResponseError::ProducerFenced) {
+        code(ResponseError::InvalidProducerEpoch)
+    } else if error == code(ResponseError::ConcurrentTransactions)
+        || error == code(ResponseError::NotCoordinator)
+        || error == code(ResponseError::CoordinatorNotAvailable)
+    {
+        code(ResponseError::NotEnoughReplicas)
+    } else {
+        error
+    }
 }
 
 #[cfg(test)]
@@ -282,5 +369,75 @@ mod tests {
             assert_eq!(e.code(), want, "{e:?}");
         }
         assert_eq!(txn_result_code(&Ok(())), NONE);
+    }
+
+    #[test]
+    fn produce_verify_errors_follow_kafka_by_version() {
+        let abortable = code(ResponseError::TransactionAbortable);
+        let invalid_state = code(ResponseError::InvalidTxnState);
+        let p = |v, e| txn_error_for_version(ApiKey::Produce, v, e);
+        assert_eq!(p(9, abortable), invalid_state);
+        assert_eq!(p(10, abortable), invalid_state);
+        assert_eq!(p(11, abortable), abortable);
+        assert_eq!(p(12, abortable), invalid_state);
+        assert_eq!(
+            p(11, code(ResponseError::ProducerFenced)),
+            code(ResponseError::InvalidProducerEpoch)
+        );
+        for e in [
+            ResponseError::ConcurrentTransactions,
+            ResponseError::NotCoordinator,
+            ResponseError::CoordinatorNotAvailable,
+        ] {
+            assert_eq!(p(11, code(e)), code(ResponseError::NotEnoughReplicas));
+        }
+        let mapping = code(ResponseError::InvalidProducerIdMapping);
+        assert_eq!(p(3, mapping), mapping);
+    }
+
+    #[test]
+    fn old_txn_clients_get_invalid_producer_epoch() {
+        let fenced = code(ResponseError::ProducerFenced);
+        let epoch = code(ResponseError::InvalidProducerEpoch);
+        assert_eq!(
+            txn_error_for_version(ApiKey::InitProducerId, 3, fenced),
+            epoch
+        );
+        assert_eq!(
+            txn_error_for_version(ApiKey::InitProducerId, 4, fenced),
+            fenced
+        );
+        for api in [
+            ApiKey::AddPartitionsToTxn,
+            ApiKey::AddOffsetsToTxn,
+            ApiKey::EndTxn,
+        ] {
+            assert_eq!(txn_error_for_version(api, 1, fenced), epoch, "{api:?}");
+            assert_eq!(txn_error_for_version(api, 2, fenced), fenced, "{api:?}");
+            assert_eq!(txn_error_for_version(api, 1, NONE), NONE, "{api:?}");
+        }
+        assert_eq!(TxnError::ProducerFenced.code_for(ApiKey::EndTxn, 1), epoch);
+        // Other APIs get the coordinator's code as is.
+        assert_eq!(txn_error_for_version(ApiKey::Fetch, 0, fenced), fenced);
+    }
+
+    #[test]
+    fn txn_offset_commit_errors_follow_kafka_by_version() {
+        let t = |v, e| txn_error_for_version(ApiKey::TxnOffsetCommit, v, code(e));
+        let abortable = ResponseError::TransactionAbortable;
+        assert_eq!(t(4, abortable), code(abortable));
+        assert_eq!(t(3, abortable), code(ResponseError::InvalidTxnState));
+        assert_eq!(
+            t(4, ResponseError::ProducerFenced),
+            code(ResponseError::InvalidProducerEpoch)
+        );
+        assert_eq!(
+            t(1, ResponseError::CoordinatorLoadInProgress),
+            code(ResponseError::CoordinatorNotAvailable)
+        );
+        assert_eq!(
+            t(2, ResponseError::CoordinatorLoadInProgress),
+            code(ResponseError::CoordinatorLoadInProgress)
+        );
     }
 }

@@ -8,10 +8,10 @@
 //! es serves transaction version 1 (the `transaction.version` feature is
 //! never finalized at 2), so EndTxn and TxnOffsetCommit stop at v4, where
 //! clients of that version stop too. The version-dependent error rewrites
-//! are Kafka's: clients older than PRODUCER_FENCED get INVALID_PRODUCER_EPOCH
+//! are Kafka's (clients older than PRODUCER_FENCED get INVALID_PRODUCER_EPOCH
 //! instead, and verification errors are translated for the produce path as
-//! Kafka's `ReplicaManager` and `AddPartitionsToTxnManager` do
-//! ([`produce_verify_error`]).
+//! Kafka's `ReplicaManager` and `AddPartitionsToTxnManager` do); they live
+//! with the other error mappings, in [`crate::errors::txn_error_for_version`].
 
 use std::collections::BTreeMap;
 
@@ -29,7 +29,7 @@ use kafka_protocol::messages::txn_offset_commit_response::{
 };
 use kafka_protocol::messages::{
     AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, AddPartitionsToTxnRequest,
-    AddPartitionsToTxnResponse, DescribeProducersRequest, DescribeProducersResponse,
+    AddPartitionsToTxnResponse, ApiKey, DescribeProducersRequest, DescribeProducersResponse,
     DescribeTransactionsRequest, DescribeTransactionsResponse, EndTxnRequest, EndTxnResponse,
     InitProducerIdRequest, InitProducerIdResponse, ListTransactionsRequest,
     ListTransactionsResponse, ProducerId, TopicName, TransactionalId, TxnOffsetCommitRequest,
@@ -40,7 +40,7 @@ use kafka_protocol::protocol::StrBytes;
 use super::{blocking, Ctx, RequestError};
 use crate::broker::Broker;
 use crate::codec::batch::BatchSummary;
-use crate::errors::{code, txn_result_code, ResponseError, NONE};
+use crate::errors::{code, txn_error_for_version, txn_result_code, ResponseError, NONE};
 use crate::topics::{is_internal, validate_topic_name};
 use crate::txn::error::TxnError;
 use crate::txn::{ProduceGuard, TopicPartition, TxnOffset};
@@ -48,41 +48,6 @@ use es_storage::ProducerAppend;
 
 /// Kafka's `offset.metadata.max.bytes`.
 pub const OFFSET_METADATA_BYTES_MAX: usize = 4096;
-
-/// Clients before `since` do not know PRODUCER_FENCED: they get
-/// INVALID_PRODUCER_EPOCH, which they handle the same way.
-fn fenced_compat(version: i16, since: i16, error: i16) -> i16 {
-    if version < since && error == code(ResponseError::ProducerFenced) {
-        code(ResponseError::InvalidProducerEpoch)
-    } else {
-        error
-    }
-}
-
-/// Translates a coordinator verification error for a Produce of `version`
-/// (Kafka's `AddPartitionsToTxnManager` and `ReplicaManager.handleProduceAppend`):
-/// a partition not in the transaction is TRANSACTION_ABORTABLE for v11
-/// (clients that know it) and INVALID_TXN_STATE otherwise; PRODUCER_FENCED is
-/// INVALID_PRODUCER_EPOCH; a transaction that is completing is
-/// NOT_ENOUGH_REPLICAS, which every client retries without a metadata refresh.
-pub fn produce_verify_error(version: i16, error: i16) -> i16 {
-    if error == code(ResponseError::TransactionAbortable) {
-        if version == 11 {
-            error
-        } else {
-            code(ResponseError::InvalidTxnState)
-        }
-    } else if error == code(ResponseError::ProducerFenced) {
-        code(ResponseError::InvalidProducerEpoch)
-    } else if error == code(ResponseError::ConcurrentTransactions)
-        || error == code(ResponseError::NotCoordinator)
-        || error == code(ResponseError::CoordinatorNotAvailable)
-    {
-        code(ResponseError::NotEnoughReplicas)
-    } else {
-        error
-    }
-}
 
 /// The producer fields of a produced partition's batch (Kafka's produce
 /// rules allow exactly one), when it carries a producer id.
@@ -128,32 +93,13 @@ pub fn check_transactional(
         .map_err(|e| {
             let e = e.code();
             (
-                produce_verify_error(produce_version, e),
+                txn_error_for_version(ApiKey::Produce, produce_version, e),
                 format!(
                     "partition {topic}-{partition} is not part of transaction {id:?} of producer {} epoch {} (error {e})",
                     p.producer_id, p.producer_epoch
                 ),
             )
         })
-}
-
-/// The same translation for TxnOffsetCommit (Kafka's
-/// `txnOffsetCommitRequestVersionToTransactionSupportedOperation`: v4 knows
-/// TRANSACTION_ABORTABLE).
-fn txn_offset_commit_error(version: i16, error: i16) -> i16 {
-    let e = if error == code(ResponseError::TransactionAbortable) && version != 4 {
-        code(ResponseError::InvalidTxnState)
-    } else if error == code(ResponseError::ProducerFenced) {
-        code(ResponseError::InvalidProducerEpoch)
-    } else {
-        error
-    };
-    // Clients before v2 may crash on COORDINATOR_LOAD_IN_PROGRESS (KAFKA-7296).
-    if version < 2 && e == code(ResponseError::CoordinatorLoadInProgress) {
-        code(ResponseError::CoordinatorNotAvailable)
-    } else {
-        e
-    }
 }
 
 fn s(v: &str) -> StrBytes {
@@ -192,7 +138,7 @@ pub async fn init_producer_id(
             r.producer_epoch = epoch;
         }
         Err(e) => {
-            r.error_code = fenced_compat(v, 4, e.code());
+            r.error_code = e.code_for(ApiKey::InitProducerId, v);
             r.producer_id = ProducerId(-1);
             r.producer_epoch = -1;
         }
@@ -268,7 +214,7 @@ fn add_one(b: &Broker, version: i16, t: &AddTxn) -> AddResult {
     } else {
         let e = match coord.add_partitions(&t.id, t.producer_id, t.epoch, &tps, &[]) {
             Ok(()) => NONE,
-            Err(e) => fenced_compat(version, 2, e.code()),
+            Err(e) => e.code_for(ApiKey::AddPartitionsToTxn, version),
         };
         all(&mut |_, _| e)
     }
@@ -367,7 +313,7 @@ pub async fn add_offsets_to_txn(
     let mut r = AddOffsetsToTxnResponse::default();
     r.error_code = match res {
         Ok(()) => NONE,
-        Err(e) => fenced_compat(v, 2, e.code()),
+        Err(e) => e.code_for(ApiKey::AddOffsetsToTxn, v),
     };
     ctx.respond(&r)
 }
@@ -450,7 +396,7 @@ pub async fn txn_offset_commit(
         .await?;
         match res {
             Ok(()) => NONE,
-            Err(e) => txn_offset_commit_error(v, e.code()),
+            Err(e) => e.code_for(ApiKey::TxnOffsetCommit, v),
         }
     };
     let mut r = TxnOffsetCommitResponse::default();
@@ -485,7 +431,7 @@ pub async fn end_txn(ctx: &Ctx, req: EndTxnRequest) -> Result<Option<Bytes>, Req
     let mut r = EndTxnResponse::default();
     r.error_code = match res {
         Ok(()) => NONE,
-        Err(e) => fenced_compat(v, 2, e.code()),
+        Err(e) => e.code_for(ApiKey::EndTxn, v),
     };
     ctx.respond(&r)
 }
@@ -625,54 +571,4 @@ pub async fn describe_producers(
     let mut r = DescribeProducersResponse::default();
     r.topics = topics;
     ctx.respond(&r)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn produce_errors_follow_kafka_by_version() {
-        let abortable = code(ResponseError::TransactionAbortable);
-        let invalid_state = code(ResponseError::InvalidTxnState);
-        assert_eq!(produce_verify_error(9, abortable), invalid_state);
-        assert_eq!(produce_verify_error(10, abortable), invalid_state);
-        assert_eq!(produce_verify_error(11, abortable), abortable);
-        assert_eq!(produce_verify_error(12, abortable), invalid_state);
-        assert_eq!(
-            produce_verify_error(11, code(ResponseError::ProducerFenced)),
-            code(ResponseError::InvalidProducerEpoch)
-        );
-        assert_eq!(
-            produce_verify_error(11, code(ResponseError::ConcurrentTransactions)),
-            code(ResponseError::NotEnoughReplicas)
-        );
-        let mapping = code(ResponseError::InvalidProducerIdMapping);
-        assert_eq!(produce_verify_error(3, mapping), mapping);
-    }
-
-    #[test]
-    fn old_clients_get_invalid_producer_epoch() {
-        let fenced = code(ResponseError::ProducerFenced);
-        let epoch = code(ResponseError::InvalidProducerEpoch);
-        assert_eq!(fenced_compat(3, 4, fenced), epoch);
-        assert_eq!(fenced_compat(4, 4, fenced), fenced);
-        assert_eq!(fenced_compat(1, 2, NONE), NONE);
-        assert_eq!(
-            txn_offset_commit_error(4, code(ResponseError::TransactionAbortable)),
-            code(ResponseError::TransactionAbortable)
-        );
-        assert_eq!(
-            txn_offset_commit_error(3, code(ResponseError::TransactionAbortable)),
-            invalid()
-        );
-        assert_eq!(
-            txn_offset_commit_error(1, code(ResponseError::CoordinatorLoadInProgress)),
-            code(ResponseError::CoordinatorNotAvailable)
-        );
-    }
-
-    fn invalid() -> i16 {
-        code(ResponseError::InvalidTxnState)
-    }
 }

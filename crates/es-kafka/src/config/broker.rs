@@ -1,0 +1,288 @@
+//! Broker-level configuration: the dynamic broker configs set at run time
+//! (`data/broker_configs.json`), the broker settings topic configs inherit
+//! ([`BrokerTopicDefaults`], most specific level first), and what
+//! DescribeConfigs reports for a broker resource ([`BrokerSettings`]).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use super::table::{
+    broker_dynamic_def, BrokerDefault, ConfigSource, ConfigType, TopicConfigDef, TOPIC_CONFIGS,
+};
+use super::validate::validate_broker_config;
+
+/// Partitions of the `__consumer_offsets` es creates (the broker config
+/// `offsets.topic.num.partitions`; Kafka's default is 50, es keeps offsets
+/// elsewhere, so one partition is what it has always advertised).
+pub const OFFSETS_TOPIC_PARTITIONS: i32 = 1;
+/// Kafka's `offsets.topic.segment.bytes` default (100 MiB).
+pub const OFFSETS_TOPIC_SEGMENT_BYTES: u64 = 100 * 1024 * 1024;
+
+/// Dynamic broker configs: broker-level names of topic configs (see
+/// [`broker_dynamic_def`]) set at run time, as `data/broker_configs.json`
+/// keeps them.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DynamicBrokerConfigs {
+    /// Resource `"<node id>"`: Kafka's DYNAMIC_BROKER_CONFIG.
+    #[serde(default)]
+    pub broker: BTreeMap<String, String>,
+    /// Resource "": Kafka's DYNAMIC_DEFAULT_BROKER_CONFIG.
+    #[serde(default)]
+    pub cluster_default: BTreeMap<String, String>,
+}
+
+impl DynamicBrokerConfigs {
+    /// The same configs without any entry that is not a valid dynamic
+    /// broker config (a file from another version, or edited by hand), with
+    /// the names of the entries dropped.
+    pub fn sanitized(mut self) -> (Self, Vec<String>) {
+        let mut dropped = Vec::new();
+        for map in [&mut self.broker, &mut self.cluster_default] {
+            map.retain(|k, v| {
+                let ok = validate_broker_config(k, Some(v)).is_ok();
+                if !ok {
+                    dropped.push(k.clone());
+                }
+                ok
+            });
+            for v in map.values_mut() {
+                *v = v.trim().to_string();
+            }
+        }
+        (self, dropped)
+    }
+}
+
+/// Broker settings that topic configs inherit.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BrokerTopicDefaults {
+    /// `--flush-every-records`.
+    pub flush_messages: u64,
+    /// `--flush-interval`, in milliseconds.
+    pub flush_ms: u64,
+    /// Dynamic broker configs, which win over the flags and Kafka's defaults.
+    pub dynamic: Arc<DynamicBrokerConfigs>,
+}
+
+impl Default for BrokerTopicDefaults {
+    fn default() -> Self {
+        BrokerTopicDefaults {
+            flush_messages: 1,
+            flush_ms: 1000,
+            dynamic: Arc::default(),
+        }
+    }
+}
+
+impl BrokerTopicDefaults {
+    /// The broker-level values of topic config `d`, most specific first:
+    /// per-broker dynamic, cluster-wide dynamic, the broker flag, Kafka's
+    /// default (always last). Each is (broker-level name, value, source).
+    pub(super) fn levels(&self, d: &TopicConfigDef) -> Vec<(&'static str, String, ConfigSource)> {
+        let name = d.broker_name.unwrap_or(d.name);
+        let mut out = Vec::with_capacity(2);
+        if d.broker_name.is_some() && !d.internal {
+            if let Some(v) = self.dynamic.broker.get(name) {
+                out.push((name, v.clone(), ConfigSource::DynamicBroker));
+            }
+            if let Some(v) = self.dynamic.cluster_default.get(name) {
+                out.push((name, v.clone(), ConfigSource::DynamicDefaultBroker));
+            }
+        }
+        match d.from_broker {
+            BrokerDefault::FlushMessages => out.push((
+                name,
+                self.flush_messages.to_string(),
+                ConfigSource::StaticBroker,
+            )),
+            BrokerDefault::FlushMs => {
+                out.push((name, self.flush_ms.to_string(), ConfigSource::StaticBroker))
+            }
+            BrokerDefault::None => {}
+        }
+        out.push((name, d.default.to_string(), ConfigSource::Default));
+        out
+    }
+}
+
+/// One broker config as DescribeConfigs reports it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BrokerConfigEntry {
+    pub name: &'static str,
+    pub value: String,
+    pub ty: ConfigType,
+    pub source: ConfigSource,
+    /// False for the dynamic broker configs (see [`broker_dynamic_def`]);
+    /// the rest come from flags and cannot change at run time.
+    pub read_only: bool,
+    /// (name, value, source), most specific first.
+    pub synonyms: Vec<(String, String, ConfigSource)>,
+}
+
+/// The broker settings DescribeConfigs reports for a broker resource.
+#[derive(Clone, Debug)]
+pub struct BrokerSettings {
+    pub node_id: i32,
+    pub log_dir: String,
+    pub listener: String,
+    pub advertised_listener: String,
+    pub auto_create_topics: bool,
+    pub default_partitions: i32,
+    pub frame_bytes_max: usize,
+    pub defaults: BrokerTopicDefaults,
+    /// `--retention-check-interval` (Kafka's `log.retention.check.interval.ms`).
+    pub retention_check_interval_ms: u64,
+    /// `--compaction-interval` (Kafka's `log.cleaner.backoff.ms`).
+    pub compaction_interval_ms: u64,
+    /// `--group-min-session-timeout-ms`.
+    pub group_min_session_timeout_ms: i32,
+    /// `--group-max-session-timeout-ms`.
+    pub group_max_session_timeout_ms: i32,
+}
+
+impl BrokerSettings {
+    /// Every broker config we report for this broker (resource
+    /// `"<node id>"`), sorted by name.
+    pub fn describe(&self) -> Vec<BrokerConfigEntry> {
+        use ConfigSource::{Default as D, StaticBroker as S};
+        use ConfigType as T;
+        let e = |name: &'static str, value: String, ty: ConfigType, source: ConfigSource| {
+            BrokerConfigEntry {
+                name,
+                synonyms: vec![(name.to_string(), value.clone(), source)],
+                value,
+                ty,
+                source,
+                read_only: true,
+            }
+        };
+        let mut out = vec![
+            e(
+                "advertised.listeners",
+                format!("PLAINTEXT://{}", self.advertised_listener),
+                T::String,
+                S,
+            ),
+            e(
+                "auto.create.topics.enable",
+                self.auto_create_topics.to_string(),
+                T::Boolean,
+                S,
+            ),
+            e("broker.id", self.node_id.to_string(), T::Int, S),
+            e("default.replication.factor", "1".into(), T::Int, D),
+            e("delete.topic.enable", "true".into(), T::Boolean, D),
+            e(
+                "group.max.session.timeout.ms",
+                self.group_max_session_timeout_ms.to_string(),
+                T::Int,
+                S,
+            ),
+            e(
+                "group.min.session.timeout.ms",
+                self.group_min_session_timeout_ms.to_string(),
+                T::Int,
+                S,
+            ),
+            e(
+                "listeners",
+                format!("PLAINTEXT://{}", self.listener),
+                T::String,
+                S,
+            ),
+            e(
+                "log.cleaner.backoff.ms",
+                self.compaction_interval_ms.to_string(),
+                T::Long,
+                S,
+            ),
+            e("log.dirs", self.log_dir.clone(), T::String, S),
+            e(
+                "log.retention.check.interval.ms",
+                self.retention_check_interval_ms.to_string(),
+                T::Long,
+                S,
+            ),
+            e("node.id", self.node_id.to_string(), T::Int, S),
+            e(
+                "num.partitions",
+                self.default_partitions.to_string(),
+                T::Int,
+                S,
+            ),
+            // What the `__consumer_offsets` es creates gets.
+            e(
+                "offsets.topic.num.partitions",
+                OFFSETS_TOPIC_PARTITIONS.to_string(),
+                T::Int,
+                D,
+            ),
+            e("offsets.topic.replication.factor", "1".into(), T::Short, D),
+            e(
+                "offsets.topic.segment.bytes",
+                OFFSETS_TOPIC_SEGMENT_BYTES.to_string(),
+                T::Int,
+                D,
+            ),
+            e("process.roles", "broker,controller".into(), T::List, S),
+            e(
+                "socket.request.max.bytes",
+                self.frame_bytes_max.to_string(),
+                T::Int,
+                S,
+            ),
+        ];
+        // The broker-level names of the topic configs: dynamic, each at its
+        // most specific level.
+        for d in TOPIC_CONFIGS.iter().filter(|d| !d.internal) {
+            let Some(bn) = d.broker_name else { continue };
+            if out.iter().any(|x| x.name == bn) {
+                continue;
+            }
+            let synonyms: Vec<(String, String, ConfigSource)> = self
+                .defaults
+                .levels(d)
+                .into_iter()
+                .map(|(n, v, s)| (n.to_string(), v, s))
+                .collect();
+            let Some((_, value, source)) = synonyms.first().cloned() else {
+                continue;
+            };
+            out.push(BrokerConfigEntry {
+                name: bn,
+                value,
+                ty: d.ty,
+                source,
+                read_only: false,
+                synonyms,
+            });
+        }
+        out.sort_by(|a, b| a.name.cmp(b.name));
+        out
+    }
+
+    /// The cluster-wide dynamic defaults (resource ""), as Kafka lists them:
+    /// only the configs set at that level, sorted by name.
+    pub fn describe_cluster_default(&self) -> Vec<BrokerConfigEntry> {
+        self.defaults
+            .dynamic
+            .cluster_default
+            .iter()
+            .filter_map(|(k, v)| {
+                let d = broker_dynamic_def(k)?;
+                let name = d.broker_name?;
+                let source = ConfigSource::DynamicDefaultBroker;
+                Some(BrokerConfigEntry {
+                    name,
+                    value: v.clone(),
+                    ty: d.ty,
+                    source,
+                    read_only: false,
+                    synonyms: vec![(name.to_string(), v.clone(), source)],
+                })
+            })
+            .collect()
+    }
+}

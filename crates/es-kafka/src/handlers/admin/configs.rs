@@ -1,0 +1,548 @@
+//! DescribeConfigs, AlterConfigs and IncrementalAlterConfigs on TOPIC and
+//! BROKER resources: mapping [`crate::config`]'s entries to Kafka's shapes,
+//! checking which resources a request may change, and applying
+//! incremental operations to a set of overrides.
+
+use std::collections::{BTreeMap, HashSet};
+
+use bytes::Bytes;
+use kafka_protocol::messages::describe_configs_response::{
+    DescribeConfigsResourceResult, DescribeConfigsResult, DescribeConfigsSynonym,
+};
+use kafka_protocol::messages::{
+    alter_configs_response, incremental_alter_configs_response, AlterConfigsRequest,
+    AlterConfigsResponse, DescribeConfigsRequest, DescribeConfigsResponse,
+    IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse,
+};
+
+use super::s;
+use crate::broker::AdminError;
+use crate::config::{
+    broker_dynamic_def, topic_config_def, validate_broker_config, validate_topic_config,
+    ConfigError, ConfigType, TopicConfigDef,
+};
+use crate::errors::{code, ResponseError};
+use crate::handlers::{Ctx, RequestError};
+
+/// Kafka's ConfigResource.Type codes.
+pub const RESOURCE_TOPIC: i8 = 2;
+pub const RESOURCE_BROKER: i8 = 4;
+pub const RESOURCE_BROKER_LOGGER: i8 = 8;
+
+/// IncrementalAlterConfigs operations.
+pub const OP_SET: i8 = 0;
+pub const OP_DELETE: i8 = 1;
+pub const OP_APPEND: i8 = 2;
+pub const OP_SUBTRACT: i8 = 3;
+
+/// One config entry on its way into a DescribeConfigs response.
+struct Entry<'a> {
+    name: &'a str,
+    value: String,
+    source: i8,
+    ty: ConfigType,
+    read_only: bool,
+    doc: &'a str,
+    synonyms: Vec<(String, String, i8)>,
+}
+
+fn config_result(
+    v: i16,
+    c: Entry<'_>,
+    include_synonyms: bool,
+    include_doc: bool,
+) -> DescribeConfigsResourceResult {
+    let mut e = DescribeConfigsResourceResult::default();
+    e.name = s(c.name);
+    e.value = Some(s(c.value));
+    e.read_only = c.read_only;
+    e.config_source = c.source;
+    e.is_sensitive = false;
+    if include_synonyms {
+        e.synonyms = c
+            .synonyms
+            .into_iter()
+            .map(|(n, v, src)| {
+                let mut y = DescribeConfigsSynonym::default();
+                y.name = s(n);
+                y.value = Some(s(v));
+                y.source = src;
+                y
+            })
+            .collect();
+    }
+    if v >= 3 {
+        e.config_type = c.ty as i8;
+        e.documentation = if include_doc { Some(s(c.doc)) } else { None };
+    }
+    e
+}
+
+pub fn describe_configs(
+    ctx: &Ctx,
+    req: DescribeConfigsRequest,
+) -> Result<Option<Bytes>, RequestError> {
+    let v = ctx.version;
+    let b = &ctx.broker;
+    let include_doc = v >= 3 && req.include_documentation;
+    let mut r = DescribeConfigsResponse::default();
+    for res in req.resources {
+        let mut out = DescribeConfigsResult::default();
+        out.resource_type = res.resource_type;
+        out.resource_name = res.resource_name.clone();
+        out.error_message = None;
+        // Null asks for every config; so does an empty list (what the
+        // crate's default and some clients send).
+        let keys: Option<Vec<String>> = res
+            .configuration_keys
+            .as_ref()
+            .filter(|ks| !ks.is_empty())
+            .map(|ks| ks.iter().map(|k| k.to_string()).collect());
+        let name = res.resource_name.to_string();
+        match res.resource_type {
+            RESOURCE_TOPIC => match b.topic(&name) {
+                Some(t) => {
+                    out.configs = t
+                        .config()
+                        .describe(keys.as_deref())
+                        .into_iter()
+                        .map(|d| {
+                            let syn = d
+                                .synonyms
+                                .into_iter()
+                                .map(|(n, v, src)| (n, v, src as i8))
+                                .collect();
+                            config_result(
+                                v,
+                                Entry {
+                                    name: d.name,
+                                    value: d.value,
+                                    source: d.source as i8,
+                                    ty: d.ty,
+                                    read_only: false,
+                                    doc: d.doc,
+                                    synonyms: syn,
+                                },
+                                req.include_synonyms,
+                                include_doc,
+                            )
+                        })
+                        .collect();
+                }
+                None => {
+                    out.error_code = code(ResponseError::UnknownTopicOrPartition);
+                    out.error_message = Some(s(format!("Topic '{name}' does not exist.")));
+                }
+            },
+            RESOURCE_BROKER => match broker_scope(b.node_id(), &name, true) {
+                Ok(scope) => {
+                    let settings = b.settings();
+                    let entries = match scope {
+                        BrokerScope::ThisBroker => settings.describe(),
+                        BrokerScope::ClusterDefault => settings.describe_cluster_default(),
+                    };
+                    out.configs = entries
+                        .into_iter()
+                        .filter(|e| {
+                            keys.as_ref()
+                                .is_none_or(|ks| ks.iter().any(|k| k == e.name))
+                        })
+                        .map(|e| {
+                            let syn = e
+                                .synonyms
+                                .into_iter()
+                                .map(|(n, v, src)| (n, v, src as i8))
+                                .collect();
+                            config_result(
+                                v,
+                                Entry {
+                                    name: e.name,
+                                    value: e.value,
+                                    source: e.source as i8,
+                                    ty: e.ty,
+                                    read_only: e.read_only,
+                                    doc: "",
+                                    synonyms: syn,
+                                },
+                                req.include_synonyms,
+                                include_doc,
+                            )
+                        })
+                        .collect();
+                }
+                Err(e) => {
+                    out.error_code = e.code;
+                    out.error_message = Some(s(e.message));
+                }
+            },
+            RESOURCE_BROKER_LOGGER => {
+                // Loggers are set by --log-level; report none.
+                out.configs = Vec::new();
+            }
+            other => {
+                out.error_code = code(ResponseError::InvalidRequest);
+                out.error_message = Some(s(format!("unsupported resource type {other}")));
+            }
+        }
+        r.results.push(out);
+    }
+    ctx.respond(&r)
+}
+
+/// Resource-level check shared by both alter APIs for everything but a
+/// BROKER resource (see [`alter_broker`]): topics exist, loggers are
+/// read-only.
+fn alter_target(ctx: &Ctx, resource_type: i8, name: &str) -> Result<(), AdminError> {
+    match resource_type {
+        RESOURCE_TOPIC => ctx.broker.topic(name).map(|_| ()).ok_or_else(|| {
+            AdminError::new(
+                ResponseError::UnknownTopicOrPartition,
+                format!("Topic '{name}' does not exist."),
+            )
+        }),
+        RESOURCE_BROKER_LOGGER => Err(AdminError::new(
+            ResponseError::InvalidRequest,
+            "es log levels come from --log-level and cannot be altered at run time",
+        )),
+        other => Err(AdminError::new(
+            ResponseError::InvalidRequest,
+            format!("unsupported resource type {other}"),
+        )),
+    }
+}
+
+pub async fn alter_configs(
+    ctx: &Ctx,
+    req: AlterConfigsRequest,
+) -> Result<Option<Bytes>, RequestError> {
+    let mut r = AlterConfigsResponse::default();
+    for res in req.resources {
+        let name = res.resource_name.to_string();
+        let outcome: Result<(), AdminError> = async {
+            if res.resource_type == RESOURCE_BROKER {
+                let ops: Vec<BrokerOp> = res
+                    .configs
+                    .iter()
+                    .map(|c| BrokerOp {
+                        name: c.name.to_string(),
+                        op: OP_SET,
+                        value: c.value.as_ref().map(|v| v.to_string()),
+                    })
+                    .collect();
+                return alter_broker(ctx, &name, &ops, true, req.validate_only).await;
+            }
+            alter_target(ctx, res.resource_type, &name)?;
+            // The legacy API replaces the whole set of overrides.
+            let mut overrides = BTreeMap::new();
+            for c in &res.configs {
+                let key = c.name.to_string();
+                let value = c.value.as_ref().map(|v| v.to_string());
+                validate_topic_config(&key, value.as_deref())?;
+                if let Some(v) = value {
+                    overrides.insert(key, v);
+                }
+            }
+            ctx.broker
+                .set_topic_config(&name, overrides, req.validate_only)
+                .await
+        }
+        .await;
+        let mut out = alter_configs_response::AlterConfigsResourceResponse::default();
+        out.resource_type = res.resource_type;
+        out.resource_name = res.resource_name;
+        out.error_message = None;
+        if let Err(e) = outcome {
+            tracing::info!(resource = %name, code = e.code, message = %e.message, "AlterConfigs refused");
+            out.error_code = e.code;
+            out.error_message = Some(s(e.message));
+        }
+        r.responses.push(out);
+    }
+    ctx.respond(&r)
+}
+
+/// Applies one incremental operation to a set of topic config overrides.
+pub fn apply_incremental(
+    overrides: &mut BTreeMap<String, String>,
+    name: &str,
+    op: i8,
+    value: Option<&str>,
+) -> Result<(), AdminError> {
+    let d = topic_config_def(name).ok_or_else(|| {
+        AdminError::new(
+            ResponseError::InvalidConfig,
+            format!("unknown topic config name: {name}"),
+        )
+    })?;
+    apply_op(overrides, d, name, op, value, |v| {
+        validate_topic_config(name, v)
+    })
+}
+
+/// Applies one incremental operation on config `name` (defined by `d`) to
+/// `map`, checking every value it stores with `validate`.
+fn apply_op(
+    map: &mut BTreeMap<String, String>,
+    d: &TopicConfigDef,
+    name: &str,
+    op: i8,
+    value: Option<&str>,
+    validate: impl Fn(Option<&str>) -> Result<(), ConfigError>,
+) -> Result<(), AdminError> {
+    let is_list = d.ty == ConfigType::List;
+    let current = || {
+        map.get(name)
+            .cloned()
+            .unwrap_or_else(|| d.default.to_string())
+    };
+    match op {
+        OP_SET => {
+            validate(value)?;
+            map.insert(
+                name.to_string(),
+                value.unwrap_or_default().trim().to_string(),
+            );
+        }
+        OP_DELETE => {
+            map.remove(name);
+        }
+        OP_APPEND | OP_SUBTRACT if is_list => {
+            let cur = current();
+            let mut items: Vec<String> = cur
+                .split(',')
+                .map(str::trim)
+                .filter(|x| !x.is_empty())
+                .map(String::from)
+                .collect();
+            let given: Vec<String> = value
+                .unwrap_or_default()
+                .split(',')
+                .map(str::trim)
+                .filter(|x| !x.is_empty())
+                .map(String::from)
+                .collect();
+            if op == OP_APPEND {
+                for g in given {
+                    if !items.contains(&g) {
+                        items.push(g);
+                    }
+                }
+            } else {
+                items.retain(|i| !given.contains(i));
+            }
+            let joined = items.join(",");
+            validate(Some(&joined))?;
+            map.insert(name.to_string(), joined);
+        }
+        OP_APPEND | OP_SUBTRACT => {
+            return Err(AdminError::new(
+                ResponseError::InvalidConfig,
+                format!(
+                "Config value append/subtract is not allowed for config key {name} of type {:?}",
+                d.ty
+            ),
+            ))
+        }
+        other => {
+            return Err(AdminError::new(
+                ResponseError::InvalidRequest,
+                format!("unknown config operation {other}"),
+            ))
+        }
+    }
+    Ok(())
+}
+
+/// Which dynamic configs a BROKER resource name addresses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum BrokerScope {
+    /// "<node id>": this broker's own (Kafka's DYNAMIC_BROKER_CONFIG).
+    ThisBroker,
+    /// "": the cluster-wide default (DYNAMIC_DEFAULT_BROKER_CONFIG).
+    ClusterDefault,
+}
+
+/// Resolves a BROKER resource name as Kafka does, with its messages (which
+/// differ between DescribeConfigs and the alter APIs).
+fn broker_scope(node: i32, name: &str, describe: bool) -> Result<BrokerScope, AdminError> {
+    if name.is_empty() {
+        return Ok(BrokerScope::ClusterDefault);
+    }
+    let bad = |m: String| AdminError::new(ResponseError::InvalidRequest, m);
+    let Ok(id) = name.parse::<i32>() else {
+        return Err(bad(if describe {
+            format!("Broker id must be an integer, but it is: {name}")
+        } else {
+            format!("Node id must be an integer, but it is: {name}")
+        }));
+    };
+    if id != node {
+        return Err(bad(if describe {
+            format!("Unexpected broker id, expected {node} or empty string, but received {name}")
+        } else {
+            format!("Unexpected broker id, expected {node}, but received {name}")
+        }));
+    }
+    Ok(BrokerScope::ThisBroker)
+}
+
+/// One requested change to a broker config (legacy AlterConfigs is a SET of
+/// every config named, replacing the rest).
+struct BrokerOp {
+    name: String,
+    op: i8,
+    value: Option<String>,
+}
+
+/// AlterConfigs / IncrementalAlterConfigs on a BROKER resource. The dynamic
+/// configs are the broker-level names of the topic configs; anything else
+/// is refused as Kafka refuses a read-only broker config. Errors are
+/// INVALID_REQUEST, as Kafka reports broker config validation (KAFKA-13609).
+async fn alter_broker(
+    ctx: &Ctx,
+    name: &str,
+    ops: &[BrokerOp],
+    replace: bool,
+    validate_only: bool,
+) -> Result<(), AdminError> {
+    let invalid = |m: String| AdminError::new(ResponseError::InvalidRequest, m);
+    let mut seen = HashSet::new();
+    if ops.iter().any(|o| !seen.insert(o.name.as_str())) {
+        return Err(invalid("Error due to duplicate config keys".into()));
+    }
+    let nulls: Vec<&str> = ops
+        .iter()
+        .filter(|o| o.op != OP_DELETE && o.value.is_none())
+        .map(|o| o.name.as_str())
+        .collect();
+    if !nulls.is_empty() {
+        return Err(invalid(format!(
+            "Null value not supported for : {}",
+            nulls.join(", ")
+        )));
+    }
+    let scope = broker_scope(ctx.broker.node_id(), name, false)?;
+    let fixed: Vec<&str> = ops
+        .iter()
+        .filter(|o| broker_dynamic_def(&o.name).is_none())
+        .map(|o| o.name.as_str())
+        .collect();
+    if !fixed.is_empty() {
+        return Err(invalid(format!(
+            "Cannot update these configs dynamically: [{}]",
+            fixed.join(", ")
+        )));
+    }
+    let as_invalid_request = |e: AdminError| AdminError {
+        code: code(ResponseError::InvalidRequest),
+        ..e
+    };
+    ctx.broker
+        .update_dynamic_configs(validate_only, |all| {
+            let map = match scope {
+                BrokerScope::ThisBroker => &mut all.broker,
+                BrokerScope::ClusterDefault => &mut all.cluster_default,
+            };
+            if replace {
+                map.clear();
+            }
+            for o in ops {
+                let Some(d) = broker_dynamic_def(&o.name) else {
+                    continue;
+                };
+                apply_op(map, d, &o.name, o.op, o.value.as_deref(), |v| {
+                    validate_broker_config(&o.name, v)
+                })
+                .map_err(as_invalid_request)?;
+            }
+            Ok(())
+        })
+        .await
+}
+
+pub async fn incremental_alter_configs(
+    ctx: &Ctx,
+    req: IncrementalAlterConfigsRequest,
+) -> Result<Option<Bytes>, RequestError> {
+    let mut r = IncrementalAlterConfigsResponse::default();
+    for res in req.resources {
+        let name = res.resource_name.to_string();
+        let outcome: Result<(), AdminError> = async {
+            if res.resource_type == RESOURCE_BROKER {
+                let ops: Vec<BrokerOp> = res
+                    .configs
+                    .iter()
+                    .map(|c| BrokerOp {
+                        name: c.name.to_string(),
+                        op: c.config_operation,
+                        value: c.value.as_ref().map(|v| v.to_string()),
+                    })
+                    .collect();
+                return alter_broker(ctx, &name, &ops, false, req.validate_only).await;
+            }
+            alter_target(ctx, res.resource_type, &name)?;
+            let topic = ctx.broker.topic(&name).ok_or_else(|| {
+                AdminError::new(
+                    ResponseError::UnknownTopicOrPartition,
+                    format!("Topic '{name}' does not exist."),
+                )
+            })?;
+            let mut overrides = topic.config().overrides().clone();
+            let mut seen = HashSet::new();
+            for c in &res.configs {
+                let key = c.name.to_string();
+                if !seen.insert(key.clone()) {
+                    return Err(AdminError::new(
+                        ResponseError::InvalidRequest,
+                        format!("Error due to duplicate config keys: {key}"),
+                    ));
+                }
+                apply_incremental(
+                    &mut overrides,
+                    &key,
+                    c.config_operation,
+                    c.value.as_ref().map(|v| v.as_str()),
+                )?;
+            }
+            ctx.broker
+                .set_topic_config(&name, overrides, req.validate_only)
+                .await
+        }
+        .await;
+        let mut out = incremental_alter_configs_response::AlterConfigsResourceResponse::default();
+        out.resource_type = res.resource_type;
+        out.resource_name = res.resource_name;
+        out.error_message = None;
+        if let Err(e) = outcome {
+            tracing::info!(resource = %name, code = e.code, message = %e.message, "IncrementalAlterConfigs refused");
+            out.error_code = e.code;
+            out.error_message = Some(s(e.message));
+        }
+        r.responses.push(out);
+    }
+    ctx.respond(&r)
+}
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn incremental_ops() {
+        let mut o = BTreeMap::new();
+        apply_incremental(&mut o, "retention.ms", OP_SET, Some("5")).expect("set");
+        assert_eq!(o.get("retention.ms").map(String::as_str), Some("5"));
+        apply_incremental(&mut o, "retention.ms", OP_DELETE, None).expect("delete");
+        assert!(o.is_empty());
+        apply_incremental(&mut o, "cleanup.policy", OP_APPEND, Some("compact")).expect("append");
+        assert_eq!(
+            o.get("cleanup.policy").map(String::as_str),
+            Some("delete,compact")
+        );
+        apply_incremental(&mut o, "cleanup.policy", OP_SUBTRACT, Some("delete")).expect("subtract");
+        assert_eq!(o.get("cleanup.policy").map(String::as_str), Some("compact"));
+        assert!(apply_incremental(&mut o, "retention.ms", OP_APPEND, Some("1")).is_err());
+        assert!(apply_incremental(&mut o, "nope", OP_SET, Some("1")).is_err());
+        assert!(apply_incremental(&mut o, "retention.ms", OP_SET, Some("x")).is_err());
+        assert!(apply_incremental(&mut o, "retention.ms", 9, Some("1")).is_err());
+    }
+}

@@ -1,0 +1,176 @@
+//! DescribeCluster, DescribeLogDirs and DescribeTopicPartitions: what this
+//! node, its one log directory and its partitions look like.
+
+use bytes::Bytes;
+use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
+use kafka_protocol::messages::describe_log_dirs_response::{
+    DescribeLogDirsPartition, DescribeLogDirsResult, DescribeLogDirsTopic,
+};
+use kafka_protocol::messages::describe_topic_partitions_response::{
+    self as dtp, DescribeTopicPartitionsResponsePartition, DescribeTopicPartitionsResponseTopic,
+};
+use kafka_protocol::messages::{
+    BrokerId, DescribeClusterRequest, DescribeClusterResponse, DescribeLogDirsRequest,
+    DescribeLogDirsResponse, DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse,
+    TopicName,
+};
+
+use super::s;
+use crate::errors::{code, ResponseError, NONE};
+use crate::handlers::metadata::LEADER_EPOCH;
+use crate::handlers::{
+    blocking, Ctx, RequestError, AUTHORIZED_OPERATIONS_OMITTED, CLUSTER_OPERATIONS_ALL,
+    TOPIC_OPERATIONS_ALL,
+};
+use crate::topics::is_internal;
+
+/// Default `response_partition_limit` of DescribeTopicPartitions (Kafka's).
+pub const DESCRIBE_PARTITIONS_LIMIT_DEFAULT: i32 = 2000;
+
+pub fn describe_cluster(
+    ctx: &Ctx,
+    req: DescribeClusterRequest,
+) -> Result<Option<Bytes>, RequestError> {
+    let v = ctx.version;
+    let b = &ctx.broker;
+    let mut r = DescribeClusterResponse::default();
+    // Endpoint type 1 = brokers, 2 = controllers; this node is both.
+    if v >= 1 {
+        r.endpoint_type = req.endpoint_type;
+    }
+    r.cluster_id = s(b.cluster_id());
+    r.controller_id = BrokerId(b.node_id());
+    let mut node = DescribeClusterBroker::default();
+    node.broker_id = BrokerId(b.node_id());
+    node.host = s(b.config().advertised_host.clone());
+    node.port = b.config().advertised_port;
+    r.brokers = vec![node];
+    r.cluster_authorized_operations = if req.include_cluster_authorized_operations {
+        CLUSTER_OPERATIONS_ALL
+    } else {
+        AUTHORIZED_OPERATIONS_OMITTED
+    };
+    ctx.respond(&r)
+}
+
+pub async fn describe_log_dirs(
+    ctx: &Ctx,
+    req: DescribeLogDirsRequest,
+) -> Result<Option<Bytes>, RequestError> {
+    let b = ctx.broker.clone();
+    let wanted: Option<Vec<(String, Vec<i32>)>> = req.topics.map(|ts| {
+        ts.into_iter()
+            .map(|t| (t.topic.0.to_string(), t.partitions))
+            .collect()
+    });
+    let topics = blocking(move || {
+        let mut out = Vec::new();
+        let list: Vec<(String, Option<Vec<i32>>)> = match wanted {
+            None => b.topics().iter().map(|t| (t.name.clone(), None)).collect(),
+            Some(w) => w.into_iter().map(|(n, p)| (n, Some(p))).collect(),
+        };
+        for (name, parts) in list {
+            let Some(t) = b.topic(&name) else { continue };
+            let mut dt = DescribeLogDirsTopic::default();
+            dt.name = TopicName(s(name));
+            for p in t.partitions() {
+                if parts.as_ref().is_some_and(|ps| !ps.contains(&p.index)) {
+                    continue;
+                }
+                let mut dp = DescribeLogDirsPartition::default();
+                dp.partition_index = p.index;
+                dp.partition_size = p.log.size_bytes() as i64;
+                dp.offset_lag = 0;
+                dt.partitions.push(dp);
+            }
+            out.push(dt);
+        }
+        out
+    })
+    .await?;
+    let mut dir = DescribeLogDirsResult::default();
+    let path = std::fs::canonicalize(ctx.broker.data_dir())
+        .unwrap_or_else(|_| ctx.broker.data_dir().to_path_buf());
+    dir.log_dir = s(path.display().to_string());
+    dir.topics = topics;
+    let mut r = DescribeLogDirsResponse::default();
+    r.results = vec![dir];
+    if ctx.version >= 5 {
+        ctx.respond(&crate::handlers::past_crate::DescribeLogDirsV5(&r))
+    } else {
+        ctx.respond(&r)
+    }
+}
+
+pub fn describe_topic_partitions(
+    ctx: &Ctx,
+    req: DescribeTopicPartitionsRequest,
+) -> Result<Option<Bytes>, RequestError> {
+    let b = &ctx.broker;
+    let node = BrokerId(b.node_id());
+    let limit = if req.response_partition_limit > 0 {
+        req.response_partition_limit
+    } else {
+        DESCRIBE_PARTITIONS_LIMIT_DEFAULT
+    } as usize;
+    // Requested names (sorted, as Kafka answers), or every topic.
+    let mut names: Vec<String> = if req.topics.is_empty() {
+        b.topics().iter().map(|t| t.name.clone()).collect()
+    } else {
+        req.topics.iter().map(|t| t.name.0.to_string()).collect()
+    };
+    names.sort();
+    names.dedup();
+    let (cursor_topic, cursor_partition) = req.cursor.as_ref().map_or((None, 0), |c| {
+        (Some(c.topic_name.0.to_string()), c.partition_index.max(0))
+    });
+    let mut r = DescribeTopicPartitionsResponse::default();
+    let mut emitted = 0usize;
+    for name in names {
+        if let Some(ct) = &cursor_topic {
+            if name < *ct {
+                continue;
+            }
+        }
+        let mut t = DescribeTopicPartitionsResponseTopic::default();
+        t.name = Some(TopicName(s(name.clone())));
+        let Some(topic) = b.topic(&name) else {
+            t.error_code = code(ResponseError::UnknownTopicOrPartition);
+            r.topics.push(t);
+            continue;
+        };
+        t.topic_id = topic.id;
+        t.is_internal = is_internal(&name);
+        t.topic_authorized_operations = TOPIC_OPERATIONS_ALL;
+        let start = if cursor_topic.as_deref() == Some(name.as_str()) {
+            cursor_partition
+        } else {
+            0
+        };
+        for p in topic.partitions().into_iter().filter(|p| p.index >= start) {
+            if emitted == limit {
+                let mut c = dtp::Cursor::default();
+                c.topic_name = TopicName(s(name.clone()));
+                c.partition_index = p.index;
+                r.next_cursor = Some(c);
+                break;
+            }
+            let mut dp = DescribeTopicPartitionsResponsePartition::default();
+            dp.error_code = NONE;
+            dp.partition_index = p.index;
+            dp.leader_id = node;
+            dp.leader_epoch = LEADER_EPOCH;
+            dp.replica_nodes = vec![node];
+            dp.isr_nodes = vec![node];
+            dp.eligible_leader_replicas = Some(Vec::new());
+            dp.last_known_elr = Some(Vec::new());
+            t.partitions.push(dp);
+            emitted += 1;
+        }
+        r.topics.push(t);
+        if r.next_cursor.is_some() {
+            break;
+        }
+    }
+    ctx.respond(&r)
+}

@@ -1,0 +1,111 @@
+//! DeleteRecords and ElectLeaders: operations on the existing partitions
+//! of a topic (moving the log start offset; the leader elections a single
+//! node never needs).
+
+use bytes::Bytes;
+use kafka_protocol::messages::{
+    delete_records_response, elect_leaders_response, DeleteRecordsRequest, DeleteRecordsResponse,
+    ElectLeadersRequest, ElectLeadersResponse, TopicName,
+};
+
+use super::s;
+use crate::errors::{code, ResponseError};
+use crate::handlers::{blocking, Ctx, RequestError};
+use crate::topics::is_internal;
+
+/// DeleteRecords (v0-2): moves each partition's log start offset forward
+/// (durably, in es-storage); offset -1 means "up to the high watermark".
+/// Answers the new low watermark, or OFFSET_OUT_OF_RANGE past the high
+/// watermark, as Kafka does. A topic whose `cleanup.policy` lacks `delete`
+/// (compact only) answers POLICY_VIOLATION, as Kafka's
+/// `Partition.deleteRecordsOnLeader` does; an internal topic's partitions
+/// INVALID_TOPIC_EXCEPTION, as Kafka's `ReplicaManager` refuses them first.
+pub async fn delete_records(
+    ctx: &Ctx,
+    req: DeleteRecordsRequest,
+) -> Result<Option<Bytes>, RequestError> {
+    let b = ctx.broker.clone();
+    let topics = req.topics;
+    let results = blocking(move || {
+        let mut out = Vec::with_capacity(topics.len());
+        for t in topics {
+            let topic = b.topic(t.name.0.as_str());
+            let mut tr = delete_records_response::DeleteRecordsTopicResult::default();
+            tr.name = t.name;
+            for p in t.partitions {
+                let mut pr = delete_records_response::DeleteRecordsPartitionResult::default();
+                pr.partition_index = p.partition_index;
+                pr.low_watermark = -1;
+                match topic.as_ref().and_then(|t| t.partition(p.partition_index)) {
+                    None => pr.error_code = code(ResponseError::UnknownTopicOrPartition),
+                    Some(_) if is_internal(tr.name.0.as_str()) => {
+                        pr.error_code = code(ResponseError::InvalidTopicException);
+                    }
+                    Some(_) if topic.as_ref().is_some_and(|t| !t.config().cleanup_policy().delete) => {
+                        pr.error_code = code(ResponseError::PolicyViolation);
+                    }
+                    Some(slot) => {
+                        let target = if p.offset == -1 { Some(slot.log.high_watermark()) } else { u64::try_from(p.offset).ok() };
+                        match target.map(|o| slot.log.delete_records_before(o)) {
+                            None => pr.error_code = code(ResponseError::OffsetOutOfRange),
+                            Some(Ok(low)) => pr.low_watermark = low as i64,
+                            Some(Err(e)) => {
+                                tracing::info!(topic = %tr.name.0, partition = p.partition_index, error = %e, "DeleteRecords refused");
+                                pr.error_code = crate::errors::storage_error_code(&e);
+                            }
+                        }
+                    }
+                }
+                tr.partitions.push(pr);
+            }
+            out.push(tr);
+        }
+        out
+    })
+    .await?;
+    let mut r = DeleteRecordsResponse::default();
+    r.topics = results;
+    ctx.respond(&r)
+}
+
+/// ElectLeaders (v0-2): this node leads every partition and is every
+/// partition's preferred (and only) replica, so no election is ever needed.
+/// Named partitions answer ELECTION_NOT_NEEDED (or UNKNOWN_TOPIC_OR_PARTITION);
+/// "all partitions" (null) lists every topic with no partitions, as Kafka
+/// 4.4 lists only the partitions it actually elected.
+pub fn elect_leaders(ctx: &Ctx, req: ElectLeadersRequest) -> Result<Option<Bytes>, RequestError> {
+    let b = &ctx.broker;
+    let mut r = ElectLeadersResponse::default();
+    let Some(named) = req.topic_partitions else {
+        for t in b.topics() {
+            let mut res = elect_leaders_response::ReplicaElectionResult::default();
+            res.topic = TopicName(s(t.name.clone()));
+            r.replica_election_results.push(res);
+        }
+        return ctx.respond(&r);
+    };
+    for t in named {
+        let topic = b.topic(t.topic.0.as_str());
+        let mut res = elect_leaders_response::ReplicaElectionResult::default();
+        res.topic = t.topic;
+        for p in t.partitions {
+            let mut pr = elect_leaders_response::PartitionResult::default();
+            pr.partition_id = p;
+            let (error, message) = match topic.as_ref().and_then(|t| t.partition(p)) {
+                Some(_) => (
+                    ResponseError::ElectionNotNeeded,
+                    "Leader election not needed for topic partition.",
+                ),
+                None => (
+                    ResponseError::UnknownTopicOrPartition,
+                    "The partition does not exist.",
+                ),
+            };
+            pr.error_code = code(error);
+            pr.error_message = Some(s(message));
+            res.partition_result.push(pr);
+        }
+        r.replica_election_results.push(res);
+    }
+    ctx.respond(&r)
+}
