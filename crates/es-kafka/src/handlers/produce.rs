@@ -15,9 +15,9 @@
 //!    thread blocks) — so appends keep the client's order while fsyncs overlap;
 //! 4. respond (nothing at all for acks=0).
 //!
-//! Each partition's records go through typed phases, [`Resolved`] ->
-//! [`Decoded`] -> [`Appended`], each phase taking the previous one by value,
-//! or stop at a [`Refusal`]: a per-partition error code; the request still
+//! Each partition's records go through typed phases, `Resolved` ->
+//! `Decoded` -> `Appended`, each phase taking the previous one by value,
+//! or stop at a `Refusal`: a per-partition error code; the request still
 //! succeeds for the other partitions, as in Kafka.
 
 use std::collections::HashMap;
