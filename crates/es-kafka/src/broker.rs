@@ -35,6 +35,7 @@ use crate::config::{
 };
 use crate::errors::{code, ResponseError};
 use crate::groups::{Coordinator, GroupConfig};
+use crate::partition_log::PartitionLog;
 use crate::topics::{self, PartitionSlot, Topic, PARTITIONS_MAX};
 use crate::txn::groups::{GroupsSink, TopicIds};
 use crate::txn::{Partitions, TxnConfig, TxnCoordinator};
@@ -704,7 +705,7 @@ impl Broker {
     pub fn flush_due(&self) {
         for t in self.topics() {
             for p in t.partitions() {
-                if let Err(e) = p.log.flush_if_due() {
+                if let Err(e) = p.log.storage().flush_if_due() {
                     tracing::error!(topic = %t.name, partition = p.index, error = %e, "periodic flush failed");
                 }
             }
@@ -742,7 +743,7 @@ impl Broker {
                 else {
                     return Ok(None);
                 };
-                slot.log.enforce_retention(&policy, now_ms).map(Some)
+                slot.log.storage().enforce_retention(&policy, now_ms).map(Some)
             })
             .unwrap_or(Ok(None))
     }
@@ -762,7 +763,7 @@ impl Broker {
                 let Some(policy) = topics::compaction_policy(&topic.config(), stable) else {
                     return Ok(None);
                 };
-                slot.log.compact(&policy, now_ms).map(Some)
+                slot.log.storage().compact(&policy, now_ms).map(Some)
             })
             .unwrap_or(Ok(None))
     }
@@ -789,13 +790,13 @@ impl Broker {
 
 /// The transaction coordinator finds partitions in the topic registry.
 impl Partitions for Broker {
-    fn partition(&self, topic: &str, partition: i32) -> Option<Arc<es_storage::Partition>> {
+    fn partition(&self, topic: &str, partition: i32) -> Option<PartitionLog> {
         self.topic(topic)
             .and_then(|t| t.partition(partition))
             .map(|s| s.log.clone())
     }
 
-    fn for_each_partition(&self, f: &mut dyn FnMut(&Arc<es_storage::Partition>)) {
+    fn for_each_partition(&self, f: &mut dyn FnMut(&PartitionLog)) {
         for t in self.topics() {
             for s in t.partitions() {
                 f(&s.log);
@@ -937,7 +938,7 @@ mod tests {
             assert_eq!(t.config().flush_messages(), 1234, "{name}");
             assert_eq!(t.config().retention_bytes(), Some(4096), "{name}");
             for p in t.partitions() {
-                assert_eq!(p.log.config().flush.every_records, 1234, "{name}");
+                assert_eq!(p.log.storage().config().flush.every_records, 1234, "{name}");
             }
         }
         // A topic's own override still wins.

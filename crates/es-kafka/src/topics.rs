@@ -51,6 +51,7 @@ use tokio::sync::Notify;
 use uuid::Uuid;
 
 use crate::config::{BrokerTopicDefaults, TopicConfig, TopicRules, OFFSETS_TOPIC_SEGMENT_BYTES};
+use crate::partition_log::PartitionLog;
 
 /// Longest topic name Kafka allows.
 pub const TOPIC_NAME_CHARS_MAX: usize = 249;
@@ -166,7 +167,7 @@ impl Waiters {
 #[derive(Debug)]
 pub struct PartitionSlot {
     pub index: i32,
-    pub log: Arc<Partition>,
+    pub log: PartitionLog,
     pub waiters: Arc<Waiters>,
 }
 
@@ -248,7 +249,7 @@ impl Topic {
         meta::write_json(fs, &self.dir.join(TOPIC_FILE), &m)?;
         let pc = partition_config(&config);
         for p in self.partitions.read().iter() {
-            p.log.set_config(pc);
+            p.log.storage().set_config(pc);
         }
         *self.settings.write() = Settings::new(config);
         Ok(())
@@ -262,7 +263,7 @@ impl Topic {
         let next = self.settings.read().config.with_broker(defaults);
         let pc = partition_config(&next);
         for p in self.partitions.read().iter() {
-            p.log.set_config(pc);
+            p.log.storage().set_config(pc);
         }
         *self.settings.write() = Settings::new(next);
     }
@@ -299,7 +300,7 @@ impl Topic {
     pub fn close(&self) -> Result<(), StorageError> {
         let mut first_err = None;
         for p in self.partitions.read().iter() {
-            if let Err(e) = p.log.close() {
+            if let Err(e) = p.log.storage().close() {
                 tracing::error!(topic = %self.name, partition = p.index, error = %e, "closing partition failed");
                 first_err.get_or_insert(e);
             }
@@ -390,7 +391,7 @@ fn open_partition(
     }));
     Ok(Arc::new(PartitionSlot {
         index,
-        log,
+        log: PartitionLog::local(log),
         waiters,
     }))
 }
@@ -519,7 +520,7 @@ pub fn delete_topic(
     // The names are gone; the space is freed gradually once the last
     // request using a partition lets go of it (es_storage::reclaim).
     for p in topic.partitions() {
-        p.log.reclaim_files();
+        p.log.storage().reclaim_files();
     }
     Ok(())
 }

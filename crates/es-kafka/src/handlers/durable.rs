@@ -13,9 +13,10 @@
 //! later result queued behind it. Measured on a quiet machine, it had not
 //! raised throughput either; see docs/benchmarks.md.)
 
-use std::sync::Arc;
 
-use es_storage::{DurableCallback, Partition, StorageError};
+use es_storage::{DurableCallback, StorageError};
+
+use crate::partition_log::PartitionLog;
 use tokio::sync::oneshot;
 
 /// A registered wait for durability.
@@ -25,7 +26,7 @@ pub struct Durable {
 
 impl Durable {
     /// Registers interest in the records of `log` below `end_offset` becoming durable.
-    pub fn register(log: &Arc<Partition>, end_offset: u64) -> Durable {
+    pub fn register(log: &PartitionLog, end_offset: u64) -> Durable {
         let (tx, rx) = oneshot::channel();
         log.when_durable(end_offset, callback(tx));
         Durable { rx }

@@ -26,7 +26,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use es_storage::partition::Partition;
+use crate::partition_log::PartitionLog;
 use es_storage::{Fs, SharedClock, StorageError};
 use parking_lot::{Condvar, Mutex, RwLock};
 
@@ -41,9 +41,9 @@ use super::{TxnConfig, COORDINATOR_EPOCH, PID_BLOCK_SIZE};
 /// Where the coordinator finds partitions (the broker's topic registry; a
 /// plain map in tests).
 pub trait Partitions: Send + Sync {
-    fn partition(&self, topic: &str, partition: i32) -> Option<Arc<Partition>>;
+    fn partition(&self, topic: &str, partition: i32) -> Option<PartitionLog>;
     /// Calls `f` with every open partition.
-    fn for_each_partition(&self, f: &mut dyn FnMut(&Arc<Partition>));
+    fn for_each_partition(&self, f: &mut dyn FnMut(&PartitionLog));
 }
 
 /// The group coordinator's side of transactional offsets. The group

@@ -1,0 +1,142 @@
+//! The partition as the Kafka layer sees it: appends (produce's batches and
+//! the transaction markers), one snapshot per read with its watermarks, when
+//! appended records are durable, the offsets ListOffsets looks up, and
+//! moving the log's start (DeleteRecords). Handlers and coordinators reach a
+//! partition only through [`PartitionLog`].
+//!
+//! Today a `PartitionLog` is one local es-storage [`Partition`]: its high
+//! watermark is what that partition has made durable, and "durable" is its
+//! group-commit fsync. A replicated partition (a leader and its followers)
+//! stands behind the same type: the high watermark and durability then
+//! become the in-sync replicas', and appends are refused on a follower,
+//! while the handlers stay as they are. The maintenance the broker itself
+//! runs on its local copy (retention, compaction, the periodic flush,
+//! configs, close) goes through [`PartitionLog::storage`], which handlers do
+//! not use.
+
+use std::sync::Arc;
+
+use es_storage::{
+    AppendInfo, AppendIntent, AppendOutcome, DurableCallback, Isolation, LogSnapshot, Partition,
+    ProducerAppend, ProducerState, RecordBatchBuf, Result,
+};
+
+/// See the module documentation.
+#[derive(Clone, Debug)]
+pub struct PartitionLog(Arc<Partition>);
+
+impl PartitionLog {
+    /// A partition whose only copy is the local one.
+    pub fn local(partition: Arc<Partition>) -> PartitionLog {
+        PartitionLog(partition)
+    }
+
+    /// The local storage, for the broker's own maintenance (retention,
+    /// compaction, flush, configs, close).
+    pub fn storage(&self) -> &Arc<Partition> {
+        &self.0
+    }
+
+    /// Announces an append on its way, so that a group commit starting
+    /// meanwhile waits for it (see [`Partition::announce_append`]).
+    pub fn announce_append(&self) -> AppendIntent {
+        self.0.announce_append()
+    }
+
+    /// Appends a produced batch; with `producer`, the idempotent sequence
+    /// check and the transaction state go with it atomically.
+    pub fn append_producer(
+        &self,
+        batch: &mut RecordBatchBuf,
+        producer: Option<&ProducerAppend>,
+    ) -> Result<AppendOutcome> {
+        self.0.append_producer(batch, producer)
+    }
+
+    /// Appends a transaction marker (commit or abort) for `producer_id`.
+    pub fn append_marker(
+        &self,
+        producer_id: i64,
+        producer_epoch: i16,
+        commit: bool,
+        coordinator_epoch: i32,
+        timestamp_ms: i64,
+    ) -> Result<AppendInfo> {
+        self.0.append_marker(
+            producer_id,
+            producer_epoch,
+            commit,
+            coordinator_epoch,
+            timestamp_ms,
+        )
+    }
+
+    /// Runs `done` once the records below `end_offset` are durable, without
+    /// blocking the caller.
+    pub fn when_durable(&self, end_offset: u64, done: DurableCallback) {
+        self.0.when_durable(end_offset, done)
+    }
+
+    /// Blocks until the records below `end_offset` are durable.
+    pub fn wait_durable(&self, end_offset: u64) -> Result<()> {
+        self.0.wait_durable(end_offset)
+    }
+
+    /// One read's view: the watermarks, the log start, the last stable
+    /// offset, the segments and (read_committed) the aborted transactions,
+    /// taken together.
+    pub fn snapshot(&self, offset: u64, isolation: Isolation) -> LogSnapshot {
+        self.0.snapshot(offset, isolation)
+    }
+
+    pub fn log_start_offset(&self) -> u64 {
+        self.0.log_start_offset()
+    }
+
+    /// What consumers may read and producers have been told.
+    pub fn high_watermark(&self) -> u64 {
+        self.0.high_watermark()
+    }
+
+    /// The end of the committed part of the log (read_committed's limit).
+    pub fn last_stable_offset(&self) -> u64 {
+        self.0.last_stable_offset()
+    }
+
+    /// The next offset an append gets.
+    pub fn log_end_offset(&self) -> u64 {
+        self.0.log_end_offset()
+    }
+
+    /// The first record with a timestamp >= `ts`: (offset, timestamp).
+    pub fn offset_for_timestamp(&self, ts: i64) -> Result<Option<(u64, i64)>> {
+        self.0.offset_for_timestamp(ts)
+    }
+
+    /// The record with the largest timestamp: (offset, timestamp).
+    pub fn max_timestamp(&self) -> Result<Option<(u64, i64)>> {
+        self.0.max_timestamp()
+    }
+
+    /// Moves the log start offset to `offset` durably (DeleteRecords);
+    /// returns the new low watermark.
+    pub fn delete_records_before(&self, offset: u64) -> Result<u64> {
+        self.0.delete_records_before(offset)
+    }
+
+    /// Idempotent producers' and transactions' state (DescribeProducers).
+    pub fn producer_state(&self) -> ProducerState {
+        self.0.producer_state()
+    }
+
+    /// Forgets producers idle longer than `expiration_ms` without an open
+    /// transaction (`producer.id.expiration.ms`).
+    pub fn expire_producers(&self, now_ms: i64, expiration_ms: i64) -> usize {
+        self.0.expire_producers(now_ms, expiration_ms)
+    }
+
+    /// Bytes of records held (DescribeLogDirs).
+    pub fn size_bytes(&self) -> u64 {
+        self.0.size_bytes()
+    }
+}
