@@ -9,6 +9,7 @@ mod common;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use common::Broker;
+use es_test_support::wait::eventually;
 use rdkafka::admin::{
     AdminClient, AdminOptions, AlterConfig, ConfigSource, NewPartitions, NewTopic,
     ResourceSpecifier, TopicReplication,
@@ -130,7 +131,7 @@ fn header_pairs(m: &OwnedMessage) -> Vec<(String, Option<Vec<u8>>)> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_codec_round_trips_keys_values_headers_and_timestamps() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let b = Broker::start(dir.path(), &[]);
+    let b = common::start(dir.path(), &[]);
     let base_ts = now_ms() - 60_000;
     for codec in ["none", "gzip", "snappy", "lz4", "zstd"] {
         let topic = format!("codec-{codec}");
@@ -213,7 +214,7 @@ async fn every_codec_round_trips_keys_values_headers_and_timestamps() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn acks_zero_one_and_all_all_land() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let b = Broker::start(dir.path(), &[]);
+    let b = common::start(dir.path(), &[]);
     let topic = "acks";
     create_topic(&b, topic, 1, &[]).await;
     let mut total = 0;
@@ -249,7 +250,7 @@ async fn acks_zero_one_and_all_all_land() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn log_append_time_topics_stamp_records_at_the_broker() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let b = Broker::start(dir.path(), &[]);
+    let b = common::start(dir.path(), &[]);
     let topic = "lat";
     create_topic(&b, topic, 1, &[("message.timestamp.type", "LogAppendTime")]).await;
     let before = now_ms();
@@ -279,7 +280,7 @@ async fn log_append_time_topics_stamp_records_at_the_broker() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn admin_topics_partitions_and_configs() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let b = Broker::start(dir.path(), &["--auto-create-topics", "false"]);
+    let b = common::start(dir.path(), &["--auto-create-topics", "false"]);
     let a = admin(&b);
     // Create, with a config override; duplicates and bad requests are refused per topic.
     create_topic(&b, "adm", 2, &[("retention.ms", "12345")]).await;
@@ -462,7 +463,7 @@ async fn admin_topics_partitions_and_configs() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn message_too_large_is_refused_and_the_partition_still_works() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let b = Broker::start(dir.path(), &[]);
+    let b = common::start(dir.path(), &[]);
     let topic = "small";
     create_topic(&b, topic, 1, &[("max.message.bytes", "1024")]).await;
     let p = producer(&b, &[("compression.codec", "none")]);
@@ -495,7 +496,7 @@ async fn message_too_large_is_refused_and_the_partition_still_works() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn long_poll_is_woken_by_new_data() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut b = Broker::start(
+    let mut b = common::start(
         dir.path(),
         &["--log-level", "info,es_kafka::handlers::fetch=debug"],
     );
@@ -534,7 +535,7 @@ async fn long_poll_is_woken_by_new_data() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn watermarks_and_offsets_by_time() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let b = Broker::start(dir.path(), &[]);
+    let b = common::start(dir.path(), &[]);
     let topic = "offsets";
     create_topic(&b, topic, 1, &[]).await;
     let p = producer(&b, &[]);
@@ -589,7 +590,7 @@ async fn data_and_topics_survive_a_restart() {
     let data = dir.path().to_path_buf();
     let topic = "durable";
     {
-        let b = Broker::start_in(data.clone(), &[]);
+        let b = common::start(data.clone(), &[]);
         create_topic(&b, topic, 2, &[("retention.ms", "999999")]).await;
         let p = producer(&b, &[("acks", "all")]);
         for i in 0..50 {
@@ -611,7 +612,7 @@ async fn data_and_topics_survive_a_restart() {
             "graceful shutdown:\n{log}"
         );
     }
-    let b = Broker::start_in(data, &[]);
+    let b = common::start(data, &[]);
     let p = producer(&b, &[("acks", "all")]);
     for i in 0..10 {
         let v = format!("after-{i}");
@@ -667,7 +668,7 @@ fn kcat_round_trip_of_100000_lines() {
         return;
     }
     let dir = tempfile::tempdir().expect("tempdir");
-    let b = Broker::start(dir.path(), &[]);
+    let b = common::start(dir.path(), &[]);
     let lines: String = (1..=100_000).map(|i| format!("{i}\n")).collect();
     let mut producer = Command::new("kcat")
         .args([
@@ -726,7 +727,7 @@ async fn acknowledged_records_survive_a_kill() {
     let data = dir.path().to_path_buf();
     let topic = "crash";
     let acked = {
-        let b = Broker::start_in(data.clone(), &[]);
+        let b = common::start(data.clone(), &[]);
         create_topic(&b, topic, 1, &[]).await;
         let p = producer(&b, &[("acks", "all"), ("linger.ms", "1")]);
         let mut acked = Vec::new();
@@ -746,7 +747,7 @@ async fn acknowledged_records_survive_a_kill() {
         drop(b);
         acked
     };
-    let b = Broker::start_in(data, &[]);
+    let b = common::start(data, &[]);
     let c = consumer(&b, &[]);
     let got = consume(&c, topic, 0, Offset::Beginning, acked.len());
     for ((off, v), m) in acked.iter().zip(&got) {
@@ -762,7 +763,7 @@ async fn acknowledged_records_survive_a_kill() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn consumer_offsets_topic_appears_with_groups() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let b = Broker::start(dir.path(), &[]);
+    let b = common::start(dir.path(), &[]);
     let topic = "grouped";
     create_topic(&b, topic, 1, &[]).await;
     let names = |c: &BaseConsumer| -> Vec<String> {
@@ -786,7 +787,7 @@ async fn consumer_offsets_topic_appears_with_groups() {
         .set("auto.offset.reset", "earliest");
     let grouped: BaseConsumer = cfg.create().expect("consumer");
     grouped.subscribe(&[topic]).expect("subscribe");
-    common::eventually(TIMEOUT, "a message through the group", || {
+    eventually(TIMEOUT, "a message through the group", || {
         match grouped.poll(Duration::from_millis(100)) {
             Some(Ok(_)) => Some(()),
             _ => None,
@@ -835,7 +836,7 @@ async fn consumer_offsets_topic_appears_with_groups() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pipelined_produce_requests_keep_their_order() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let b = Broker::start(dir.path(), &[]);
+    let b = common::start(dir.path(), &[]);
     let topic = "ordered";
     create_topic(&b, topic, 1, &[]).await;
     let p = producer(

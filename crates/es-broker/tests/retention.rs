@@ -26,7 +26,8 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use common::{eventually, Broker};
+use common::Broker;
+use es_test_support::wait::eventually;
 use rdkafka::admin::TopicReplication;
 use rdkafka::admin::{AdminClient, AdminOptions, AlterConfig, NewTopic, ResourceSpecifier};
 use rdkafka::client::DefaultClientContext;
@@ -247,7 +248,7 @@ fn compacted(produced: &[Rec]) -> Vec<Rec> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_compacted_topic_keeps_the_newest_value_of_each_key_at_its_offset() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let b = Broker::start(dir.path(), &FAST_CLEANERS);
+    let b = common::start(dir.path(), &FAST_CLEANERS);
     let topic = "compacted";
     create_topic(
         &b,
@@ -319,7 +320,7 @@ async fn retention_by_size_and_age_deletes_old_segments_into_cold_storage() {
     let cold_arg = cold.display().to_string();
     let mut flags = FAST_CLEANERS.to_vec();
     flags.extend(["--cold-storage-dir", &cold_arg]);
-    let b = Broker::start_in(data.clone(), &flags);
+    let b = common::start(data.clone(), &flags);
     let p = producer(&b);
     let value = |i: usize| Some(format!("{i:04}-{}", "r".repeat(96)).into_bytes());
 
@@ -430,7 +431,7 @@ async fn delete_records_moves_the_low_watermark_durably() {
     let data = dir.path().to_path_buf();
     let topic = "trimmed";
     let produced = {
-        let b = Broker::start_in(data.clone(), &FAST_CLEANERS);
+        let b = common::start(data.clone(), &FAST_CLEANERS);
         create_topic(&b, topic, &[]).await;
         let p = producer(&b);
         let now = now_ms();
@@ -480,7 +481,7 @@ async fn delete_records_moves_the_low_watermark_durably() {
         b.stop();
         produced
     };
-    let b = Broker::start_in(data, &FAST_CLEANERS);
+    let b = common::start(data, &FAST_CLEANERS);
     assert_eq!(
         watermarks(&b, topic),
         (4, 10),
