@@ -28,8 +28,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::Broker;
-use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use common::{admin_opts, client_config, Broker};
+use rdkafka::admin::{AdminClient, NewTopic, TopicReplication};
 use rdkafka::client::{ClientContext, DefaultClientContext};
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{
@@ -58,18 +58,9 @@ async fn eventually<T>(what: &str, b: &Broker, mut f: impl FnMut() -> Option<T>)
     }
 }
 
-fn client_config(b: &Broker) -> ClientConfig {
-    let mut c = ClientConfig::new();
-    c.set("bootstrap.servers", &b.addr)
-        .set("broker.address.family", "v4");
-    c
-}
-
 async fn create_topic(b: &Broker, name: &str, partitions: i32) {
-    let admin: AdminClient<DefaultClientContext> = client_config(b).create().expect("admin");
-    let opts = AdminOptions::new()
-        .operation_timeout(Some(WAIT))
-        .request_timeout(Some(WAIT));
+    let admin: AdminClient<DefaultClientContext> = client_config(&b.addr).create().expect("admin");
+    let opts = admin_opts(WAIT);
     let t = NewTopic::new(name, partitions, TopicReplication::Fixed(1));
     let res = admin
         .create_topics([&t], &opts)
@@ -80,7 +71,7 @@ async fn create_topic(b: &Broker, name: &str, partitions: i32) {
 
 /// Produces `n` messages to each partition.
 async fn produce(b: &Broker, topic: &str, partitions: i32, n: usize) {
-    let p: FutureProducer = client_config(b)
+    let p: FutureProducer = client_config(&b.addr)
         .set("linger.ms", "5")
         .create()
         .expect("producer");
@@ -127,7 +118,7 @@ struct Member {
 }
 
 fn member(b: &Broker, group: &str, topic: &str, extra: &[(&str, &str)]) -> Member {
-    let mut c = client_config(b);
+    let mut c = client_config(&b.addr);
     c.set("group.id", group)
         .set("auto.offset.reset", "earliest")
         .set("enable.auto.commit", "false")
@@ -400,7 +391,7 @@ async fn committed_offsets_survive_a_broker_kill_and_show_the_lag() {
     // kill -9 once the commit is acknowledged, then restart on the same data.
     b.kill();
     let b = common::start(&data, &[]);
-    let mut c = client_config(&b);
+    let mut c = client_config(&b.addr);
     c.set("group.id", "g-durable")
         .set("enable.auto.commit", "false");
     let probe: BaseConsumer = c.create().expect("probe");
@@ -462,7 +453,7 @@ struct Kip848 {
 
 impl Kip848 {
     fn start(b: &Broker, group: &str, subscription: &[&str]) -> Kip848 {
-        let consumer: StreamConsumer = client_config(b)
+        let consumer: StreamConsumer = client_config(&b.addr)
             .set("group.id", group)
             .set("group.protocol", "consumer")
             .set("auto.offset.reset", "earliest")

@@ -16,6 +16,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use common::{admin_opts, client_config};
 use es_kafka::kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use es_kafka::kafka_protocol::messages::{
     ApiKey, DescribeTransactionsRequest, DescribeTransactionsResponse, InitProducerIdRequest,
@@ -26,9 +27,8 @@ use es_test_support::batch::{producer_meta, KafkaBatch};
 use es_test_support::wait::eventually;
 use es_test_support::wire::KafkaClient;
 use es_test_support::wire::{try_read_frame, write_frame};
-use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::admin::{AdminClient, NewTopic, TopicReplication};
 use rdkafka::client::{ClientContext, DefaultClientContext};
-use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::KafkaError;
 use rdkafka::message::Message;
@@ -147,13 +147,6 @@ fn raw_duplicate_is_recognised_after_sigkill() {
 
 // ----- librdkafka ----------------------------------------------------------------
 
-fn client_config(bootstrap: &str) -> ClientConfig {
-    let mut c = ClientConfig::new();
-    c.set("bootstrap.servers", bootstrap)
-        .set("broker.address.family", "v4");
-    c
-}
-
 fn create_topics(bootstrap: &str, names: &[&str]) {
     let admin: AdminClient<DefaultClientContext> =
         client_config(bootstrap).create().expect("admin client");
@@ -161,9 +154,7 @@ fn create_topics(bootstrap: &str, names: &[&str]) {
         .iter()
         .map(|n| NewTopic::new(n, 1, TopicReplication::Fixed(1)))
         .collect();
-    let opts = AdminOptions::new()
-        .operation_timeout(Some(TIMEOUT))
-        .request_timeout(Some(TIMEOUT));
+    let opts = admin_opts(TIMEOUT);
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
