@@ -239,6 +239,7 @@ pub async fn flush_loop(broker: Arc<Broker>, interval: Duration, mut stop: watch
 #[cfg(test)]
 mod tests {
     use super::*;
+    use es_test_support::in_process;
 
     #[test]
     fn summaries_count_what_changed() {
@@ -285,14 +286,9 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_pass_stops_when_shutdown_has_begun() {
         let dir = tempfile::tempdir().expect("tmp");
-        let cfg = es_kafka::broker::BrokerConfig::new(dir.path().join("data"), "127.0.0.1:0");
-        let b = tokio::task::spawn_blocking(move || Broker::open_running(cfg))
-            .await
-            .expect("join")
-            .expect("open");
-        b.create_topic("t", 2, Default::default(), false)
-            .await
-            .expect("created");
+        let cfg = in_process::config_in(dir.path(), "127.0.0.1:0");
+        let b = in_process::open_running(cfg).await;
+        in_process::create_topic(&b, "t", 2).await;
         let (tx, rx) = watch::channel(false);
         let s = pass(&b, Cleaner::Retention, &rx)
             .await

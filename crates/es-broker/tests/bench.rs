@@ -12,7 +12,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::Broker;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
@@ -162,7 +161,7 @@ fn report(case: &str, n: u64, secs: f64) {
 #[ignore = "benchmark: run with --release -- --ignored --nocapture"]
 fn bench_256_byte_records() {
     let dir = tempfile::tempdir().expect("tmp");
-    let b = Broker::start(dir.path(), &[]);
+    let b = common::start(dir.path(), &[]);
     let n = records_per_case();
     println!("es-broker bench: {RECORD_BYTES}-byte records, acks=all, fsync before ack, loopback, {n} records per case");
     for (partitions, producers) in [(1, 1), (8, 1), (1, 4), (8, 4)] {

@@ -14,9 +14,10 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
-use common::{Broker, KafkaClient};
+use common::Broker;
 use es_kafka::kafka_protocol::messages::*;
 use es_kafka::kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use es_test_support::wire::KafkaClient;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::Message;
@@ -188,7 +189,7 @@ fn checker() -> PathBuf {
 async fn compressed_batches_are_served_as_produced_across_a_restart() {
     let dir = tempfile::tempdir().expect("tempdir");
     let data = dir.path().join("data");
-    let b = Broker::start_in(data.clone(), &[]);
+    let b = common::start(data.clone(), &[]);
     let codecs = [
         ("gzip", GZIP),
         ("snappy", SNAPPY),
@@ -262,7 +263,7 @@ async fn compressed_batches_are_served_as_produced_across_a_restart() {
     check(&b, "before restart");
     b.stop();
 
-    let b = Broker::start_in(data.clone(), &[]);
+    let b = common::start(data.clone(), &[]);
     check(&b, "after restart");
     let want: Vec<String> = (0..BURST + SINGLES).map(value).collect();
     for (name, _) in codecs {

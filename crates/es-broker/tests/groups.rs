@@ -18,15 +18,18 @@
 //!
 //! Every wait is a bounded retry on a condition; nothing asserts on timing.
 
+mod common;
+
 use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use common::{admin_opts, client_config, Broker};
+use rdkafka::admin::{AdminClient, NewTopic, TopicReplication};
 use rdkafka::client::{ClientContext, DefaultClientContext};
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{
@@ -38,90 +41,6 @@ use rdkafka::{Offset, TopicPartitionList};
 
 /// How long any one condition may take to come true.
 const WAIT: Duration = Duration::from_secs(60);
-
-/// A running es-broker (a small copy of the harness in `common/`, so this
-/// file does not depend on another test's helpers).
-struct Broker {
-    child: Option<Child>,
-    addr: String,
-    log: Arc<Mutex<Vec<String>>>,
-}
-
-impl Broker {
-    fn start(data_dir: &Path) -> Broker {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_es-broker"));
-        cmd.arg("--data-dir")
-            .arg(data_dir)
-            .args(["--listen", "127.0.0.1:0", "--log-level", "info"])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .stdin(Stdio::null());
-        let mut child = cmd.spawn().expect("spawn es-broker");
-        let log = Arc::new(Mutex::new(Vec::new()));
-        let (tx, rx) = mpsc::channel::<String>();
-        let outs: [Option<Box<dyn std::io::Read + Send>>; 2] = [
-            child
-                .stdout
-                .take()
-                .map(|s| Box::new(s) as Box<dyn std::io::Read + Send>),
-            child
-                .stderr
-                .take()
-                .map(|s| Box::new(s) as Box<dyn std::io::Read + Send>),
-        ];
-        for out in outs.into_iter().flatten() {
-            let (tx, log) = (tx.clone(), log.clone());
-            std::thread::spawn(move || {
-                for line in BufReader::new(out).lines().map_while(Result::ok) {
-                    log.lock().expect("log").push(line.clone());
-                    let _ = tx.send(line);
-                }
-            });
-        }
-        let deadline = Instant::now() + WAIT;
-        let addr = loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match rx.recv_timeout(left) {
-                Ok(l) => {
-                    if let Some(i) = l.find("listening on ") {
-                        let rest = &l[i + "listening on ".len()..];
-                        break rest.split_whitespace().next().expect("address").to_string();
-                    }
-                }
-                Err(_) => panic!(
-                    "es-broker did not start; log:\n{}",
-                    log.lock().expect("log").join("\n")
-                ),
-            }
-        };
-        Broker {
-            child: Some(child),
-            addr,
-            log,
-        }
-    }
-
-    fn log_text(&self) -> String {
-        self.log.lock().map(|l| l.join("\n")).unwrap_or_default()
-    }
-
-    /// SIGKILL: no shutdown work at all.
-    fn kill(mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-impl Drop for Broker {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
 
 /// Retries `f` (every 100 ms) until it returns `Some`, for at most [`WAIT`].
 async fn eventually<T>(what: &str, b: &Broker, mut f: impl FnMut() -> Option<T>) -> T {
@@ -139,18 +58,9 @@ async fn eventually<T>(what: &str, b: &Broker, mut f: impl FnMut() -> Option<T>)
     }
 }
 
-fn client_config(b: &Broker) -> ClientConfig {
-    let mut c = ClientConfig::new();
-    c.set("bootstrap.servers", &b.addr)
-        .set("broker.address.family", "v4");
-    c
-}
-
 async fn create_topic(b: &Broker, name: &str, partitions: i32) {
-    let admin: AdminClient<DefaultClientContext> = client_config(b).create().expect("admin");
-    let opts = AdminOptions::new()
-        .operation_timeout(Some(WAIT))
-        .request_timeout(Some(WAIT));
+    let admin: AdminClient<DefaultClientContext> = client_config(&b.addr).create().expect("admin");
+    let opts = admin_opts(WAIT);
     let t = NewTopic::new(name, partitions, TopicReplication::Fixed(1));
     let res = admin
         .create_topics([&t], &opts)
@@ -161,7 +71,7 @@ async fn create_topic(b: &Broker, name: &str, partitions: i32) {
 
 /// Produces `n` messages to each partition.
 async fn produce(b: &Broker, topic: &str, partitions: i32, n: usize) {
-    let p: FutureProducer = client_config(b)
+    let p: FutureProducer = client_config(&b.addr)
         .set("linger.ms", "5")
         .create()
         .expect("producer");
@@ -208,7 +118,7 @@ struct Member {
 }
 
 fn member(b: &Broker, group: &str, topic: &str, extra: &[(&str, &str)]) -> Member {
-    let mut c = client_config(b);
+    let mut c = client_config(&b.addr);
     c.set("group.id", group)
         .set("auto.offset.reset", "earliest")
         .set("enable.auto.commit", "false")
@@ -278,7 +188,7 @@ fn split(members: &[&Member], partitions: i32) -> Option<Vec<BTreeSet<i32>>> {
 
 async fn members_split_and_hand_over(strategy: &str) {
     let dir = tempfile::tempdir().expect("tempdir");
-    let b = Broker::start(dir.path());
+    let b = common::start(dir.path(), &[]);
     let topic = format!("split-{strategy}");
     let group = format!("g-{strategy}");
     create_topic(&b, &topic, 6).await;
@@ -366,7 +276,7 @@ fn child_consumer_process() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_member_that_dies_is_replaced_after_its_session_timeout() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let b = Broker::start(dir.path());
+    let b = common::start(dir.path(), &[]);
     create_topic(&b, "dies", 4).await;
     let a = member(&b, "g-dies", "dies", &[("session.timeout.ms", "6000")]);
     eventually("a holds all partitions", &b, || split(&[&a], 4)).await;
@@ -425,7 +335,7 @@ async fn a_member_that_dies_is_replaced_after_its_session_timeout() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_static_member_restarts_without_a_rebalance() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let b = Broker::start(dir.path());
+    let b = common::start(dir.path(), &[]);
     create_topic(&b, "static", 4).await;
     let a = member(&b, "g-static", "static", &[]);
     eventually("a holds all partitions", &b, || split(&[&a], 4)).await;
@@ -461,7 +371,7 @@ async fn a_static_member_restarts_without_a_rebalance() {
 async fn committed_offsets_survive_a_broker_kill_and_show_the_lag() {
     let dir = tempfile::tempdir().expect("tempdir");
     let data: PathBuf = dir.path().join("data");
-    let b = Broker::start(&data);
+    let b = common::start(&data, &[]);
     create_topic(&b, "durable", 2).await;
     produce(&b, "durable", 2, 10).await;
     let m = member(&b, "g-durable", "durable", &[]);
@@ -480,8 +390,8 @@ async fn committed_offsets_survive_a_broker_kill_and_show_the_lag() {
 
     // kill -9 once the commit is acknowledged, then restart on the same data.
     b.kill();
-    let b = Broker::start(&data);
-    let mut c = client_config(&b);
+    let b = common::start(&data, &[]);
+    let mut c = client_config(&b.addr);
     c.set("group.id", "g-durable")
         .set("enable.auto.commit", "false");
     let probe: BaseConsumer = c.create().expect("probe");
@@ -543,7 +453,7 @@ struct Kip848 {
 
 impl Kip848 {
     fn start(b: &Broker, group: &str, subscription: &[&str]) -> Kip848 {
-        let consumer: StreamConsumer = client_config(b)
+        let consumer: StreamConsumer = client_config(&b.addr)
             .set("group.id", group)
             .set("group.protocol", "consumer")
             .set("auto.offset.reset", "earliest")
@@ -600,7 +510,7 @@ async fn a_kip848_consumer_subscribes_to_a_list_of_topics() {
     // librdkafka sends SubscribedTopicRegex "" with a plain list; es once
     // refused that heartbeat with INVALID_REQUEST.
     let dir = tempfile::tempdir().expect("tempdir");
-    let b = Broker::start(dir.path());
+    let b = common::start(dir.path(), &[]);
     create_topic(&b, "list-a", 2).await;
     create_topic(&b, "list-b", 1).await;
     produce(&b, "list-a", 2, 3).await;
@@ -629,7 +539,7 @@ async fn a_kip848_consumer_subscribes_to_a_list_of_topics() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_kip848_regex_subscription_gets_matching_topics_created_later() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let b = Broker::start(dir.path());
+    let b = common::start(dir.path(), &[]);
     create_topic(&b, "rx-first", 2).await;
     create_topic(&b, "other", 1).await;
     create_topic(&b, "xrx-first", 1).await;

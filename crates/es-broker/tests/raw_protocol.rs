@@ -12,11 +12,12 @@ use std::io::Write;
 use std::net::TcpStream;
 use std::time::Duration;
 
-use common::{read_frame, Broker, KafkaClient};
-use es_kafka::codec::encode::{encode_records, EncodeOptions};
+use common::Broker;
 use es_kafka::kafka_protocol::messages::*;
 use es_kafka::kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
-use es_storage::record::{self, RecordIter, RecordMeta};
+use es_storage::record::RecordMeta;
+use es_test_support::batch::KafkaBatch;
+use es_test_support::wire::{raw_request_frame, read_frame, KafkaClient};
 
 const API_PRODUCE: i16 = 0;
 const API_METADATA: i16 = 3;
@@ -32,17 +33,7 @@ fn connect(b: &Broker) -> TcpStream {
 
 /// A request frame with a v1 request header (api key, version, correlation id, client id).
 fn frame(api_key: i16, version: i16, correlation_id: i32, body: &[u8]) -> Vec<u8> {
-    let client = b"raw-test";
-    let mut f = Vec::new();
-    f.extend_from_slice(&api_key.to_be_bytes());
-    f.extend_from_slice(&version.to_be_bytes());
-    f.extend_from_slice(&correlation_id.to_be_bytes());
-    f.extend_from_slice(&(client.len() as i16).to_be_bytes());
-    f.extend_from_slice(client);
-    f.extend_from_slice(body);
-    let mut out = (f.len() as i32).to_be_bytes().to_vec();
-    out.extend_from_slice(&f);
-    out
+    raw_request_frame(api_key, version, correlation_id, b"raw-test", body)
 }
 
 struct Reader<'a> {
@@ -112,7 +103,7 @@ fn assert_closed(s: &mut TcpStream) {
 #[test]
 fn api_versions_v0_lists_our_table() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let b = Broker::start(dir.path(), &[]);
+    let b = common::start(dir.path(), &[]);
     let mut s = connect(&b);
     api_versions_ok(&mut s, 7);
 }
@@ -120,7 +111,7 @@ fn api_versions_v0_lists_our_table() {
 #[test]
 fn unknown_api_versions_version_gets_kip_511_fallback() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let b = Broker::start(dir.path(), &[]);
+    let b = common::start(dir.path(), &[]);
     let mut s = connect(&b);
     // A body we cannot parse at v99 (and must not try to).
     s.write_all(&frame(API_VERSIONS, 99, 42, &[1, 2, 3, 4, 5]))
@@ -139,7 +130,7 @@ fn unknown_api_versions_version_gets_kip_511_fallback() {
 #[test]
 fn oversized_frame_closes_only_that_connection() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut b = Broker::start(dir.path(), &[]);
+    let mut b = common::start(dir.path(), &[]);
     let mut other = connect(&b);
     api_versions_ok(&mut other, 1);
     let mut s = connect(&b);
@@ -158,7 +149,7 @@ fn oversized_frame_closes_only_that_connection() {
 #[test]
 fn negative_frame_length_closes_the_connection() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let b = Broker::start(dir.path(), &[]);
+    let b = common::start(dir.path(), &[]);
     let mut s = connect(&b);
     s.write_all(&(-5i32).to_be_bytes()).expect("write");
     assert_closed(&mut s);
@@ -168,7 +159,7 @@ fn negative_frame_length_closes_the_connection() {
 #[test]
 fn short_header_closes_the_connection() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let b = Broker::start(dir.path(), &[]);
+    let b = common::start(dir.path(), &[]);
     let mut s = connect(&b);
     s.write_all(&[0, 0, 0, 3, 0, 18, 0]).expect("write");
     assert_closed(&mut s);
@@ -178,7 +169,7 @@ fn short_header_closes_the_connection() {
 #[test]
 fn unknown_api_key_closes_the_connection() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let b = Broker::start(dir.path(), &[]);
+    let b = common::start(dir.path(), &[]);
     let mut s = connect(&b);
     s.write_all(&frame(1000, 0, 9, &[])).expect("write");
     assert_closed(&mut s);
@@ -188,7 +179,7 @@ fn unknown_api_key_closes_the_connection() {
 #[test]
 fn unparseable_body_closes_the_connection() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let b = Broker::start(dir.path(), &[]);
+    let b = common::start(dir.path(), &[]);
     let mut s = connect(&b);
     // Metadata v1 claiming five topics and carrying none.
     s.write_all(&frame(API_METADATA, 1, 9, &5i32.to_be_bytes()))
@@ -200,7 +191,7 @@ fn unparseable_body_closes_the_connection() {
 #[test]
 fn unsupported_api_gets_unsupported_version() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let b = Broker::start(dir.path(), &[]);
+    let b = common::start(dir.path(), &[]);
     let mut s = connect(&b);
     // DescribeClientQuotas v0 (no quotas in es): components [], strict false.
     let mut body = Vec::new();
@@ -219,7 +210,7 @@ fn unsupported_api_gets_unsupported_version() {
 #[test]
 fn produce_below_v3_is_refused_per_partition() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let b = Broker::start(dir.path(), &[]);
+    let b = common::start(dir.path(), &[]);
     let mut s = connect(&b);
     let mut body = Vec::new();
     body.extend_from_slice(&1i16.to_be_bytes()); // acks
@@ -247,7 +238,7 @@ fn produce_below_v3_is_refused_per_partition() {
 #[test]
 fn metadata_v0_and_pipelined_requests_answer_in_order() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let b = Broker::start(dir.path(), &[]);
+    let b = common::start(dir.path(), &[]);
     let mut s = connect(&b);
     let mut all = Vec::new();
     for corr in 0..10 {
@@ -280,7 +271,7 @@ fn metadata_v0_and_pipelined_requests_answer_in_order() {
 #[test]
 fn a_large_frame_arriving_in_pieces_is_read_whole() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let b = Broker::start(dir.path(), &[]);
+    let b = common::start(dir.path(), &[]);
     let mut s = connect(&b);
     // ApiVersions v0 followed by 20 MB the decoder does not look at: the
     // frame is far larger than one read and than the buffer's growth step.
@@ -442,32 +433,17 @@ fn kafka_batch(keys: &[Option<&str>]) -> Vec<u8> {
         .duration_since(std::time::UNIX_EPOCH)
         .expect("clock")
         .as_millis() as i64;
-    let mut disk = Vec::new();
-    for (i, k) in keys.iter().enumerate() {
-        record::encode(
-            &mut disk,
-            i as u64,
+    let mut batch = KafkaBatch::new();
+    for k in keys {
+        batch.record(
             now,
             k.map(str::as_bytes),
             Some(b"value"),
-            std::iter::empty(),
+            &[],
             &RecordMeta::default(),
         );
     }
-    let opts = EncodeOptions {
-        compression: Default::default(),
-        log_append_time: false,
-        partition_leader_epoch: -1,
-        max_bytes: 1 << 20,
-    };
-    let mut out = Vec::new();
-    encode_records(
-        RecordIter::new(&disk).map(|r| r.expect("record")),
-        &mut out,
-        &opts,
-    )
-    .expect("encode");
-    out
+    batch.encode()
 }
 
 /// One config of a DescribeConfigs result: (value, source, read_only).
@@ -490,7 +466,7 @@ fn config_of(
 #[test]
 fn keyless_records_on_a_compacted_topic_refuse_the_whole_batch() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let b = Broker::start(dir.path(), &[]);
+    let b = common::start(dir.path(), &[]);
     let mut c = Client::new(&b);
     c.create_topic("cmp", &[("cleanup.policy", "compact")]);
     c.create_topic("both", &[("cleanup.policy", "compact,delete")]);
@@ -560,7 +536,7 @@ fn keyless_records_on_a_compacted_topic_refuse_the_whole_batch() {
 #[test]
 fn delete_records_on_a_compact_only_topic_is_a_policy_violation() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let b = Broker::start(dir.path(), &[]);
+    let b = common::start(dir.path(), &[]);
     let mut c = Client::new(&b);
     c.create_topic("compact-only", &[("cleanup.policy", "compact")]);
     c.create_topic("compact-delete", &[("cleanup.policy", "compact,delete")]);
@@ -602,7 +578,7 @@ fn delete_records_on_a_compact_only_topic_is_a_policy_violation() {
 #[test]
 fn acl_apis_answer_security_disabled_without_an_authorizer() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let b = Broker::start(dir.path(), &[]);
+    let b = common::start(dir.path(), &[]);
     let mut c = Client::new(&b);
     let mut req = ApiVersionsRequest::default();
     req.client_software_name = s("raw-test");
@@ -684,7 +660,7 @@ fn acl_apis_answer_security_disabled_without_an_authorizer() {
 fn dynamic_broker_configs_apply_to_topics_and_survive_a_restart() {
     let dir = tempfile::tempdir().expect("tempdir");
     let data = dir.path().join("data");
-    let b = Broker::start_in(data.clone(), &[]);
+    let b = common::start(data.clone(), &[]);
     let mut c = Client::new(&b);
     c.create_topic("t", &[]);
     let flush = "log.flush.interval.messages";
@@ -784,7 +760,7 @@ fn dynamic_broker_configs_apply_to_topics_and_survive_a_restart() {
     b.stop();
 
     // Persisted: the same after a restart.
-    let b = Broker::start_in(data.clone(), &[]);
+    let b = common::start(data.clone(), &[]);
     assert!(data.join("broker_configs.json").exists());
     let mut c = Client::new(&b);
     let r = c.describe_configs(
@@ -830,7 +806,7 @@ fn dynamic_broker_configs_apply_to_topics_and_survive_a_restart() {
 #[test]
 fn single_node_cluster_shape_apis_answer_as_kafka_does() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let b = Broker::start(dir.path(), &[]);
+    let b = common::start(dir.path(), &[]);
     let mut c = Client::new(&b);
     c.create_topic("t", &[]);
 
@@ -929,7 +905,7 @@ fn a_kip848_regex_gets_consumer_offsets_with_the_id_metadata_reports() {
     const INVALID_TOPIC_EXCEPTION: i16 = 17;
     let dir = tempfile::tempdir().expect("tempdir");
     let data = dir.path().join("data");
-    let b = Broker::start_in(data.clone(), &[]);
+    let b = common::start(data.clone(), &[]);
     let mut c = Client::new(&b);
     c.create_topic("orders", &[]);
 
@@ -1035,7 +1011,7 @@ fn a_kip848_regex_gets_consumer_offsets_with_the_id_metadata_reports() {
         .join(OFFSETS)
         .join("topic.json")
         .exists());
-    let b = Broker::start_in(data.clone(), &[]);
+    let b = common::start(data.clone(), &[]);
     let mut c = Client::new(&b);
     let listed = metadata(&mut c);
     let again = listed.iter().find(|t| t.0 == OFFSETS).expect("listed");

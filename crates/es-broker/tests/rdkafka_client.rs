@@ -6,15 +6,13 @@
 
 mod common;
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
-use common::Broker;
+use common::{admin, admin_opts, client_config, now_ms, Broker};
+use es_test_support::wait::eventually;
 use rdkafka::admin::{
-    AdminClient, AdminOptions, AlterConfig, ConfigSource, NewPartitions, NewTopic,
-    ResourceSpecifier, TopicReplication,
+    AlterConfig, ConfigSource, NewPartitions, NewTopic, ResourceSpecifier, TopicReplication,
 };
-use rdkafka::client::DefaultClientContext;
-use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{Header, Headers, Message, OwnedHeaders, OwnedMessage};
@@ -23,22 +21,8 @@ use rdkafka::{Offset, Timestamp, TopicPartitionList};
 
 const TIMEOUT: Duration = Duration::from_secs(30);
 
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
-}
-
-fn client_config(b: &Broker) -> ClientConfig {
-    let mut c = ClientConfig::new();
-    c.set("bootstrap.servers", &b.addr)
-        .set("broker.address.family", "v4");
-    c
-}
-
 fn producer(b: &Broker, extra: &[(&str, &str)]) -> FutureProducer {
-    let mut c = client_config(b);
+    let mut c = client_config(&b.addr);
     c.set("linger.ms", "5").set("message.timeout.ms", "30000");
     for (k, v) in extra {
         c.set(*k, *v);
@@ -47,7 +31,7 @@ fn producer(b: &Broker, extra: &[(&str, &str)]) -> FutureProducer {
 }
 
 fn consumer(b: &Broker, extra: &[(&str, &str)]) -> BaseConsumer {
-    let mut c = client_config(b);
+    let mut c = client_config(&b.addr);
     // librdkafka needs a group id even for assign(); es has no group
     // coordinator yet, so nothing is committed.
     c.set("group.id", "es-test")
@@ -63,17 +47,7 @@ fn consumer(b: &Broker, extra: &[(&str, &str)]) -> BaseConsumer {
 /// A client for Metadata only: no group id, so librdkafka never looks up a
 /// group coordinator (which would make `__consumer_offsets` appear).
 fn metadata_client(b: &Broker) -> BaseConsumer {
-    client_config(b).create().expect("metadata client")
-}
-
-fn admin(b: &Broker) -> AdminClient<DefaultClientContext> {
-    client_config(b).create().expect("admin client")
-}
-
-fn opts() -> AdminOptions {
-    AdminOptions::new()
-        .operation_timeout(Some(TIMEOUT))
-        .request_timeout(Some(TIMEOUT))
+    client_config(&b.addr).create().expect("metadata client")
 }
 
 async fn create_topic(b: &Broker, name: &str, partitions: i32, configs: &[(&str, &str)]) {
@@ -81,8 +55,8 @@ async fn create_topic(b: &Broker, name: &str, partitions: i32, configs: &[(&str,
     for (k, v) in configs {
         t = t.set(k, v);
     }
-    let res = admin(b)
-        .create_topics([&t], &opts())
+    let res = admin(&b.addr)
+        .create_topics([&t], &admin_opts(TIMEOUT))
         .await
         .expect("create_topics");
     assert_eq!(res, vec![Ok(name.to_string())]);
@@ -130,7 +104,7 @@ fn header_pairs(m: &OwnedMessage) -> Vec<(String, Option<Vec<u8>>)> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_codec_round_trips_keys_values_headers_and_timestamps() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let b = Broker::start(dir.path(), &[]);
+    let b = common::start(dir.path(), &[]);
     let base_ts = now_ms() - 60_000;
     for codec in ["none", "gzip", "snappy", "lz4", "zstd"] {
         let topic = format!("codec-{codec}");
@@ -213,7 +187,7 @@ async fn every_codec_round_trips_keys_values_headers_and_timestamps() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn acks_zero_one_and_all_all_land() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let b = Broker::start(dir.path(), &[]);
+    let b = common::start(dir.path(), &[]);
     let topic = "acks";
     create_topic(&b, topic, 1, &[]).await;
     let mut total = 0;
@@ -249,7 +223,7 @@ async fn acks_zero_one_and_all_all_land() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn log_append_time_topics_stamp_records_at_the_broker() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let b = Broker::start(dir.path(), &[]);
+    let b = common::start(dir.path(), &[]);
     let topic = "lat";
     create_topic(&b, topic, 1, &[("message.timestamp.type", "LogAppendTime")]).await;
     let before = now_ms();
@@ -279,14 +253,14 @@ async fn log_append_time_topics_stamp_records_at_the_broker() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn admin_topics_partitions_and_configs() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let b = Broker::start(dir.path(), &["--auto-create-topics", "false"]);
-    let a = admin(&b);
+    let b = common::start(dir.path(), &["--auto-create-topics", "false"]);
+    let a = admin(&b.addr);
     // Create, with a config override; duplicates and bad requests are refused per topic.
     create_topic(&b, "adm", 2, &[("retention.ms", "12345")]).await;
     let again = a
         .create_topics(
             [&NewTopic::new("adm", 1, TopicReplication::Fixed(1))],
-            &opts(),
+            &admin_opts(TIMEOUT),
         )
         .await
         .expect("create");
@@ -300,7 +274,7 @@ async fn admin_topics_partitions_and_configs() {
     let bad_rf = a
         .create_topics(
             [&NewTopic::new("rf3", 1, TopicReplication::Fixed(3))],
-            &opts(),
+            &admin_opts(TIMEOUT),
         )
         .await
         .expect("create");
@@ -314,7 +288,7 @@ async fn admin_topics_partitions_and_configs() {
     let bad_name = a
         .create_topics(
             [&NewTopic::new("bad/name", 1, TopicReplication::Fixed(1))],
-            &opts(),
+            &admin_opts(TIMEOUT),
         )
         .await
         .expect("create");
@@ -328,7 +302,7 @@ async fn admin_topics_partitions_and_configs() {
     let bad_cfg = a
         .create_topics(
             [&NewTopic::new("badcfg", 1, TopicReplication::Fixed(1)).set("retention.ms", "soon")],
-            &opts(),
+            &admin_opts(TIMEOUT),
         )
         .await
         .expect("create");
@@ -339,7 +313,7 @@ async fn admin_topics_partitions_and_configs() {
     let validate = a
         .create_topics(
             [&NewTopic::new("dry", 3, TopicReplication::Fixed(1))],
-            &opts().validate_only(true),
+            &admin_opts(TIMEOUT).validate_only(true),
         )
         .await
         .expect("create");
@@ -363,7 +337,7 @@ async fn admin_topics_partitions_and_configs() {
 
     // Describe configs: the override is dynamic, the rest defaults.
     let described = a
-        .describe_configs([&ResourceSpecifier::Topic("adm")], &opts())
+        .describe_configs([&ResourceSpecifier::Topic("adm")], &admin_opts(TIMEOUT))
         .await
         .expect("describe");
     let res = described.into_iter().next().expect("one").expect("ok");
@@ -375,7 +349,7 @@ async fn admin_topics_partitions_and_configs() {
     assert_eq!(max.source, ConfigSource::Default);
     assert!(res.get("cleanup.policy").is_some());
     let broker_cfg = a
-        .describe_configs([&ResourceSpecifier::Broker(0)], &opts())
+        .describe_configs([&ResourceSpecifier::Broker(0)], &admin_opts(TIMEOUT))
         .await
         .expect("describe broker");
     let broker_cfg = broker_cfg.into_iter().next().expect("one").expect("ok");
@@ -394,10 +368,13 @@ async fn admin_topics_partitions_and_configs() {
 
     // AlterConfigs replaces the overrides.
     let alter = AlterConfig::new(ResourceSpecifier::Topic("adm")).set("segment.ms", "3600000");
-    let r = a.alter_configs([&alter], &opts()).await.expect("alter");
+    let r = a
+        .alter_configs([&alter], &admin_opts(TIMEOUT))
+        .await
+        .expect("alter");
     assert!(r.iter().all(Result::is_ok), "{r:?}");
     let described = a
-        .describe_configs([&ResourceSpecifier::Topic("adm")], &opts())
+        .describe_configs([&ResourceSpecifier::Topic("adm")], &admin_opts(TIMEOUT))
         .await
         .expect("describe");
     let res = described.into_iter().next().expect("one").expect("ok");
@@ -410,11 +387,14 @@ async fn admin_topics_partitions_and_configs() {
         Some(&ConfigSource::Default)
     );
     let bad = AlterConfig::new(ResourceSpecifier::Topic("adm")).set("no.such.config", "1");
-    let r = a.alter_configs([&bad], &opts()).await.expect("alter");
+    let r = a
+        .alter_configs([&bad], &admin_opts(TIMEOUT))
+        .await
+        .expect("alter");
     // rust-rdkafka reports no per-resource alter errors; the refusal shows as nothing changing.
     assert_eq!(r.len(), 1);
     let described = a
-        .describe_configs([&ResourceSpecifier::Topic("adm")], &opts())
+        .describe_configs([&ResourceSpecifier::Topic("adm")], &admin_opts(TIMEOUT))
         .await
         .expect("describe");
     let res = described.into_iter().next().expect("one").expect("ok");
@@ -426,12 +406,12 @@ async fn admin_topics_partitions_and_configs() {
 
     // Grow partitions; shrinking is refused.
     let r = a
-        .create_partitions([&NewPartitions::new("adm", 4)], &opts())
+        .create_partitions([&NewPartitions::new("adm", 4)], &admin_opts(TIMEOUT))
         .await
         .expect("create_partitions");
     assert_eq!(r, vec![Ok("adm".to_string())]);
     let r = a
-        .create_partitions([&NewPartitions::new("adm", 3)], &opts())
+        .create_partitions([&NewPartitions::new("adm", 3)], &admin_opts(TIMEOUT))
         .await
         .expect("create_partitions");
     assert_eq!(
@@ -446,9 +426,15 @@ async fn admin_topics_partitions_and_configs() {
     assert!(dir.path().join("topics/adm/3").is_dir());
 
     // Delete; deleting again is an error; the directory is gone.
-    let r = a.delete_topics(&["adm"], &opts()).await.expect("delete");
+    let r = a
+        .delete_topics(&["adm"], &admin_opts(TIMEOUT))
+        .await
+        .expect("delete");
     assert_eq!(r, vec![Ok("adm".to_string())]);
-    let r = a.delete_topics(&["adm"], &opts()).await.expect("delete");
+    let r = a
+        .delete_topics(&["adm"], &admin_opts(TIMEOUT))
+        .await
+        .expect("delete");
     assert_eq!(
         r,
         vec![Err((
@@ -462,7 +448,7 @@ async fn admin_topics_partitions_and_configs() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn message_too_large_is_refused_and_the_partition_still_works() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let b = Broker::start(dir.path(), &[]);
+    let b = common::start(dir.path(), &[]);
     let topic = "small";
     create_topic(&b, topic, 1, &[("max.message.bytes", "1024")]).await;
     let p = producer(&b, &[("compression.codec", "none")]);
@@ -495,7 +481,7 @@ async fn message_too_large_is_refused_and_the_partition_still_works() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn long_poll_is_woken_by_new_data() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut b = Broker::start(
+    let mut b = common::start(
         dir.path(),
         &["--log-level", "info,es_kafka::handlers::fetch=debug"],
     );
@@ -534,7 +520,7 @@ async fn long_poll_is_woken_by_new_data() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn watermarks_and_offsets_by_time() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let b = Broker::start(dir.path(), &[]);
+    let b = common::start(dir.path(), &[]);
     let topic = "offsets";
     create_topic(&b, topic, 1, &[]).await;
     let p = producer(&b, &[]);
@@ -589,7 +575,7 @@ async fn data_and_topics_survive_a_restart() {
     let data = dir.path().to_path_buf();
     let topic = "durable";
     {
-        let b = Broker::start_in(data.clone(), &[]);
+        let b = common::start(data.clone(), &[]);
         create_topic(&b, topic, 2, &[("retention.ms", "999999")]).await;
         let p = producer(&b, &[("acks", "all")]);
         for i in 0..50 {
@@ -611,7 +597,7 @@ async fn data_and_topics_survive_a_restart() {
             "graceful shutdown:\n{log}"
         );
     }
-    let b = Broker::start_in(data, &[]);
+    let b = common::start(data, &[]);
     let p = producer(&b, &[("acks", "all")]);
     for i in 0..10 {
         let v = format!("after-{i}");
@@ -638,8 +624,8 @@ async fn data_and_topics_survive_a_restart() {
     assert_eq!(values[24], "before-48");
     assert_eq!(values[25], "after-0");
     assert_eq!(values[34], "after-9");
-    let described = admin(&b)
-        .describe_configs([&ResourceSpecifier::Topic(topic)], &opts())
+    let described = admin(&b.addr)
+        .describe_configs([&ResourceSpecifier::Topic(topic)], &admin_opts(TIMEOUT))
         .await
         .expect("describe");
     let res = described.into_iter().next().expect("one").expect("ok");
@@ -667,7 +653,7 @@ fn kcat_round_trip_of_100000_lines() {
         return;
     }
     let dir = tempfile::tempdir().expect("tempdir");
-    let b = Broker::start(dir.path(), &[]);
+    let b = common::start(dir.path(), &[]);
     let lines: String = (1..=100_000).map(|i| format!("{i}\n")).collect();
     let mut producer = Command::new("kcat")
         .args([
@@ -726,7 +712,7 @@ async fn acknowledged_records_survive_a_kill() {
     let data = dir.path().to_path_buf();
     let topic = "crash";
     let acked = {
-        let b = Broker::start_in(data.clone(), &[]);
+        let b = common::start(data.clone(), &[]);
         create_topic(&b, topic, 1, &[]).await;
         let p = producer(&b, &[("acks", "all"), ("linger.ms", "1")]);
         let mut acked = Vec::new();
@@ -746,7 +732,7 @@ async fn acknowledged_records_survive_a_kill() {
         drop(b);
         acked
     };
-    let b = Broker::start_in(data, &[]);
+    let b = common::start(data, &[]);
     let c = consumer(&b, &[]);
     let got = consume(&c, topic, 0, Offset::Beginning, acked.len());
     for ((off, v), m) in acked.iter().zip(&got) {
@@ -762,7 +748,7 @@ async fn acknowledged_records_survive_a_kill() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn consumer_offsets_topic_appears_with_groups() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let b = Broker::start(dir.path(), &[]);
+    let b = common::start(dir.path(), &[]);
     let topic = "grouped";
     create_topic(&b, topic, 1, &[]).await;
     let names = |c: &BaseConsumer| -> Vec<String> {
@@ -781,12 +767,12 @@ async fn consumer_offsets_topic_appears_with_groups() {
     )
     .await
     .unwrap_or_else(|(e, _)| panic!("{e}"));
-    let mut cfg = client_config(&b);
+    let mut cfg = client_config(&b.addr);
     cfg.set("group.id", "g-offsets")
         .set("auto.offset.reset", "earliest");
     let grouped: BaseConsumer = cfg.create().expect("consumer");
     grouped.subscribe(&[topic]).expect("subscribe");
-    common::eventually(TIMEOUT, "a message through the group", || {
+    eventually(TIMEOUT, "a message through the group", || {
         match grouped.poll(Duration::from_millis(100)) {
             Some(Ok(_)) => Some(()),
             _ => None,
@@ -794,14 +780,14 @@ async fn consumer_offsets_topic_appears_with_groups() {
     });
     assert!(names(&plain).contains(&"__consumer_offsets".to_string()));
 
-    let r = admin(&b)
+    let r = admin(&b.addr)
         .create_topics(
             [&NewTopic::new(
                 "__consumer_offsets",
                 1,
                 TopicReplication::Fixed(1),
             )],
-            &opts(),
+            &admin_opts(TIMEOUT),
         )
         .await
         .expect("create");
@@ -835,7 +821,7 @@ async fn consumer_offsets_topic_appears_with_groups() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pipelined_produce_requests_keep_their_order() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let b = Broker::start(dir.path(), &[]);
+    let b = common::start(dir.path(), &[]);
     let topic = "ordered";
     create_topic(&b, topic, 1, &[]).await;
     let p = producer(

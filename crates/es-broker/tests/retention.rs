@@ -24,13 +24,12 @@ mod common;
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
-use common::{eventually, Broker};
+use common::{admin, admin_opts, client_config, now_ms, Broker};
+use es_test_support::wait::eventually;
 use rdkafka::admin::TopicReplication;
-use rdkafka::admin::{AdminClient, AdminOptions, AlterConfig, NewTopic, ResourceSpecifier};
-use rdkafka::client::DefaultClientContext;
-use rdkafka::config::ClientConfig;
+use rdkafka::admin::{AlterConfig, NewTopic, ResourceSpecifier};
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::Message;
@@ -63,24 +62,10 @@ struct Rec {
     timestamp: i64,
 }
 
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
-}
-
-fn client_config(b: &Broker) -> ClientConfig {
-    let mut c = ClientConfig::new();
-    c.set("bootstrap.servers", &b.addr)
-        .set("broker.address.family", "v4");
-    c
-}
-
 /// Small batches (a few records per Produce request, so per storage
 /// append), so that the 1 KiB segments roll often.
 fn producer(b: &Broker) -> FutureProducer {
-    let mut c = client_config(b);
+    let mut c = client_config(&b.addr);
     c.set("linger.ms", "1")
         .set("batch.num.messages", "8")
         .set("acks", "all")
@@ -89,7 +74,7 @@ fn producer(b: &Broker) -> FutureProducer {
 }
 
 fn consumer(b: &Broker, extra: &[(&str, &str)]) -> BaseConsumer {
-    let mut c = client_config(b);
+    let mut c = client_config(&b.addr);
     c.set("group.id", "es-retention-test")
         .set("enable.auto.commit", "false")
         .set("enable.partition.eof", "false")
@@ -100,23 +85,13 @@ fn consumer(b: &Broker, extra: &[(&str, &str)]) -> BaseConsumer {
     c.create().expect("consumer")
 }
 
-fn admin(b: &Broker) -> AdminClient<DefaultClientContext> {
-    client_config(b).create().expect("admin client")
-}
-
-fn opts() -> AdminOptions {
-    AdminOptions::new()
-        .operation_timeout(Some(TIMEOUT))
-        .request_timeout(Some(TIMEOUT))
-}
-
 async fn create_topic(b: &Broker, name: &str, configs: &[(&str, &str)]) {
     let mut t = NewTopic::new(name, 1, TopicReplication::Fixed(1));
     for (k, v) in configs {
         t = t.set(k, v);
     }
-    let res = admin(b)
-        .create_topics([&t], &opts())
+    let res = admin(&b.addr)
+        .create_topics([&t], &admin_opts(TIMEOUT))
         .await
         .expect("create_topics");
     assert_eq!(res, vec![Ok(name.to_string())]);
@@ -247,7 +222,7 @@ fn compacted(produced: &[Rec]) -> Vec<Rec> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_compacted_topic_keeps_the_newest_value_of_each_key_at_its_offset() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let b = Broker::start(dir.path(), &FAST_CLEANERS);
+    let b = common::start(dir.path(), &FAST_CLEANERS);
     let topic = "compacted";
     create_topic(
         &b,
@@ -319,7 +294,7 @@ async fn retention_by_size_and_age_deletes_old_segments_into_cold_storage() {
     let cold_arg = cold.display().to_string();
     let mut flags = FAST_CLEANERS.to_vec();
     flags.extend(["--cold-storage-dir", &cold_arg]);
-    let b = Broker::start_in(data.clone(), &flags);
+    let b = common::start(data.clone(), &flags);
     let p = producer(&b);
     let value = |i: usize| Some(format!("{i:04}-{}", "r".repeat(96)).into_bytes());
 
@@ -333,8 +308,8 @@ async fn retention_by_size_and_age_deletes_old_segments_into_cold_storage() {
     let alter = AlterConfig::new(ResourceSpecifier::Topic("by-size"))
         .set("internal.segment.bytes", SEGMENT_BYTES)
         .set("retention.bytes", "2048");
-    let r = admin(&b)
-        .alter_configs([&alter], &opts())
+    let r = admin(&b.addr)
+        .alter_configs([&alter], &admin_opts(TIMEOUT))
         .await
         .expect("alter");
     assert!(r.iter().all(Result::is_ok), "{r:?}");
@@ -430,7 +405,7 @@ async fn delete_records_moves_the_low_watermark_durably() {
     let data = dir.path().to_path_buf();
     let topic = "trimmed";
     let produced = {
-        let b = Broker::start_in(data.clone(), &FAST_CLEANERS);
+        let b = common::start(data.clone(), &FAST_CLEANERS);
         create_topic(&b, topic, &[]).await;
         let p = producer(&b);
         let now = now_ms();
@@ -441,8 +416,8 @@ async fn delete_records_moves_the_low_watermark_durably() {
         let mut tpl = TopicPartitionList::new();
         tpl.add_partition_offset(topic, 0, Offset::Offset(4))
             .expect("tpl");
-        let r = admin(&b)
-            .delete_records(&tpl, &opts())
+        let r = admin(&b.addr)
+            .delete_records(&tpl, &admin_opts(TIMEOUT))
             .await
             .expect("delete_records");
         let p0 = r.find_partition(topic, 0).expect("partition 0 answered");
@@ -480,7 +455,7 @@ async fn delete_records_moves_the_low_watermark_durably() {
         b.stop();
         produced
     };
-    let b = Broker::start_in(data, &FAST_CLEANERS);
+    let b = common::start(data, &FAST_CLEANERS);
     assert_eq!(
         watermarks(&b, topic),
         (4, 10),

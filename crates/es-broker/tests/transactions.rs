@@ -8,28 +8,27 @@
 //! transaction. Every wait is a bounded retry on a condition; nothing
 //! asserts on timing.
 
-use std::collections::HashMap;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{Shutdown, TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{mpsc, Arc, Mutex};
-use std::time::{Duration, Instant};
+mod common;
 
-use es_kafka::codec::compression::Compression;
-use es_kafka::codec::encode::{encode_records, EncodeOptions};
+use std::collections::HashMap;
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use common::{admin_opts, client_config};
 use es_kafka::kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use es_kafka::kafka_protocol::messages::{
     ApiKey, DescribeTransactionsRequest, DescribeTransactionsResponse, InitProducerIdRequest,
-    InitProducerIdResponse, ProduceRequest, ProduceResponse, RequestHeader, ResponseHeader,
-    TopicName, TransactionalId,
+    InitProducerIdResponse, ProduceRequest, ProduceResponse, TopicName, TransactionalId,
 };
 use es_kafka::kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
-use es_storage::record::{self, ProducerInfo, RecordIter, RecordMeta};
-use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use es_test_support::batch::{producer_meta, KafkaBatch};
+use es_test_support::wait::eventually;
+use es_test_support::wire::KafkaClient;
+use es_test_support::wire::{try_read_frame, write_frame};
+use rdkafka::admin::{AdminClient, NewTopic, TopicReplication};
 use rdkafka::client::{ClientContext, DefaultClientContext};
-use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::KafkaError;
 use rdkafka::message::Message;
@@ -39,148 +38,26 @@ use rdkafka::{Offset, TopicPartitionList};
 /// Bound on every wait.
 const TIMEOUT: Duration = Duration::from_secs(60);
 
-// ----- the broker process ----------------------------------------------------
-
-/// A running es-broker (the harness of the other tests, trimmed, plus SIGKILL).
-struct EsBroker {
-    child: Option<Child>,
-    addr: String,
-    data_dir: PathBuf,
-    log: Arc<Mutex<Vec<String>>>,
-    lines: mpsc::Receiver<String>,
-}
-
-impl EsBroker {
-    fn start(data_dir: &Path, extra: &[&str]) -> EsBroker {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_es-broker"));
-        cmd.arg("--data-dir")
-            .arg(data_dir)
-            .args(["--listen", "127.0.0.1:0", "--log-level", "info"])
-            .args(extra)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .stdin(Stdio::null());
-        let mut child = cmd.spawn().expect("spawn es-broker");
-        let log = Arc::new(Mutex::new(Vec::new()));
-        let (tx, rx) = mpsc::channel();
-        let outs: Vec<Box<dyn Read + Send>> = vec![
-            Box::new(child.stdout.take().expect("stdout")),
-            Box::new(child.stderr.take().expect("stderr")),
-        ];
-        for out in outs {
-            let (tx, log) = (tx.clone(), log.clone());
-            std::thread::spawn(move || {
-                for line in BufReader::new(out).lines().map_while(Result::ok) {
-                    log.lock().expect("log").push(line.clone());
-                    let _ = tx.send(line);
-                }
-            });
-        }
-        let mut b = EsBroker {
-            child: Some(child),
-            addr: String::new(),
-            data_dir: data_dir.to_path_buf(),
-            log,
-            lines: rx,
-        };
-        let line = b.wait_for_line("listening on ");
-        let rest = &line[line.find("listening on ").expect("marker") + "listening on ".len()..];
-        b.addr = rest.split_whitespace().next().expect("address").to_string();
-        b
-    }
-
-    fn wait_for_line(&mut self, needle: &str) -> String {
-        let deadline = Instant::now() + TIMEOUT;
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match self.lines.recv_timeout(left) {
-                Ok(l) if l.contains(needle) => return l,
-                Ok(_) => {}
-                Err(_) => panic!(
-                    "no log line with {needle:?}; log:\n{}",
-                    self.log.lock().map(|l| l.join("\n")).unwrap_or_default()
-                ),
-            }
-        }
-    }
-
-    /// SIGKILL: no shutdown, no close, no fold. Returns the data directory.
-    fn kill9(mut self) -> PathBuf {
-        if let Some(mut c) = self.child.take() {
-            c.kill().expect("SIGKILL");
-            c.wait().expect("wait");
-        }
-        self.data_dir.clone()
-    }
-}
-
-impl Drop for EsBroker {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-/// Polls `f` until it returns `Some`, failing after [`TIMEOUT`].
-fn eventually<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + TIMEOUT;
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
 // ----- raw requests ------------------------------------------------------------
 
 fn s(v: &str) -> StrBytes {
     StrBytes::from_string(v.to_string())
 }
 
+/// Typed requests over one connection.
 struct Raw {
-    stream: TcpStream,
-    correlation: i32,
+    k: KafkaClient,
 }
 
 impl Raw {
     fn connect(addr: &str) -> Raw {
-        let stream = TcpStream::connect(addr).expect("connect");
-        stream.set_read_timeout(Some(TIMEOUT)).expect("timeout");
         Raw {
-            stream,
-            correlation: 0,
+            k: KafkaClient::connect_with_timeout(addr, "txn-test", TIMEOUT),
         }
     }
 
     fn call<Req: Encodable, Resp: Decodable>(&mut self, key: ApiKey, v: i16, req: &Req) -> Resp {
-        self.correlation += 1;
-        let mut header = RequestHeader::default();
-        header.request_api_key = key as i16;
-        header.request_api_version = v;
-        header.correlation_id = self.correlation;
-        header.client_id = Some(s("txn-test"));
-        let mut body: Vec<u8> = Vec::new();
-        header
-            .encode(&mut body, key.request_header_version(v))
-            .expect("header");
-        req.encode(&mut body, v).expect("request");
-        let mut frame = (body.len() as i32).to_be_bytes().to_vec();
-        frame.extend_from_slice(&body);
-        self.stream.write_all(&frame).expect("send");
-        let mut len = [0u8; 4];
-        self.stream.read_exact(&mut len).expect("response size");
-        let mut buf = vec![0u8; i32::from_be_bytes(len) as usize];
-        self.stream.read_exact(&mut buf).expect("response");
-        let mut rest: &[u8] = &buf;
-        let h = ResponseHeader::decode(&mut rest, key.response_header_version(v)).expect("header");
-        assert_eq!(h.correlation_id, self.correlation);
-        let r = Resp::decode(&mut rest, v).expect("response body");
-        assert!(rest.is_empty(), "trailing bytes");
-        r
+        self.k.call(key, v, req)
     }
 
     fn init_producer_id(&mut self, txn: Option<&str>) -> (i64, i16) {
@@ -225,42 +102,18 @@ impl Raw {
 
 /// One Kafka batch of `n` idempotent records from `pid`/`epoch` at `seq`.
 fn batch(pid: i64, epoch: i16, seq: i32, n: u32) -> Vec<u8> {
-    let mut disk = Vec::new();
-    for i in 0..n {
-        let meta = RecordMeta {
-            producer: Some(ProducerInfo {
-                producer_id: pid,
-                producer_epoch: epoch,
-                sequence: seq + i as i32,
-            }),
-            transactional: false,
-            control: false,
-        };
-        let v = format!("seq-{}", seq + i as i32);
-        record::encode(
-            &mut disk,
-            u64::from(i),
+    let mut b = KafkaBatch::new();
+    for i in 0..n as i32 {
+        let v = format!("seq-{}", seq + i);
+        b.record(
             1_700_000_000_000,
             None,
             Some(v.as_bytes()),
-            std::iter::empty(),
-            &meta,
+            &[],
+            &producer_meta(pid, epoch, seq + i, false),
         );
     }
-    let opts = EncodeOptions {
-        compression: Compression::None,
-        log_append_time: false,
-        partition_leader_epoch: -1,
-        max_bytes: 1 << 20,
-    };
-    let mut out = Vec::new();
-    encode_records(
-        RecordIter::new(&disk).map(|r| r.expect("record")),
-        &mut out,
-        &opts,
-    )
-    .expect("encode");
-    out
+    b.encode()
 }
 
 const OUT_OF_ORDER_SEQUENCE_NUMBER: i16 = 45;
@@ -268,15 +121,15 @@ const OUT_OF_ORDER_SEQUENCE_NUMBER: i16 = 45;
 #[test]
 fn raw_duplicate_is_recognised_after_sigkill() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let b = EsBroker::start(dir.path(), &[]);
+    let b = common::start(dir.path(), &[]);
     let mut raw = Raw::connect(&b.addr);
     let (pid, epoch) = raw.init_producer_id(None);
     assert_eq!(raw.produce("dup", batch(pid, epoch, 0, 3)), (0, 0));
     assert_eq!(raw.produce("dup", batch(pid, epoch, 3, 2)), (0, 3));
     // A retry before the crash.
     assert_eq!(raw.produce("dup", batch(pid, epoch, 3, 2)), (0, 3));
-    let data = b.kill9();
-    let b = EsBroker::start(&data, &[]);
+    let data = b.kill();
+    let b = common::start(&data, &[]);
     let mut raw = Raw::connect(&b.addr);
     // Retries of acknowledged batches are still duplicates.
     assert_eq!(raw.produce("dup", batch(pid, epoch, 3, 2)), (0, 3));
@@ -294,13 +147,6 @@ fn raw_duplicate_is_recognised_after_sigkill() {
 
 // ----- librdkafka ----------------------------------------------------------------
 
-fn client_config(bootstrap: &str) -> ClientConfig {
-    let mut c = ClientConfig::new();
-    c.set("bootstrap.servers", bootstrap)
-        .set("broker.address.family", "v4");
-    c
-}
-
 fn create_topics(bootstrap: &str, names: &[&str]) {
     let admin: AdminClient<DefaultClientContext> =
         client_config(bootstrap).create().expect("admin client");
@@ -308,9 +154,7 @@ fn create_topics(bootstrap: &str, names: &[&str]) {
         .iter()
         .map(|n| NewTopic::new(n, 1, TopicReplication::Fixed(1)))
         .collect();
-    let opts = AdminOptions::new()
-        .operation_timeout(Some(TIMEOUT))
-        .request_timeout(Some(TIMEOUT));
+    let opts = admin_opts(TIMEOUT);
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -385,7 +229,7 @@ fn send(p: &BaseProducer<Deliveries>, topic: &str, value: &str) {
 /// Flushes and checks that `n` deliveries so far all succeeded.
 fn flushed(p: &BaseProducer<Deliveries>, d: &Deliveries, n: usize) {
     p.flush(TIMEOUT).expect("flush");
-    eventually("delivery reports", || {
+    eventually(TIMEOUT, "delivery reports", || {
         p.poll(Duration::from_millis(10));
         (d.count() >= n).then_some(())
     });
@@ -413,7 +257,7 @@ fn read_all(c: &BaseConsumer, topic: &str, end: i64) -> Vec<String> {
         .expect("tpl");
     c.assign(&tpl).expect("assign");
     let mut out = Vec::new();
-    eventually(&format!("reading {topic} up to {end}"), || {
+    eventually(TIMEOUT, &format!("reading {topic} up to {end}"), || {
         match c.poll(Duration::from_millis(100)) {
             Some(Ok(m)) => {
                 out.push(String::from_utf8_lossy(m.payload().unwrap_or_default()).into_owned())
@@ -464,7 +308,7 @@ impl Proxy {
                 // Client to broker: remember each request's api key.
                 std::thread::spawn(move || {
                     let (mut from, mut to) = (c2, s2);
-                    while let Some(frame) = read_frame(&mut from) {
+                    while let Ok(frame) = try_read_frame(&mut from) {
                         if frame.len() >= 8 {
                             let key = i16::from_be_bytes([frame[0], frame[1]]);
                             let corr = i32::from_be_bytes([frame[4], frame[5], frame[6], frame[7]]);
@@ -480,7 +324,7 @@ impl Proxy {
                 let (seen, nth, dropped) = (produce_seen.clone(), drop_nth.clone(), d.clone());
                 std::thread::spawn(move || {
                     let (mut from, mut to) = (server, client);
-                    while let Some(frame) = read_frame(&mut from) {
+                    while let Ok(frame) = try_read_frame(&mut from) {
                         let corr = i32::from_be_bytes([frame[0], frame[1], frame[2], frame[3]]);
                         let key = keys.lock().expect("keys").remove(&corr);
                         if key == Some(0) {
@@ -503,27 +347,12 @@ impl Proxy {
     }
 }
 
-fn read_frame(s: &mut TcpStream) -> Option<Vec<u8>> {
-    let mut len = [0u8; 4];
-    s.read_exact(&mut len).ok()?;
-    let n = usize::try_from(i32::from_be_bytes(len)).ok()?;
-    let mut buf = vec![0u8; n];
-    s.read_exact(&mut buf).ok()?;
-    Some(buf)
-}
-
-fn write_frame(s: &mut TcpStream, frame: &[u8]) -> std::io::Result<()> {
-    let mut out = (frame.len() as i32).to_be_bytes().to_vec();
-    out.extend_from_slice(frame);
-    s.write_all(&out)
-}
-
 #[test]
 fn idempotent_producer_retries_are_not_duplicated() {
     let dir = tempfile::tempdir().expect("tempdir");
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind proxy");
     let proxy_addr = listener.local_addr().expect("addr").to_string();
-    let b = EsBroker::start(dir.path(), &["--advertised-listener", &proxy_addr]);
+    let b = common::start(dir.path(), &["--advertised-listener", &proxy_addr]);
     let proxy = Proxy::start(listener, b.addr.clone(), vec![3, 7, 12]);
     create_topics(&proxy.addr, &["idem"]);
     let (p, d) = producer(
@@ -561,7 +390,7 @@ fn idempotent_producer_retries_are_not_duplicated() {
 #[test]
 fn transactions_commit_and_abort_for_read_committed_consumers() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let b = EsBroker::start(dir.path(), &[]);
+    let b = common::start(dir.path(), &[]);
     create_topics(&b.addr, &["txn"]);
     let (p, d) = producer(&b.addr, &[("transactional.id", "txn-basic")]);
     p.init_transactions(TIMEOUT).expect("init_transactions");
@@ -605,7 +434,7 @@ fn transactions_commit_and_abort_for_read_committed_consumers() {
 #[test]
 fn consume_transform_produce_commits_offsets_with_the_transaction() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let b = EsBroker::start(dir.path(), &[]);
+    let b = common::start(dir.path(), &[]);
     create_topics(&b.addr, &["ctp-in", "ctp-out"]);
     let (p, d) = producer(&b.addr, &[]);
     let n = 20usize;
@@ -626,7 +455,7 @@ fn consume_transform_produce_commits_offsets_with_the_transaction() {
     };
     let next_batch = |c: &BaseConsumer, max: usize| -> Vec<String> {
         let mut out = Vec::new();
-        eventually("input records", || {
+        eventually(TIMEOUT, "input records", || {
             if let Some(r) = c.poll(Duration::from_millis(100)) {
                 let m = r.expect("consumer error");
                 out.push(String::from_utf8_lossy(m.payload().unwrap_or_default()).into_owned());
@@ -682,7 +511,7 @@ fn consume_transform_produce_commits_offsets_with_the_transaction() {
 #[test]
 fn sigkill_mid_transaction_aborts_after_timeout_and_keeps_committed_data() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let b = EsBroker::start(dir.path(), &[]);
+    let b = common::start(dir.path(), &[]);
     create_topics(&b.addr, &["k9"]);
     let (p, d) = producer(
         &b.addr,
@@ -706,16 +535,17 @@ fn sigkill_mid_transaction_aborts_after_timeout_and_keeps_committed_data() {
     let mut raw = Raw::connect(&b.addr);
     let (state, pid, epoch) = raw.txn_state("k9-tx");
     assert_eq!(state, "Ongoing");
-    let data = b.kill9();
+    let data = b.kill();
     drop(p);
-    let b = EsBroker::start(&data, &[]);
+    let b = common::start(&data, &[]);
     let mut raw = Raw::connect(&b.addr);
     // The open transaction survives the crash and is aborted once its
     // timeout passes; its producer is fenced.
-    let (after_pid, after_epoch) = eventually("the timed-out transaction to abort", || {
-        let (state, p, e) = raw.txn_state("k9-tx");
-        (state == "CompleteAbort").then_some((p, e))
-    });
+    let (after_pid, after_epoch) =
+        eventually(TIMEOUT, "the timed-out transaction to abort", || {
+            let (state, p, e) = raw.txn_state("k9-tx");
+            (state == "CompleteAbort").then_some((p, e))
+        });
     assert_eq!(after_pid, pid);
     assert!(after_epoch > epoch, "the old producer is fenced");
     let (sp, sd) = producer(&b.addr, &[]);

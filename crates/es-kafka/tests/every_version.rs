@@ -8,12 +8,13 @@
 use std::sync::Arc;
 
 use bytes::{Buf, Bytes, BytesMut};
-use es_kafka::codec::encode::{encode_records, EncodeOptions};
 use es_kafka::handlers;
 use es_kafka::turn::Turn;
-use es_kafka::versions::{advertised, crate_version};
+use es_kafka::versions::advertised;
 use es_kafka::{Broker, BrokerConfig};
-use es_storage::record::{self, RecordIter, RecordMeta};
+use es_storage::record::RecordMeta;
+use es_test_support::batch::KafkaBatch;
+use es_test_support::in_process::{self, call, call_body};
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 
@@ -23,47 +24,6 @@ fn s(v: &str) -> StrBytes {
 
 fn tn(v: &str) -> TopicName {
     TopicName(s(v))
-}
-
-async fn call<Req: Encodable, Resp: Decodable>(
-    b: &Arc<Broker>,
-    key: ApiKey,
-    v: i16,
-    req: &Req,
-) -> Resp {
-    let mut frame = call_body(b, key, v, req).await;
-    let cv = crate_version(key, v);
-    let resp =
-        Resp::decode(&mut frame, cv).unwrap_or_else(|e| panic!("{key:?} v{v} response: {e}"));
-    assert_eq!(frame.remaining(), 0, "{key:?} v{v}: trailing bytes");
-    resp
-}
-
-/// Sends one request and returns the response body after its header. A
-/// version past the crate (`versions::PAST_CRATE`) goes on the wire with
-/// the body of the crate's version of the same shape.
-async fn call_body<Req: Encodable>(b: &Arc<Broker>, key: ApiKey, v: i16, req: &Req) -> Bytes {
-    let mut header = RequestHeader::default();
-    header.request_api_key = key as i16;
-    header.request_api_version = v;
-    header.correlation_id = 1000 + i32::from(v);
-    header.client_id = Some(s("every-version"));
-    let mut buf = BytesMut::new();
-    header
-        .encode(&mut buf, key.request_header_version(v))
-        .unwrap_or_else(|e| panic!("{key:?} v{v} header: {e}"));
-    req.encode(&mut buf, crate_version(key, v))
-        .unwrap_or_else(|e| panic!("{key:?} v{v} request: {e}"));
-    let out = handlers::handle(b.clone(), buf.freeze(), Turn::free())
-        .await
-        .unwrap_or_else(|e| panic!("{key:?} v{v}: {e}"));
-    let mut frame: Bytes = out.unwrap_or_else(|| panic!("{key:?} v{v}: no response"));
-    let size = frame.get_i32() as usize;
-    assert_eq!(size, frame.remaining(), "{key:?} v{v} frame size");
-    let rh = ResponseHeader::decode(&mut frame, key.response_header_version(v))
-        .unwrap_or_else(|e| panic!("{key:?} v{v} response header: {e}"));
-    assert_eq!(rh.correlation_id, 1000 + i32::from(v));
-    frame
 }
 
 fn versions(key: ApiKey) -> std::ops::RangeInclusive<i16> {
@@ -78,45 +38,26 @@ fn versions(key: ApiKey) -> std::ops::RangeInclusive<i16> {
 
 /// One Kafka RecordBatch holding `n` small records.
 fn kafka_batch(n: u64) -> Bytes {
-    let mut disk = Vec::new();
+    let mut batch = KafkaBatch::new();
+    batch.partition_leader_epoch(0);
     for i in 0..n {
-        record::encode(
-            &mut disk,
-            i,
+        batch.record(
             1_700_000_000_000 + i as i64,
             Some(b"k"),
             Some(b"value"),
-            [(&b"h"[..], Some(&b"x"[..]))],
+            &[(&b"h"[..], Some(&b"x"[..]))],
             &RecordMeta::default(),
         );
     }
-    let mut out = Vec::new();
-    let opts = EncodeOptions {
-        compression: Default::default(),
-        log_append_time: false,
-        partition_leader_epoch: 0,
-        max_bytes: 1 << 20,
-    };
-    encode_records(
-        RecordIter::new(&disk).map(|r| r.expect("record")),
-        &mut out,
-        &opts,
-    )
-    .expect("encode");
-    Bytes::from(out)
+    Bytes::from(batch.encode())
 }
 
 async fn broker() -> (tempfile::TempDir, Arc<Broker>) {
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut cfg = BrokerConfig::new(dir.path().join("data"), "127.0.0.1:9092");
+    let mut cfg = in_process::config_in(dir.path(), "127.0.0.1:9092");
     cfg.default_partitions = 1;
-    let b = tokio::task::spawn_blocking(move || Broker::open_running(cfg))
-        .await
-        .expect("join")
-        .expect("open");
-    b.create_topic("t", 1, Default::default(), false)
-        .await
-        .expect("create t");
+    let b = in_process::open_running(cfg).await;
+    in_process::create_topic(&b, "t", 1).await;
     (dir, b)
 }
 
@@ -558,10 +499,7 @@ async fn topics_survive_reopen_with_ids_and_configs() {
     let data = dir.path().join("data");
     let cfg = BrokerConfig::new(data.clone(), "127.0.0.1:9092");
     let c1 = cfg.clone();
-    let b = tokio::task::spawn_blocking(move || Broker::open_running(c1))
-        .await
-        .expect("join")
-        .expect("open");
+    let b = in_process::open_running(c1).await;
     let overrides = [("retention.ms".to_string(), "5".to_string())]
         .into_iter()
         .collect();
@@ -581,10 +519,7 @@ async fn topics_survive_reopen_with_ids_and_configs() {
         .expect("join")
         .expect("close");
     drop(b);
-    let b = tokio::task::spawn_blocking(move || Broker::open_running(cfg))
-        .await
-        .expect("join")
-        .expect("reopen");
+    let b = in_process::open_running(cfg).await;
     let t = b.topic("keep").expect("still there");
     assert_eq!(t.id, id);
     assert_eq!(t.partition_count(), 3);
@@ -659,32 +594,18 @@ async fn acks_zero_answers_nothing_and_closes_on_error() {
 
 /// One Kafka RecordBatch of `n` records compressed with `codec`.
 fn kafka_batch_with(n: u64, codec: es_kafka::codec::Compression) -> Bytes {
-    let mut disk = Vec::new();
-    for i in 0..n {
-        record::encode(
-            &mut disk,
-            i,
+    let mut batch = KafkaBatch::new();
+    batch.partition_leader_epoch(0).compression(codec);
+    for _ in 0..n {
+        batch.record(
             1_700_000_000_000,
             Some(b"k"),
             Some(&[7u8; 200][..]),
-            [],
+            &[],
             &RecordMeta::default(),
         );
     }
-    let mut out = Vec::new();
-    let opts = EncodeOptions {
-        compression: codec,
-        log_append_time: false,
-        partition_leader_epoch: 0,
-        max_bytes: 1 << 20,
-    };
-    encode_records(
-        RecordIter::new(&disk).map(|r| r.expect("record")),
-        &mut out,
-        &opts,
-    )
-    .expect("encode");
-    Bytes::from(out)
+    Bytes::from(batch.encode())
 }
 
 /// The codec bits of the first batch in a fetch response.

@@ -14,6 +14,7 @@ use es_storage::{
     FlushPolicy, Partition, PartitionConfig, RealFs, RecordBatchBuf, RecordIter, RecordMeta,
     StorageError,
 };
+use es_test_support::durable::durable_channel;
 
 fn batch(values: &[Vec<u8>]) -> RecordBatchBuf {
     let mut b = RecordBatchBuf::new();
@@ -490,7 +491,7 @@ fn append_async(
     let announced = p.announce_append();
     let info = p.append(&mut batch(values))?;
     drop(announced);
-    common::durable_channel(p, info.last_offset + 1)
+    durable_channel(p, info.last_offset + 1)
         .recv_timeout(std::time::Duration::from_secs(30))
         .expect("callback ran")?;
     Ok(info)
@@ -556,14 +557,8 @@ fn durability_callbacks_report_a_failed_fsync() {
         Err(StorageError::Fenced(_))
     ));
     // Already fenced: the callback runs at once with the error.
-    let (tx, rx) = std::sync::mpsc::channel();
-    p.when_durable(
-        0,
-        Box::new(move |r| {
-            let _ = tx.send(r.is_err());
-        }),
-    );
-    assert!(rx.recv().expect("called"));
+    let rx = durable_channel(&p, 0);
+    assert!(rx.recv().expect("called").is_err());
 }
 
 #[test]
@@ -583,13 +578,7 @@ fn a_sync_waits_for_an_announced_append_and_covers_it_too() {
     let announced = p.announce_append();
     let a = p.append(&mut batch(&[val(0, 10)])).expect("append a");
     let syncs = fs.sync_count();
-    let (tx, rx) = std::sync::mpsc::channel();
-    p.when_durable(
-        a.last_offset + 1,
-        Box::new(move |r| {
-            let _ = tx.send(r);
-        }),
-    );
+    let rx = durable_channel(&p, a.last_offset + 1);
     assert!(
         rx.recv_timeout(std::time::Duration::from_millis(50))
             .is_err(),
@@ -610,13 +599,7 @@ fn a_sync_waits_for_an_announced_append_and_covers_it_too() {
     .expect("recover");
     assert_eq!(q.log_end_offset(), b.last_offset + 1);
     // And b needs no fsync of its own.
-    let (tx, rx) = std::sync::mpsc::channel();
-    p.when_durable(
-        b.last_offset + 1,
-        Box::new(move |r| {
-            let _ = tx.send(r);
-        }),
-    );
+    let rx = durable_channel(&p, b.last_offset + 1);
     rx.recv().expect("called at once").expect("durable");
     assert_eq!(fs.sync_count() - syncs, 1);
 }

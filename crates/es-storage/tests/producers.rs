@@ -11,10 +11,11 @@ use std::sync::Arc;
 
 use es_storage::simfs::{SimFs, Tear};
 use es_storage::{
-    AppendOutcome, CompactionPolicy, Partition, PartitionConfig, ProducerAppend, ProducerInfo,
-    RecordBatchBuf, RecordMeta, SeqError, StorageError,
+    AppendOutcome, CompactionPolicy, Partition, PartitionConfig, ProducerAppend, RecordBatchBuf,
+    RecordMeta, SeqError, StorageError,
 };
 use es_storage::{Isolation, ReadBuf, RecordIter, Storage};
+use es_test_support::batch::producer_meta;
 
 fn cfg() -> PartitionConfig {
     PartitionConfig {
@@ -26,15 +27,7 @@ fn cfg() -> PartitionConfig {
 fn pbatch(pid: i64, epoch: i16, seq: i32, n: u32, txn: bool) -> (RecordBatchBuf, ProducerAppend) {
     let mut b = RecordBatchBuf::new();
     for i in 0..n {
-        let meta = RecordMeta {
-            producer: Some(ProducerInfo {
-                producer_id: pid,
-                producer_epoch: epoch,
-                sequence: seq + i as i32,
-            }),
-            transactional: txn,
-            control: false,
-        };
+        let meta = producer_meta(pid, epoch, seq + i as i32, txn);
         b.push(
             1,
             None,
@@ -228,15 +221,7 @@ fn idle_producers_expire() {
 
 /// Appends one keyed transactional record of producer `pid`.
 fn txn_record(p: &Partition, pid: i64, seq: i32, key: &[u8], value: &[u8]) {
-    let meta = RecordMeta {
-        producer: Some(ProducerInfo {
-            producer_id: pid,
-            producer_epoch: 0,
-            sequence: seq,
-        }),
-        transactional: true,
-        control: false,
-    };
+    let meta = producer_meta(pid, 0, seq, true);
     let mut b = RecordBatchBuf::new();
     b.push(1, Some(key), Some(value), std::iter::empty(), &meta);
     let a = ProducerAppend {

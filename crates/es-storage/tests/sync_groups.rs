@@ -4,18 +4,16 @@
 //! fences every partition it was to cover. Its own test binary, so that the
 //! pool starts in the grouped mode.
 
-mod common;
-
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{durable_channel, Durable};
 use es_storage::simfs::{SimFs, Tear};
 use es_storage::{
     Partition, PartitionConfig, RecordBatchBuf, RecordMeta, Storage, StorageError, SyncMode,
     SyncPool,
 };
+use es_test_support::durable::{durable_channel, Durable};
 
 const LIMIT: Duration = Duration::from_secs(30);
 

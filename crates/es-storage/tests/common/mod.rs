@@ -1,13 +1,11 @@
-//! Helpers shared by es-storage's test binaries (each includes this module
-//! with `mod common;`).
+//! Helpers shared by es-storage's test binaries only (each includes this
+//! module with `mod common;`). Helpers any crate's tests may share, the
+//! durability channel among them, are in es-test-support.
 
 // Each binary uses some of these helpers, none uses all.
 #![allow(dead_code)]
 
-use std::sync::mpsc::{channel, Receiver};
-use std::sync::Arc;
-
-use es_storage::{Partition, ReadChunk, RecordIter, RecordView, StorageError};
+use es_storage::{Partition, ReadChunk, RecordIter, RecordView};
 
 /// Reads every visible record of `p` from its log start, `max_bytes` per
 /// read, and hands each to `f` with the read it came in. Every record must
@@ -31,21 +29,4 @@ pub fn read_from_start(
             next = r.offset + 1;
         }
     }
-}
-
-/// Where the durability callback of [`durable_channel`] reports.
-pub type Durable = Receiver<Result<(), StorageError>>;
-
-/// Registers for the durability of `p`'s records below `end` with the
-/// non-blocking callback, as the produce path does; the result arrives on
-/// the returned channel.
-pub fn durable_channel(p: &Arc<Partition>, end: u64) -> Durable {
-    let (tx, rx) = channel();
-    p.when_durable(
-        end,
-        Box::new(move |r| {
-            let _ = tx.send(r);
-        }),
-    );
-    rx
 }

@@ -1,0 +1,166 @@
+//! The real `es-broker` binary as a test's broker: started on a free port
+//! (`--listen 127.0.0.1:0`, the address read back from its "listening on"
+//! log line) with a data directory the test owns, its output collected so
+//! that a test can wait for a log line (bounded) and print the log when it
+//! fails, and stopped with SIGTERM (a clean exit is asserted) or SIGKILL.
+//! A broker still running when its handle drops is killed.
+//!
+//! The binary's path comes from the caller: only es-broker's own tests know
+//! it (`env!("CARGO_BIN_EXE_es-broker")`).
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// How long the broker may take to start or stop.
+pub const START_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// What the broker logs once it accepts connections, before its address.
+const LISTENING: &str = "listening on ";
+
+/// A running es-broker.
+pub struct BrokerProcess {
+    child: Option<Child>,
+    pub addr: String,
+    pub data_dir: PathBuf,
+    log: Arc<Mutex<Vec<String>>>,
+    lines: mpsc::Receiver<String>,
+}
+
+impl BrokerProcess {
+    /// Starts the binary `exe` on `data_dir` (which may hold data from an
+    /// earlier run) with the flags `extra` (`--log-level info` unless they
+    /// name a level), and waits until it listens.
+    pub fn start(exe: &Path, data_dir: impl Into<PathBuf>, extra: &[&str]) -> BrokerProcess {
+        let data_dir = data_dir.into();
+        let mut cmd = Command::new(exe);
+        cmd.arg("--data-dir")
+            .arg(&data_dir)
+            .args(["--listen", "127.0.0.1:0"]);
+        if !extra.contains(&"--log-level") {
+            cmd.args(["--log-level", "info"]);
+        }
+        cmd.args(extra);
+        cmd.stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .stdin(Stdio::null());
+        let mut child = cmd.spawn().expect("spawn es-broker");
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let (tx, rx) = mpsc::channel();
+        let outs = [
+            child
+                .stdout
+                .take()
+                .map(|s| Box::new(s) as Box<dyn Read + Send>),
+            child
+                .stderr
+                .take()
+                .map(|s| Box::new(s) as Box<dyn Read + Send>),
+        ];
+        for out in outs.into_iter().flatten() {
+            let tx = tx.clone();
+            let log = log.clone();
+            std::thread::spawn(move || {
+                for line in BufReader::new(out).lines().map_while(Result::ok) {
+                    log.lock().expect("log lock").push(line.clone());
+                    let _ = tx.send(line);
+                }
+            });
+        }
+        let mut b = BrokerProcess {
+            child: Some(child),
+            addr: String::new(),
+            data_dir,
+            log,
+            lines: rx,
+        };
+        let line = b.wait_for_line(LISTENING, START_TIMEOUT);
+        let rest = &line[line.find(LISTENING).expect("marker") + LISTENING.len()..];
+        b.addr = rest.split_whitespace().next().expect("address").to_string();
+        b
+    }
+
+    /// Waits for a log line containing `needle`, failing the test after `timeout`.
+    pub fn wait_for_line(&mut self, needle: &str, timeout: Duration) -> String {
+        self.wait_for_line_opt(needle, timeout).unwrap_or_else(|| {
+            panic!(
+                "no log line with {needle:?} within {timeout:?}; log:\n{}",
+                self.log_text()
+            )
+        })
+    }
+
+    /// Everything the broker logged so far.
+    pub fn log_text(&self) -> String {
+        self.log.lock().map(|l| l.join("\n")).unwrap_or_default()
+    }
+
+    /// The process id (0 once stopped).
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().map_or(0, Child::id)
+    }
+
+    /// Sends SIGTERM and waits for a clean exit; returns the log.
+    pub fn stop(mut self) -> String {
+        let mut child = self.child.take().expect("running");
+        let status = Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status()
+            .expect("kill");
+        assert!(status.success());
+        let deadline = Instant::now() + START_TIMEOUT;
+        loop {
+            if let Some(s) = child.try_wait().expect("wait") {
+                assert!(
+                    s.success(),
+                    "es-broker exited with {s}; log:\n{}",
+                    self.log_text()
+                );
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "es-broker did not stop; log:\n{}",
+                self.log_text()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        // Let the reader threads drain the last lines.
+        let _ = self.wait_for_line_opt("stopped", Duration::from_secs(5));
+        self.log_text()
+    }
+
+    /// SIGKILL: no shutdown work at all. Returns the data directory, for a
+    /// restart on the same data.
+    pub fn kill(mut self) -> PathBuf {
+        if let Some(mut c) = self.child.take() {
+            c.kill().expect("SIGKILL");
+            c.wait().expect("wait");
+        }
+        self.data_dir.clone()
+    }
+
+    fn wait_for_line_opt(&mut self, needle: &str, timeout: Duration) -> Option<String> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(l) if l.contains(needle) => return Some(l),
+                Ok(_) => {}
+                Err(_) => return None,
+            }
+        }
+    }
+}
+
+impl Drop for BrokerProcess {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
