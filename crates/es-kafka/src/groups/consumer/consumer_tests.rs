@@ -3,8 +3,21 @@
 //! through revocation, session and rebalance timeouts, static members,
 //! regex subscriptions, offset checks and request validation.
 
+use bytes::Bytes;
+use kafka_protocol::messages::ConsumerProtocolSubscription;
+
 use super::*;
 use crate::errors::{code, ResponseError};
+
+/// An assignment from a response's list of (topic id, partitions).
+fn to_assignment(list: &[(Uuid, Vec<i32>)]) -> Assignment {
+    let mut a = Assignment::new();
+    for (t, ps) in list {
+        a.entry(*t).or_default().extend(ps.iter().copied());
+    }
+    a.retain(|_, ps| !ps.is_empty());
+    a
+}
 
 pub struct Topics(pub BTreeMap<String, (Uuid, i32)>);
 
