@@ -743,7 +743,10 @@ impl Broker {
                 else {
                     return Ok(None);
                 };
-                slot.log.storage().enforce_retention(&policy, now_ms).map(Some)
+                slot.log
+                    .storage()
+                    .enforce_retention(&policy, now_ms)
+                    .map(Some)
             })
             .unwrap_or(Ok(None))
     }

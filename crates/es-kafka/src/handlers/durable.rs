@@ -13,7 +13,6 @@
 //! later result queued behind it. Measured on a quiet machine, it had not
 //! raised throughput either; see docs/benchmarks.md.)
 
-
 use es_storage::{DurableCallback, StorageError};
 
 use crate::partition_log::PartitionLog;

@@ -163,7 +163,12 @@ mod tests {
         let dir = tempfile::tempdir().expect("tmp");
         let cfg = BrokerConfig::new(dir.path().join("data"), "127.0.0.1:9092");
         let (b, topic) = handlers::wire_client::broker_with_topic(cfg, "t").await;
-        let log = topic.partition(0).expect("partition 0").log.clone();
+        let log = topic
+            .partition(0)
+            .expect("partition 0")
+            .log
+            .storage()
+            .clone();
         let plain = RecordMeta::default();
         let txn = RecordMeta {
             producer: Some(ProducerInfo {
@@ -209,7 +214,12 @@ mod tests {
             );
             assert_eq!(list(&b, v, 1, EARLIEST).await, 0, "v{v} earliest");
         }
-        let log = topic.partition(0).expect("partition 0").log.clone();
+        let log = topic
+            .partition(0)
+            .expect("partition 0")
+            .log
+            .storage()
+            .clone();
         let start = tokio::task::spawn_blocking(move || log.delete_records_before(2))
             .await
             .expect("join")

@@ -722,16 +722,16 @@ mod tests {
     use super::*;
     use es_storage::partition::PartitionConfig;
     use es_storage::record::RecordIter;
-    use es_storage::{ProducerAppend, RealFs, RecordBatchBuf, RecordMeta, Storage};
+    use es_storage::{Partition, ProducerAppend, RealFs, RecordBatchBuf, RecordMeta, Storage};
 
     #[derive(Default)]
-    struct Map(HashMap<(String, i32), Arc<Partition>>);
+    struct Map(HashMap<(String, i32), PartitionLog>);
 
     impl Partitions for Map {
-        fn partition(&self, topic: &str, partition: i32) -> Option<Arc<Partition>> {
+        fn partition(&self, topic: &str, partition: i32) -> Option<PartitionLog> {
             self.0.get(&(topic.to_string(), partition)).cloned()
         }
-        fn for_each_partition(&self, f: &mut dyn FnMut(&Arc<Partition>)) {
+        fn for_each_partition(&self, f: &mut dyn FnMut(&PartitionLog)) {
             for p in self.0.values() {
                 f(p);
             }
@@ -780,7 +780,9 @@ mod tests {
                     PartitionConfig::default(),
                 )
                 .expect("partition");
-                parts.0.insert((t.to_string(), *p), part);
+                parts
+                    .0
+                    .insert((t.to_string(), *p), PartitionLog::local(part));
             }
             Env { dir, parts }
         }
@@ -796,7 +798,11 @@ mod tests {
         }
 
         fn part(&self, t: &str, p: i32) -> Arc<Partition> {
-            self.parts.partition(t, p).expect("partition")
+            self.parts
+                .partition(t, p)
+                .expect("partition")
+                .storage()
+                .clone()
         }
 
         /// Appends one transactional record as the produce path does.
@@ -1165,7 +1171,11 @@ mod tests {
             c.verify_produce("x", pe.0, pe.1, "t", 0).map(|_| ()),
             Err(TxnError::ConcurrentTransactions)
         );
-        let part = parts.partition("t", 0).expect("partition");
+        let part = parts
+            .partition("t", 0)
+            .expect("partition")
+            .storage()
+            .clone();
         let mut buf = RecordBatchBuf::new();
         let meta = RecordMeta {
             producer: Some(es_storage::ProducerInfo {

@@ -690,7 +690,12 @@ mod tests {
         let mut cfg = BrokerConfig::new(dir.join("data"), "127.0.0.1:9092");
         cfg.fetch_read_ahead_bytes = read_ahead;
         let (b, topic) = broker_with_topic(cfg, "t").await;
-        let log = topic.partition(0).expect("partition 0").log.clone();
+        let log = topic
+            .partition(0)
+            .expect("partition 0")
+            .log
+            .storage()
+            .clone();
         // The same records in both brokers: plain ones, with an aborted
         // transaction in the middle for read_committed.
         tokio::task::spawn_blocking(move || {
