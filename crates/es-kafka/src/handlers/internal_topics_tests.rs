@@ -34,13 +34,13 @@ use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 use uuid::Uuid;
 
-use crate::codec::encode::{encode_records, EncodeOptions};
 use crate::errors::{code, ResponseError, NONE};
 use crate::handlers::wire_client::call;
 use crate::topics::CONSUMER_OFFSETS_TOPIC as OFFSETS;
 use crate::versions::advertised;
 use crate::{Broker, BrokerConfig};
-use es_storage::record::{self, RecordIter, RecordMeta};
+use es_storage::record::RecordMeta;
+use es_test_support::batch::KafkaBatch;
 
 fn s(v: &str) -> StrBytes {
     StrBytes::from_string(v.to_string())
@@ -125,30 +125,15 @@ async fn find_group_coordinator(b: &Arc<Broker>, v: i16, group: &str) -> i16 {
 
 /// One valid Kafka batch of one record.
 fn batch() -> Bytes {
-    let mut disk = Vec::new();
-    record::encode(
-        &mut disk,
-        0,
+    let mut b = KafkaBatch::new();
+    b.record(
         1_700_000_000_000,
         None,
         Some(b"v"),
-        std::iter::empty(),
+        &[],
         &RecordMeta::default(),
     );
-    let opts = EncodeOptions {
-        compression: crate::codec::compression::Compression::None,
-        log_append_time: false,
-        partition_leader_epoch: -1,
-        max_bytes: 1 << 20,
-    };
-    let mut out = Vec::new();
-    encode_records(
-        RecordIter::new(&disk).map(|r| r.expect("record")),
-        &mut out,
-        &opts,
-    )
-    .expect("encode");
-    Bytes::from(out)
+    Bytes::from(b.encode())
 }
 
 /// Produce one batch to partition 0, by name (v3-12) or by id (v13).

@@ -22,12 +22,12 @@ use kafka_protocol::messages::txn_offset_commit_request::{
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 
-use crate::codec::encode::{encode_records, EncodeOptions};
 use crate::errors::{code, ResponseError, NONE};
 use crate::handlers::wire_client::call;
 use crate::versions::advertised;
 use crate::{Broker, BrokerConfig};
-use es_storage::record::{self, ProducerInfo, RecordIter, RecordMeta};
+use es_storage::record::RecordIter;
+use es_test_support::batch::{producer_meta, KafkaBatch};
 
 fn s(v: &str) -> StrBytes {
     StrBytes::from_string(v.to_string())
@@ -48,43 +48,19 @@ async fn open(dir: &Path) -> Arc<Broker> {
 /// One Kafka batch of `n` records from producer `pid`/`epoch` starting at
 /// sequence `seq` (the codec encodes stored records back into batches).
 fn batch(pid: i64, epoch: i16, seq: i32, n: u32, transactional: bool) -> Bytes {
-    let mut disk = Vec::new();
+    let mut b = KafkaBatch::new();
     for i in 0..n {
-        let meta = RecordMeta {
-            producer: Some(ProducerInfo {
-                producer_id: pid,
-                producer_epoch: epoch,
-                sequence: seq + i as i32,
-            }),
-            transactional,
-            control: false,
-        };
-        let v = format!("v{}", seq + i as i32);
-        record::encode(
-            &mut disk,
-            u64::from(i),
+        let seq = seq + i as i32;
+        let v = format!("v{seq}");
+        b.record(
             1_700_000_000_000,
             None,
             Some(v.as_bytes()),
-            std::iter::empty(),
-            &meta,
+            &[],
+            &producer_meta(pid, epoch, seq, transactional),
         );
     }
-    let opts = EncodeOptions {
-        compression: crate::codec::compression::Compression::None,
-        log_append_time: false,
-        partition_leader_epoch: -1,
-        max_bytes: 1 << 20,
-    };
-    let mut out = Vec::new();
-    let sum = encode_records(
-        RecordIter::new(&disk).map(|r| r.expect("record")),
-        &mut out,
-        &opts,
-    )
-    .expect("encode");
-    assert_eq!(sum.batches, 1);
-    Bytes::from(out)
+    Bytes::from(b.encode())
 }
 
 /// Produces `records` to `topic`/0; returns (error, base offset).
