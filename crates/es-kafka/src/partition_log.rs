@@ -53,6 +53,17 @@ impl PartitionLog {
         self.0.append_producer(batch, producer)
     }
 
+    /// Like [`PartitionLog::append_producer`] when that needs no disk work
+    /// beyond page-cache writes; None, with nothing changed, when it would
+    /// (see [`Partition::try_append_producer`]). For async workers.
+    pub fn try_append_producer(
+        &self,
+        batch: &mut RecordBatchBuf,
+        producer: Option<&ProducerAppend>,
+    ) -> Result<Option<AppendOutcome>> {
+        self.0.try_append_producer(batch, producer)
+    }
+
     /// Appends a transaction marker (commit or abort) for `producer_id`.
     pub fn append_marker(
         &self,

@@ -552,10 +552,39 @@ impl Partition {
         batch: &mut RecordBatchBuf,
         producer: Option<&ProducerAppend>,
     ) -> Result<AppendOutcome> {
+        self.append_producer_with(batch, producer, false)
+            .and_then(|o| o.ok_or_else(|| StorageError::Invalid("append refused".into())))
+    }
+
+    /// Like [`Partition::append_producer`], but only if the append does no
+    /// disk work beyond its writes into the page cache: no fsync, no file
+    /// creation, rename or directory sync (a roll onto the prepared segment
+    /// is fine; one that must seal the previous roll first, or create its
+    /// files, is not, nor is creating a segment's `.batches` file). Returns
+    /// None, with nothing changed, when the append would need such work:
+    /// call [`Partition::append_producer`] from a thread that may block.
+    /// For callers on an async runtime's worker threads.
+    pub fn try_append_producer(
+        &self,
+        batch: &mut RecordBatchBuf,
+        producer: Option<&ProducerAppend>,
+    ) -> Result<Option<AppendOutcome>> {
+        self.append_producer_with(batch, producer, true)
+    }
+
+    fn append_producer_with(
+        &self,
+        batch: &mut RecordBatchBuf,
+        producer: Option<&ProducerAppend>,
+        only_page_cache: bool,
+    ) -> Result<Option<AppendOutcome>> {
         if batch.is_empty() {
             return Err(StorageError::Invalid("empty append".into()));
         }
         let mut w = self.writer.lock();
+        if only_page_cache && self.append_needs_disk_work(&w, batch) {
+            return Ok(None);
+        }
         if let Some(p) = producer {
             match self.producers.lock().check(p) {
                 Ok(SeqCheck::Fresh) => {}
@@ -563,10 +592,10 @@ impl Partition {
                     base_offset,
                     last_offset,
                 }) => {
-                    return Ok(AppendOutcome::Duplicate(AppendInfo {
+                    return Ok(Some(AppendOutcome::Duplicate(AppendInfo {
                         base_offset,
                         last_offset,
-                    }))
+                    })))
                 }
                 Err(e) => return Err(StorageError::Sequence(e)),
             }
@@ -585,7 +614,31 @@ impl Partition {
         if let Some(hw) = hw {
             self.notify(hw);
         }
-        Ok(AppendOutcome::Appended(info))
+        Ok(Some(AppendOutcome::Appended(info)))
+    }
+
+    /// With the writer lock held: whether appending `batch` now would do
+    /// disk work beyond page-cache writes (see [`Self::try_append_producer`]).
+    fn append_needs_disk_work(&self, w: &Writer, batch: &RecordBatchBuf) -> bool {
+        let active = self.segments.active();
+        let rolls = self.wants_roll(w, &active, batch.bytes_len() as u64, &self.config());
+        if rolls && !self.roll_is_a_swap() {
+            return true;
+        }
+        !batch.produced().is_empty() && (rolls || !active.has_batches_file())
+    }
+
+    /// Whether an append of `bytes_len` bytes rolls the active segment first.
+    fn wants_roll(
+        &self,
+        w: &Writer,
+        active: &Segment,
+        bytes_len: u64,
+        config: &PartitionConfig,
+    ) -> bool {
+        let size = active.valid_len();
+        let age = w.active_created.elapsed().as_millis() as i64;
+        size > 0 && (size + bytes_len > config.segment_bytes || age >= config.segment_ms)
     }
 
     /// Appends a transaction marker (a control record) for `producer_id`.
@@ -720,9 +773,7 @@ impl Partition {
             let w = c.core.written();
             (w.offset, w.segment.clone())
         };
-        let size = active.valid_len();
-        let age = w.active_created.elapsed().as_millis() as i64;
-        if size > 0 && (size + bytes_len > config.segment_bytes || age >= config.segment_ms) {
+        if self.wants_roll(w, &active, bytes_len, &config) {
             active = self.roll(w, base_offset)?;
         }
         let pos0 = active.valid_len();

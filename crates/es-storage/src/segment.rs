@@ -485,6 +485,11 @@ impl Segment {
         Ok(ScanEnd::Done)
     }
 
+    /// Whether the `.batches` file is open (so noting a batch creates no file).
+    pub(crate) fn has_batches_file(&self) -> bool {
+        self.batches_file.lock().file.is_some()
+    }
+
     /// Notes produced batches just appended to this segment in its
     /// `.batches` file (created on first use). Called under the partition's
     /// write lock, after the records' write. The marks are a hint for Fetch:

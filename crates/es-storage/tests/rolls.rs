@@ -159,3 +159,35 @@ fn close_seals_the_last_roll() {
         "the record after the roll survived"
     );
 }
+
+#[test]
+fn try_append_runs_only_appends_that_stay_in_the_page_cache() {
+    let fs = SimFs::new();
+    let dir = PathBuf::from("/data/topics/t/0");
+    let p = Partition::open(&Storage::new(Arc::new(fs.clone())), dir.clone(), cfg()).expect("open");
+    let mut next = fill_to_the_roll(&p);
+    let syncs = fs.sync_count();
+    // A roll onto the prepared segment is fine.
+    let got = p.try_append_producer(&mut one(next), None).expect("append");
+    assert!(got.is_some(), "the swap roll runs");
+    assert_eq!(p.segments().len(), 2);
+    next += 1;
+    // The next roll would first have to seal this one: handed back.
+    loop {
+        let end = p.log_end_offset();
+        match p.try_append_producer(&mut one(next), None).expect("append") {
+            Some(_) => next += 1,
+            None => {
+                assert_eq!(p.log_end_offset(), end, "nothing appended");
+                break;
+            }
+        }
+        assert_eq!(p.segments().len(), 2, "no second roll without a seal");
+    }
+    assert_eq!(fs.sync_count(), syncs, "no fsync on that path");
+    // From a thread that may block, it seals and rolls.
+    let info = p.append(&mut one(next)).expect("blocking append");
+    assert_eq!(info.base_offset, next);
+    assert_eq!(p.segments().len(), 3);
+    assert!(fs.sync_count() > syncs);
+}

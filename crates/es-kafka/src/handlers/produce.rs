@@ -7,10 +7,12 @@
 //!    `max.message.bytes`, Kafka's producer rules, timestamps) into a
 //!    [`RecordBatchBuf`] — concurrently with other requests, on a blocking
 //!    thread only when the request is large;
-//! 3. wait for this connection's [`Turn`], append every partition on a
-//!    blocking thread (one `write` each, a copy into the page cache; a
-//!    segment roll is a pointer swap, its fsyncs run with the next group
-//!    commit), release the turn so the next request may append, and await the group-commit fsync of each partition
+//! 3. wait for this connection's [`Turn`], append every partition (one
+//!    `write` each, a copy into the page cache; a segment roll is a pointer
+//!    swap, its fsyncs run with the next group commit) right here, or on a
+//!    blocking thread when an append would do more disk work than that
+//!    (`Partition::try_append_producer`), release the turn so the next
+//!    request may append, and await the group-commit fsync of each partition
 //!    (`when_durable`: the sync pool runs the fsync and wakes this task; no
 //!    thread blocks) — so appends keep the client's order while fsyncs overlap;
 //! 4. respond (nothing at all for acks=0).
@@ -109,6 +111,13 @@ struct Appended {
 
 /// The outcome of one phase for one partition.
 type Step<T> = Result<T, Refusal>;
+
+/// An append attempt: done (appended or refused), or handed back because
+/// it needs a blocking thread (see `append_one`).
+enum Attempt {
+    Done(Step<Appended>),
+    Blocked(Decoded),
+}
 
 pub async fn handle(
     ctx: &Ctx,
@@ -212,24 +221,54 @@ pub async fn handle(
         blocking(move || decode_all(items)).await?
     };
 
-    // Phase 3: append in connection order, on a blocking thread (one
-    // `write` per partition into the page cache; a segment roll is a pointer
-    // swap, but a write may still wait for the disk under memory pressure),
-    // release the turn, then wait for the group-commit fsyncs without
-    // holding any thread.
+    // Phase 3: append in connection order: here, when an append is only
+    // writes into the page cache (a roll onto the prepared segment
+    // included); on a blocking thread, still in this turn, when it would do
+    // more (seal a previous roll, create a file). Then release the turn and
+    // wait for the group-commit fsyncs without holding any thread.
     turn.wait().await;
     let broker = ctx.broker.clone();
-    let items: Vec<(Head, Step<Appended>)> = blocking(move || {
-        items
-            .into_iter()
-            .map(|(head, step)| {
-                let step = step
-                    .and_then(|d| append_one(&broker, v, transactional_id.as_deref(), &head, d));
-                (head, step)
-            })
-            .collect()
-    })
-    .await?;
+    let mut items: Vec<(Head, Attempt)> = items
+        .into_iter()
+        .map(|(head, step)| {
+            let attempt = match step {
+                Ok(d) => append_one(&broker, v, transactional_id.as_deref(), &head, d, true),
+                Err(r) => Attempt::Done(Err(r)),
+            };
+            (head, attempt)
+        })
+        .collect();
+    if items.iter().any(|(_, a)| matches!(a, Attempt::Blocked(_))) {
+        items = blocking(move || {
+            items
+                .into_iter()
+                .map(|(head, attempt)| {
+                    let attempt = match attempt {
+                        Attempt::Blocked(d) => {
+                            append_one(&broker, v, transactional_id.as_deref(), &head, d, false)
+                        }
+                        done => done,
+                    };
+                    (head, attempt)
+                })
+                .collect()
+        })
+        .await?;
+    }
+    let items: Vec<(Head, Step<Appended>)> = items
+        .into_iter()
+        .map(|(head, attempt)| {
+            let step = match attempt {
+                Attempt::Done(step) => step,
+                // A blocking append never hands its records back.
+                Attempt::Blocked(_) => Err(Refusal::new(
+                    code(ResponseError::UnknownServerError),
+                    "append not run",
+                )),
+            };
+            (head, step)
+        })
+        .collect();
     turn.finish();
     let waits: Vec<Option<Durable>> = items
         .iter()
@@ -327,14 +366,40 @@ fn partition_response(v: i16, partition: i32, step: Step<Appended>) -> Partition
 }
 
 /// Appends one partition's records (the transactional check, LogAppendTime,
-/// the idempotent sequence check and the write).
+/// the idempotent sequence check and the write). With `inline` (on an async
+/// worker) only if the append needs no disk work beyond page-cache writes;
+/// if it would, the decoded records come back untouched in `Err`, to be
+/// appended on a blocking thread.
 fn append_one(
     broker: &Arc<crate::broker::Broker>,
     v: i16,
     transactional_id: Option<&str>,
     head: &Head,
     d: Decoded,
-) -> Step<Appended> {
+    inline: bool,
+) -> Attempt {
+    if d.buf.is_empty() {
+        return Attempt::Done(Ok(Appended {
+            slot: d.slot,
+            base_offset: -1,
+            log_append_time: -1,
+            log_start_offset: -1,
+            end: None,
+        }));
+    }
+    // A transactional batch must belong to its producer's open
+    // transaction; the guard keeps the markers behind this append.
+    let guard = match txn::check_transactional(
+        broker,
+        v,
+        transactional_id,
+        &head.topic_name,
+        head.partition,
+        d.producer.as_ref(),
+    ) {
+        Ok(g) => g,
+        Err((error, message)) => return Attempt::Done(Err(Refusal::new(error, message))),
+    };
     let Decoded {
         slot,
         rules,
@@ -342,26 +407,6 @@ fn append_one(
         producer,
         intent,
     } = d;
-    if buf.is_empty() {
-        return Ok(Appended {
-            slot,
-            base_offset: -1,
-            log_append_time: -1,
-            log_start_offset: -1,
-            end: None,
-        });
-    }
-    // A transactional batch must belong to its producer's open
-    // transaction; the guard keeps the markers behind this append.
-    let guard = txn::check_transactional(
-        broker,
-        v,
-        transactional_id,
-        &head.topic_name,
-        head.partition,
-        producer.as_ref(),
-    )
-    .map_err(|(error, message)| Refusal::new(error, message))?;
     let mut log_append_time = -1;
     if rules.timestamp_type == TimestampType::LogAppendTime {
         let now = broker.clock().now_ms();
@@ -371,10 +416,28 @@ fn append_one(
     // Idempotent batches: the sequence check and the append are one
     // step; a retried batch gets its original offsets (and still
     // waits for durability).
-    let appended = slot.log.append_producer(&mut buf, producer.as_ref());
+    let appended = if inline {
+        match slot.log.try_append_producer(&mut buf, producer.as_ref()) {
+            Ok(Some(outcome)) => Ok(outcome),
+            Ok(None) => {
+                // Needs a blocking thread; the intent stays announced.
+                drop(guard);
+                return Attempt::Blocked(Decoded {
+                    slot,
+                    rules,
+                    buf,
+                    producer,
+                    intent,
+                });
+            }
+            Err(e) => Err(e),
+        }
+    } else {
+        slot.log.append_producer(&mut buf, producer.as_ref())
+    };
     drop(guard);
     drop(intent);
-    match appended {
+    Attempt::Done(match appended {
         Ok(AppendOutcome::Appended(info)) => Ok(Appended {
             base_offset: info.base_offset as i64,
             log_append_time,
@@ -400,7 +463,7 @@ fn append_one(
             tracing::warn!(partition = head.partition, error = %e, "append failed");
             Err(Refusal::new(storage_error_code(&e), e.to_string()))
         }
-    }
+    })
 }
 
 /// Decodes and validates one partition's records into a storage buffer.

@@ -106,6 +106,13 @@ impl Partition {
         Ok(seg)
     }
 
+    /// Whether a roll now would be only the pointer swap: the next
+    /// segment's files are prepared and the last roll is sealed.
+    pub(super) fn roll_is_a_swap(&self) -> bool {
+        let r = self.rolls.lock();
+        r.pending.is_none() && r.prepared.is_some() && r.failed.is_none()
+    }
+
     /// Seals the last roll's old segment if it is not sealed yet (see the
     /// module documentation). A failure fences the partition, and this
     /// returns it again on every later call.
