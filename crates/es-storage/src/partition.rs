@@ -552,8 +552,8 @@ impl Partition {
         batch: &mut RecordBatchBuf,
         producer: Option<&ProducerAppend>,
     ) -> Result<AppendOutcome> {
-        self.append_producer_with(batch, producer, false)
-            .and_then(|o| o.ok_or_else(|| StorageError::Invalid("append refused".into())))
+        let w = self.lock_for_append(batch)?;
+        self.append_producer_locked(w, batch, producer)
     }
 
     /// Like [`Partition::append_producer`], but only if the append does no
@@ -569,22 +569,32 @@ impl Partition {
         batch: &mut RecordBatchBuf,
         producer: Option<&ProducerAppend>,
     ) -> Result<Option<AppendOutcome>> {
-        self.append_producer_with(batch, producer, true)
+        let w = self.lock_for_append(batch)?;
+        if self.append_needs_disk_work(&w, batch) {
+            return Ok(None);
+        }
+        self.append_producer_locked(w, batch, producer).map(Some)
     }
 
-    fn append_producer_with(
+    /// Refuses an empty append, then takes the writer lock.
+    fn lock_for_append(
         &self,
-        batch: &mut RecordBatchBuf,
-        producer: Option<&ProducerAppend>,
-        only_page_cache: bool,
-    ) -> Result<Option<AppendOutcome>> {
+        batch: &RecordBatchBuf,
+    ) -> Result<parking_lot::MutexGuard<'_, Writer>> {
         if batch.is_empty() {
             return Err(StorageError::Invalid("empty append".into()));
         }
-        let mut w = self.writer.lock();
-        if only_page_cache && self.append_needs_disk_work(&w, batch) {
-            return Ok(None);
-        }
+        Ok(self.writer.lock())
+    }
+
+    /// The sequence check, the write and the producer state update, with
+    /// the writer lock `w` held; releases it before notifying readers.
+    fn append_producer_locked(
+        &self,
+        mut w: parking_lot::MutexGuard<'_, Writer>,
+        batch: &mut RecordBatchBuf,
+        producer: Option<&ProducerAppend>,
+    ) -> Result<AppendOutcome> {
         if let Some(p) = producer {
             match self.producers.lock().check(p) {
                 Ok(SeqCheck::Fresh) => {}
@@ -592,10 +602,10 @@ impl Partition {
                     base_offset,
                     last_offset,
                 }) => {
-                    return Ok(Some(AppendOutcome::Duplicate(AppendInfo {
+                    return Ok(AppendOutcome::Duplicate(AppendInfo {
                         base_offset,
                         last_offset,
-                    })))
+                    }))
                 }
                 Err(e) => return Err(StorageError::Sequence(e)),
             }
@@ -614,7 +624,7 @@ impl Partition {
         if let Some(hw) = hw {
             self.notify(hw);
         }
-        Ok(Some(AppendOutcome::Appended(info)))
+        Ok(AppendOutcome::Appended(info))
     }
 
     /// With the writer lock held: whether appending `batch` now would do

@@ -264,7 +264,7 @@ fn serve(pool: &Shared, batch: Vec<Arc<Partition>>) {
         }
     }
     // A partition's pending seal comes before the sync that covers its new
-    // segment (see `Partition::sync_mark`); one that fails fences it.
+    // segment (as in `Partition::sync_mark`); one that fails fences it.
     claimed.retain(|(p, mark)| match p.finish_roll() {
         Ok(()) => true,
         Err(e) => {
@@ -274,7 +274,7 @@ fn serve(pool: &Shared, batch: Vec<Arc<Partition>>) {
     });
     let res = match claimed.as_slice() {
         [] => return,
-        [(p, mark)] => p.sync_mark(mark),
+        [(_, mark)] => mark.sync_data(),
         [(_, mark), ..] => mark.sync_filesystem(),
     };
     for (p, mark) in claimed {
