@@ -824,10 +824,7 @@ def malformed(t):
                "unsupported_version": 14, "produce_bad_records_size": 9}.get(name, 12)
         if api == 18:
             ver = 0  # its answer is decoded as v0
-        # oversized_compact_array aborts es (the kafka-protocol crate sizes a Vec from the wire
-        # count before decoding); it stays out of the quick form CI runs until es survives it.
-        out.append(Case(f"malformed.{name}", api, ver, raw=raw, timeout=5,
-                        quick=name != "oversized_compact_array"))
+        out.append(Case(f"malformed.{name}", api, ver, raw=raw, timeout=5))
     return out
 
 

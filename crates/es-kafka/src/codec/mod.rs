@@ -8,12 +8,18 @@
 //! - [`encode`]: encoding stored records as RecordBatch v2 for Fetch.
 //! - [`compression`]: the gzip/snappy/lz4/zstd codecs with bounded output.
 //! - [`varint`]: Kafka's zigzag varints.
+//! - [`shape`]: the bounds check every request body passes before the
+//!   kafka-protocol crate decodes it, by the table in [`request_shapes`]
+//!   (generated from Kafka's message specs).
 
 pub mod batch;
 pub mod compression;
 pub mod encode;
 pub mod fetch_response;
 pub mod frame;
+#[rustfmt::skip]
+pub mod request_shapes;
+pub mod shape;
 pub mod varint;
 
 pub use batch::{decode_batches, BatchDecoder, BatchError, BatchSummary, DecodeLimits};

@@ -257,6 +257,15 @@ pub async fn handle_from(
                     version,
                     detail: format!("{e:#}"),
                 })?;
+            // No count or length in the body is trusted before it is held
+            // against the bytes that follow it (codec::shape).
+            crate::codec::shape::check_request(key as i16, version, &body).map_err(|e| {
+                CloseReason::MalformedRequest {
+                    key,
+                    version,
+                    detail: e.to_string(),
+                }
+            })?;
             let ctx = Ctx {
                 broker,
                 key,
@@ -490,6 +499,26 @@ mod tests {
                 })
             ),
             "{cut:?}"
+        );
+        // Metadata v12 (header v2) whose topics array claims 2^32 - 3
+        // entries: refused before the crate sizes a Vec by it (this request
+        // once aborted the broker).
+        let mut rest = BytesMut::new();
+        rest.put_i16(5);
+        rest.put_slice(b"tests");
+        rest.put_u8(0); // no header tags
+        rest.put_slice(&[0xfe, 0xff, 0xff, 0xff, 0x0f, 0, 0, 0]);
+        let huge = handle(broker.clone(), frame(3, 12, &rest), Turn::free()).await;
+        assert!(
+            matches!(
+                &huge,
+                Err(CloseReason::MalformedRequest {
+                    key: ApiKey::Metadata,
+                    version: 12,
+                    detail,
+                }) if detail.starts_with("topics: 4294967293 elements")
+            ),
+            "{huge:?}"
         );
         assert!(!CloseReason::UnknownApiKey { key: 1, version: 0 }.is_broker_fault());
         assert!(CloseReason::NoHandler { key: ApiKey::Fetch }.is_broker_fault());

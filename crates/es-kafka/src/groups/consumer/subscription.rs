@@ -25,6 +25,10 @@ pub fn subscription_topics(metadata: &Bytes) -> Option<Vec<String>> {
         return None;
     }
     let _version = buf.get_i16();
+    // The bytes are the client's: bound every count before the crate sizes
+    // a Vec by it (codec::shape).
+    let shape = crate::codec::shape::data("ConsumerProtocolSubscription")?;
+    crate::codec::shape::check(shape, 0, &buf).ok()?;
     let s = ConsumerProtocolSubscription::decode(&mut buf, 0).ok()?;
     Some(s.topics.into_iter().map(|t| t.to_string()).collect())
 }

@@ -1,0 +1,334 @@
+//! Tests of the pre-decode bounds check: the generated table agrees with the
+//! kafka-protocol crate's encoding at every served version, and hostile
+//! counts and lengths are refused before anything is allocated.
+
+use bytes::{BufMut, Bytes, BytesMut};
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic, ForgottenTopic};
+use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::{Encodable, StrBytes};
+
+use super::*;
+use crate::versions::{self, PRODUCE_SERVED_MIN};
+
+fn encode<T: Encodable>(msg: &T, version: i16) -> Vec<u8> {
+    let mut buf = BytesMut::new();
+    msg.encode(&mut buf, version).expect("encodes");
+    buf.to_vec()
+}
+
+/// The default request of every served API, encoded by the crate.
+fn default_request(key: ApiKey, crate_version: i16) -> Option<Vec<u8>> {
+    macro_rules! by_key {
+        ($($k:ident => $t:ty),* $(,)?) => {
+            match key {
+                $(ApiKey::$k => Some(encode(&<$t>::default(), crate_version)),)*
+                _ => None,
+            }
+        };
+    }
+    by_key! {
+        Produce => ProduceRequest, Fetch => FetchRequest, ListOffsets => ListOffsetsRequest,
+        Metadata => MetadataRequest, OffsetCommit => OffsetCommitRequest,
+        OffsetFetch => OffsetFetchRequest, FindCoordinator => FindCoordinatorRequest,
+        JoinGroup => JoinGroupRequest, Heartbeat => HeartbeatRequest,
+        LeaveGroup => LeaveGroupRequest, SyncGroup => SyncGroupRequest,
+        DescribeGroups => DescribeGroupsRequest, ListGroups => ListGroupsRequest,
+        ApiVersions => ApiVersionsRequest, CreateTopics => CreateTopicsRequest,
+        DeleteTopics => DeleteTopicsRequest, DeleteRecords => DeleteRecordsRequest,
+        InitProducerId => InitProducerIdRequest,
+        OffsetForLeaderEpoch => OffsetForLeaderEpochRequest,
+        AddPartitionsToTxn => AddPartitionsToTxnRequest,
+        AddOffsetsToTxn => AddOffsetsToTxnRequest, EndTxn => EndTxnRequest,
+        TxnOffsetCommit => TxnOffsetCommitRequest, DescribeAcls => DescribeAclsRequest,
+        CreateAcls => CreateAclsRequest, DeleteAcls => DeleteAclsRequest,
+        DescribeConfigs => DescribeConfigsRequest, AlterConfigs => AlterConfigsRequest,
+        AlterReplicaLogDirs => AlterReplicaLogDirsRequest,
+        DescribeLogDirs => DescribeLogDirsRequest, CreatePartitions => CreatePartitionsRequest,
+        DeleteGroups => DeleteGroupsRequest, ElectLeaders => ElectLeadersRequest,
+        IncrementalAlterConfigs => IncrementalAlterConfigsRequest,
+        AlterPartitionReassignments => AlterPartitionReassignmentsRequest,
+        ListPartitionReassignments => ListPartitionReassignmentsRequest,
+        OffsetDelete => OffsetDeleteRequest, DescribeQuorum => DescribeQuorumRequest,
+        DescribeCluster => DescribeClusterRequest, DescribeProducers => DescribeProducersRequest,
+        DescribeTransactions => DescribeTransactionsRequest,
+        ListTransactions => ListTransactionsRequest,
+        ConsumerGroupHeartbeat => ConsumerGroupHeartbeatRequest,
+        ConsumerGroupDescribe => ConsumerGroupDescribeRequest,
+        ListConfigResources => ListConfigResourcesRequest,
+        DescribeTopicPartitions => DescribeTopicPartitionsRequest,
+    }
+}
+
+fn served() -> impl Iterator<Item = (ApiKey, i16)> {
+    versions::SUPPORTED.iter().flat_map(|a| {
+        (a.min..=a.max)
+            .filter(move |&v| a.key != ApiKey::Produce || v >= PRODUCE_SERVED_MIN)
+            .map(move |v| (a.key, v))
+    })
+}
+
+#[test]
+fn every_served_version_has_a_shape() {
+    for (key, v) in served() {
+        let m = request(key as i16).unwrap_or_else(|| panic!("{key:?} has no shape"));
+        assert!(m.valid.contains(v), "{key:?} v{v} is outside {:?}", m.valid);
+    }
+}
+
+/// The table and the crate agree on layout: the crate's encoding of every
+/// served API's default request walks to exactly its end.
+#[test]
+fn default_requests_walk_to_their_end() {
+    for (key, v) in served() {
+        let body = default_request(key, versions::crate_version(key, v))
+            .unwrap_or_else(|| panic!("no default request for {key:?}"));
+        assert_eq!(
+            check_request(key as i16, v, &body),
+            Ok(body.len()),
+            "{key:?} v{v}"
+        );
+    }
+}
+
+fn metadata_with_topics(n: usize) -> MetadataRequest {
+    let mut m = MetadataRequest::default();
+    m.topics = Some(
+        (0..n)
+            .map(|i| {
+                let mut t = MetadataRequestTopic::default();
+                t.name = Some(TopicName(StrBytes::from_string(format!("topic-{i}"))));
+                t
+            })
+            .collect(),
+    );
+    m
+}
+
+fn produce_request() -> ProduceRequest {
+    let mut p = PartitionProduceData::default();
+    p.index = 2;
+    p.records = Some(Bytes::from_static(&[7u8; 61]));
+    let mut t = TopicProduceData::default();
+    t.name = TopicName(StrBytes::from_static_str("orders"));
+    t.partition_data = vec![p.clone(), p];
+    let mut r = ProduceRequest::default();
+    r.acks = -1;
+    r.timeout_ms = 30_000;
+    r.transactional_id = Some(TransactionalId(StrBytes::from_static_str("tx")));
+    r.topic_data = vec![t];
+    r
+}
+
+fn fetch_request(v: i16) -> FetchRequest {
+    let mut p = FetchPartition::default();
+    p.partition = 1;
+    p.fetch_offset = 42;
+    p.partition_max_bytes = 1 << 20;
+    let mut t = FetchTopic::default();
+    t.topic = TopicName(StrBytes::from_static_str("orders"));
+    t.partitions = vec![p.clone(), p];
+    let mut f = ForgottenTopic::default();
+    f.topic = TopicName(StrBytes::from_static_str("old"));
+    f.partitions = vec![0, 1, 2];
+    let mut r = FetchRequest::default();
+    r.max_wait_ms = 500;
+    r.topics = vec![t];
+    if v >= 7 {
+        r.session_id = 7;
+        r.session_epoch = 1;
+        r.forgotten_topics_data = vec![f];
+    }
+    if v >= 11 {
+        r.rack_id = StrBytes::from_static_str("rack-a");
+    }
+    if v >= 12 {
+        // A tagged field: walked inside its declared size.
+        r.cluster_id = Some(StrBytes::from_static_str("cluster"));
+    }
+    r
+}
+
+/// Requests with nested arrays, byte strings and tagged fields walk to
+/// their end at every served version.
+#[test]
+fn populated_requests_walk_to_their_end() {
+    for v in PRODUCE_SERVED_MIN..=versions::advertised(ApiKey::Produce).expect("produce").max {
+        let body = encode(&produce_request(), v);
+        assert_eq!(check_request(0, v, &body), Ok(body.len()), "Produce v{v}");
+    }
+    let fetch = versions::advertised(ApiKey::Fetch).expect("fetch");
+    for v in fetch.min..=fetch.max {
+        let r = fetch_request(v);
+        let body = encode(&r, v);
+        assert_eq!(check_request(1, v, &body), Ok(body.len()), "Fetch v{v}");
+    }
+    for v in 0..=13 {
+        let body = encode(&metadata_with_topics(3), v);
+        assert_eq!(check_request(3, v, &body), Ok(body.len()), "Metadata v{v}");
+    }
+}
+
+/// The request that aborted es: Metadata v12 whose topics array claims
+/// 4,294,967,294 entries in a handful of bytes.
+#[test]
+fn an_oversized_compact_array_is_refused() {
+    let mut body = vec![0xfe, 0xff, 0xff, 0xff, 0x0f]; // uvarint 2^32 - 2: 2^32 - 3 topics
+    body.extend_from_slice(&[0, 0, 0]); // allow auto-creation, include ops, tags
+    let e = check_request(3, 12, &body).expect_err("refused");
+    assert_eq!(e.field, "topics");
+    assert!(
+        matches!(
+            e.problem,
+            Problem::ArrayTooLong {
+                count: 4_294_967_293,
+                ..
+            }
+        ),
+        "{e}"
+    );
+}
+
+#[test]
+fn an_oversized_array_is_refused() {
+    // Metadata v1: i32 count, then one topic of two bytes' length prefix.
+    let mut body = BytesMut::new();
+    body.put_i32(i32::MAX);
+    body.put_i16(1);
+    body.put_u8(b'a');
+    let e = check_request(3, 1, &body).expect_err("refused");
+    assert!(matches!(e.problem, Problem::ArrayTooLong { .. }), "{e}");
+    // Two topics claimed, each at least two bytes, three bytes present.
+    let mut body = BytesMut::new();
+    body.put_i32(2);
+    body.put_i16(1);
+    body.put_u8(b'a');
+    let e = check_request(3, 1, &body).expect_err("refused");
+    assert!(
+        matches!(
+            e.problem,
+            Problem::ArrayTooLong {
+                count: 2,
+                element_bytes: 2,
+                remaining: 3
+            }
+        ),
+        "{e}"
+    );
+}
+
+#[test]
+fn lengths_past_the_end_negative_lengths_and_long_varints_are_refused() {
+    // DeleteGroups v0: a one-element array of a string claiming 300 bytes.
+    let mut body = BytesMut::new();
+    body.put_i32(1);
+    body.put_i16(300);
+    body.put_slice(b"short");
+    let e = check_request(42, 0, &body).expect_err("refused");
+    assert!(
+        matches!(
+            e.problem,
+            Problem::TooLong {
+                length: 300,
+                remaining: 5
+            }
+        ),
+        "{e}"
+    );
+
+    let mut body = BytesMut::new();
+    body.put_i32(1);
+    body.put_i16(-2);
+    let e = check_request(42, 0, &body).expect_err("refused");
+    assert_eq!(e.problem, Problem::NegativeLength(-2));
+
+    // DeleteGroups v2 (flexible): a six-byte varint count.
+    let body = [0x81, 0x80, 0x80, 0x80, 0x80, 0x00];
+    let e = check_request(42, 2, &body).expect_err("refused");
+    assert_eq!(e.problem, Problem::BadVarint);
+
+    // Produce v9: a record set claiming 2^31 - 2 bytes.
+    let mut body = BytesMut::new();
+    body.put_u8(0); // null transactional id
+    body.put_i16(-1);
+    body.put_i32(1000);
+    body.put_u8(2); // one topic
+    body.put_u8(2);
+    body.put_u8(b't');
+    body.put_u8(2); // one partition
+    body.put_i32(0);
+    body.put_slice(&[0xff, 0xff, 0xff, 0xff, 0x07]);
+    let e = check_request(0, 9, &body).expect_err("refused");
+    assert_eq!(e.field, "records");
+    assert!(matches!(e.problem, Problem::TooLong { .. }), "{e}");
+}
+
+/// A known tagged field is walked within its declared size: an array
+/// inside it cannot claim the bytes after it.
+#[test]
+fn a_known_tagged_field_is_held_to_its_size() {
+    // Fetch v15's cluster id is tag 0 of the top-level struct, a compact
+    // nullable string.
+    let r = fetch_request(15);
+    let good = encode(&r, 15);
+    assert_eq!(check_request(1, 15, &good), Ok(good.len()));
+    // The same request with its tagged section replaced by one tag-0 field
+    // of declared size 2 whose string claims 100 bytes.
+    let mut r2 = r.clone();
+    r2.cluster_id = None;
+    let mut body = encode(&r2, 15);
+    assert_eq!(body.pop(), Some(0), "no top-level tags");
+    body.extend_from_slice(&[1, 0, 2, 101, b'x']);
+    let e = check_request(1, 15, &body).expect_err("refused");
+    assert_eq!(e.field, "cluster_id");
+    assert!(
+        matches!(
+            e.problem,
+            Problem::TooLong {
+                length: 100,
+                remaining: 1
+            }
+        ),
+        "{e}"
+    );
+}
+
+/// Every prefix of a valid request is either refused or walks within its
+/// bounds; nothing panics.
+#[test]
+fn every_truncation_is_refused_without_panicking() {
+    let cases: Vec<(i16, i16, Vec<u8>)> = vec![
+        (0, 9, encode(&produce_request(), 9)),
+        (0, 3, encode(&produce_request(), 3)),
+        (1, 15, encode(&fetch_request(15), 15)),
+        (1, 4, encode(&fetch_request(4), 4)),
+        (3, 12, encode(&metadata_with_topics(4), 12)),
+        (3, 4, encode(&metadata_with_topics(4), 4)),
+    ];
+    for (key, v, body) in cases {
+        for cut in 0..body.len() {
+            let r = check_request(key, v, &body[..cut]);
+            assert!(
+                r.is_err(),
+                "api {key} v{v} cut at {cut} of {} passed",
+                body.len()
+            );
+        }
+    }
+}
+
+#[test]
+fn the_consumer_subscription_is_checked_too() {
+    let shape = data("ConsumerProtocolSubscription").expect("spec");
+    let mut s = ConsumerProtocolSubscription::default();
+    s.topics = vec![
+        StrBytes::from_static_str("a"),
+        StrBytes::from_static_str("bb"),
+    ];
+    let body = encode(&s, 0);
+    assert_eq!(check(shape, 0, &body), Ok(body.len()));
+    let mut hostile = BytesMut::new();
+    hostile.put_i32(i32::MAX);
+    assert!(check(shape, 0, &hostile).is_err());
+}
