@@ -65,6 +65,10 @@ SORTED = [
 
 # (case regex, diff path regex, reason): differences es keeps on purpose (see FINDINGS.md).
 ALLOWED = [
+    # -- protocol-wide (framing, header, strings, ApiVersions) --
+    # -- admin and metadata --
+    # -- groups --
+    # -- data and transactions --
 ]
 
 _compiled = [(re.compile(a), re.compile(p), act, why) for a, p, act, why in NORMALISE]
