@@ -21,6 +21,16 @@
 //! most the body's size times (in-memory size / smallest wire size) of its
 //! element, a small constant. It checks layout only: nullability, value
 //! ranges and meanings stay with the crate and the handlers.
+//!
+//! Strings that are not valid UTF-8 are the one thing the walk repairs
+//! rather than refuses. Kafka reads every string with Java's
+//! `new String(bytes, UTF_8)`, which replaces each malformed sequence with
+//! U+FFFD and answers the request (a topic named "\u{FFFD}(" is unknown,
+//! a group id so named is just a group id); the crate refuses the whole
+//! request instead. [`check_frame`] therefore returns a copy of the frame
+//! with each such string replaced by its lossy decoding (its length prefix,
+//! and the size of any tagged field around it, rewritten), so es answers
+//! as Kafka does. Valid requests are never copied.
 
 use std::fmt;
 
@@ -151,6 +161,7 @@ pub fn data(name: &str) -> Option<&'static Message> {
 /// Checks a request body (the bytes after the request header) of `api_key`
 /// at `version`. Returns how many bytes the body's fields take; an api key
 /// without a spec passes unchecked (0), as there is no layout to hold it to.
+/// Invalid UTF-8 in a string is not an error here (see [`check_frame`]).
 pub fn check_request(api_key: i16, version: i16, body: &[u8]) -> Result<usize, ShapeError> {
     match request(api_key) {
         Some(m) => check(m, version, body),
@@ -160,18 +171,90 @@ pub fn check_request(api_key: i16, version: i16, body: &[u8]) -> Result<usize, S
 
 /// Checks `body` against `message` at `version`; see [`check_request`].
 pub fn check(message: &Message, version: i16, body: &[u8]) -> Result<usize, ShapeError> {
-    let mut cur = Cursor { buf: body, pos: 0 };
-    let flexible = message.flexible.contains(version);
-    walk_struct(message.fields, version, flexible, &mut cur)?;
-    Ok(cur.pos)
+    let mut w = Walk::new(body, 0);
+    w.message(message, version)?;
+    Ok(w.pos)
 }
 
-struct Cursor<'a> {
+/// Checks a whole request frame (header and body, after the size prefix)
+/// of `api_key` at `version`, whose header has `header_version`. `Ok(None)`:
+/// the frame is sound as it is. `Ok(Some(copy))`: sound once its strings
+/// that are not valid UTF-8 are replaced by their lossy decoding, as Kafka
+/// reads them; decode the copy instead.
+pub fn check_frame(
+    frame: &[u8],
+    api_key: i16,
+    version: i16,
+    header_version: i16,
+) -> Result<Option<Vec<u8>>, ShapeError> {
+    let mut w = Walk::new(frame, 0);
+    w.take(REQUEST_HEADER_PREFIX_BYTES, "request header")?;
+    // client_id is a nullable string with an int16 length in every header
+    // version (KIP-482 kept it so, for ApiVersions' sake).
+    w.string(false, "client_id")?;
+    if header_version >= 2 {
+        w.tagged(&[], version)?;
+    }
+    if let Some(m) = request(api_key) {
+        w.message(m, version)?;
+    }
+    Ok(w.repaired())
+}
+
+/// api_key i16 + api_version i16 + correlation_id i32.
+const REQUEST_HEADER_PREFIX_BYTES: usize = super::frame::REQUEST_HEADER_PREFIX_BYTES;
+
+/// A replacement of `frame[start..end]` by `bytes`.
+#[derive(Debug)]
+struct Patch {
+    start: usize,
+    end: usize,
+    bytes: Vec<u8>,
+}
+
+impl Patch {
+    fn growth(&self) -> i64 {
+        self.bytes.len() as i64 - (self.end - self.start) as i64
+    }
+}
+
+/// A walk over `buf`, whose first byte is at `base` in the whole frame;
+/// the patches (absolute positions) that repair its strings.
+struct Walk<'a> {
     buf: &'a [u8],
+    base: usize,
     pos: usize,
+    patches: Vec<Patch>,
 }
 
-impl<'a> Cursor<'a> {
+impl<'a> Walk<'a> {
+    fn new(buf: &'a [u8], base: usize) -> Self {
+        Walk {
+            buf,
+            base,
+            pos: 0,
+            patches: Vec::new(),
+        }
+    }
+
+    /// The frame with every patch applied, if there is any.
+    fn repaired(mut self) -> Option<Vec<u8>> {
+        if self.patches.is_empty() {
+            return None;
+        }
+        self.patches.sort_by_key(|p| p.start);
+        let growth: i64 = self.patches.iter().map(Patch::growth).sum();
+        let mut out = Vec::with_capacity((self.buf.len() as i64 + growth.max(0)) as usize);
+        let mut at = 0;
+        for p in &self.patches {
+            out.extend_from_slice(&self.buf[at..p.start]);
+            out.extend_from_slice(&p.bytes);
+            at = p.end;
+        }
+        out.extend_from_slice(&self.buf[at..]);
+        Some(out)
+    }
+
     fn remaining(&self) -> usize {
         self.buf.len() - self.pos
     }
@@ -225,13 +308,10 @@ impl<'a> Cursor<'a> {
         }
     }
 
-    fn skip_len(&mut self, len: u64, field: &'static str) -> Result<(), ShapeError> {
+    fn skip_len(&mut self, len: u64, field: &'static str) -> Result<&'a [u8], ShapeError> {
         let remaining = self.remaining();
         match usize::try_from(len) {
-            Ok(n) if n <= remaining => {
-                self.pos += n;
-                Ok(())
-            }
+            Ok(n) if n <= remaining => self.take(n, field),
             _ => Err(err(
                 field,
                 Problem::TooLong {
@@ -241,99 +321,157 @@ impl<'a> Cursor<'a> {
             )),
         }
     }
+
+    /// A string; one that is not UTF-8 gets a patch to its lossy decoding.
+    fn string(&mut self, flexible: bool, field: &'static str) -> Result<(), ShapeError> {
+        let start = self.pos;
+        let Some(len) = self.length(flexible, 2, field)? else {
+            return Ok(());
+        };
+        let raw = self.skip_len(len, field)?;
+        if std::str::from_utf8(raw).is_err() {
+            let text = String::from_utf8_lossy(raw);
+            let mut bytes = Vec::with_capacity(text.len() + 5);
+            if flexible {
+                put_uvarint(&mut bytes, text.len() as u64 + 1);
+            } else {
+                // Each malformed byte may become three: past an int16
+                // length, the request cannot be answered as Kafka would.
+                let n = i16::try_from(text.len()).map_err(|_| {
+                    err(
+                        field,
+                        Problem::TooLong {
+                            length: text.len() as u64,
+                            remaining: i16::MAX as usize,
+                        },
+                    )
+                })?;
+                bytes.extend_from_slice(&n.to_be_bytes());
+            }
+            bytes.extend_from_slice(text.as_bytes());
+            self.patches.push(Patch {
+                start: self.base + start,
+                end: self.base + self.pos,
+                bytes,
+            });
+        }
+        Ok(())
+    }
+
+    fn message(&mut self, message: &Message, version: i16) -> Result<(), ShapeError> {
+        let flexible = message.flexible.contains(version);
+        self.walk_struct(message.fields, version, flexible)
+    }
+
+    fn walk_struct(
+        &mut self,
+        fields: &'static [Field],
+        v: i16,
+        flexible: bool,
+    ) -> Result<(), ShapeError> {
+        for f in fields {
+            if !f.versions.contains(v) || (flexible && f.tagged_at(v)) {
+                continue;
+            }
+            self.field(f, v, flexible)?;
+        }
+        if flexible {
+            self.tagged(fields, v)?;
+        }
+        Ok(())
+    }
+
+    /// The tagged-field section: a count, then (tag, size, value) each.
+    /// Known tags are walked inside their declared size; unknown ones are
+    /// skipped.
+    fn tagged(&mut self, fields: &'static [Field], v: i16) -> Result<(), ShapeError> {
+        const SECTION: &str = "tagged fields";
+        let count = self.uvarint(SECTION)?;
+        // Each tagged field takes at least two bytes (tag and size).
+        check_count(count, 2, self.remaining(), SECTION)?;
+        for _ in 0..count {
+            let tag = self.uvarint(SECTION)?;
+            let size_at = self.pos;
+            let size = self.uvarint(SECTION)?;
+            let value_at = self.pos;
+            let value = self.skip_len(size, SECTION)?;
+            let known = fields.iter().find(|f| {
+                f.versions.contains(v)
+                    && f.tagged_at(v)
+                    && f.tag.map(|t| u64::from(t.0)) == Some(tag)
+            });
+            if let Some(f) = known {
+                let mut inner = Walk::new(value, self.base + value_at);
+                inner.field(f, v, true)?;
+                let growth: i64 = inner.patches.iter().map(Patch::growth).sum();
+                if growth != 0 {
+                    // The value's size changes with the strings in it.
+                    let mut bytes = Vec::with_capacity(5);
+                    put_uvarint(&mut bytes, (size as i64 + growth).unsigned_abs());
+                    self.patches.push(Patch {
+                        start: self.base + size_at,
+                        end: self.base + value_at,
+                        bytes,
+                    });
+                }
+                self.patches.append(&mut inner.patches);
+            }
+        }
+        Ok(())
+    }
+
+    fn field(&mut self, f: &Field, v: i16, flexible: bool) -> Result<(), ShapeError> {
+        if f.array {
+            let Some(count) = self.length(flexible, 4, f.name)? else {
+                return Ok(());
+            };
+            check_count(
+                count,
+                min_bytes(f.kind, v, flexible),
+                self.remaining(),
+                f.name,
+            )?;
+            for _ in 0..count {
+                self.value(f, v, flexible)?;
+            }
+            return Ok(());
+        }
+        if matches!(f.kind, Kind::Struct(_)) && f.nullable.contains(v) {
+            // A nullable struct starts with a presence byte: -1 null, 1 present.
+            if (self.take(1, f.name)?[0] as i8) < 0 {
+                return Ok(());
+            }
+        }
+        self.value(f, v, flexible)
+    }
+
+    fn value(&mut self, f: &Field, v: i16, flexible: bool) -> Result<(), ShapeError> {
+        match f.kind {
+            Kind::String => self.string(flexible, f.name)?,
+            Kind::Bytes | Kind::Records => {
+                if let Some(len) = self.length(flexible, 4, f.name)? {
+                    self.skip_len(len, f.name)?;
+                }
+            }
+            Kind::Struct(fields) => self.walk_struct(fields, v, flexible)?,
+            fixed => {
+                self.take(fixed_bytes(fixed), f.name)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+fn put_uvarint(out: &mut Vec<u8>, mut n: u64) {
+    while n >= 0x80 {
+        out.push((n as u8) | 0x80);
+        n >>= 7;
+    }
+    out.push(n as u8);
 }
 
 fn err(field: &'static str, problem: Problem) -> ShapeError {
     ShapeError { field, problem }
-}
-
-fn walk_struct(
-    fields: &'static [Field],
-    v: i16,
-    flexible: bool,
-    cur: &mut Cursor<'_>,
-) -> Result<(), ShapeError> {
-    for f in fields {
-        if !f.versions.contains(v) || (flexible && f.tagged_at(v)) {
-            continue;
-        }
-        walk_field(f, v, flexible, cur)?;
-    }
-    if flexible {
-        walk_tagged(fields, v, cur)?;
-    }
-    Ok(())
-}
-
-/// The tagged-field section: a count, then (tag, size, value) each. Known
-/// tags are walked inside their declared size; unknown ones are skipped.
-fn walk_tagged(fields: &'static [Field], v: i16, cur: &mut Cursor<'_>) -> Result<(), ShapeError> {
-    const SECTION: &str = "tagged fields";
-    let count = cur.uvarint(SECTION)?;
-    // Each tagged field takes at least two bytes (tag and size).
-    check_count(count, 2, cur.remaining(), SECTION)?;
-    for _ in 0..count {
-        let tag = cur.uvarint(SECTION)?;
-        let size = cur.uvarint(SECTION)?;
-        let start = cur.pos;
-        cur.skip_len(size, SECTION)?;
-        let known = fields.iter().find(|f| {
-            f.versions.contains(v) && f.tagged_at(v) && f.tag.map(|t| u64::from(t.0)) == Some(tag)
-        });
-        if let Some(f) = known {
-            let mut inner = Cursor {
-                buf: &cur.buf[start..cur.pos],
-                pos: 0,
-            };
-            walk_field(f, v, true, &mut inner)?;
-        }
-    }
-    Ok(())
-}
-
-fn walk_field(f: &Field, v: i16, flexible: bool, cur: &mut Cursor<'_>) -> Result<(), ShapeError> {
-    if f.array {
-        let Some(count) = cur.length(flexible, 4, f.name)? else {
-            return Ok(());
-        };
-        check_count(
-            count,
-            min_bytes(f.kind, v, flexible),
-            cur.remaining(),
-            f.name,
-        )?;
-        for _ in 0..count {
-            walk_value(f, v, flexible, cur)?;
-        }
-        return Ok(());
-    }
-    if matches!(f.kind, Kind::Struct(_)) && f.nullable.contains(v) {
-        // A nullable struct starts with a presence byte: -1 null, 1 present.
-        if (cur.take(1, f.name)?[0] as i8) < 0 {
-            return Ok(());
-        }
-    }
-    walk_value(f, v, flexible, cur)
-}
-
-fn walk_value(f: &Field, v: i16, flexible: bool, cur: &mut Cursor<'_>) -> Result<(), ShapeError> {
-    match f.kind {
-        Kind::String => {
-            if let Some(len) = cur.length(flexible, 2, f.name)? {
-                cur.skip_len(len, f.name)?;
-            }
-        }
-        Kind::Bytes | Kind::Records => {
-            if let Some(len) = cur.length(flexible, 4, f.name)? {
-                cur.skip_len(len, f.name)?;
-            }
-        }
-        Kind::Struct(fields) => walk_struct(fields, v, flexible, cur)?,
-        fixed => {
-            cur.take(fixed_bytes(fixed), f.name)?;
-        }
-    }
-    Ok(())
 }
 
 fn check_count(

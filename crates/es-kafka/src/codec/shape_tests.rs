@@ -7,7 +7,7 @@ use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic, Forgot
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::*;
-use kafka_protocol::protocol::{Encodable, StrBytes};
+use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 
 use super::*;
 use crate::versions::{self, PRODUCE_SERVED_MIN};
@@ -331,4 +331,134 @@ fn the_consumer_subscription_is_checked_too() {
     let mut hostile = BytesMut::new();
     hostile.put_i32(i32::MAX);
     assert!(check(shape, 0, &hostile).is_err());
+}
+
+/// A request frame (after the size prefix) as a client writes it: header
+/// with `client_id`, then the crate's encoding of the body.
+fn frame_of(key: ApiKey, version: i16, client_id: &[u8], body: &[u8]) -> Vec<u8> {
+    let mut f = Vec::new();
+    f.extend_from_slice(&(key as i16).to_be_bytes());
+    f.extend_from_slice(&version.to_be_bytes());
+    f.extend_from_slice(&7i32.to_be_bytes());
+    f.extend_from_slice(&(client_id.len() as i16).to_be_bytes());
+    f.extend_from_slice(client_id);
+    if key.request_header_version(version) >= 2 {
+        f.push(0);
+    }
+    f.extend_from_slice(body);
+    f
+}
+
+/// Decodes a (repaired) frame with the crate as the handlers do.
+fn decode_frame<T: kafka_protocol::protocol::Decodable>(
+    key: ApiKey,
+    version: i16,
+    frame: Vec<u8>,
+) -> (RequestHeader, T) {
+    let mut b = Bytes::from(frame);
+    let h = RequestHeader::decode(&mut b, key.request_header_version(version)).expect("header");
+    let body = T::decode(&mut b, version).expect("body");
+    (h, body)
+}
+
+fn check_whole(key: ApiKey, version: i16, frame: &[u8]) -> Result<Option<Vec<u8>>, ShapeError> {
+    check_frame(
+        frame,
+        key as i16,
+        version,
+        key.request_header_version(version),
+    )
+}
+
+#[test]
+fn a_sound_frame_is_not_copied() {
+    for v in [1, 12] {
+        let f = frame_of(
+            ApiKey::Metadata,
+            v,
+            b"client",
+            &encode(&metadata_with_topics(2), v),
+        );
+        assert_eq!(check_whole(ApiKey::Metadata, v, &f), Ok(None), "v{v}");
+    }
+}
+
+/// Kafka reads strings with Java's lossy UTF-8 decoding; es repairs such a
+/// string to what Kafka reads, in compact and int16-length encodings.
+#[test]
+fn strings_that_are_not_utf8_read_as_kafka_reads_them() {
+    for v in [1i16, 12] {
+        let mut body = encode(&metadata_with_topics(1), v);
+        // Rename "topic-0" (7 bytes) to the 2 invalid bytes c3 28 in place.
+        let at = body
+            .windows(7)
+            .position(|w| w == b"topic-0")
+            .expect("name in body");
+        let flexible = v >= 9;
+        let prefix_len = if flexible { 1 } else { 2 };
+        let mut hostile = body[..at - prefix_len].to_vec();
+        if flexible {
+            hostile.push(3);
+        } else {
+            hostile.extend_from_slice(&2i16.to_be_bytes());
+        }
+        hostile.extend_from_slice(&[0xc3, 0x28]);
+        hostile.extend_from_slice(&body[at + 7..]);
+        body = hostile;
+        let f = frame_of(ApiKey::Metadata, v, b"client", &body);
+        let repaired = check_whole(ApiKey::Metadata, v, &f)
+            .expect("sound")
+            .expect("repaired");
+        let (_, m): (_, MetadataRequest) = decode_frame(ApiKey::Metadata, v, repaired);
+        let names: Vec<String> = m
+            .topics
+            .expect("topics")
+            .into_iter()
+            .map(|t| t.name.expect("name").to_string())
+            .collect();
+        assert_eq!(names, vec!["\u{fffd}(".to_string()], "v{v}");
+    }
+}
+
+#[test]
+fn a_client_id_that_is_not_utf8_is_repaired() {
+    let v = 12;
+    let f = frame_of(
+        ApiKey::Metadata,
+        v,
+        &[0xff, 0xfe, b'x'],
+        &encode(&metadata_with_topics(1), v),
+    );
+    let repaired = check_whole(ApiKey::Metadata, v, &f)
+        .expect("sound")
+        .expect("repaired");
+    let (h, _): (_, MetadataRequest) = decode_frame(ApiKey::Metadata, v, repaired);
+    assert_eq!(
+        h.client_id.map(|c| c.to_string()),
+        Some("\u{fffd}\u{fffd}x".to_string())
+    );
+}
+
+/// A string inside a tagged field grows when repaired: the tagged field's
+/// declared size grows with it.
+#[test]
+fn a_repaired_string_in_a_tagged_field_resizes_the_field() {
+    let v = 15;
+    let mut r = fetch_request(v);
+    r.cluster_id = None;
+    let mut body = encode(&r, v);
+    assert_eq!(body.pop(), Some(0), "no top-level tags");
+    // One tagged field: tag 0 (cluster id), size 3, compact string of 2
+    // invalid bytes.
+    body.extend_from_slice(&[1, 0, 3, 3, 0xc3, 0x28]);
+    let f = frame_of(ApiKey::Fetch, v, b"client", &body);
+    let repaired = check_whole(ApiKey::Fetch, v, &f)
+        .expect("sound")
+        .expect("repaired");
+    let (_, got): (_, FetchRequest) = decode_frame(ApiKey::Fetch, v, repaired);
+    assert_eq!(
+        got.cluster_id.map(|c| c.to_string()),
+        Some("\u{fffd}(".into())
+    );
+    assert_eq!(got.rack_id.to_string(), "rack-a");
 }

@@ -250,20 +250,28 @@ pub async fn handle_from(
         }
         Support::Served(key) => {
             let version = prefix.api_version;
-            let mut body = frame;
-            let header = RequestHeader::decode(&mut body, key.request_header_version(version))
-                .map_err(|e| CloseReason::MalformedHeader {
+            let header_version = key.request_header_version(version);
+            // No count or length in the request is trusted before it is held
+            // against the bytes that follow it, and strings that are not
+            // UTF-8 read as Kafka reads them (codec::shape).
+            let mut body =
+                match crate::codec::shape::check_frame(&frame, key as i16, version, header_version)
+                {
+                    Ok(None) => frame,
+                    Ok(Some(repaired)) => Bytes::from(repaired),
+                    Err(e) => {
+                        return Err(CloseReason::MalformedRequest {
+                            key,
+                            version,
+                            detail: e.to_string(),
+                        })
+                    }
+                };
+            let header = RequestHeader::decode(&mut body, header_version).map_err(|e| {
+                CloseReason::MalformedHeader {
                     key,
                     version,
                     detail: format!("{e:#}"),
-                })?;
-            // No count or length in the body is trusted before it is held
-            // against the bytes that follow it (codec::shape).
-            crate::codec::shape::check_request(key as i16, version, &body).map_err(|e| {
-                CloseReason::MalformedRequest {
-                    key,
-                    version,
-                    detail: e.to_string(),
                 }
             })?;
             let ctx = Ctx {
