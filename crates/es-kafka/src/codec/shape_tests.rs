@@ -18,17 +18,10 @@ fn encode<T: Encodable>(msg: &T, version: i16) -> Vec<u8> {
     buf.to_vec()
 }
 
-/// The default request of every served API, encoded by the crate.
-fn default_request(key: ApiKey, crate_version: i16) -> Option<Vec<u8>> {
-    macro_rules! by_key {
-        ($($k:ident => $t:ty),* $(,)?) => {
-            match key {
-                $(ApiKey::$k => Some(encode(&<$t>::default(), crate_version)),)*
-                _ => None,
-            }
-        };
-    }
-    by_key! {
+/// Calls `$m! { Key => RequestType, ... }` with every served API.
+macro_rules! served_types {
+    ($m:ident, $($arg:tt)*) => {
+        $m! { ($($arg)*)
         Produce => ProduceRequest, Fetch => FetchRequest, ListOffsets => ListOffsetsRequest,
         Metadata => MetadataRequest, OffsetCommit => OffsetCommitRequest,
         OffsetFetch => OffsetFetchRequest, FindCoordinator => FindCoordinatorRequest,
@@ -58,7 +51,36 @@ fn default_request(key: ApiKey, crate_version: i16) -> Option<Vec<u8>> {
         ConsumerGroupDescribe => ConsumerGroupDescribeRequest,
         ListConfigResources => ListConfigResourcesRequest,
         DescribeTopicPartitions => DescribeTopicPartitionsRequest,
-    }
+        }
+    };
+}
+
+macro_rules! default_of {
+    (($key:expr, $v:expr) $($k:ident => $t:ty),* $(,)?) => {
+        match $key {
+            $(ApiKey::$k => Some(encode(&<$t>::default(), $v)),)*
+            _ => None,
+        }
+    };
+}
+
+macro_rules! decodes {
+    (($key:expr, $v:expr, $buf:expr) $($k:ident => $t:ty),* $(,)?) => {
+        match $key {
+            $(ApiKey::$k => Some(<$t>::decode($buf, $v).is_ok()),)*
+            _ => None,
+        }
+    };
+}
+
+/// The default request of every served API, encoded by the crate.
+fn default_request(key: ApiKey, crate_version: i16) -> Option<Vec<u8>> {
+    served_types!(default_of, key, crate_version)
+}
+
+/// Whether the crate decodes `buf` as `key`'s request (None: not served).
+fn crate_decodes(key: ApiKey, version: i16, buf: &mut Bytes) -> Option<bool> {
+    served_types!(decodes, key, version, buf)
 }
 
 fn served() -> impl Iterator<Item = (ApiKey, i16)> {
@@ -461,4 +483,56 @@ fn a_repaired_string_in_a_tagged_field_resizes_the_field() {
         Some("\u{fffd}(".into())
     );
     assert_eq!(got.rack_id.to_string(), "rack-a");
+}
+
+mod hostile {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    /// Every served (api key, version) with its default request body.
+    fn bodies() -> Vec<(ApiKey, i16, Vec<u8>)> {
+        served()
+            .filter_map(|(k, v)| {
+                default_request(k, versions::crate_version(k, v))
+                    .map(|b| (k, versions::crate_version(k, v), b))
+            })
+            .collect()
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2_000))]
+
+        /// Whatever a request body holds, the check never panics, and a
+        /// body it passes decodes (or fails to) without the crate asking
+        /// for more than the body can describe: a count the check let
+        /// through unbounded would abort this test process.
+        #[test]
+        fn any_body_is_checked_then_decoded_without_harm(
+            pick in any::<prop::sample::Index>(),
+            edits in prop::collection::vec((any::<prop::sample::Index>(), any::<u8>(), 0u8..4), 0..6),
+            tail in prop::collection::vec(any::<u8>(), 0..48),
+        ) {
+            let all = bodies();
+            let (key, v, mut body) = all[pick.index(all.len())].clone();
+            body.extend_from_slice(&tail);
+            for (at, byte, how) in edits {
+                let i = at.index(body.len().max(1)).min(body.len());
+                // A random byte, or a huge int32 or varint count written
+                // over whatever field starts at `i`.
+                let patch: &[u8] = match how {
+                    0 => &[byte],
+                    1 => &[0x7f, 0xff, 0xff, byte],
+                    2 => &[0xfe, 0xff, 0xff, 0xff, 0x0f],
+                    _ => &[0xff, 0xff, 0xff, 0x7f],
+                };
+                let end = (i + patch.len()).min(body.len());
+                body.splice(i..end, patch.iter().copied());
+            }
+            if check_request(key as i16, v, &body).is_ok() {
+                let mut b = Bytes::from(body);
+                let _ = crate_decodes(key, v, &mut b);
+            }
+        }
+    }
 }
