@@ -24,6 +24,10 @@ TXN_ID = "diff-tx"
 UNKNOWN_TOPIC = "diff-no-such-topic"
 RANDOM_UUID = kproto.uuid_text(uuidlib.UUID("6ba7b810-9dad-11d1-80b4-00c04fd430c8").bytes)
 BASE_TS = 1_700_000_000_000
+# UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE, NOT_LEADER_OR_FOLLOWER: a topic Kafka has
+# just created may not be in its broker's metadata cache and replica manager yet; the cases
+# that build the shared state wait that out on both brokers (never compared while it lasts).
+TOPIC_NOT_READY = {3, 5, 6}
 
 API = {name: key for key, name in [
     (0, "Produce"), (1, "Fetch"), (2, "ListOffsets"), (3, "Metadata"), (8, "OffsetCommit"),
@@ -513,7 +517,7 @@ def prepare(t):
     cs.append(Case("prepare.metadata", 3, 12, lambda c: {
         "topics": [{"name": n, "topic_id": kproto.ZERO_UUID} for n, _, _ in topics],
         "allow_auto_topic_creation": False, "include_topic_authorized_operations": False},
-        after=learn_topic_ids))
+        after=learn_topic_ids, retry=TOPIC_NOT_READY))
     for codec in records.CODECS:
         batch = records.build_batch(sample_records(4, codec), codec=codec)
         cs.append(Case(f"prepare.produce.{P1}.{codec}", 0, 11, produce_body(11, P1, 0, batch)))
@@ -855,6 +859,14 @@ def build(t, quick):
     cs += malformed(t)
     for c in cs:
         if c.name.startswith("seq.") and c.name.endswith((".init", ".join_needs_member_id")):
+            c.retry = True
+        # The shared state must be built on both brokers whatever their start-up timing: a
+        # produce right after CreateTopics, or an AddPartitionsToTxn right after
+        # InitProducerId (Kafka answers CONCURRENT_TRANSACTIONS while the previous
+        # transaction's markers are written), waits until the broker is ready.
+        if c.name.startswith("prepare.produce.") or c.name.startswith("prepare.idem.produce"):
+            c.retry = TOPIC_NOT_READY
+        if c.name.startswith("prepare.txn.") and c.name.endswith(".add_partitions"):
             c.retry = True
     if quick:
         cs = [c for c in cs if c.quick]

@@ -40,7 +40,7 @@ RETRIES, RETRY_PAUSE_S = 60, 0.25
 def error_codes(x):
     if isinstance(x, dict):
         for k, v in x.items():
-            if k == "error_code" and isinstance(v, int):
+            if k.endswith("error_code") and isinstance(v, int):  # also partition_error_code
                 yield v
             else:
                 yield from error_codes(v)
@@ -159,7 +159,8 @@ class Ctx:
 class Case:
     """One request. body(ctx) builds the body from what this broker's ctx knows (its topic ids,
     producer ids, member ids); raw(ctx, frame_of) builds a malformed frame instead; after(ctx,
-    body) records what later cases need."""
+    body) records what later cases need. retry: True (wait out RETRIABLE codes) or a set of
+    error codes to wait out."""
 
     def __init__(self, name, api, version, body=None, raw=None, after=None, timeout=READ_TIMEOUT_S,
                  extra_tags=None, header_tags=None, expect_answer=True, pause=0.0, quick=True,
@@ -223,9 +224,10 @@ class Tester:
         """A case marked retry is repeated while the broker answers with a retriable error
         (a coordinator still loading, a leader not yet elected): state set up for later
         cases must be set up, however long each broker takes to be ready for it."""
-        for _ in range(RETRIES if case.retry else 1):
+        codes = RETRIABLE if case.retry is True else set(case.retry or ())
+        for _ in range(RETRIES if codes else 1):
             out = self.run_on(conn, case)
-            if out["status"] != "answered" or not (set(error_codes(out["body"])) & RETRIABLE):
+            if out["status"] != "answered" or not (set(error_codes(out["body"])) & codes):
                 return out
             time.sleep(RETRY_PAUSE_S)
         return out
