@@ -8,8 +8,8 @@
 //! - [`encode`]: encoding stored records as RecordBatch v2 for Fetch.
 //! - [`compression`]: the gzip/snappy/lz4/zstd codecs with bounded output.
 //! - [`varint`]: Kafka's zigzag varints.
-//! - [`shape`]: the bounds check every request body passes before the
-//!   kafka-protocol crate decodes it, by the table in [`request_shapes`]
+//! - [`shape`]: the bounds check every request passes before the
+//!   kafka-protocol crate decodes it, by the layout table in `shape/table.rs`
 //!   (generated from Kafka's message specs).
 
 pub mod batch;
@@ -17,8 +17,6 @@ pub mod compression;
 pub mod encode;
 pub mod fetch_response;
 pub mod frame;
-#[rustfmt::skip]
-pub mod request_shapes;
 pub mod shape;
 pub mod varint;
 

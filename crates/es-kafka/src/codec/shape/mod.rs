@@ -10,7 +10,7 @@
 //! but there are only M bytes remaining") and closes the connection; so do
 //! we, before the crate sees the body.
 //!
-//! [`check_request`] walks a body by the table in [`super::request_shapes`]
+//! [`check_request`] walks a body by the table in `table.rs`
 //! (generated from Kafka's JSON message specs by `scripts/gen-request-shapes`):
 //! fixed-size fields are skipped, strings and byte strings must fit in what
 //! remains, and an array of `n` elements must satisfy
@@ -34,7 +34,10 @@
 
 use std::fmt;
 
-use super::request_shapes::{DATA, REQUESTS};
+use table::{DATA, REQUESTS};
+
+#[rustfmt::skip]
+mod table;
 
 /// An inclusive version range; empty when `lo > hi`.
 #[derive(Clone, Copy, Debug)]
