@@ -61,6 +61,12 @@ SORTED = [
     ("ElectLeaders", "replica_election_results", "topic", "Kafka answers from a hash map"),
     ("ListConfigResources", "config_resources", "resource_name", "Kafka lists from a hash map"),
     ("ListTransactions", "transaction_states", "transactional_id", "Kafka lists from a hash map"),
+    ("DescribeGroups|ConsumerGroupDescribe", "groups", "group_id",
+     "Kafka groups the requested groups by coordinator partition through a hash map"),
+    ("OffsetFetch", "groups[].topics", "name", "Kafka lists all of a group's offsets from a hash map"),
+    ("OffsetFetch", "groups[].topics[].partitions", "partition_index", "likewise for partitions"),
+    ("OffsetFetch", "topics", "name", "likewise before v8"),
+    ("OffsetFetch", "topics[].partitions", "partition_index", "likewise before v8"),
 ]
 
 # (case regex, diff path regex, reason): differences es keeps on purpose (see FINDINGS.md).

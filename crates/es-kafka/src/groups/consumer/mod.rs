@@ -86,6 +86,7 @@ mod subscription;
 mod target;
 mod timers;
 
+pub use heartbeat::validate as validate_heartbeat;
 pub use subscription::{compile_topic_regex, subscription_topics, REGEX_COMPILED_BYTES_MAX};
 
 /// Member epoch of a member leaving the group.
@@ -120,6 +121,9 @@ struct ResolvedRegex {
 /// A ConsumerGroupHeartbeat request.
 #[derive(Clone, Debug, Default)]
 pub struct HeartbeatRequest {
+    /// The request's version: from v1 the member id is the client's and
+    /// always required.
+    pub api_version: i16,
     pub group_id: String,
     pub member_id: String,
     pub member_epoch: i32,
@@ -285,7 +289,10 @@ impl ConsumerGroup {
         ConsumerGroup {
             group_id: group_id.to_string(),
             config,
-            group_epoch: 0,
+            // Kafka 4.4's ModernGroup starts at group epoch 1, before any
+            // target assignment (epoch 0): a first member subscribing to
+            // topics bumps it to 2.
+            group_epoch: 1,
             assignment_epoch: 0,
             members: BTreeMap::new(),
             static_members: HashMap::new(),
