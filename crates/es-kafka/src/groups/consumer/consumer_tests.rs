@@ -49,6 +49,15 @@ fn topics(list: &[(&str, i32)]) -> Topics {
     )
 }
 
+/// Kafka before 4.3: a target assignment at every group epoch bump
+/// (`group.consumer.assignment.interval.ms` = 0).
+fn unbatched() -> GroupConfig {
+    GroupConfig {
+        consumer_assignment_interval_ms: 0,
+        ..GroupConfig::default()
+    }
+}
+
 fn join(member: &str, topics: &[&str]) -> HeartbeatRequest {
     HeartbeatRequest {
         group_id: "g".into(),
@@ -103,7 +112,7 @@ fn subscription_topics_parse_the_v0_prefix() {
 fn one_member_gets_everything_then_shares_through_revocation() {
     let t = topics(&[("t", 4)]);
     let tid = t.0["t"].0;
-    let mut g = ConsumerGroup::new("g", GroupConfig::default());
+    let mut g = ConsumerGroup::new("g", unbatched());
     let r1 = g.heartbeat(0, join("m1", &["t"]), &t);
     assert_eq!(r1.error, None);
     // Kafka 4.4: a new group is at epoch 1; m1's subscription bumps it.
@@ -164,7 +173,7 @@ fn one_member_gets_everything_then_shares_through_revocation() {
 #[test]
 fn transactional_commits_skip_the_offset_commit_v9_rule() {
     let t = topics(&[("t", 1)]);
-    let mut g = ConsumerGroup::new("g", GroupConfig::default());
+    let mut g = ConsumerGroup::new("g", unbatched());
     let r = g.heartbeat(0, join("m1", &["t"]), &t);
     let epoch = r.member_epoch;
     assert_eq!(
@@ -185,7 +194,7 @@ fn transactional_commits_skip_the_offset_commit_v9_rule() {
 #[test]
 fn session_timeout_fences_and_reassigns() {
     let t = topics(&[("t", 2)]);
-    let cfg = GroupConfig::default();
+    let cfg = unbatched();
     let mut g = ConsumerGroup::new("g", cfg);
     g.heartbeat(0, join("m1", &["t"]), &t);
     g.heartbeat(0, join("m2", &["t"]), &t);
@@ -203,7 +212,7 @@ fn session_timeout_fences_and_reassigns() {
 #[test]
 fn static_member_comes_back_with_its_partitions() {
     let t = topics(&[("t", 4)]);
-    let mut g = ConsumerGroup::new("g", GroupConfig::default());
+    let mut g = ConsumerGroup::new("g", unbatched());
     let mut a = join("a1", &["t"]);
     a.instance_id = Some("ia".into());
     g.heartbeat(0, a, &t);
@@ -254,7 +263,7 @@ fn static_member_comes_back_with_its_partitions() {
 fn a_member_that_does_not_revoke_is_fenced_at_its_rebalance_timeout() {
     let t = topics(&[("t", 2)]);
     let tid = t.0["t"].0;
-    let mut g = ConsumerGroup::new("g", GroupConfig::default());
+    let mut g = ConsumerGroup::new("g", unbatched());
     g.heartbeat(0, join("m1", &["t"]), &t);
     g.heartbeat(0, join("m2", &["t"]), &t);
     // m1 is told to give one partition up and keeps reporting both.
@@ -281,7 +290,7 @@ fn a_member_that_does_not_revoke_is_fenced_at_its_rebalance_timeout() {
 #[test]
 fn a_fenced_member_rejoins_with_epoch_zero_under_its_id() {
     let t = topics(&[("t", 2)]);
-    let mut g = ConsumerGroup::new("g", GroupConfig::default());
+    let mut g = ConsumerGroup::new("g", unbatched());
     let r = g.heartbeat(0, join("m1", &["t"]), &t);
     assert_eq!((r.member_epoch, count(&r)), (2, 2));
     // The client lost its state and joins again with the same id.
@@ -316,7 +325,7 @@ fn assigned_names(t: &Topics, r: &HeartbeatResponse) -> Vec<String> {
 fn an_empty_regex_means_no_regex() {
     // librdkafka sends SubscribedTopicRegex "" with a plain subscription.
     let t = topics(&[("t", 2), ("u", 1)]);
-    let mut g = ConsumerGroup::new("g", GroupConfig::default());
+    let mut g = ConsumerGroup::new("g", unbatched());
     let r = g.heartbeat(0, join_regex("m1", &["t"], ""), &t);
     assert_eq!(r.error, None, "{:?}", r.error);
     assert_eq!(assigned_names(&t, &r), vec!["t"]);
@@ -340,7 +349,7 @@ fn an_empty_regex_means_no_regex() {
 #[test]
 fn a_regex_subscribes_to_matching_topics_and_later_ones() {
     let mut t = topics(&[("p-1", 2), ("q-1", 1), ("xp-1", 1)]);
-    let mut g = ConsumerGroup::new("g", GroupConfig::default());
+    let mut g = ConsumerGroup::new("g", unbatched());
     let r = g.heartbeat(0, join_regex("m1", &[], "p-.*"), &t);
     assert_eq!(r.error, None, "{:?}", r.error);
     // Whole-name matching: `xp-1` does not match `p-.*`.
@@ -379,7 +388,7 @@ fn a_regex_subscribes_to_matching_topics_and_later_ones() {
 #[test]
 fn names_and_regex_are_a_union_and_an_empty_regex_drops_the_regex() {
     let t = topics(&[("a", 1), ("p-1", 1), ("p-2", 1), ("z", 1)]);
-    let mut g = ConsumerGroup::new("g", GroupConfig::default());
+    let mut g = ConsumerGroup::new("g", unbatched());
     let r = g.heartbeat(0, join_regex("m1", &["a"], "p-1|p-2"), &t);
     assert_eq!(r.error, None, "{:?}", r.error);
     assert_eq!(assigned_names(&t, &r), vec!["a", "p-1", "p-2"]);
@@ -406,7 +415,7 @@ fn names_and_regex_are_a_union_and_an_empty_regex_drops_the_regex() {
 #[test]
 fn an_invalid_regex_is_refused_and_changes_nothing() {
     let t = topics(&[("t", 1)]);
-    let mut g = ConsumerGroup::new("g", GroupConfig::default());
+    let mut g = ConsumerGroup::new("g", unbatched());
     for bad in ["^.*[0", "a)|(b", "(?<", "x{2,1}"] {
         let r = g.heartbeat(0, join_regex("m1", &[], bad), &t);
         assert_eq!(
@@ -444,7 +453,7 @@ fn an_invalid_regex_is_refused_and_changes_nothing() {
 #[test]
 fn a_fenced_regex_member_releases_its_regex() {
     let t = topics(&[("p-1", 1)]);
-    let cfg = GroupConfig::default();
+    let cfg = unbatched();
     let mut g = ConsumerGroup::new("g", cfg);
     g.heartbeat(0, join_regex("m1", &[], "p-.*"), &t);
     assert_eq!(g.regexes.len(), 1);
@@ -467,7 +476,7 @@ fn regex_syntax_and_size_are_checked() {
 #[test]
 fn bad_requests_are_refused() {
     let t = topics(&[("t", 1)]);
-    let mut g = ConsumerGroup::new("g", GroupConfig::default());
+    let mut g = ConsumerGroup::new("g", unbatched());
     let mut r = join("m", &["t"]);
     r.topic_partitions = None;
     assert_eq!(
@@ -491,7 +500,7 @@ fn bad_requests_are_refused() {
 #[test]
 fn a_member_joining_with_no_subscription_does_not_bump_the_epoch() {
     let t = topics(&[("t", 2)]);
-    let mut g = ConsumerGroup::new("g", GroupConfig::default());
+    let mut g = ConsumerGroup::new("g", unbatched());
     let r = g.heartbeat(0, join("m1", &[]), &t);
     assert_eq!((r.error, r.member_epoch), (None, 1));
     assert_eq!(g.group_epoch(), 1);
@@ -503,4 +512,30 @@ fn a_member_joining_with_no_subscription_does_not_bump_the_epoch() {
     let r = g.heartbeat(20, b, &t);
     assert_eq!(r.error, None);
     assert_eq!(g.group_epoch(), 3);
+}
+
+/// KIP-1263 (Kafka 4.3+): at most one target assignment per
+/// `group.consumer.assignment.interval.ms`; a member joining sooner gets the
+/// last target's epoch and nothing, the group is "Assigning" until a
+/// heartbeat after the interval computes the next target.
+#[test]
+fn targets_are_computed_at_most_once_per_assignment_interval() {
+    let t = topics(&[("t", 3)]);
+    let mut g = ConsumerGroup::new("g", GroupConfig::default());
+    assert_eq!(g.config.consumer_assignment_interval_ms, 1_000);
+    let r = g.heartbeat(0, join("m1", &["t"]), &t);
+    assert_eq!((r.member_epoch, count(&r)), (2, 3));
+    let r = g.heartbeat(100, join("m2", &["t"]), &t);
+    assert_eq!((r.member_epoch, count(&r)), (2, 0));
+    assert_eq!((g.group_epoch(), g.assignment_epoch), (3, 2));
+    assert_eq!(g.state_name(), "Assigning");
+    // Still within the interval: nothing moves.
+    let r = g.heartbeat(999, beat("m2", 2, Some(vec![])), &t);
+    assert_eq!((r.member_epoch, count(&r)), (2, 0));
+    assert_eq!(g.assignment_epoch, 2);
+    // The interval has passed: the next heartbeat computes the target.
+    let r = g.heartbeat(1_000, beat("m2", 2, Some(vec![])), &t);
+    assert_eq!(r.error, None);
+    assert_eq!(g.assignment_epoch, 3);
+    assert_eq!(g.state_name(), "Reconciling");
 }

@@ -202,8 +202,10 @@ impl ConsumerGroup {
             self.group_epoch += 1;
             tracing::info!(group = %self.group_id, epoch = self.group_epoch, "bumped consumer group epoch");
         }
-        if self.group_epoch > self.assignment_epoch {
-            self.compute_target_assignment();
+        // KIP-1263: at most one target assignment per assignment interval;
+        // until then the member reconciles towards the last one.
+        if self.group_epoch > self.assignment_epoch && self.may_compute_target(now) {
+            self.compute_target_assignment(now);
         }
 
         // Reconcile the member towards its target.

@@ -258,6 +258,9 @@ pub struct ConsumerGroup {
     config: GroupConfig,
     group_epoch: i32,
     assignment_epoch: i32,
+    /// When the last target assignment was computed (Kafka's
+    /// `assignmentTimestamp`); `None` before the first.
+    assignment_timestamp: Option<Millis>,
     members: BTreeMap<String, Member>,
     /// instance id -> member id.
     static_members: HashMap<String, String>,
@@ -294,6 +297,7 @@ impl ConsumerGroup {
             // topics bumps it to 2.
             group_epoch: 1,
             assignment_epoch: 0,
+            assignment_timestamp: None,
             members: BTreeMap::new(),
             static_members: HashMap::new(),
             targets: HashMap::new(),

@@ -757,7 +757,15 @@ async fn a_topic_without_partitions_is_not_answered() {
 #[tokio::test]
 async fn regex_subscriptions_through_the_wire() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let b = broker_in(dir.path()).await;
+    // A manual clock: the group computes at most one target assignment per
+    // `group.consumer.assignment.interval.ms`.
+    let clock = es_storage::ManualClock::new(1_700_000_000_000);
+    let mut cfg = BrokerConfig::new(dir.path().join("data"), "127.0.0.1:9092");
+    cfg.storage.clock = clock.clone();
+    let b = tokio::task::spawn_blocking(move || Broker::open_running(cfg))
+        .await
+        .expect("join")
+        .expect("open");
     b.create_topic("re-a", 2, Default::default(), false)
         .await
         .expect("create re-a");
@@ -795,6 +803,12 @@ async fn regex_subscriptions_through_the_wire() {
     hb.member_id = s("member-re");
     hb.member_epoch = 2;
     hb.rebalance_timeout_ms = -1;
+    // Within the assignment interval of the last target: the group epoch
+    // moves, the member stays on the last target.
+    let r: ConsumerGroupHeartbeatResponse = call(&b, ApiKey::ConsumerGroupHeartbeat, 1, &hb).await;
+    assert_eq!((r.error_code, r.member_epoch), (NONE, 2));
+    assert_eq!(r.assignment, None);
+    clock.advance(std::time::Duration::from_millis(1_000));
     let r: ConsumerGroupHeartbeatResponse = call(&b, ApiKey::ConsumerGroupHeartbeat, 1, &hb).await;
     assert_eq!((r.error_code, r.member_epoch), (NONE, 3));
     let got = r.assignment.expect("assignment");
