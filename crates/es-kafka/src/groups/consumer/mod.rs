@@ -3,11 +3,15 @@
 //!
 //! Mirrors Kafka 4's `GroupMetadataManager.consumerGroupHeartbeat` and
 //! `CurrentAssignmentBuilder`:
-//! - the group epoch is bumped when a member joins, leaves, is fenced or
-//!   changes its subscription, or when the subscribed topics change (new
-//!   partitions); the target assignment is recomputed by the server-side
-//!   assignor ([`super::assignor`]) when the group epoch passes the
-//!   assignment epoch;
+//! - a new group is at epoch 1 (Kafka 4.4's `ModernGroup`); the group epoch
+//!   is bumped when a member joins with a subscription, leaves, is fenced or
+//!   changes its subscription, when the preferred server assignor changes,
+//!   or when the subscribed topics change (new partitions); the target
+//!   assignment is recomputed by the server-side assignor
+//!   ([`super::assignor`]) by a heartbeat that finds the group epoch past
+//!   the assignment epoch, at most once per
+//!   `group.consumer.assignment.interval.ms` (KIP-1263; until then members
+//!   reconcile towards the last target and the group is Assigning);
 //! - each member reconciles towards its target one step per heartbeat:
 //!   partitions it must give up are first *revoked* (it stays at its epoch,
 //!   state UNREVOKED_PARTITIONS, until its heartbeat no longer lists them);
