@@ -69,6 +69,12 @@ pub struct GroupConfig {
     pub consumer_session_timeout_ms: i32,
     /// `group.consumer.heartbeat.interval.ms` (KIP-848 groups).
     pub consumer_heartbeat_interval_ms: i32,
+    /// `group.consumer.assignment.interval.ms` (KIP-1263, Kafka 4.3+): the
+    /// least time between two target assignments of a KIP-848 group. A
+    /// heartbeat that bumps the group epoch sooner keeps the last target
+    /// (the group is "Assigning"); a heartbeat after the interval computes
+    /// the next one. 0 computes it at every bump, as Kafka before 4.3 did.
+    pub consumer_assignment_interval_ms: i32,
 }
 
 /// es's `group.initial.rebalance.delay.ms` default (Kafka's is 3000); see
@@ -89,6 +95,7 @@ impl Default for GroupConfig {
             offset_metadata_bytes_max: 4096,
             consumer_session_timeout_ms: 45_000,
             consumer_heartbeat_interval_ms: 5_000,
+            consumer_assignment_interval_ms: 1_000,
         }
     }
 }

@@ -675,3 +675,16 @@ fn abort_answers_everything_parked() {
         Some(Some(GroupError::NotCoordinator))
     );
 }
+
+/// A member listing the same protocol twice supports it once: the group of
+/// that one member runs it (Kafka's join never completes there).
+#[test]
+fn a_protocol_listed_twice_is_still_chosen() {
+    let mut h = Harness::new();
+    let id = h.handshake("c1");
+    let t = h.join(join_req(&id, "c1", &[("range", b"m"), ("range", b"m")]));
+    let r = h.joined(t).expect("joined");
+    assert_eq!(r.error, None);
+    assert_eq!(r.protocol_name.as_deref(), Some("range"));
+    assert_eq!(r.members[0].metadata, Bytes::from_static(b"m"));
+}

@@ -176,13 +176,16 @@ impl ClassicGroup {
 
     /// Each member votes for its most preferred protocol among those every
     /// member supports; the most votes wins (ties go to the protocol the
-    /// earliest member voted for).
+    /// earliest member voted for). A member listing a protocol twice
+    /// supports it once (Kafka counts it twice, finds no common protocol
+    /// and never answers the join: see compat-tests/diff/FINDINGS.md).
     pub(super) fn select_protocol(&self) -> Option<String> {
         let n = self.members.len();
         let mut support: HashMap<&str, usize> = HashMap::new();
         for m in self.members.values() {
-            for p in &m.protocols {
-                *support.entry(p.name.as_str()).or_default() += 1;
+            let names: HashSet<&str> = m.protocols.iter().map(|p| p.name.as_str()).collect();
+            for name in names {
+                *support.entry(name).or_default() += 1;
             }
         }
         let candidates: HashSet<&str> = support

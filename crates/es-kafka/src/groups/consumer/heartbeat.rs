@@ -16,10 +16,6 @@ use crate::groups::assignor::{self, Assignment};
 use crate::groups::error::GroupError;
 use crate::groups::Millis;
 
-fn invalid(message: &str) -> HeartbeatResponse {
-    HeartbeatResponse::error(GroupError::InvalidRequest(message.to_string()))
-}
-
 /// Kafka's answer to a SubscribedTopicRegex that does not compile.
 fn invalid_regex(pattern: &str, why: &str) -> HeartbeatResponse {
     HeartbeatResponse::error(GroupError::InvalidRegularExpression {
@@ -39,6 +35,60 @@ fn is_subset(owned: Option<&[(Uuid, Vec<i32>)]>, target: &Assignment) -> bool {
     })
 }
 
+/// Kafka's request validation (`throwIfConsumerGroupHeartbeatRequestIsInvalid`
+/// of GroupCoordinatorService), in its order. The coordinator runs it before it
+/// looks the group up, so that an invalid request to an unknown group is
+/// INVALID_REQUEST, not GROUP_ID_NOT_FOUND.
+pub fn validate(req: &HeartbeatRequest) -> Result<(), GroupError> {
+    let invalid = |m: &str| Err(GroupError::InvalidRequest(m.to_string()));
+    let epoch = req.member_epoch;
+    // From v1 the client generates its member id, so it is always required.
+    if (req.api_version >= 1 || epoch > 0 || epoch == LEAVE_GROUP_MEMBER_EPOCH)
+        && req.member_id.is_empty()
+    {
+        return invalid("MemberId can't be empty.");
+    }
+    if req.group_id.is_empty() {
+        return invalid("GroupId can't be empty.");
+    }
+    if req.instance_id.as_deref() == Some("") {
+        return invalid("InstanceId can't be empty.");
+    }
+    if req.rack_id.as_deref() == Some("") {
+        return invalid("RackId can't be empty.");
+    }
+    if epoch == 0 {
+        if req.rebalance_timeout_ms == -1 {
+            return invalid("RebalanceTimeoutMs must be provided in first request.");
+        }
+        if req.topic_partitions.as_ref().is_none_or(|t| !t.is_empty()) {
+            return invalid("TopicPartitions must be empty when (re-)joining.");
+        }
+        // Kafka 4 accepts an empty list of names or an empty regex: the
+        // member is in the group, subscribed to nothing.
+        if req.subscribed_topic_names.is_none() && req.subscribed_topic_regex.is_none() {
+            return invalid(
+                "Either SubscribedTopicNames or SubscribedTopicRegex must be non-null when (re-)joining.",
+            );
+        }
+    } else if epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH {
+        if req.instance_id.is_none() {
+            return invalid("InstanceId can't be null.");
+        }
+    } else if epoch < LEAVE_GROUP_STATIC_MEMBER_EPOCH {
+        return invalid("MemberEpoch is invalid.");
+    }
+    if let Some(a) = &req.server_assignor {
+        if !assignor::ASSIGNORS.contains(&a.as_str()) {
+            return Err(GroupError::UnsupportedAssignor {
+                assignor: a.clone(),
+                supported: assignor::ASSIGNORS.join(", "),
+            });
+        }
+    }
+    Ok(())
+}
+
 impl ConsumerGroup {
     /// Handles a ConsumerGroupHeartbeat.
     pub fn heartbeat(
@@ -47,50 +97,10 @@ impl ConsumerGroup {
         req: HeartbeatRequest,
         topics: &dyn TopicView,
     ) -> HeartbeatResponse {
-        // Request validation, as Kafka's throwIfConsumerGroupHeartbeatRequestIsInvalid.
-        if req.instance_id.as_deref() == Some("") {
-            return invalid("InstanceId can't be empty.");
-        }
-        if req.rack_id.as_deref() == Some("") {
-            return invalid("RackId can't be empty.");
+        if let Err(e) = validate(&req) {
+            return HeartbeatResponse::error(e);
         }
         let epoch = req.member_epoch;
-        if epoch > 0 || epoch == LEAVE_GROUP_MEMBER_EPOCH {
-            if req.member_id.is_empty() {
-                return invalid("MemberId can't be empty.");
-            }
-        } else if epoch == 0 {
-            if req.rebalance_timeout_ms == -1 {
-                return invalid("RebalanceTimeoutMs must be provided in first request.");
-            }
-            if req.topic_partitions.as_ref().is_none_or(|t| !t.is_empty()) {
-                return invalid("TopicPartitions must be empty when (re-)joining.");
-            }
-            // Kafka 4 accepts an empty list of names or an empty regex: the
-            // member is in the group, subscribed to nothing.
-            if req.subscribed_topic_names.is_none() && req.subscribed_topic_regex.is_none() {
-                return invalid(
-                    "Either SubscribedTopicNames or SubscribedTopicRegex must be non-null when (re-)joining.",
-                );
-            }
-        } else if epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH {
-            if req.member_id.is_empty() {
-                return invalid("MemberId can't be empty.");
-            }
-            if req.instance_id.is_none() {
-                return invalid("InstanceId can't be null.");
-            }
-        } else {
-            return invalid("MemberEpoch is invalid.");
-        }
-        if let Some(a) = &req.server_assignor {
-            if !assignor::ASSIGNORS.contains(&a.as_str()) {
-                return HeartbeatResponse::error(GroupError::UnsupportedAssignor {
-                    assignor: a.clone(),
-                    supported: assignor::ASSIGNORS.join(", "),
-                });
-            }
-        }
         if epoch < 0 {
             return self.leave(now, &req);
         }
@@ -163,15 +173,18 @@ impl ConsumerGroup {
         }
         m.client_id = req.client_id.clone();
         m.client_host = req.client_host.clone();
-        let mut bump = old.subscribed != m.subscribed
-            || regex_changed
-            || old.member_epoch == 0
-                && old.assigned.is_empty()
-                && !self.targets.contains_key(&m.member_id);
+        // Kafka bumps the group epoch when the member's topic names or regex
+        // change (a new member joining with no subscription does not), or
+        // when the group's preferred server assignor changes.
+        let assignor_before = self.preferred_assignor();
+        let mut bump = old.subscribed != m.subscribed || regex_changed;
         if let Some(iid) = &m.instance_id {
             self.static_members.insert(iid.clone(), m.member_id.clone());
         }
         self.members.insert(m.member_id.clone(), m);
+        if self.preferred_assignor() != assignor_before {
+            bump = true;
+        }
         if regex_changed {
             self.drop_unused_regexes();
         }
@@ -189,8 +202,10 @@ impl ConsumerGroup {
             self.group_epoch += 1;
             tracing::info!(group = %self.group_id, epoch = self.group_epoch, "bumped consumer group epoch");
         }
-        if self.group_epoch > self.assignment_epoch {
-            self.compute_target_assignment();
+        // KIP-1263: at most one target assignment per assignment interval;
+        // until then the member reconciles towards the last one.
+        if self.group_epoch > self.assignment_epoch && self.may_compute_target(now) {
+            self.compute_target_assignment(now);
         }
 
         // Reconcile the member towards its target.

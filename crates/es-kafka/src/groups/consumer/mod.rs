@@ -3,11 +3,15 @@
 //!
 //! Mirrors Kafka 4's `GroupMetadataManager.consumerGroupHeartbeat` and
 //! `CurrentAssignmentBuilder`:
-//! - the group epoch is bumped when a member joins, leaves, is fenced or
-//!   changes its subscription, or when the subscribed topics change (new
-//!   partitions); the target assignment is recomputed by the server-side
-//!   assignor ([`super::assignor`]) when the group epoch passes the
-//!   assignment epoch;
+//! - a new group is at epoch 1 (Kafka 4.4's `ModernGroup`); the group epoch
+//!   is bumped when a member joins with a subscription, leaves, is fenced or
+//!   changes its subscription, when the preferred server assignor changes,
+//!   or when the subscribed topics change (new partitions); the target
+//!   assignment is recomputed by the server-side assignor
+//!   ([`super::assignor`]) by a heartbeat that finds the group epoch past
+//!   the assignment epoch, at most once per
+//!   `group.consumer.assignment.interval.ms` (KIP-1263; until then members
+//!   reconcile towards the last target and the group is Assigning);
 //! - each member reconciles towards its target one step per heartbeat:
 //!   partitions it must give up are first *revoked* (it stays at its epoch,
 //!   state UNREVOKED_PARTITIONS, until its heartbeat no longer lists them);
@@ -86,6 +90,7 @@ mod subscription;
 mod target;
 mod timers;
 
+pub use heartbeat::validate as validate_heartbeat;
 pub use subscription::{compile_topic_regex, subscription_topics, REGEX_COMPILED_BYTES_MAX};
 
 /// Member epoch of a member leaving the group.
@@ -120,6 +125,9 @@ struct ResolvedRegex {
 /// A ConsumerGroupHeartbeat request.
 #[derive(Clone, Debug, Default)]
 pub struct HeartbeatRequest {
+    /// The request's version: from v1 the member id is the client's and
+    /// always required.
+    pub api_version: i16,
     pub group_id: String,
     pub member_id: String,
     pub member_epoch: i32,
@@ -254,6 +262,9 @@ pub struct ConsumerGroup {
     config: GroupConfig,
     group_epoch: i32,
     assignment_epoch: i32,
+    /// When the last target assignment was computed (Kafka's
+    /// `assignmentTimestamp`); `None` before the first.
+    assignment_timestamp: Option<Millis>,
     members: BTreeMap<String, Member>,
     /// instance id -> member id.
     static_members: HashMap<String, String>,
@@ -285,8 +296,12 @@ impl ConsumerGroup {
         ConsumerGroup {
             group_id: group_id.to_string(),
             config,
-            group_epoch: 0,
+            // Kafka 4.4's ModernGroup starts at group epoch 1, before any
+            // target assignment (epoch 0): a first member subscribing to
+            // topics bumps it to 2.
+            group_epoch: 1,
             assignment_epoch: 0,
+            assignment_timestamp: None,
             members: BTreeMap::new(),
             static_members: HashMap::new(),
             targets: HashMap::new(),

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 
 use super::ConsumerGroup;
 use crate::groups::assignor::{self, AssignMember, Assignment};
+use crate::groups::Millis;
 
 impl ConsumerGroup {
     /// The assignor the members prefer (the most named; `uniform` if none).
@@ -26,7 +27,18 @@ impl ConsumerGroup {
         best.map_or(assignor::UNIFORM, |(a, _)| a).to_string()
     }
 
-    pub(super) fn compute_target_assignment(&mut self) {
+    /// Kafka's `canComputeNextTargetAssignment`: no target yet, no
+    /// interval, or the interval has passed since the last one.
+    pub(super) fn may_compute_target(&self, now: Millis) -> bool {
+        let interval = u64::try_from(self.config.consumer_assignment_interval_ms).unwrap_or(0);
+        match self.assignment_timestamp {
+            None => true,
+            Some(_) if interval == 0 => true,
+            Some(at) => now >= at.saturating_add(interval),
+        }
+    }
+
+    pub(super) fn compute_target_assignment(&mut self, now: Millis) {
         let name = self.preferred_assignor();
         let empty = Assignment::new();
         let subscriptions: Vec<Vec<String>> = self
@@ -48,6 +60,7 @@ impl ConsumerGroup {
         let targets = assignor::assign(&name, &members, &self.subscription_metadata);
         self.targets = targets.into_iter().collect();
         self.assignment_epoch = self.group_epoch;
+        self.assignment_timestamp = Some(now);
         tracing::debug!(group = %self.group_id, epoch = self.assignment_epoch, assignor = %name, "computed target assignment");
     }
 }

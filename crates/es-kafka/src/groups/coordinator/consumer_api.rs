@@ -22,12 +22,18 @@ impl Coordinator {
         if st.shut_down {
             return CgHeartbeatResponse::error(GroupError::CoordinatorNotAvailable);
         }
+        // Kafka validates the request before it looks the group up.
+        if let Err(e) = consumer::validate_heartbeat(&req) {
+            return CgHeartbeatResponse::error(e);
+        }
         let now = self.now();
         let group_id = req.group_id.clone();
         match st.groups.get_mut(&group_id) {
             None => {
+                // Kafka 4.4: GROUP_ID_NOT_FOUND for any epoch but 0 (a
+                // heartbeat, or a member leaving, of a group that is gone).
                 if req.member_epoch != 0 {
-                    return CgHeartbeatResponse::error(GroupError::NoGroupForMember { group_id });
+                    return CgHeartbeatResponse::error(GroupError::GroupNotFound { group_id });
                 }
                 let kind = Kind::Consumer(ConsumerGroup::new(&group_id, self.config));
                 if let Err(e) = st.create(&group_id, kind) {

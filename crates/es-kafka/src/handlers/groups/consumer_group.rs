@@ -34,6 +34,7 @@ pub fn consumer_group_heartbeat(
         ))
     } else {
         let hr = consumer::HeartbeatRequest {
+            api_version: v,
             group_id: gid,
             member_id: req.member_id.to_string(),
             member_epoch: req.member_epoch,

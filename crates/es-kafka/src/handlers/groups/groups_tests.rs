@@ -263,7 +263,9 @@ async fn describe_list_and_delete_at_every_version() {
         );
         assert_eq!(live.members[0].member_metadata, Bytes::from_static(b"meta"));
         if v >= 3 {
-            assert_eq!(live.authorized_operations, GROUP_OPERATIONS_ALL);
+            // Kafka 4.4's answer: READ, DELETE, DESCRIBE, DESCRIBE_CONFIGS,
+            // ALTER_CONFIGS.
+            assert_eq!(live.authorized_operations, 3400);
         }
         assert_eq!(r.groups[1].group_state.as_str(), "Empty");
         assert!(r.groups[1].members.is_empty());
@@ -571,7 +573,7 @@ async fn the_consumer_protocol_through_the_wire() {
         let r: ConsumerGroupHeartbeatResponse =
             call(&b, ApiKey::ConsumerGroupHeartbeat, v, &req).await;
         assert_eq!(r.error_code, NONE, "{:?}", r.error_message);
-        assert_eq!(r.member_epoch, 1);
+        assert_eq!(r.member_epoch, 2, "Kafka 4.4: a new group is at epoch 1");
         let a = r.assignment.expect("assignment");
         assert_eq!(a.topic_partitions[0].topic_id, tid);
         assert_eq!(a.topic_partitions[0].partitions, vec![0, 1, 2]);
@@ -580,7 +582,7 @@ async fn the_consumer_protocol_through_the_wire() {
         // OffsetCommit with the member epoch.
         let mut c = commit(&group, "t", &[(0, 3)], 9);
         c.member_id = req.member_id.clone();
-        c.generation_id_or_member_epoch = 1;
+        c.generation_id_or_member_epoch = 2;
         let cr: OffsetCommitResponse = call(&b, ApiKey::OffsetCommit, 9, &c).await;
         assert_eq!(cr.topics[0].partitions[0].error_code, NONE);
         c.generation_id_or_member_epoch = 0;
@@ -602,7 +604,7 @@ async fn the_consumer_protocol_through_the_wire() {
                 call(&b, ApiKey::ConsumerGroupDescribe, dv, &d).await;
             let g = &r.groups[0];
             assert_eq!((g.error_code, g.group_state.as_str()), (NONE, "Stable"));
-            assert_eq!((g.group_epoch, g.assignment_epoch), (1, 1));
+            assert_eq!((g.group_epoch, g.assignment_epoch), (2, 2));
             assert_eq!(g.assignor_name.as_str(), "uniform");
             let m = &g.members[0];
             assert_eq!(m.assignment.topic_partitions[0].topic_name.as_str(), "t");
@@ -646,10 +648,124 @@ async fn the_consumer_protocol_through_the_wire() {
     assert_eq!(j.error_code, code(ResponseError::InconsistentGroupProtocol));
 }
 
+/// Kafka 4.4 validates a ConsumerGroupHeartbeat before it looks the group
+/// up (an invalid request creates no group), requires the member id from v1,
+/// and answers GROUP_ID_NOT_FOUND for a heartbeat or leave of a group that
+/// does not exist.
+#[tokio::test]
+async fn consumer_group_heartbeat_validation_comes_first() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let b = broker_in(dir.path()).await;
+    let joining = |group: &str, member: &str| {
+        let mut req = ConsumerGroupHeartbeatRequest::default();
+        req.group_id = gi(group);
+        req.member_id = s(member);
+        req.member_epoch = 0;
+        req.rebalance_timeout_ms = 30_000;
+        req.subscribed_topic_names = Some(vec![tn("t")]);
+        req.topic_partitions = Some(Vec::new());
+        req
+    };
+    let invalid = code(ResponseError::InvalidRequest);
+    // v1: the member id is the client's, never empty.
+    let r: ConsumerGroupHeartbeatResponse = call(
+        &b,
+        ApiKey::ConsumerGroupHeartbeat,
+        1,
+        &joining("v1-empty", ""),
+    )
+    .await;
+    assert_eq!((r.error_code, r.member_id), (invalid, None));
+    // v0: the broker generates it when joining.
+    let r: ConsumerGroupHeartbeatResponse = call(
+        &b,
+        ApiKey::ConsumerGroupHeartbeat,
+        0,
+        &joining("v0-empty", ""),
+    )
+    .await;
+    assert_eq!(r.error_code, NONE);
+    assert!(r.member_id.is_some_and(|m| !m.is_empty()));
+    for (epoch, v, member, want) in [
+        // An empty member id is refused before the group is looked up.
+        (-1, 0, "", invalid),
+        (7, 0, "", invalid),
+        // A valid request for a group that does not exist.
+        (-1, 1, "m", code(ResponseError::GroupIdNotFound)),
+        (7, 1, "m", code(ResponseError::GroupIdNotFound)),
+        (i32::MAX, 0, "m", code(ResponseError::GroupIdNotFound)),
+    ] {
+        let mut req = joining("nowhere", member);
+        req.member_epoch = epoch;
+        let r: ConsumerGroupHeartbeatResponse =
+            call(&b, ApiKey::ConsumerGroupHeartbeat, v, &req).await;
+        assert_eq!(r.error_code, want, "epoch {epoch} v{v} member {member:?}");
+    }
+    // Refused joins leave no group behind.
+    for (i, edit) in [
+        |r: &mut ConsumerGroupHeartbeatRequest| r.rack_id = Some(s("")),
+        |r: &mut ConsumerGroupHeartbeatRequest| r.instance_id = Some(s("")),
+        |r: &mut ConsumerGroupHeartbeatRequest| r.subscribed_topic_names = None,
+        |r: &mut ConsumerGroupHeartbeatRequest| r.topic_partitions = None,
+        |r: &mut ConsumerGroupHeartbeatRequest| r.server_assignor = Some(s("")),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let group = format!("refused-{i}");
+        let mut req = joining(&group, "m");
+        edit(&mut req);
+        let r: ConsumerGroupHeartbeatResponse =
+            call(&b, ApiKey::ConsumerGroupHeartbeat, 1, &req).await;
+        assert_ne!(r.error_code, NONE, "{group}");
+        assert!(
+            b.groups()
+                .list(&[], &[])
+                .iter()
+                .all(|g| g.group_id != group),
+            "{group} was created"
+        );
+    }
+}
+
+/// Kafka's OffsetCommit and OffsetDelete answers add a topic with its first
+/// partition: a topic that lists no partition is not in the answer.
+#[tokio::test]
+async fn a_topic_without_partitions_is_not_answered() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let b = broker_in(dir.path()).await;
+    for v in versions(ApiKey::OffsetCommit) {
+        let mut c = commit("empty-topics", "t", &[(0, 1)], v);
+        let mut none = c.topics[0].clone();
+        none.partitions.clear();
+        c.topics.insert(0, none);
+        let r: OffsetCommitResponse = call(&b, ApiKey::OffsetCommit, v, &c).await;
+        assert_eq!(r.topics.len(), 1, "v{v}");
+        assert_eq!(r.topics[0].partitions[0].error_code, NONE, "v{v}");
+    }
+    let mut d = OffsetDeleteRequest::default();
+    d.group_id = gi("empty-topics");
+    let mut t =
+        kafka_protocol::messages::offset_delete_request::OffsetDeleteRequestTopic::default();
+    t.name = tn("t");
+    d.topics.push(t);
+    let r: OffsetDeleteResponse = call(&b, ApiKey::OffsetDelete, 0, &d).await;
+    assert_eq!(r.error_code, NONE);
+    assert!(r.topics.is_empty());
+}
+
 #[tokio::test]
 async fn regex_subscriptions_through_the_wire() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let b = broker_in(dir.path()).await;
+    // A manual clock: the group computes at most one target assignment per
+    // `group.consumer.assignment.interval.ms`.
+    let clock = es_storage::ManualClock::new(1_700_000_000_000);
+    let mut cfg = BrokerConfig::new(dir.path().join("data"), "127.0.0.1:9092");
+    cfg.storage.clock = clock.clone();
+    let b = tokio::task::spawn_blocking(move || Broker::open_running(cfg))
+        .await
+        .expect("join")
+        .expect("open");
     b.create_topic("re-a", 2, Default::default(), false)
         .await
         .expect("create re-a");
@@ -685,10 +801,16 @@ async fn regex_subscriptions_through_the_wire() {
     let mut hb = ConsumerGroupHeartbeatRequest::default();
     hb.group_id = gi("cg-re");
     hb.member_id = s("member-re");
-    hb.member_epoch = 1;
+    hb.member_epoch = 2;
     hb.rebalance_timeout_ms = -1;
+    // Within the assignment interval of the last target: the group epoch
+    // moves, the member stays on the last target.
     let r: ConsumerGroupHeartbeatResponse = call(&b, ApiKey::ConsumerGroupHeartbeat, 1, &hb).await;
     assert_eq!((r.error_code, r.member_epoch), (NONE, 2));
+    assert_eq!(r.assignment, None);
+    clock.advance(std::time::Duration::from_millis(1_000));
+    let r: ConsumerGroupHeartbeatResponse = call(&b, ApiKey::ConsumerGroupHeartbeat, 1, &hb).await;
+    assert_eq!((r.error_code, r.member_epoch), (NONE, 3));
     let got = r.assignment.expect("assignment");
     let mut ids: Vec<Uuid> = got.topic_partitions.iter().map(|t| t.topic_id).collect();
     ids.sort();

@@ -31,9 +31,10 @@ use uuid::Uuid;
 use super::Ctx;
 use crate::broker::Broker;
 use crate::groups::consumer::TopicView;
-/// Group operations a broker without ACLs allows: READ(3), DELETE(6),
-/// DESCRIBE(8), as Kafka's bit set.
-pub const GROUP_OPERATIONS_ALL: i32 = (1 << 3) | (1 << 6) | (1 << 8);
+/// Group operations a broker without ACLs allows, as Kafka's bit set of
+/// `AclEntry.supportedOperations(GROUP)`: READ(3), DELETE(6), DESCRIBE(8),
+/// and since group configs (KIP-848) DESCRIBE_CONFIGS(10), ALTER_CONFIGS(11).
+pub const GROUP_OPERATIONS_ALL: i32 = (1 << 3) | (1 << 6) | (1 << 8) | (1 << 10) | (1 << 11);
 
 fn s(v: impl Into<String>) -> StrBytes {
     StrBytes::from_string(v.into())

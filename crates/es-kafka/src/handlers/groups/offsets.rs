@@ -137,6 +137,9 @@ pub async fn offset_commit(
                 .collect();
             rt
         })
+        // Kafka's response builder adds a topic with its first partition:
+        // a topic that lists none is not in the answer.
+        .filter(|rt| !rt.partitions.is_empty())
         .collect();
     ctx.respond(&r)
 }
@@ -417,6 +420,8 @@ pub async fn offset_delete(
                 .collect();
             rt
         })
+        // As OffsetCommit: a topic that lists no partition is not answered.
+        .filter(|rt| !rt.partitions.is_empty())
         .collect();
     ctx.respond(&r)
 }
