@@ -27,6 +27,8 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use es_storage::{AppendIntent, AppendOutcome, ProducerAppend, RecordBatchBuf};
+use indexmap::IndexMap;
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::produce_response::{
     BatchIndexAndErrorMessage, PartitionProduceResponse, TopicProduceResponse,
 };
@@ -128,11 +130,12 @@ pub async fn handle(
     let acks = req.acks;
     let transactional_id = req.transactional_id.as_ref().map(|t| t.0.to_string());
     let b = &ctx.broker;
-    let mut topic_names: Vec<(TopicName, uuid::Uuid)> = Vec::with_capacity(req.topic_data.len());
+    let topic_data = merge_repeats(v, req.topic_data);
+    let mut topic_names: Vec<(TopicName, uuid::Uuid)> = Vec::with_capacity(topic_data.len());
     let mut items: Vec<(Head, Step<Resolved>)> = Vec::new();
     let acks_ok = matches!(acks, -1..=1);
     // Phase 1: resolve topics (auto-creating when allowed) and partitions.
-    for (ti, td) in req.topic_data.into_iter().enumerate() {
+    for (ti, td) in topic_data.into_iter().enumerate() {
         topic_names.push((td.name.clone(), td.topic_id));
         // v13 names topics by id; before that by name.
         let resolved = if v >= 13 {
@@ -324,6 +327,37 @@ pub async fn handle(
         r.responses.push(t);
     }
     ctx.respond(&r)
+}
+
+/// The request's partitions as Kafka's KafkaApis takes them: into a map
+/// keyed by topic and partition, so a partition named twice is appended once,
+/// with the records named last, a topic named twice is answered once, and a
+/// topic naming no partition is not answered (v13 names topics by id).
+fn merge_repeats(v: i16, topic_data: Vec<TopicProduceData>) -> Vec<TopicProduceData> {
+    let mut topics: IndexMap<(TopicName, uuid::Uuid), IndexMap<i32, PartitionProduceData>> =
+        IndexMap::new();
+    for td in topic_data {
+        let key = if v >= 13 {
+            (TopicName::default(), td.topic_id)
+        } else {
+            (td.name, uuid::Uuid::nil())
+        };
+        let parts = topics.entry(key).or_default();
+        for pd in td.partition_data {
+            parts.insert(pd.index, pd);
+        }
+    }
+    topics
+        .into_iter()
+        .filter(|(_, parts)| !parts.is_empty())
+        .map(|((name, topic_id), parts)| {
+            let mut td = TopicProduceData::default();
+            td.name = name;
+            td.topic_id = topic_id;
+            td.partition_data = parts.into_values().collect();
+            td
+        })
+        .collect()
 }
 
 /// One partition's part of the response, from the last phase it reached.

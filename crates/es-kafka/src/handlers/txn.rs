@@ -377,6 +377,10 @@ pub async fn txn_offset_commit(
     }
     let outcome = if offsets.is_empty() {
         NONE
+    } else if group.is_empty() {
+        // Kafka's group coordinator refuses an empty group id before it
+        // looks at the transaction.
+        code(ResponseError::InvalidGroupId)
     } else {
         let b = b.clone();
         let id = req.transactional_id.0.to_string();
@@ -400,8 +404,11 @@ pub async fn txn_offset_commit(
         }
     };
     let mut r = TxnOffsetCommitResponse::default();
+    // Kafka answers partitions, grouped by topic: a topic that names none
+    // is not answered.
     r.topics = plan
         .into_iter()
+        .filter(|(_, parts)| !parts.is_empty())
         .map(|(name, parts)| {
             let mut t = TxnOffsetCommitResponseTopic::default();
             t.name = name;
