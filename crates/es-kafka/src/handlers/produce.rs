@@ -495,7 +495,19 @@ fn append_one(
         }
         Err(e) => {
             tracing::warn!(partition = head.partition, error = %e, "append failed");
-            Err(Refusal::new(storage_error_code(&e), e.to_string()))
+            let error = storage_error_code(&e);
+            // Kafka answers a refused append (a sequence or epoch error)
+            // with the partition's log start offset, a storage failure
+            // without one.
+            let log_start_offset = if error == code(ResponseError::KafkaStorageError) {
+                -1
+            } else {
+                slot.log.log_start_offset() as i64
+            };
+            Err(Refusal {
+                log_start_offset,
+                ..Refusal::new(error, e.to_string())
+            })
         }
     })
 }
