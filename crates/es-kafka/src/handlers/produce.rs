@@ -98,6 +98,8 @@ struct Decoded {
     /// transactional): checked and recorded atomically with the append.
     producer: Option<ProducerAppend>,
     intent: AppendIntent,
+    /// The largest record timestamp of the batch as produced.
+    max_timestamp: i64,
 }
 
 /// Phase 3 done: in the log (or already there: a retried batch), waiting
@@ -440,6 +442,7 @@ fn append_one(
         mut buf,
         producer,
         intent,
+        max_timestamp,
     } = d;
     let mut log_append_time = -1;
     if rules.timestamp_type == TimestampType::LogAppendTime {
@@ -462,6 +465,7 @@ fn append_one(
                     buf,
                     producer,
                     intent,
+                    max_timestamp,
                 });
             }
             Err(e) => Err(e),
@@ -485,9 +489,18 @@ fn append_one(
                 base_offset = info.base_offset,
                 "duplicate batch answered with its original offsets"
             );
+            // Kafka answers a duplicate with its batch's timestamp as the
+            // append time, on any topic: a retry carries the same batch, so
+            // its largest timestamp (on a LogAppendTime topic, an append
+            // time: this one, as es keeps none per batch).
+            let batch_time = if rules.timestamp_type == TimestampType::LogAppendTime {
+                log_append_time
+            } else {
+                max_timestamp
+            };
             Ok(Appended {
                 base_offset: info.base_offset as i64,
-                log_append_time: -1,
+                log_append_time: batch_time,
                 log_start_offset: slot.log.log_start_offset() as i64,
                 end: Some(info.last_offset + 1),
                 slot,
@@ -565,12 +578,18 @@ fn decode_one(
     if rules.compact {
         refuse_keyless_records(head, &slot, &buf)?;
     }
+    let max_timestamp = summaries
+        .iter()
+        .map(|s| s.max_timestamp)
+        .max()
+        .unwrap_or(-1);
     Ok(Decoded {
         slot,
         rules,
         buf,
         producer,
         intent,
+        max_timestamp,
     })
 }
 
