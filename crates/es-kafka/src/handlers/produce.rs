@@ -2,7 +2,7 @@
 //! buffer, append it with one write, wait for durability, answer.
 //!
 //! Phases, per request:
-//! 1. resolve topics (auto-creating when allowed) and partitions;
+//! 1. resolve topics (never creating one, as Kafka) and partitions;
 //! 2. decode and validate every partition's batch (CRC, size against
 //!    `max.message.bytes`, Kafka's producer rules, timestamps) into a
 //!    [`RecordBatchBuf`] — concurrently with other requests, on a blocking
@@ -40,7 +40,7 @@ use super::{blocking, txn, Ctx, RequestError};
 use crate::codec::batch::{check_produce_compression, BatchDecoder, BatchSummary, DecodeLimits};
 use crate::config::{TimestampType, TopicRules};
 use crate::errors::{batch_error_code, code, storage_error_code, ResponseError, NONE};
-use crate::topics::{is_internal, validate_topic_name, PartitionSlot};
+use crate::topics::{is_internal, PartitionSlot};
 use crate::turn::Turn;
 
 /// Requests with at most this many record bytes are decoded on the runtime
@@ -136,7 +136,7 @@ pub async fn handle(
     let mut topic_names: Vec<(TopicName, uuid::Uuid)> = Vec::with_capacity(topic_data.len());
     let mut items: Vec<(Head, Step<Resolved>)> = Vec::new();
     let acks_ok = matches!(acks, -1..=1);
-    // Phase 1: resolve topics (auto-creating when allowed) and partitions.
+    // Phase 1: resolve topics and partitions.
     for (ti, td) in topic_data.into_iter().enumerate() {
         topic_names.push((td.name.clone(), td.topic_id));
         // v13 names topics by id; before that by name.
@@ -146,15 +146,14 @@ pub async fn handle(
                 "unknown topic id".to_string(),
             ))
         } else {
+            // Kafka's Produce creates no topic (clients ask Metadata to) and
+            // answers one it does not have, whatever its name, with
+            // UNKNOWN_TOPIC_OR_PARTITION.
             let name = td.name.0.as_str();
-            match validate_topic_name(name) {
-                Err(why) => Err((code(ResponseError::InvalidTopicException), why)),
-                // Produce never creates an internal topic.
-                Ok(()) => b
-                    .get_or_create(name, !is_internal(name))
-                    .await
-                    .map_err(|e| (e.code, e.message)),
-            }
+            b.topic(name).ok_or((
+                code(ResponseError::UnknownTopicOrPartition),
+                format!("unknown topic {name}"),
+            ))
         };
         for pd in td.partition_data {
             let mut head = Head {
