@@ -583,7 +583,16 @@ pub async fn describe_producers(
                                         ps.producer_epoch = i32::from(e.epoch);
                                         ps.last_sequence = e.last_seq().unwrap_or(-1);
                                         ps.last_timestamp = e.last_timestamp_ms;
-                                        ps.coordinator_epoch = e.coordinator_epoch;
+                                        // Kafka starts a producer's coordinator
+                                        // epoch at -1 and sets it with a
+                                        // transaction marker: one no
+                                        // transactional id owns has none.
+                                        ps.coordinator_epoch =
+                                            if b.txn().list(&[], &[*pid], -1).0.is_empty() {
+                                                -1
+                                            } else {
+                                                e.coordinator_epoch
+                                            };
                                         ps.current_txn_start_offset = e
                                             .txn_first_offset
                                             .and_then(|o| i64::try_from(o).ok())
