@@ -149,7 +149,7 @@ async fn every_served_version_answers_and_decodes() {
             3
         );
         if v >= 7 {
-            assert_eq!(r.session_id, 0, "no fetch sessions");
+            assert_eq!(r.session_id, 0, "epoch -1 opens no fetch session");
         }
     }
 
