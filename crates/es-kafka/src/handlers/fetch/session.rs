@@ -350,3 +350,105 @@ fn evict_one(sessions: &mut HashMap<i32, Session>, size: usize, now: Instant) ->
         None => false,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(p: i32) -> PartKey {
+        PartKey {
+            topic: TopicKey::Name("t".into()),
+            partition: p,
+        }
+    }
+
+    fn req(offset: i64) -> ReqData {
+        ReqData {
+            fetch_offset: offset,
+            max_bytes: 1024,
+            current_leader_epoch: -1,
+            last_fetched_epoch: -1,
+        }
+    }
+
+    fn answered(p: i32, hw: i64) -> (PartKey, FetchedPartition) {
+        (
+            key(p),
+            FetchedPartition {
+                partition_index: p,
+                high_watermark: hw,
+                ..FetchedPartition::default()
+            },
+        )
+    }
+
+    #[test]
+    fn epochs_and_shards_follow_kafka() {
+        assert_eq!(next_epoch(0), 1);
+        assert_eq!(next_epoch(i32::MAX), 1);
+        assert_eq!(next_epoch(-1), -1);
+        assert!(shard_exists(-1) && shard_exists(1) && shard_exists(2_147_483_639));
+        assert!(!shard_exists(i32::MAX) && !shard_exists(i32::MIN));
+    }
+
+    #[test]
+    fn a_full_cache_evicts_only_what_kafka_would() {
+        let s = FetchSessions::default();
+        let reqs: HashMap<PartKey, ReqData> = (0..3).map(|p| (key(p), req(0))).collect();
+        let big: Vec<_> = (0..3).map(|p| answered(p, 5)).collect();
+        for _ in 0..SESSION_CACHE_SLOTS {
+            assert_ne!(s.open(false, &reqs, &big[..1]), 0);
+        }
+        // Every session is fresh: no room for another.
+        assert_eq!(s.open(false, &reqs, &big), 0);
+        // One grows old: a larger session evicts it, a smaller one does not.
+        let ago = |ms: u64| Instant::now().checked_sub(Duration::from_millis(ms));
+        if let (Some(used), Some(created)) = (
+            ago(SESSION_EVICTION_MS / 2),
+            ago(SESSION_EVICTION_MS * 3 / 2),
+        ) {
+            let mut all = s.sessions.lock();
+            let victim = all.values_mut().next().expect("a session");
+            victim.created = created;
+            victim.last_used = used;
+        } else {
+            // A clock that started less than three minutes ago.
+            return;
+        }
+        assert_eq!(s.open(false, &reqs, &big[..1]), 0);
+        assert_ne!(s.open(false, &reqs, &big), 0);
+        assert_eq!(s.sessions.lock().len(), SESSION_CACHE_SLOTS);
+    }
+
+    #[test]
+    fn partitions_with_records_move_to_the_end() {
+        let s = FetchSessions::default();
+        let reqs: HashMap<PartKey, ReqData> = (0..3).map(|p| (key(p), req(0))).collect();
+        let id = s.open(
+            false,
+            &reqs,
+            &[answered(0, 5), answered(1, 5), answered(2, 5)],
+        );
+        let (ctx, parts) = s.new_context(12, id, 1, Vec::new(), &[]);
+        assert_eq!(ctx, Context::Incremental { id, epoch: 2 });
+        assert_eq!(parts.len(), 3);
+        let mut with_records = answered(0, 5);
+        with_records.1.records = bytes::Bytes::from_static(b"x");
+        let out = s
+            .answer_incremental(id, 2, vec![with_records, answered(1, 5), answered(2, 6)])
+            .expect("answer");
+        let got: Vec<i32> = out.iter().map(|(k, _)| k.partition).collect();
+        assert_eq!(got, vec![0, 2], "records and a new high watermark");
+        let (_, parts) = s.new_context(12, id, 2, Vec::new(), &[]);
+        let order: Vec<i32> = parts.iter().map(|(k, _)| k.partition).collect();
+        assert_eq!(order, vec![1, 2, 0]);
+        // A session opened by name refuses a request by id.
+        let (ctx, _) = s.new_context(13, id, 3, Vec::new(), &[]);
+        assert_eq!(
+            ctx,
+            Context::Error(crate::errors::code(
+                crate::errors::ResponseError::FetchSessionTopicIdError
+            ))
+        );
+    }
+}
