@@ -10,12 +10,19 @@ CRC-32C from the crc32c package.
 import gzip
 import io
 import struct
+import time
 
 import cramjam
 import crc32c
 import lz4.frame
 
 CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+# Record timestamps: the start of the day before the run (the same for both brokers). Fixed
+# old timestamps (2023) made the answers depend on when the reference ran its first
+# time-based retention pass (7 days by default; Kafka's first pass runs 30 s after start and
+# deletes every expired segment, the active one included), which emptied every prepared
+# partition in the middle of the run.
+BASE_TS = (int(time.time()) // 86400 - 1) * 86400 * 1000
 XERIAL = b"\x82SNAPPY\x00"
 
 
@@ -76,7 +83,7 @@ def decompress(codec, data):
     raise ValueError(f"codec {codec}")
 
 
-def build_batch(records, codec="none", base_timestamp=1_700_000_000_000, producer_id=-1,
+def build_batch(records, codec="none", base_timestamp=BASE_TS, producer_id=-1,
                 producer_epoch=-1, base_sequence=-1, transactional=False, control=False,
                 base_offset=0, leader_epoch=-1, log_append_time=False):
     """records: list of dicts {key, value, headers: [(k, v)], ts_delta}; key/value bytes or None."""

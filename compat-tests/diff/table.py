@@ -11,6 +11,8 @@ them at length). A case whose every difference matches a row of ALLOWED is repor
 import copy
 import re
 
+import records
+
 # (api regex, field path regex, action, reason). A path is dotted field names with [] for
 # any list index, e.g. "topics[].partitions[].error_code".
 NORMALISE = [
@@ -35,11 +37,18 @@ NORMALISE = [
      "the broker's clock at append (LogAppendTime topics); -1 kept"),
     (".*", r"(.*\.)?records\[\]\.(base_timestamp|max_timestamp)@log_append", "mask",
      "batches of a LogAppendTime topic carry the broker's clock"),
+    (".*", r"(.*\.)?records\[\]\.(base_timestamp|max_timestamp)", "mask_clock",
+     "a batch stamped at or after the start of the run's day carries a broker's clock (the "
+     "transaction markers each broker writes); produced records are stamped the day before"),
+    ("ListOffsets", r"topics\[\]\.partitions\[\]\.timestamp", "mask_clock",
+     "the timestamp of a record a broker stamped with its clock (a transaction marker)"),
     ("DescribeGroups|ConsumerGroupDescribe", r"(.*\.)?(client_host)", "mask",
      "the client's address as each broker saw it (source port differs)"),
     (".*", r"(.*\.)?error_message", "drop",
      "free text in each broker's own words (Kafka's null, empty and text alike); the error code "
      "beside it is compared"),
+    ("DescribeTransactions", r"transaction_states\[\]\.transaction_start_time_ms", "mask_nonneg",
+     "the broker's clock when the transaction started; -1 (none) kept"),
     ("DescribeLogDirs", r"results\[\]\.log_dir", "mask",
      "each broker's own data directory path"),
     ("DescribeLogDirs", r"results\[\]\.topics\[\]\.partitions\[\]\.partition_size", "mask_nonneg",
@@ -70,6 +79,10 @@ SORTED = [
     ("OffsetFetch", "groups[].topics[].partitions", "partition_index", "likewise for partitions"),
     ("OffsetFetch", "topics", "name", "likewise before v8"),
     ("OffsetFetch", "topics[].partitions", "partition_index", "likewise before v8"),
+    ("AddPartitionsToTxn", "results_by_topic_v3_and_below", "name",
+     "Kafka answers v0-3 from a map of partition errors"),
+    ("DescribeTransactions", "transaction_states[].topics", "topic",
+     "Kafka lists a transaction's partitions from a hash set"),
 ]
 
 # (case regex, diff path regex, reason): differences es keeps on purpose (see FINDINGS.md).
@@ -88,6 +101,29 @@ ALLOWED = [
      "the group of JoinGroup.v0.protocols=dup stays PreparingRebalance on Kafka (its join never "
      "completes), Empty on es"),
     # -- data and transactions --
+    (r"^(Fetch\.v\d+\.(max_bytes=(0|-1)|topics\.partitions\.partition_max_bytes=oor)"
+     r"|seq\.read\.diff-(p1\.(at\d+|small_max_bytes)|idem)|seq\.fetch_session\.incremental\.move)$",
+     r"\.partitions\[\d+\]\.records(\.length|\[\d+:\]|\[\d+\]\.(base_offset|last_offset_delta"
+     r"|base_timestamp|max_timestamp|count|records(\.length|\[\d+:\]|\[\d+\]\..+)))$",
+     "es stores records, not the producer's batches, and serves uncompressed records in its own "
+     "batches (one per run of records of one producer, cut at the byte budget); only compressed "
+     "batches are kept whole (DESIGN.md, the data path; docs/storage.md, Produced batches)"),
+    (r"^seq\.read\.diff-lat$", r"\.records\[\d+\]\.records\[\d+\]\.timestamp_delta$",
+     "es stores one timestamp per record, the append time on a LogAppendTime topic, so the "
+     "record deltas are 0; Kafka keeps the producer's deltas, which clients ignore there"),
+    (r"^AddPartitionsToTxn\.v\d+\.transactions=empty$", r"^\.(status|body)$",
+     "Kafka never answers a batch of no transactions (it answers when the last one is "
+     "answered); es answers at once with an empty result"),
+    (r"^seq\.txn\.end_again$", r"^\.body\.error_code$",
+     "es writes the transaction markers before it answers EndTxn, so a repeated commit finds "
+     "the transaction complete (NONE, as Kafka answers once its markers are written); Kafka "
+     "answers CONCURRENT_TRANSACTIONS while its markers are in flight"),
+    (r"^seq\.txn\.describe$", r"\.topics\[\d+\]\.partitions\[\d+\]$",
+     "es's __consumer_offsets has one partition (es keeps offsets in its own store), so a "
+     "group's offsets partition is 0; Kafka's has 50"),
+    (r"^OffsetForLeaderEpoch\.v\d+\.topics\.topic=internal$", r"\.end_offset$",
+     "es keeps group offsets in its own store, not in __consumer_offsets, whose partition "
+     "stays empty"),
 ]
 
 _compiled = [(re.compile(a), re.compile(p), act, why) for a, p, act, why in NORMALISE]
@@ -157,6 +193,8 @@ def _apply(act, v, ctx):
         return v if not isinstance(v, str) or v == "" else ctx.label("member", v)
     if act == "label_nonneg":
         return v if not isinstance(v, int) or v < 0 else ctx.label("producer", v)
+    if act == "mask_clock":
+        return v if not isinstance(v, int) or v < records.BASE_TS + 86_400_000 else "<clock>"
     if act == "label_nonzero":
         return v if v == 0 else ctx.label("session", v)
     raise ValueError(act)

@@ -38,6 +38,8 @@ RETRIES, RETRY_PAUSE_S = 60, 0.25
 
 
 def error_codes(x):
+    """Every error code in an answer: error_code fields and the like (AddPartitionsToTxn
+    v0-3 names its partition_error_code)."""
     if isinstance(x, dict):
         for k, v in x.items():
             if k.endswith("error_code") and isinstance(v, int):  # also partition_error_code

@@ -17,10 +17,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::{admin_opts, client_config};
+use es_kafka::kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use es_kafka::kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use es_kafka::kafka_protocol::messages::{
     ApiKey, DescribeTransactionsRequest, DescribeTransactionsResponse, InitProducerIdRequest,
-    InitProducerIdResponse, ProduceRequest, ProduceResponse, TopicName, TransactionalId,
+    InitProducerIdResponse, MetadataRequest, MetadataResponse, ProduceRequest, ProduceResponse,
+    TopicName, TransactionalId,
 };
 use es_kafka::kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use es_test_support::batch::{producer_meta, KafkaBatch};
@@ -67,6 +69,18 @@ impl Raw {
         let r: InitProducerIdResponse = self.call(ApiKey::InitProducerId, 4, &req);
         assert_eq!(r.error_code, 0);
         (r.producer_id.0, r.producer_epoch)
+    }
+
+    /// Creates `topic` as a client does, through Metadata (Produce creates
+    /// no topic, as in Kafka).
+    fn create_topic(&mut self, topic: &str) {
+        let mut t = MetadataRequestTopic::default();
+        t.name = Some(TopicName(s(topic)));
+        let mut req = MetadataRequest::default();
+        req.topics = Some(vec![t]);
+        req.allow_auto_topic_creation = true;
+        let r: MetadataResponse = self.call(ApiKey::Metadata, 12, &req);
+        assert_eq!(r.topics[0].error_code, 0, "Metadata creates {topic}");
     }
 
     /// Produces one batch to `topic`/0: (error, base offset).
@@ -124,6 +138,7 @@ fn raw_duplicate_is_recognised_after_sigkill() {
     let b = common::start(dir.path(), &[]);
     let mut raw = Raw::connect(&b.addr);
     let (pid, epoch) = raw.init_producer_id(None);
+    raw.create_topic("dup");
     assert_eq!(raw.produce("dup", batch(pid, epoch, 0, 3)), (0, 0));
     assert_eq!(raw.produce("dup", batch(pid, epoch, 3, 2)), (0, 3));
     // A retry before the crash.

@@ -64,7 +64,7 @@ pub struct FetchReply {
     pub throttle_time_ms: i32,
     /// Top-level error (v7+).
     pub error_code: i16,
-    /// Fetch session id (v7+); es never creates sessions, so 0.
+    /// Fetch session id (v7+): 0 without a session.
     pub session_id: i32,
     pub topics: Vec<FetchedTopic>,
 }

@@ -8,12 +8,19 @@
 //! first open transaction, never above the high watermark) for
 //! `read_committed` (1, v2+), so a read_committed consumer that resets to the
 //! end never starts inside an open transaction.
+//!
+//! As Kafka: each partition is answered once, grouped by topic, a partition
+//! named twice with INVALID_REQUEST; a special timestamp older than the
+//! request version that introduced it gets UNSUPPORTED_VERSION; an offset
+//! not found has no leader epoch (-1).
 
 use bytes::Bytes;
+use indexmap::IndexMap;
+use kafka_protocol::messages::list_offsets_request::ListOffsetsPartition;
 use kafka_protocol::messages::list_offsets_response::{
     ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
 };
-use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
+use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse, TopicName};
 
 use super::metadata::LEADER_EPOCH;
 use super::{blocking, Ctx, RequestError};
@@ -30,67 +37,106 @@ pub const EARLIEST_PENDING_UPLOAD: i64 = -6;
 /// ListOffsets `isolation_level` of read_committed consumers.
 pub const READ_COMMITTED: i8 = 1;
 
+/// The first version that may ask for each special timestamp (Kafka answers
+/// an older request for one with UNSUPPORTED_VERSION).
+fn min_version_of(spec: i64) -> i16 {
+    match spec {
+        MAX_TIMESTAMP => 7,
+        EARLIEST_LOCAL => 8,
+        LATEST_TIERED => 9,
+        EARLIEST_PENDING_UPLOAD => 11,
+        _ => 0,
+    }
+}
+
 pub async fn handle(ctx: &Ctx, req: ListOffsetsRequest) -> Result<Option<Bytes>, RequestError> {
     let v = ctx.version;
     let b = ctx.broker.clone();
-    let topics = req.topics;
     let read_committed = v >= 2 && req.isolation_level == READ_COMMITTED;
-    let results = blocking(move || {
-        let mut out = Vec::with_capacity(topics.len());
-        for t in topics {
-            let topic = b.topic(t.name.0.as_str());
-            let mut tr = ListOffsetsTopicResponse::default();
-            tr.name = t.name;
-            for p in t.partitions {
-                let mut pr = ListOffsetsPartitionResponse::default();
-                pr.partition_index = p.partition_index;
-                pr.timestamp = -1;
-                pr.offset = -1;
-                let slot = topic.as_ref().and_then(|t| t.partition(p.partition_index));
-                let (error, ts, off) = match slot {
-                    None => (code(ResponseError::UnknownTopicOrPartition), -1, -1),
-                    Some(_) if p.current_leader_epoch > LEADER_EPOCH => {
-                        (code(ResponseError::UnknownLeaderEpoch), -1, -1)
-                    }
-                    Some(s) => match p.timestamp {
-                        LATEST => {
-                            let hw = s.log.high_watermark();
-                            let latest = if read_committed {
-                                s.log.last_stable_offset().min(hw)
-                            } else {
-                                hw
-                            };
-                            (NONE, -1, latest as i64)
-                        }
-                        EARLIEST | EARLIEST_LOCAL => (NONE, -1, s.log.log_start_offset() as i64),
-                        MAX_TIMESTAMP => match s.log.max_timestamp() {
-                            Ok(Some((o, ts))) => (NONE, ts, o as i64),
-                            Ok(None) => (NONE, -1, -1),
-                            Err(e) => (storage_error_code(&e), -1, -1),
-                        },
-                        ts if ts >= 0 => match s.log.offset_for_timestamp(ts) {
-                            Ok(Some((o, found))) => (NONE, found, o as i64),
-                            Ok(None) => (NONE, -1, -1),
-                            Err(e) => (storage_error_code(&e), -1, -1),
-                        },
-                        // LATEST_TIERED, EARLIEST_PENDING_UPLOAD and unknown
-                        // negative specs name tiered-storage positions es
-                        // does not have: no offset, as Kafka answers for a
-                        // topic without remote storage.
-                        _ => (NONE, -1, -1),
-                    },
-                };
-                pr.error_code = error;
-                pr.timestamp = ts;
-                pr.offset = off;
-                if v >= 4 {
-                    pr.leader_epoch = if error == NONE { LEADER_EPOCH } else { -1 };
+    // Kafka reads the isolation level of a consumer's request (replica -1)
+    // for each partition it looks up, and fails that partition on one it
+    // does not know.
+    let bad_isolation = v >= 2 && req.replica_id.0 == -1 && !matches!(req.isolation_level, 0 | 1);
+    // Kafka answers each partition once, grouped by topic in the order
+    // they first appear, a partition named twice with INVALID_REQUEST, and a
+    // topic that names no partition not at all.
+    let mut wanted: IndexMap<(TopicName, i32), (ListOffsetsPartition, bool)> = IndexMap::new();
+    for t in req.topics {
+        for p in t.partitions {
+            match wanted.entry((t.name.clone(), p.partition_index)) {
+                indexmap::map::Entry::Occupied(mut e) => e.get_mut().1 = true,
+                indexmap::map::Entry::Vacant(e) => {
+                    e.insert((p, false));
                 }
-                tr.partitions.push(pr);
             }
-            out.push(tr);
         }
-        out
+    }
+    let results = blocking(move || {
+        let mut out: IndexMap<TopicName, ListOffsetsTopicResponse> = IndexMap::new();
+        for ((name, _), (p, duplicated)) in wanted {
+            let topic = b.topic(name.0.as_str());
+            let mut pr = ListOffsetsPartitionResponse::default();
+            pr.partition_index = p.partition_index;
+            let slot = topic.as_ref().and_then(|t| t.partition(p.partition_index));
+            let (error, ts, off) = match slot {
+                _ if duplicated => (code(ResponseError::InvalidRequest), -1, -1),
+                _ if bad_isolation => (code(ResponseError::UnknownServerError), -1, -1),
+                None => (code(ResponseError::UnknownTopicOrPartition), -1, -1),
+                Some(_) if p.current_leader_epoch > LEADER_EPOCH => {
+                    (code(ResponseError::UnknownLeaderEpoch), -1, -1)
+                }
+                Some(_) if v < min_version_of(p.timestamp) => {
+                    (code(ResponseError::UnsupportedVersion), -1, -1)
+                }
+                Some(s) => match p.timestamp {
+                    LATEST => {
+                        let hw = s.log.high_watermark();
+                        let latest = if read_committed {
+                            s.log.last_stable_offset().min(hw)
+                        } else {
+                            hw
+                        };
+                        (NONE, -1, latest as i64)
+                    }
+                    EARLIEST | EARLIEST_LOCAL => (NONE, -1, s.log.log_start_offset() as i64),
+                    MAX_TIMESTAMP => match s.log.max_timestamp() {
+                        Ok(Some((o, ts))) => (NONE, ts, o as i64),
+                        Ok(None) => (NONE, -1, -1),
+                        Err(e) => (storage_error_code(&e), -1, -1),
+                    },
+                    ts if ts >= 0 => match s.log.offset_for_timestamp(ts) {
+                        Ok(Some((o, found))) => (NONE, found, o as i64),
+                        Ok(None) => (NONE, -1, -1),
+                        Err(e) => (storage_error_code(&e), -1, -1),
+                    },
+                    // LATEST_TIERED, EARLIEST_PENDING_UPLOAD and unknown
+                    // negative specs name tiered-storage positions es
+                    // does not have: no offset, as Kafka answers for a
+                    // topic without remote storage.
+                    _ => (NONE, -1, -1),
+                },
+            };
+            pr.error_code = error;
+            pr.timestamp = ts;
+            pr.offset = off;
+            if v >= 4 {
+                // No offset found: no epoch either.
+                pr.leader_epoch = if error == NONE && off >= 0 {
+                    LEADER_EPOCH
+                } else {
+                    -1
+                };
+            }
+            out.entry(name.clone())
+                .or_insert_with(|| {
+                    let mut tr = ListOffsetsTopicResponse::default();
+                    tr.name = name;
+                    tr
+                })
+                .partitions
+                .push(pr);
+        }
+        out.into_values().collect()
     })
     .await?;
     let mut r = ListOffsetsResponse::default();

@@ -1,6 +1,8 @@
 //! OffsetForLeaderEpoch (v2-4): every partition has had one leader epoch,
-//! 0, since it was created, so epoch 0 ends at the log end offset and any
-//! later epoch is unknown (Kafka answers those with UNDEFINED, -1/-1).
+//! 0, since it was created, so epoch 0 ends at the log end offset, any
+//! later epoch and -1 are unknown (Kafka answers those with UNDEFINED,
+//! -1/-1), and an epoch below -1 precedes epoch 0 (Kafka answers it with
+//! itself and the start offset of epoch 0, the log start).
 //! Clients use it after a leader change to detect truncation; here there is
 //! never any.
 
@@ -33,9 +35,15 @@ pub fn handle(ctx: &Ctx, req: OffsetForLeaderEpochRequest) -> Result<Option<Byte
                 }
                 Some(s) => {
                     e.error_code = NONE;
-                    if p.leader_epoch <= LEADER_EPOCH {
+                    // Kafka's LeaderEpochFileCache.endOffsetFor: -1 is
+                    // UNDEFINED; an epoch below every known one gets itself
+                    // and the start of the first epoch (the log start).
+                    if p.leader_epoch == LEADER_EPOCH {
                         e.leader_epoch = LEADER_EPOCH;
                         e.end_offset = s.log.log_end_offset() as i64;
+                    } else if p.leader_epoch < -1 {
+                        e.leader_epoch = p.leader_epoch;
+                        e.end_offset = s.log.log_start_offset() as i64;
                     }
                 }
             }

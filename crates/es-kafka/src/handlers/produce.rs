@@ -2,7 +2,7 @@
 //! buffer, append it with one write, wait for durability, answer.
 //!
 //! Phases, per request:
-//! 1. resolve topics (auto-creating when allowed) and partitions;
+//! 1. resolve topics (never creating one, as Kafka) and partitions;
 //! 2. decode and validate every partition's batch (CRC, size against
 //!    `max.message.bytes`, Kafka's producer rules, timestamps) into a
 //!    [`RecordBatchBuf`] — concurrently with other requests, on a blocking
@@ -27,6 +27,8 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use es_storage::{AppendIntent, AppendOutcome, ProducerAppend, RecordBatchBuf};
+use indexmap::IndexMap;
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::produce_response::{
     BatchIndexAndErrorMessage, PartitionProduceResponse, TopicProduceResponse,
 };
@@ -38,7 +40,7 @@ use super::{blocking, txn, Ctx, RequestError};
 use crate::codec::batch::{check_produce_compression, BatchDecoder, BatchSummary, DecodeLimits};
 use crate::config::{TimestampType, TopicRules};
 use crate::errors::{batch_error_code, code, storage_error_code, ResponseError, NONE};
-use crate::topics::{is_internal, validate_topic_name, PartitionSlot};
+use crate::topics::{is_internal, PartitionSlot};
 use crate::turn::Turn;
 
 /// Requests with at most this many record bytes are decoded on the runtime
@@ -96,6 +98,8 @@ struct Decoded {
     /// transactional): checked and recorded atomically with the append.
     producer: Option<ProducerAppend>,
     intent: AppendIntent,
+    /// The largest record timestamp of the batch as produced.
+    max_timestamp: i64,
 }
 
 /// Phase 3 done: in the log (or already there: a retried batch), waiting
@@ -128,11 +132,12 @@ pub async fn handle(
     let acks = req.acks;
     let transactional_id = req.transactional_id.as_ref().map(|t| t.0.to_string());
     let b = &ctx.broker;
-    let mut topic_names: Vec<(TopicName, uuid::Uuid)> = Vec::with_capacity(req.topic_data.len());
+    let topic_data = merge_repeats(v, req.topic_data);
+    let mut topic_names: Vec<(TopicName, uuid::Uuid)> = Vec::with_capacity(topic_data.len());
     let mut items: Vec<(Head, Step<Resolved>)> = Vec::new();
     let acks_ok = matches!(acks, -1..=1);
-    // Phase 1: resolve topics (auto-creating when allowed) and partitions.
-    for (ti, td) in req.topic_data.into_iter().enumerate() {
+    // Phase 1: resolve topics and partitions.
+    for (ti, td) in topic_data.into_iter().enumerate() {
         topic_names.push((td.name.clone(), td.topic_id));
         // v13 names topics by id; before that by name.
         let resolved = if v >= 13 {
@@ -141,15 +146,14 @@ pub async fn handle(
                 "unknown topic id".to_string(),
             ))
         } else {
+            // Kafka's Produce creates no topic (clients ask Metadata to) and
+            // answers one it does not have, whatever its name, with
+            // UNKNOWN_TOPIC_OR_PARTITION.
             let name = td.name.0.as_str();
-            match validate_topic_name(name) {
-                Err(why) => Err((code(ResponseError::InvalidTopicException), why)),
-                // Produce never creates an internal topic.
-                Ok(()) => b
-                    .get_or_create(name, !is_internal(name))
-                    .await
-                    .map_err(|e| (e.code, e.message)),
-            }
+            b.topic(name).ok_or((
+                code(ResponseError::UnknownTopicOrPartition),
+                format!("unknown topic {name}"),
+            ))
         };
         for pd in td.partition_data {
             let mut head = Head {
@@ -326,6 +330,37 @@ pub async fn handle(
     ctx.respond(&r)
 }
 
+/// The request's partitions as Kafka's KafkaApis takes them: into a map
+/// keyed by topic and partition, so a partition named twice is appended once,
+/// with the records named last, a topic named twice is answered once, and a
+/// topic naming no partition is not answered (v13 names topics by id).
+fn merge_repeats(v: i16, topic_data: Vec<TopicProduceData>) -> Vec<TopicProduceData> {
+    let mut topics: IndexMap<(TopicName, uuid::Uuid), IndexMap<i32, PartitionProduceData>> =
+        IndexMap::new();
+    for td in topic_data {
+        let key = if v >= 13 {
+            (TopicName::default(), td.topic_id)
+        } else {
+            (td.name, uuid::Uuid::nil())
+        };
+        let parts = topics.entry(key).or_default();
+        for pd in td.partition_data {
+            parts.insert(pd.index, pd);
+        }
+    }
+    topics
+        .into_iter()
+        .filter(|(_, parts)| !parts.is_empty())
+        .map(|((name, topic_id), parts)| {
+            let mut td = TopicProduceData::default();
+            td.name = name;
+            td.topic_id = topic_id;
+            td.partition_data = parts.into_values().collect();
+            td
+        })
+        .collect()
+}
+
 /// One partition's part of the response, from the last phase it reached.
 fn partition_response(v: i16, partition: i32, step: Step<Appended>) -> PartitionProduceResponse {
     let mut p = PartitionProduceResponse::default();
@@ -406,6 +441,7 @@ fn append_one(
         mut buf,
         producer,
         intent,
+        max_timestamp,
     } = d;
     let mut log_append_time = -1;
     if rules.timestamp_type == TimestampType::LogAppendTime {
@@ -428,6 +464,7 @@ fn append_one(
                     buf,
                     producer,
                     intent,
+                    max_timestamp,
                 });
             }
             Err(e) => Err(e),
@@ -451,9 +488,18 @@ fn append_one(
                 base_offset = info.base_offset,
                 "duplicate batch answered with its original offsets"
             );
+            // Kafka answers a duplicate with its batch's timestamp as the
+            // append time, on any topic: a retry carries the same batch, so
+            // its largest timestamp (on a LogAppendTime topic, an append
+            // time: this one, as es keeps none per batch).
+            let batch_time = if rules.timestamp_type == TimestampType::LogAppendTime {
+                log_append_time
+            } else {
+                max_timestamp
+            };
             Ok(Appended {
                 base_offset: info.base_offset as i64,
-                log_append_time: -1,
+                log_append_time: batch_time,
                 log_start_offset: slot.log.log_start_offset() as i64,
                 end: Some(info.last_offset + 1),
                 slot,
@@ -461,7 +507,19 @@ fn append_one(
         }
         Err(e) => {
             tracing::warn!(partition = head.partition, error = %e, "append failed");
-            Err(Refusal::new(storage_error_code(&e), e.to_string()))
+            let error = storage_error_code(&e);
+            // Kafka answers a refused append (a sequence or epoch error)
+            // with the partition's log start offset, a storage failure
+            // without one.
+            let log_start_offset = if error == code(ResponseError::KafkaStorageError) {
+                -1
+            } else {
+                slot.log.log_start_offset() as i64
+            };
+            Err(Refusal {
+                log_start_offset,
+                ..Refusal::new(error, e.to_string())
+            })
         }
     })
 }
@@ -519,12 +577,18 @@ fn decode_one(
     if rules.compact {
         refuse_keyless_records(head, &slot, &buf)?;
     }
+    let max_timestamp = summaries
+        .iter()
+        .map(|s| s.max_timestamp)
+        .max()
+        .unwrap_or(-1);
     Ok(Decoded {
         slot,
         rules,
         buf,
         producer,
         intent,
+        max_timestamp,
     })
 }
 

@@ -377,6 +377,10 @@ pub async fn txn_offset_commit(
     }
     let outcome = if offsets.is_empty() {
         NONE
+    } else if group.is_empty() {
+        // Kafka's group coordinator refuses an empty group id before it
+        // looks at the transaction.
+        code(ResponseError::InvalidGroupId)
     } else {
         let b = b.clone();
         let id = req.transactional_id.0.to_string();
@@ -400,8 +404,11 @@ pub async fn txn_offset_commit(
         }
     };
     let mut r = TxnOffsetCommitResponse::default();
+    // Kafka answers partitions, grouped by topic: a topic that names none
+    // is not answered.
     r.topics = plan
         .into_iter()
+        .filter(|(_, parts)| !parts.is_empty())
         .map(|(name, parts)| {
             let mut t = TxnOffsetCommitResponseTopic::default();
             t.name = name;
@@ -438,6 +445,22 @@ pub async fn end_txn(ctx: &Ctx, req: EndTxnRequest) -> Result<Option<Bytes>, Req
 
 // ----- DescribeTransactions / ListTransactions -------------------------------
 
+/// The `__consumer_offsets` partition of `group`, as Kafka's group
+/// coordinator picks it: the absolute value of Java's `String.hashCode` of
+/// the group id modulo the topic's partitions.
+pub fn offsets_partition_for(group: &str) -> i32 {
+    offsets_partition(group, crate::config::OFFSETS_TOPIC_PARTITIONS)
+}
+
+fn offsets_partition(group: &str, partitions: i32) -> i32 {
+    let hash = group
+        .encode_utf16()
+        .fold(0i32, |h, c| h.wrapping_mul(31).wrapping_add(i32::from(c)));
+    // Kafka's Utils.abs: i32::MIN maps to 0.
+    let abs = if hash == i32::MIN { 0 } else { hash.abs() };
+    abs % partitions.max(1)
+}
+
 pub fn describe_transactions(
     ctx: &Ctx,
     req: DescribeTransactionsRequest,
@@ -460,6 +483,17 @@ pub fn describe_transactions(
                         .entry(tp.topic.clone())
                         .or_default()
                         .push(tp.partition);
+                }
+                // Kafka's transaction holds the offsets partition of each
+                // group AddOffsetsToTxn added.
+                for g in &rec.groups {
+                    let p = offsets_partition_for(g);
+                    let ps = by_topic
+                        .entry(crate::topics::CONSUMER_OFFSETS_TOPIC.to_string())
+                        .or_default();
+                    if !ps.contains(&p) {
+                        ps.push(p);
+                    }
                 }
                 st.topics = by_topic
                     .into_iter()
@@ -549,7 +583,16 @@ pub async fn describe_producers(
                                         ps.producer_epoch = i32::from(e.epoch);
                                         ps.last_sequence = e.last_seq().unwrap_or(-1);
                                         ps.last_timestamp = e.last_timestamp_ms;
-                                        ps.coordinator_epoch = e.coordinator_epoch;
+                                        // Kafka starts a producer's coordinator
+                                        // epoch at -1 and sets it with a
+                                        // transaction marker: one no
+                                        // transactional id owns has none.
+                                        ps.coordinator_epoch =
+                                            if b.txn().list(&[], &[*pid], -1).0.is_empty() {
+                                                -1
+                                            } else {
+                                                e.coordinator_epoch
+                                            };
                                         ps.current_txn_start_offset = e
                                             .txn_first_offset
                                             .and_then(|o| i64::try_from(o).ok())
@@ -571,4 +614,15 @@ pub async fn describe_producers(
     let mut r = DescribeProducersResponse::default();
     r.topics = topics;
     ctx.respond(&r)
+}
+
+#[cfg(test)]
+mod offsets_partition_tests {
+    #[test]
+    fn groups_map_to_kafkas_offsets_partitions() {
+        // Kafka 4.4 with 50 partitions puts these groups on these partitions.
+        assert_eq!(super::offsets_partition("diff-group-txn", 50), 36);
+        assert_eq!(super::offsets_partition("", 50), 0);
+        assert_eq!(super::offsets_partition("diff-group-txn", 1), 0);
+    }
 }

@@ -195,6 +195,20 @@ async fn duplicate_batch_gets_its_original_offsets() {
     let got = fetch(&b, "t", 0, 0).await;
     assert_eq!(got.high_watermark, 6);
     assert_eq!(values(got.records.as_ref().expect("records")).len(), 6);
+    // No transaction marker ever touched this idempotent producer: Kafka
+    // reports its coordinator epoch as -1.
+    let mut tr = TopicRequest::default();
+    tr.name = TopicName(s("t"));
+    tr.partition_indexes = vec![0];
+    let mut req = DescribeProducersRequest::default();
+    req.topics = vec![tr];
+    let r: DescribeProducersResponse = call(&b, ApiKey::DescribeProducers, 0, &req).await;
+    let me = r.topics[0].partitions[0]
+        .active_producers
+        .iter()
+        .find(|p| p.producer_id.0 == pid)
+        .expect("our producer");
+    assert_eq!((me.last_sequence, me.coordinator_epoch), (4, -1));
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -38,21 +38,30 @@
 //! that asks for exactly that takes it instead of reading, so a consumer
 //! catching up does not wait for the re-encoding of each fetch.
 //!
-//! Fetch sessions (KIP-227): we never create one. A full fetch (session id 0,
-//! epoch -1 or 0) is answered with session id 0, which tells the client that
-//! this broker does not keep sessions, so librdkafka and the Java consumer
-//! continue with full fetches; an incremental fetch naming a session gets
-//! FETCH_SESSION_ID_NOT_FOUND, which makes the client start over with a full one.
+//! Fetch sessions (KIP-227): kept as Kafka keeps them ([`session`]); a
+//! full fetch with epoch 0 opens one, an incremental fetch reads the
+//! session's partitions and answers only those that changed.
+//!
+//! Order: the answer lists the partitions it read in the request's (or the
+//! session's) order, each once, then those of unknown topics or partitions,
+//! as Kafka's KafkaApis does; consecutive partitions of one topic share its
+//! entry.
 
 use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use indexmap::IndexMap;
 use kafka_protocol::messages::{ApiKey, FetchRequest, TopicName};
+use kafka_protocol::protocol::StrBytes;
 use tokio::sync::Notify;
 
 pub mod read_ahead;
+pub mod session;
+#[cfg(test)]
+mod session_tests;
 
 use super::metadata::LEADER_EPOCH;
 use super::{blocking, Ctx, RequestError};
@@ -66,6 +75,7 @@ use crate::topics::PartitionSlot;
 use es_storage::record::RecordIter;
 use es_storage::{Isolation, LogSnapshot, ReadBuf, ReadView};
 use read_ahead::{Preparation, Prepared, ReadAhead, ReadAheadCache};
+use session::{Context, FetchSessions, PartKey, ReqData, TopicKey};
 
 /// The largest response we build, whatever `max_bytes` says (64 MiB).
 pub const FETCH_RESPONSE_BYTES_MAX: usize = 64 * 1024 * 1024;
@@ -95,13 +105,15 @@ thread_local! {
 /// One partition the request asks for.
 #[derive(Clone)]
 struct Want {
-    topic: usize,
     partition: i32,
     slot: Option<Arc<PartitionSlot>>,
     /// The partition's read-ahead.
     read_ahead: Option<ReadAhead>,
     offset: i64,
     max_bytes: usize,
+    /// partition_max_bytes as asked (Kafka fails a read whose budget is
+    /// negative).
+    raw_max_bytes: i32,
     error: i16,
     compression: Compression,
     codec_rules: CodecRules,
@@ -120,6 +132,20 @@ struct Got {
     last_stable_offset: i64,
     /// Aborted transactions overlapping the records returned (read_committed).
     aborted: Vec<Aborted>,
+}
+
+impl Got {
+    /// A partition whose read failed: watermarks and log start unknown (-1).
+    fn unknown() -> Got {
+        Got {
+            error: NONE,
+            high_watermark: -1,
+            log_start_offset: -1,
+            records: Bytes::new(),
+            last_stable_offset: -1,
+            aborted: Vec::new(),
+        }
+    }
 }
 
 /// One partition's read: its records and where they leave the consumer.
@@ -151,11 +177,12 @@ struct Ahead {
 /// The codecs fetched batches are encoded with, from the topic's
 /// `compression.type`: that codec for every batch, or for "producer" (Kafka's
 /// default) each produced batch's own codec and none for other records.
-fn compression_for(rules: Option<&TopicRules>, version: i16) -> (Compression, CodecRules) {
+fn compression_for(rules: Option<&TopicRules>) -> (Compression, CodecRules) {
     let codec_rules = CodecRules {
         as_produced: rules.is_some_and(|r| r.compression_as_produced),
-        // Fetch before v10 cannot carry zstd; those clients get it uncompressed.
-        zstd_allowed: version >= 10,
+        // Kafka 4 serves a zstd batch to every Fetch version (it no longer
+        // converts batches down for old clients).
+        zstd_allowed: true,
     };
     (
         rules.map_or(Compression::None, |r| r.compression),
@@ -166,68 +193,162 @@ fn compression_for(rules: Option<&TopicRules>, version: i16) -> (Compression, Co
 pub async fn handle(ctx: &Ctx, req: FetchRequest) -> Result<Option<ResponseFrame>, RequestError> {
     let v = ctx.version;
     let b = &ctx.broker;
-    let mut r = FetchReply::default();
-    if v >= 7 && req.session_id != 0 {
-        tracing::debug!(
-            session_id = req.session_id,
-            epoch = req.session_epoch,
-            "fetch names a session we never created"
-        );
-        r.error_code = code(ResponseError::FetchSessionIdNotFound);
-        return respond(ctx, &r);
+    let by_id = v >= 13;
+    let topic_key = |name: &TopicName, id: uuid::Uuid| {
+        if by_id {
+            TopicKey::Id(id)
+        } else {
+            TopicKey::Name(name.0.to_string())
+        }
+    };
+    // The request's partitions in order, each once: Kafka's fetchData map
+    // (a repeated partition keeps its first place and its last values).
+    let mut fetch: IndexMap<PartKey, ReqData> = IndexMap::new();
+    for ft in &req.topics {
+        for fp in &ft.partitions {
+            fetch.insert(
+                PartKey {
+                    topic: topic_key(&ft.topic, ft.topic_id),
+                    partition: fp.partition,
+                },
+                ReqData {
+                    fetch_offset: fp.fetch_offset,
+                    max_bytes: fp.partition_max_bytes,
+                    current_leader_epoch: fp.current_leader_epoch,
+                    last_fetched_epoch: fp.last_fetched_epoch,
+                },
+            );
+        }
+    }
+    let forget: Vec<PartKey> = req
+        .forgotten_topics_data
+        .iter()
+        .flat_map(|t| {
+            let topic = topic_key(&t.topic, t.topic_id);
+            t.partitions.iter().map(move |&partition| PartKey {
+                topic: topic.clone(),
+                partition,
+            })
+        })
+        .collect();
+    let sessions = FetchSessions::of(b);
+    let requested: HashMap<PartKey, ReqData> = if v >= 7 && req.session_epoch == 0 {
+        fetch.iter().map(|(k, r)| (k.clone(), *r)).collect()
+    } else {
+        HashMap::new()
+    };
+    let (context, parts) = sessions.new_context(
+        v,
+        req.session_id,
+        req.session_epoch,
+        fetch.into_iter().collect(),
+        &forget,
+    );
+    match context {
+        Context::Error(e) => {
+            tracing::debug!(
+                session_id = req.session_id,
+                epoch = req.session_epoch,
+                error = e,
+                "fetch session error"
+            );
+            let r = FetchReply {
+                error_code: e,
+                ..FetchReply::default()
+            };
+            return respond(ctx, &r);
+        }
+        Context::ShardLookupFailed => {
+            return respond(
+                ctx,
+                &error_reply(&req, v, ResponseError::UnknownServerError),
+            );
+        }
+        _ => {}
     }
     let read_committed = req.isolation_level == 1;
+    let replica_id = if v >= 15 {
+        req.replica_state.replica_id.0
+    } else {
+        req.replica_id.0
+    };
     let cache = ReadAheadCache::of(b);
-    let mut topics: Vec<(TopicName, uuid::Uuid)> = Vec::with_capacity(req.topics.len());
+    // Partitions of topics or partitions that do not exist: answered after
+    // the others, as Kafka does.
+    let mut erroneous: Vec<(PartKey, FetchedPartition)> = Vec::new();
+    let mut keys: Vec<PartKey> = Vec::new();
     let mut wants: Vec<Want> = Vec::new();
-    for (ti, ft) in req.topics.into_iter().enumerate() {
-        let topic = if v >= 13 {
-            b.topic_by_id(ft.topic_id)
-        } else {
-            b.topic(ft.topic.0.as_str())
+    for (key, rd) in parts {
+        let topic = match &key.topic {
+            TopicKey::Id(id) => b.topic_by_id(*id),
+            TopicKey::Name(name) => b.topic(name),
         };
-        let missing = if v >= 13 {
-            code(ResponseError::UnknownTopicId)
-        } else {
-            code(ResponseError::UnknownTopicOrPartition)
-        };
-        // A topic that is missing gets an error, whatever these say.
-        let rules = topic.as_ref().map(|t| t.rules());
-        let log_append_time =
-            rules.is_some_and(|r| r.timestamp_type == TimestampType::LogAppendTime);
-        topics.push((ft.topic, ft.topic_id));
-        for fp in ft.partitions {
-            let slot = topic.as_ref().and_then(|t| t.partition(fp.partition));
-            let error = if topic.is_none() {
-                missing
-            } else if slot.is_none() {
-                code(ResponseError::UnknownTopicOrPartition)
-            } else if fp.current_leader_epoch > LEADER_EPOCH {
-                code(ResponseError::UnknownLeaderEpoch)
-            } else if fp.fetch_offset < 0 {
-                code(ResponseError::OffsetOutOfRange)
+        let slot = topic.as_ref().and_then(|t| t.partition(key.partition));
+        let unknown_id = topic.is_none() && matches!(key.topic, TopicKey::Id(_));
+        let (Some(topic), Some(slot)) = (topic, slot) else {
+            let missing = if unknown_id {
+                ResponseError::UnknownTopicId
             } else {
-                NONE
+                ResponseError::UnknownTopicOrPartition
             };
-            let (compression, codec_rules) = compression_for(rules.as_ref(), v);
-            wants.push(Want {
-                topic: ti,
-                partition: fp.partition,
-                read_ahead: slot.as_ref().map(|s| cache.partition(s)),
-                slot,
-                offset: fp.fetch_offset,
-                max_bytes: usize::try_from(fp.partition_max_bytes).unwrap_or(0),
-                error,
-                compression,
-                codec_rules,
-                log_append_time,
-                read_committed,
-            });
-        }
+            let p = FetchedPartition {
+                partition_index: key.partition,
+                error_code: code(missing),
+                high_watermark: -1,
+                last_stable_offset: -1,
+                log_start_offset: -1,
+                aborted_transactions: Some(Vec::new()),
+                records: Bytes::new(),
+            };
+            erroneous.push((key, p));
+            continue;
+        };
+        let rules = topic.rules();
+        let log_append_time = rules.timestamp_type == TimestampType::LogAppendTime;
+        let error = if rd.current_leader_epoch > LEADER_EPOCH {
+            code(ResponseError::UnknownLeaderEpoch)
+        } else if replica_id >= 0 {
+            // A replica's fetch: this broker is the partition's only replica,
+            // so the fetcher is no follower of it.
+            code(ResponseError::NotLeaderOrFollower)
+        } else if rd.fetch_offset < 0 || rd.last_fetched_epoch > LEADER_EPOCH {
+            // Kafka cannot find the end of a leader epoch newer than its own.
+            code(ResponseError::OffsetOutOfRange)
+        } else {
+            NONE
+        };
+        let (compression, codec_rules) = compression_for(Some(&rules));
+        let partition = key.partition;
+        keys.push(key);
+        wants.push(Want {
+            partition,
+            read_ahead: Some(cache.partition(&slot)),
+            slot: Some(slot),
+            offset: rd.fetch_offset,
+            max_bytes: usize::try_from(rd.max_bytes).unwrap_or(0),
+            raw_max_bytes: rd.max_bytes,
+            error,
+            compression,
+            codec_rules,
+            log_append_time,
+            read_committed,
+        });
+    }
+    if !wants.is_empty() && !matches!(req.isolation_level, 0 | 1) {
+        // Kafka reads the isolation level only to read partitions, and
+        // fails the request on one it does not know.
+        return respond(
+            ctx,
+            &error_reply(&req, v, ResponseError::UnknownServerError),
+        );
     }
     let max_bytes = usize::try_from(req.max_bytes)
         .unwrap_or(0)
         .min(FETCH_RESPONSE_BYTES_MAX);
+    let limit = Limits {
+        max_bytes,
+        raw_max_bytes: req.max_bytes,
+    };
     let min_bytes = usize::try_from(req.min_bytes).unwrap_or(0);
     let wait = Duration::from_millis(
         u64::try_from(req.max_wait_ms)
@@ -249,7 +370,7 @@ pub async fn handle(ctx: &Ctx, req: FetchRequest) -> Result<Option<ResponseFrame
             }
         }
         let ws = wants.clone();
-        let (gots, total, any_error, ahead) = blocking(move || read_pass(&ws, max_bytes)).await?;
+        let (gots, total, any_error, ahead) = blocking(move || read_pass(&ws, limit)).await?;
         let now = Instant::now();
         if !may_wait || total >= min_bytes || any_error || now >= deadline {
             break (gots, ahead);
@@ -271,7 +392,7 @@ pub async fn handle(ctx: &Ctx, req: FetchRequest) -> Result<Option<ResponseFrame
             // Timed out (or shutting down): one last pass picks up anything
             // that raced the deadline.
             let ws = wants.clone();
-            let (gots, _, _, ahead) = blocking(move || read_pass(&ws, max_bytes)).await?;
+            let (gots, _, _, ahead) = blocking(move || read_pass(&ws, limit)).await?;
             break (gots, ahead);
         }
     };
@@ -290,29 +411,101 @@ pub async fn handle(ctx: &Ctx, req: FetchRequest) -> Result<Option<ResponseFrame
         }
     }
 
-    let mut per_topic: Vec<Vec<FetchedPartition>> = (0..topics.len()).map(|_| Vec::new()).collect();
-    for (w, g) in wants.iter().zip(gots) {
+    let mut answer: Vec<(PartKey, FetchedPartition)> = Vec::with_capacity(keys.len());
+    for ((key, w), g) in keys.into_iter().zip(wants.iter()).zip(gots) {
         let p = FetchedPartition {
             partition_index: w.partition,
             error_code: g.error,
             high_watermark: g.high_watermark,
             last_stable_offset: g.last_stable_offset,
             log_start_offset: g.log_start_offset,
-            aborted_transactions: read_committed.then_some(g.aborted),
+            aborted_transactions: (read_committed && g.error == NONE).then_some(g.aborted),
             records: g.records,
         };
-        if let Some(list) = per_topic.get_mut(w.topic) {
-            list.push(p);
+        answer.push((key, p));
+    }
+    answer.extend(erroneous);
+    let mut r = FetchReply::default();
+    match context {
+        Context::Full => {
+            r.session_id = sessions.open(by_id, &requested, &answer);
+        }
+        Context::Incremental { id, epoch } => {
+            r.session_id = id;
+            match sessions.answer_incremental(id, epoch, answer) {
+                Ok(a) => answer = a,
+                Err(e) => {
+                    r.error_code = e;
+                    answer = Vec::new();
+                }
+            }
+        }
+        _ => {}
+    }
+    r.topics = group_by_topic(answer);
+    respond(ctx, &r)
+}
+
+/// The answer's partitions as topics: consecutive partitions of one topic
+/// share its entry (Kafka's `FetchResponse.toMessage`).
+fn group_by_topic(answer: Vec<(PartKey, FetchedPartition)>) -> Vec<FetchedTopic> {
+    let mut topics: Vec<(TopicKey, FetchedTopic)> = Vec::new();
+    for (key, p) in answer {
+        match topics.last_mut() {
+            Some((k, t)) if *k == key.topic => t.partitions.push(p),
+            _ => {
+                let t = match &key.topic {
+                    TopicKey::Id(id) => FetchedTopic {
+                        name: TopicName::default(),
+                        id: *id,
+                        partitions: vec![p],
+                    },
+                    TopicKey::Name(name) => FetchedTopic {
+                        name: TopicName(StrBytes::from_string(name.clone())),
+                        id: uuid::Uuid::nil(),
+                        partitions: vec![p],
+                    },
+                };
+                topics.push((key.topic, t));
+            }
         }
     }
-    for ((name, id), partitions) in topics.into_iter().zip(per_topic) {
-        r.topics.push(FetchedTopic {
-            name,
-            id,
-            partitions,
-        });
+    topics.into_iter().map(|(_, t)| t).collect()
+}
+
+/// Kafka's `FetchRequest.getErrorResponse`: the error at the top, and
+/// before v13 on every partition the request names too (as it names them,
+/// repeats included); the request's session id.
+fn error_reply(req: &FetchRequest, version: i16, e: ResponseError) -> FetchReply {
+    let mut r = FetchReply {
+        error_code: code(e),
+        session_id: req.session_id,
+        ..FetchReply::default()
+    };
+    if version < 13 {
+        r.topics = req
+            .topics
+            .iter()
+            .map(|t| FetchedTopic {
+                name: t.topic.clone(),
+                id: t.topic_id,
+                partitions: t
+                    .partitions
+                    .iter()
+                    .map(|p| FetchedPartition {
+                        partition_index: p.partition,
+                        error_code: code(e),
+                        high_watermark: -1,
+                        last_stable_offset: -1,
+                        log_start_offset: -1,
+                        aborted_transactions: Some(Vec::new()),
+                        records: Bytes::new(),
+                    })
+                    .collect(),
+            })
+            .collect();
     }
-    respond(ctx, &r)
+    r
 }
 
 /// Encodes `r` as this request's response frame (by hand: the record
@@ -333,8 +526,20 @@ fn respond(ctx: &Ctx, r: &FetchReply) -> Result<Option<ResponseFrame>, RequestEr
 /// Reads every wanted partition once, within the budgets. Returns the
 /// per-partition results, the record bytes gathered, and whether any
 /// partition has an error (Kafka answers at once then).
-fn read_pass(wants: &[Want], max_bytes: usize) -> (Vec<Got>, usize, bool, Vec<Ahead>) {
-    with_read_state(|st| read_pass_with(st, wants, max_bytes))
+fn read_pass(wants: &[Want], limit: Limits) -> (Vec<Got>, usize, bool, Vec<Ahead>) {
+    with_read_state(|st| read_pass_with(st, wants, limit))
+}
+
+/// A fetch's response budget.
+#[derive(Clone, Copy)]
+struct Limits {
+    /// max_bytes, capped at [`FETCH_RESPONSE_BYTES_MAX`].
+    max_bytes: usize,
+    /// max_bytes as asked: Kafka gives each partition in turn the least of
+    /// its partition_max_bytes and what is left of this (never below 0
+    /// after the first partition), and fails the read of a partition whose
+    /// budget is negative with UNKNOWN_SERVER_ERROR.
+    raw_max_bytes: i32,
 }
 
 /// Runs `f` with this thread's reused read buffers (fresh ones if they are
@@ -376,20 +581,27 @@ fn prepare(a: Ahead, prep: Preparation) {
 fn read_pass_with(
     st: &mut ReadState,
     wants: &[Want],
-    max_bytes: usize,
+    limit: Limits,
 ) -> (Vec<Got>, usize, bool, Vec<Ahead>) {
+    let max_bytes = limit.max_bytes;
     let mut out = Vec::with_capacity(wants.len());
     let mut ahead = Vec::new();
     let mut total = 0usize;
     let mut any_error = false;
-    for w in wants {
+    // Kafka's limitBytes: what is left of the request's max_bytes.
+    let mut kafka_left = i64::from(limit.raw_max_bytes);
+    let mut seen = 0usize;
+    for (i, w) in wants.iter().enumerate() {
+        if i > 0 {
+            let read = i64::try_from(total - seen).unwrap_or(i64::MAX);
+            kafka_left = kafka_left.saturating_sub(read).max(0);
+        }
+        seen = total;
+        let kafka_budget = i64::from(w.raw_max_bytes).min(kafka_left);
+
         let mut g = Got {
             error: w.error,
-            high_watermark: -1,
-            log_start_offset: -1,
-            records: Bytes::new(),
-            last_stable_offset: -1,
-            aborted: Vec::new(),
+            ..Got::unknown()
         };
         let Some(slot) = w.slot.as_ref().filter(|_| w.error == NONE) else {
             any_error = true;
@@ -404,6 +616,20 @@ fn read_pass_with(
         g.high_watermark = snap.high_watermark() as i64;
         g.log_start_offset = snap.log_start_offset() as i64;
         g.last_stable_offset = snap.last_stable_offset() as i64;
+        let readable = if w.read_committed {
+            g.last_stable_offset
+        } else {
+            g.high_watermark
+        };
+        if kafka_budget < 0 && (g.log_start_offset..readable).contains(&w.offset) {
+            // Kafka's segment read refuses a negative size.
+            out.push(Got {
+                error: code(ResponseError::UnknownServerError),
+                ..Got::unknown()
+            });
+            any_error = true;
+            continue;
+        }
         let remaining = max_bytes.saturating_sub(total);
         let first = total == 0;
         // The first non-empty partition may exceed the budgets by its first batch.
@@ -440,7 +666,11 @@ fn read_pass_with(
                 };
             }
             Err(e) => {
-                g.error = e;
+                // As Kafka answers a read that failed: nothing known.
+                g = Got {
+                    error: e,
+                    ..Got::unknown()
+                };
                 any_error = true;
             }
         }
