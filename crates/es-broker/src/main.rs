@@ -70,7 +70,7 @@ struct Args {
     /// group.max.session.timeout.ms).
     #[arg(long, default_value_t = 1_800_000)]
     group_max_session_timeout_ms: i32,
-    /// Create unknown topics on Metadata/Produce (Kafka's auto.create.topics.enable).
+    /// Create unknown topics a Metadata request names (Kafka's auto.create.topics.enable).
     #[arg(long, default_value_t = true, action = ArgAction::Set)]
     auto_create_topics: bool,
     /// Partitions of an auto-created topic (Kafka's num.partitions).
