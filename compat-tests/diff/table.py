@@ -46,6 +46,9 @@ NORMALISE = [
      "bytes on disk follow each broker's disk format (es's is its own, docs/storage.md); -1 kept"),
     ("DescribeLogDirs", r"results\[\]\.(total_bytes|usable_bytes)", "mask_nonneg",
      "the file system's size and free space; -1 (unknown) kept"),
+    ("DescribeQuorum", r"topics\[\]\.partitions\[\]\.(current_voters|observers)\[\]\."
+     r"(last_fetch_timestamp|last_caught_up_timestamp)", "mask_nonneg",
+     "the broker's clock when the voter last fetched; -1 (unknown) kept"),
 ]
 
 # (api regex, list path, sort key): lists whose order Kafka leaves unspecified (it builds

@@ -831,6 +831,7 @@ fn single_node_cluster_shape_apis_answer_as_kafka_does() {
     assert_eq!((r.error_code, r.topics.len()), (0, 0));
 
     let mut req = AlterPartitionReassignmentsRequest::default();
+    req.timeout_ms = 5_000;
     let mut rt = alter_partition_reassignments_request::ReassignableTopic::default();
     rt.name = tn("t");
     for replicas in [Some(vec![0]), Some(vec![0, 9]), None] {
@@ -864,6 +865,7 @@ fn single_node_cluster_shape_apis_answer_as_kafka_does() {
     );
 
     let mut req = ElectLeadersRequest::default();
+    req.timeout_ms = 5_000;
     req.topic_partitions = None;
     let r: ElectLeadersResponse = c.call(ApiKey::ElectLeaders, 2, &req);
     let topics: Vec<(String, usize)> = r
