@@ -64,12 +64,41 @@ SORTED = [
     ("ElectLeaders", "replica_election_results", "topic", "Kafka answers from a hash map"),
     ("ListConfigResources", "config_resources", "resource_name", "Kafka lists from a hash map"),
     ("ListTransactions", "transaction_states", "transactional_id", "Kafka lists from a hash map"),
+    ("DescribeConfigs", "results[].configs", "name",
+     "Kafka lists a resource's configs from a hash map (ConfigHelper.allConfigs)"),
 ]
 
 # (case regex, diff path regex, reason): differences es keeps on purpose (see FINDINGS.md).
 ALLOWED = [
     # -- protocol-wide (framing, header, strings, ApiVersions) --
     # -- admin and metadata --
+    (r"^(CreateTopics\.v([5-9]|\d\d)\.|prepare\.create_topics$|seq\.topic\.create$)",
+     r"^\.body\.topics\[\d+\]\.configs\[(8|9)\]\.(value|config_source)$",
+     "flush.messages and flush.ms (the 9th and 10th topic configs): es fsyncs before it "
+     "acknowledges, so its defaults come from --flush-every-records and --flush-interval "
+     "(STATIC_BROKER_CONFIG), where Kafka's are Long.MAX_VALUE (never, DEFAULT_CONFIG)"),
+    (r"^DescribeConfigs\.",
+     r"^\.body\.results\[\d+\]\.configs\[(8|9)\]\.(value|config_source|synonyms.*)$",
+     "flush.messages and flush.ms (the 9th and 10th topic configs once sorted by name): es "
+     "fsyncs before it acknowledges, so its defaults come from --flush-every-records and "
+     "--flush-interval (STATIC_BROKER_CONFIG), where Kafka's are Long.MAX_VALUE (never)"),
+    (r"^DescribeQuorum\.",
+     r"^\.body\.topics\[\d+\]\.partitions\[\d+\]\.(high_watermark|current_voters\[\d+\]\.log_end_offset)$",
+     "es has no KRaft metadata log (one node, no controller quorum): its quorum's high "
+     "watermark and log end offset are 0"),
+    (r"^DescribeQuorum\.",
+     r"^\.body\.nodes\[\d+\]\.listeners\[\d+\]\.name$",
+     "es serves clients and its single-node quorum on one listener (PLAINTEXT); Kafka's "
+     "controller has a listener of its own (CONTROLLER)"),
+    (r"^(seq\.topic\.auto_create_by_metadata|Metadata\.v[0-3]\.topics\.name=unknown)$",
+     r"^\.body\.topics\[\d+\]\.(error_code|topic_id|partitions(\.length|\[\d+:\]))$",
+     "Metadata auto-creation: es creates the topic before it answers (one node, no "
+     "controller to forward to), so the first answer already describes it; Kafka forwards "
+     "the creation to its controller and answers UNKNOWN_TOPIC_OR_PARTITION meanwhile"),
+    (r"^AlterConfigs\.v\d+\.resources=dup$", r"^\.(status|body)$",
+     "Kafka 4.4 never answers an AlterConfigs naming one resource twice (the case times out "
+     "there); es answers each entry INVALID_REQUEST, as Kafka's broker-side preprocessing "
+     "(ConfigAdminManager.preprocess) decides and as its IncrementalAlterConfigs answers"),
     # -- groups --
     # -- data and transactions --
 ]

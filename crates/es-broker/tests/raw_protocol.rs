@@ -737,7 +737,13 @@ fn dynamic_broker_configs_apply_to_topics_and_survive_a_restart() {
         0
     );
     let r = c.describe_configs(RESOURCE_BROKER, "", &[]);
-    assert_eq!(r.configs.len(), 1, "only the cluster-wide dynamic configs");
+    // Only the cluster-wide dynamic configs: this one and the
+    // min.insync.replicas Kafka's controller keeps there.
+    assert_eq!(r.configs.len(), 2, "only the cluster-wide dynamic configs");
+    assert_eq!(
+        config_of(&r, "min.insync.replicas"),
+        ("1".into(), SOURCE_DYNAMIC_DEFAULT_BROKER, false)
+    );
     assert_eq!(
         config_of(&r, "log.retention.ms"),
         ("100000".into(), SOURCE_DYNAMIC_DEFAULT_BROKER, false)

@@ -216,7 +216,11 @@ pub fn describe_topic_partitions(
             t.partitions.push(dp);
             emitted += 1;
         }
-        r.topics.push(t);
+        // A topic the limit cuts before its first partition is not listed
+        // (Kafka's cursor names it).
+        if r.next_cursor.is_none() || !t.partitions.is_empty() {
+            r.topics.push(t);
+        }
         if r.next_cursor.is_some() {
             break;
         }
