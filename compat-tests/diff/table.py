@@ -11,6 +11,8 @@ them at length). A case whose every difference matches a row of ALLOWED is repor
 import copy
 import re
 
+import kproto
+
 # (api regex, field path regex, action, reason). A path is dotted field names with [] for
 # any list index, e.g. "topics[].partitions[].error_code".
 NORMALISE = [
@@ -136,9 +138,27 @@ def _sort(x, parts, key):
         _sort(e, rest, key)
 
 
+def _learn_named_ids(x, ctx):
+    """Topic ids an answer pairs with a topic name (Metadata, DescribeTopicPartitions,
+    CreateTopics, DeleteTopics) are that topic's on this broker: the "topic_id" row names
+    them so. A name or id already known keeps its first pairing (a broker that later
+    answers another id for the same name still shows as a difference)."""
+    if isinstance(x, dict):
+        name, tid = x.get("name"), x.get("topic_id")
+        if (isinstance(name, str) and name and isinstance(tid, str) and tid != kproto.ZERO_UUID
+                and name not in ctx.topic_ids and tid not in ctx.topic_ids.values()):
+            ctx.topic_ids[name] = tid
+        for v in x.values():
+            _learn_named_ids(v, ctx)
+    elif isinstance(x, list):
+        for v in x:
+            _learn_named_ids(v, ctx)
+
+
 def normalise(api, outcome, ctx):
     out = copy.deepcopy(outcome)
     if "body" in out:
+        _learn_named_ids(out["body"], ctx)
         for a, path, key, _ in SORTED:
             if re.fullmatch(a, api):
                 _sort(out["body"], path.split("."), key)
