@@ -12,6 +12,7 @@ import copy
 import re
 
 import records
+import kproto
 
 # (api regex, field path regex, action, reason). A path is dotted field names with [] for
 # any list index, e.g. "topics[].partitions[].error_code".
@@ -55,6 +56,9 @@ NORMALISE = [
      "bytes on disk follow each broker's disk format (es's is its own, docs/storage.md); -1 kept"),
     ("DescribeLogDirs", r"results\[\]\.(total_bytes|usable_bytes)", "mask_nonneg",
      "the file system's size and free space; -1 (unknown) kept"),
+    ("DescribeQuorum", r"topics\[\]\.partitions\[\]\.(current_voters|observers)\[\]\."
+     r"(last_fetch_timestamp|last_caught_up_timestamp)", "mask_nonneg",
+     "the broker's clock when the voter last fetched; -1 (unknown) kept"),
 ]
 
 # (api regex, list path, sort key): lists whose order Kafka leaves unspecified (it builds
@@ -83,6 +87,8 @@ SORTED = [
      "Kafka answers v0-3 from a map of partition errors"),
     ("DescribeTransactions", "transaction_states[].topics", "topic",
      "Kafka lists a transaction's partitions from a hash set"),
+    ("DescribeConfigs", "results[].configs", "name",
+     "Kafka lists a resource's configs from a hash map (ConfigHelper.allConfigs)"),
 ]
 
 # (case regex, diff path regex, reason): differences es keeps on purpose (see FINDINGS.md).
@@ -92,6 +98,47 @@ ALLOWED = [
      "es advertises exactly the APIs and versions it serves (crates/es-kafka/src/versions.rs); "
      "the APIs and versions Kafka 4.4 has beyond them are listed as open in FINDINGS.md"),
     # -- admin and metadata --
+    (r"^(CreateTopics\.v([5-9]|\d\d)\.|prepare\.create_topics$|seq\.topic\.create$)",
+     r"^\.body\.topics\[\d+\]\.configs\[(8|9)\]\.(value|config_source)$",
+     "flush.messages and flush.ms (the 9th and 10th topic configs): es fsyncs before it "
+     "acknowledges, so its defaults come from --flush-every-records and --flush-interval "
+     "(STATIC_BROKER_CONFIG), where Kafka's are Long.MAX_VALUE (never, DEFAULT_CONFIG)"),
+    (r"^DescribeConfigs\.",
+     r"^\.body\.results\[\d+\]\.configs\[(8|9)\]\.(value|config_source|synonyms.*)$",
+     "flush.messages and flush.ms (the 9th and 10th topic configs once sorted by name): es "
+     "fsyncs before it acknowledges, so its defaults come from --flush-every-records and "
+     "--flush-interval (STATIC_BROKER_CONFIG), where Kafka's are Long.MAX_VALUE (never)"),
+    (r"^DescribeQuorum\.",
+     r"^\.body\.topics\[\d+\]\.partitions\[\d+\]\.(high_watermark|current_voters\[\d+\]\.log_end_offset)$",
+     "es has no KRaft metadata log (one node, no controller quorum): its quorum's high "
+     "watermark and log end offset are 0"),
+    (r"^DescribeQuorum\.",
+     r"^\.body\.nodes\[\d+\]\.listeners\[\d+\]\.name$",
+     "es serves clients and its single-node quorum on one listener (PLAINTEXT); Kafka's "
+     "controller has a listener of its own (CONTROLLER)"),
+    (r"^(seq\.topic\.auto_create_by_metadata|Metadata\.v[0-3]\.topics\.name=unknown)$",
+     r"^\.body\.topics\[\d+\]\.(error_code|topic_id|partitions(\.length|\[\d+:\]))$",
+     "Metadata auto-creation: es creates the topic before it answers (one node, no "
+     "controller to forward to), so the first answer already describes it; Kafka forwards "
+     "the creation to its controller and answers UNKNOWN_TOPIC_OR_PARTITION meanwhile"),
+    (r"^DeleteRecords\.v\d+\.topics\.name=(unknown|internal)$",
+     r"^\.body\.topics\[\d+\]\.partitions\[\d+\]\.(error_code|low_watermark)$",
+     "a topic DeleteTopics deleted a moment before: es deletes it before it answers, so "
+     "DeleteRecords finds nothing; Kafka's broker applies its controller's deletion later "
+     "and still finds the topic (run alone, Kafka answers as es does)"),
+    (r"^(Metadata\.v\d+\.topics=(null|empty)|DescribeTopicPartitions\.v\d+\.topics=empty)$",
+     r"^\.body\.topics\[0\]\.partitions(\.length|\[\d+:\])$",
+     "__consumer_offsets (the first topic by name) has 1 partition on es "
+     "(offsets.topic.num.partitions=1: es keeps committed offsets in the group coordinator's "
+     "files, the topic exists so that clients see it), 50 on Kafka"),
+    (r"^DescribeLogDirs\.v\d+\.topics(=null|\.topic=internal)$",
+     r"^\.body\.results\[0\]\.topics\[0\]\.partitions(\.length|\[\d+:\])$",
+     "__consumer_offsets has 1 partition on es (offsets.topic.num.partitions=1: es keeps "
+     "committed offsets in the group coordinator's files), 50 on Kafka"),
+    (r"^AlterConfigs\.v\d+\.resources=dup$", r"^\.(status|body)$",
+     "Kafka 4.4 never answers an AlterConfigs naming one resource twice (the case times out "
+     "there); es answers each entry INVALID_REQUEST, as Kafka's broker-side preprocessing "
+     "(ConfigAdminManager.preprocess) decides and as its IncrementalAlterConfigs answers"),
     # -- groups --
     (r"^OffsetDelete\.v\d+\.topics\.name=internal$", r"^\.body\.topics\[0\]\.partitions\[0\]\.error_code$",
      "es's __consumer_offsets has one partition (offsets.topic.num.partitions = 1), Kafka's 50"),
@@ -145,6 +192,23 @@ def _sort(x, parts, key):
         _sort(e, rest, key)
 
 
+def _learn_named_ids(x, ctx):
+    """Topic ids an answer pairs with a topic name (Metadata, DescribeTopicPartitions,
+    CreateTopics, DeleteTopics) are that topic's on this broker: the "topic_id" row names
+    them so. A name or id already known keeps its first pairing (a broker that later
+    answers another id for the same name still shows as a difference)."""
+    if isinstance(x, dict):
+        name, tid = x.get("name"), x.get("topic_id")
+        if (isinstance(name, str) and name and isinstance(tid, str) and tid != kproto.ZERO_UUID
+                and name not in ctx.topic_ids and tid not in ctx.topic_ids.values()):
+            ctx.topic_ids[name] = tid
+        for v in x.values():
+            _learn_named_ids(v, ctx)
+    elif isinstance(x, list):
+        for v in x:
+            _learn_named_ids(v, ctx)
+
+
 def normalise(api, outcome, ctx):
     """One broker's answer to one case, normalised. Member ids are labelled in order of
     appearance within the case: a member id one broker handed out in an earlier case and the
@@ -153,6 +217,7 @@ def normalise(api, outcome, ctx):
     ctx.labels = {k: v for k, v in ctx.labels.items() if k[0] != "member"}
     out = copy.deepcopy(outcome)
     if "body" in out:
+        _learn_named_ids(out["body"], ctx)
         for a, path, key, _ in SORTED:
             if re.fullmatch(a, api):
                 _sort(out["body"], path.split("."), key)

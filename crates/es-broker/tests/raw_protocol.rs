@@ -737,7 +737,13 @@ fn dynamic_broker_configs_apply_to_topics_and_survive_a_restart() {
         0
     );
     let r = c.describe_configs(RESOURCE_BROKER, "", &[]);
-    assert_eq!(r.configs.len(), 1, "only the cluster-wide dynamic configs");
+    // Only the cluster-wide dynamic configs: this one and the
+    // min.insync.replicas Kafka's controller keeps there.
+    assert_eq!(r.configs.len(), 2, "only the cluster-wide dynamic configs");
+    assert_eq!(
+        config_of(&r, "min.insync.replicas"),
+        ("1".into(), SOURCE_DYNAMIC_DEFAULT_BROKER, false)
+    );
     assert_eq!(
         config_of(&r, "log.retention.ms"),
         ("100000".into(), SOURCE_DYNAMIC_DEFAULT_BROKER, false)
@@ -831,6 +837,7 @@ fn single_node_cluster_shape_apis_answer_as_kafka_does() {
     assert_eq!((r.error_code, r.topics.len()), (0, 0));
 
     let mut req = AlterPartitionReassignmentsRequest::default();
+    req.timeout_ms = 5_000;
     let mut rt = alter_partition_reassignments_request::ReassignableTopic::default();
     rt.name = tn("t");
     for replicas in [Some(vec![0]), Some(vec![0, 9]), None] {
@@ -864,6 +871,7 @@ fn single_node_cluster_shape_apis_answer_as_kafka_does() {
     );
 
     let mut req = ElectLeadersRequest::default();
+    req.timeout_ms = 5_000;
     req.topic_partitions = None;
     let r: ElectLeadersResponse = c.call(ApiKey::ElectLeaders, 2, &req);
     let topics: Vec<(String, usize)> = r

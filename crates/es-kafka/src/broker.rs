@@ -989,7 +989,11 @@ mod tests {
             d.broker,
             BTreeMap::from([("log.retention.ms".to_string(), "5".to_string())])
         );
-        assert!(d.cluster_default.is_empty());
+        // The cluster level holds what Kafka's controller puts there.
+        assert_eq!(
+            d.cluster_default,
+            BTreeMap::from([("min.insync.replicas".to_string(), "1".to_string())])
+        );
         b.close().expect("close");
     }
 

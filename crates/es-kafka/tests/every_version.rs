@@ -193,6 +193,7 @@ async fn every_served_version_answers_and_decodes() {
     for v in versions(ApiKey::CreateTopics) {
         let name = format!("c{v}");
         let mut req = CreateTopicsRequest::default();
+        req.timeout_ms = 5_000;
         let mut t = create_topics_request::CreatableTopic::default();
         t.name = tn(&name);
         t.num_partitions = 2;
@@ -230,9 +231,12 @@ async fn every_served_version_answers_and_decodes() {
 
     for v in versions(ApiKey::CreatePartitions) {
         let mut req = CreatePartitionsRequest::default();
+        req.timeout_ms = 5_000;
         let mut t = create_partitions_request::CreatePartitionsTopic::default();
         t.name = tn("c2");
         t.count = 3 + i32::from(v);
+        // Null: no manual assignment (an empty list is one, of no partitions).
+        t.assignments = None;
         req.topics = vec![t];
         let r: CreatePartitionsResponse = call(&b, ApiKey::CreatePartitions, v, &req).await;
         assert_eq!(
@@ -361,26 +365,28 @@ async fn every_served_version_answers_and_decodes() {
     for v in versions(ApiKey::DeleteRecords) {
         // v0 to offset 5, v1 to 10, v2 to the high watermark (-1).
         let target = [5i64, 10, -1][v as usize];
-        let mut req = DeleteRecordsRequest::default();
-        let mut t = delete_records_request::DeleteRecordsTopic::default();
-        t.name = tn("t");
-        let mut p = delete_records_request::DeleteRecordsPartition::default();
-        p.partition_index = 0;
-        p.offset = target;
-        let mut past = delete_records_request::DeleteRecordsPartition::default();
-        past.partition_index = 0;
-        past.offset = produced + 100;
-        t.partitions = vec![p, past];
-        req.topics = vec![t];
-        let r: DeleteRecordsResponse = call(&b, ApiKey::DeleteRecords, v, &req).await;
+        let request = |offset: i64| {
+            let mut req = DeleteRecordsRequest::default();
+            let mut t = delete_records_request::DeleteRecordsTopic::default();
+            t.name = tn("t");
+            let mut p = delete_records_request::DeleteRecordsPartition::default();
+            p.partition_index = 0;
+            p.offset = offset;
+            t.partitions = vec![p];
+            req.topics = vec![t];
+            req
+        };
+        let r: DeleteRecordsResponse = call(&b, ApiKey::DeleteRecords, v, &request(target)).await;
         let ps = &r.topics[0].partitions;
         assert_eq!(ps[0].error_code, 0, "v{v}");
         assert_eq!(
             ps[0].low_watermark,
             if target == -1 { produced } else { target }
         );
+        let r: DeleteRecordsResponse =
+            call(&b, ApiKey::DeleteRecords, v, &request(produced + 100)).await;
         assert_eq!(
-            ps[1].error_code, 1,
+            r.topics[0].partitions[0].error_code, 1,
             "v{v}: OFFSET_OUT_OF_RANGE past the high watermark"
         );
     }
@@ -396,6 +402,7 @@ async fn every_served_version_answers_and_decodes() {
 
     for v in versions(ApiKey::ElectLeaders) {
         let mut req = ElectLeadersRequest::default();
+        req.timeout_ms = 5_000;
         let mut tp = elect_leaders_request::TopicPartitions::default();
         tp.topic = tn("t");
         tp.partitions = vec![0, 99];
@@ -428,6 +435,7 @@ async fn every_served_version_answers_and_decodes() {
         // CreateTopics made c2..c7; DeleteTopics v1..v6 removes them.
         let name = format!("c{}", v + 1);
         let mut req = DeleteTopicsRequest::default();
+        req.timeout_ms = 5_000;
         if v >= 6 {
             let mut t = delete_topics_request::DeleteTopicState::default();
             t.name = Some(tn(&name));
@@ -731,6 +739,7 @@ async fn acl_and_cluster_shape_apis_answer_at_every_version() {
     }
     for v in versions(ApiKey::AlterPartitionReassignments) {
         let mut req = AlterPartitionReassignmentsRequest::default();
+        req.timeout_ms = 5_000;
         let mut t = alter_partition_reassignments_request::ReassignableTopic::default();
         t.name = tn("t");
         let mut same = alter_partition_reassignments_request::ReassignablePartition::default();
@@ -765,7 +774,7 @@ async fn acl_and_cluster_shape_apis_answer_at_every_version() {
         elsewhere.path = s("/no/such/dir");
         let mut t = alter_replica_log_dirs_request::AlterReplicaLogDirTopic::default();
         t.name = tn("t");
-        t.partitions = vec![0];
+        t.partitions = vec![1];
         elsewhere.topics = vec![t];
         req.dirs = vec![d, elsewhere];
         let r: AlterReplicaLogDirsResponse = call(&b, ApiKey::AlterReplicaLogDirs, v, &req).await;

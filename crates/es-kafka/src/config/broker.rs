@@ -20,10 +20,16 @@ pub const OFFSETS_TOPIC_PARTITIONS: i32 = 1;
 /// Kafka's `offsets.topic.segment.bytes` default (100 MiB).
 pub const OFFSETS_TOPIC_SEGMENT_BYTES: u64 = 100 * 1024 * 1024;
 
+/// `min.insync.replicas`: with eligible leader replicas on (Kafka 4.1+'s
+/// default, KIP-966), Kafka keeps it at the cluster level only. Its
+/// controller writes the cluster-level value when none is set (the static
+/// value, 1 by default), refuses to remove it and refuses per-broker values.
+pub const MIN_INSYNC_REPLICAS: &str = "min.insync.replicas";
+
 /// Dynamic broker configs: broker-level names of topic configs (see
 /// [`broker_dynamic_def`]) set at run time, as `data/broker_configs.json`
 /// keeps them.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DynamicBrokerConfigs {
     /// Resource `"<node id>"`: Kafka's DYNAMIC_BROKER_CONFIG.
     #[serde(default)]
@@ -33,10 +39,37 @@ pub struct DynamicBrokerConfigs {
     pub cluster_default: BTreeMap<String, String>,
 }
 
+/// A new broker's: the cluster-level `min.insync.replicas` Kafka's
+/// controller sets up ([`MIN_INSYNC_REPLICAS`]), nothing else.
+impl Default for DynamicBrokerConfigs {
+    fn default() -> Self {
+        let mut cluster_default = BTreeMap::new();
+        cluster_default.insert(MIN_INSYNC_REPLICAS.to_string(), "1".to_string());
+        DynamicBrokerConfigs {
+            broker: BTreeMap::new(),
+            cluster_default,
+        }
+    }
+}
+
 impl DynamicBrokerConfigs {
+    /// Kafka's rules for `min.insync.replicas` ([`MIN_INSYNC_REPLICAS`]):
+    /// the message of the one a change breaks.
+    pub fn min_insync_violation(&self) -> Option<&'static str> {
+        if self.broker.contains_key(MIN_INSYNC_REPLICAS) {
+            Some("Broker-level min.insync.replicas cannot be set while ELR is enabled.")
+        } else if !self.cluster_default.contains_key(MIN_INSYNC_REPLICAS) {
+            Some("Cluster-level min.insync.replicas cannot be removed while ELR is enabled.")
+        } else {
+            None
+        }
+    }
+
     /// The same configs without any entry that is not a valid dynamic
     /// broker config (a file from another version, or edited by hand), with
-    /// the names of the entries dropped.
+    /// the names of the entries dropped; a per-broker `min.insync.replicas`
+    /// moves to the cluster level when none is set there, and the cluster
+    /// level gets Kafka's value when it has none ([`MIN_INSYNC_REPLICAS`]).
     pub fn sanitized(mut self) -> (Self, Vec<String>) {
         let mut dropped = Vec::new();
         for map in [&mut self.broker, &mut self.cluster_default] {
@@ -51,6 +84,14 @@ impl DynamicBrokerConfigs {
                 *v = v.trim().to_string();
             }
         }
+        if let Some(v) = self.broker.remove(MIN_INSYNC_REPLICAS) {
+            self.cluster_default
+                .entry(MIN_INSYNC_REPLICAS.to_string())
+                .or_insert(v);
+        }
+        self.cluster_default
+            .entry(MIN_INSYNC_REPLICAS.to_string())
+            .or_insert_with(|| "1".to_string());
         (self, dropped)
     }
 }

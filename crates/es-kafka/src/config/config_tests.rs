@@ -96,8 +96,31 @@ fn describe_filters_and_lists_synonyms() {
     assert_eq!(some.len(), 1);
     assert_eq!(some[0].value, "1000");
     assert_eq!(some[0].source, ConfigSource::DynamicTopic);
-    assert_eq!(some[0].synonyms.len(), 2);
-    assert_eq!(some[0].synonyms[1].0, "log.retention.ms");
+    // Kafka's broker config log.retention.ms has no default of its own
+    // (log.retention.hours gives it), so only the topic level is listed.
+    assert_eq!(
+        some[0].synonyms,
+        vec![(
+            "retention.ms".to_string(),
+            "1000".to_string(),
+            ConfigSource::DynamicTopic
+        )]
+    );
+    let keys = vec![
+        "cleanup.policy".to_string(),
+        "remote.storage.enable".to_string(),
+    ];
+    let some = c.describe(Some(&keys));
+    assert_eq!(
+        some[0].synonyms,
+        vec![(
+            "log.cleanup.policy".to_string(),
+            "delete".to_string(),
+            ConfigSource::Default
+        )]
+    );
+    // A topic config with no broker-level synonym lists none.
+    assert!(some[1].synonyms.is_empty());
 }
 
 #[test]
@@ -158,7 +181,11 @@ fn dynamic_broker_configs_are_the_topic_configs_broker_names() {
         clean.broker,
         BTreeMap::from([("log.retention.ms".to_string(), "5".to_string())])
     );
-    assert!(clean.cluster_default.is_empty());
+    // The cluster level gets Kafka's min.insync.replicas when it has none.
+    assert_eq!(
+        clean.cluster_default,
+        BTreeMap::from([("min.insync.replicas".to_string(), "1".to_string())])
+    );
     assert_eq!(dropped, vec!["num.io.threads", "log.segment.bytes"]);
 }
 

@@ -102,7 +102,9 @@ const fn def(
     }
 }
 
-/// Kafka 4 topic configs, sorted by name (DescribeConfigs answers in this order).
+/// Kafka 4.4 topic configs (`LogConfig`'s definitions: names, types, defaults,
+/// validators, broker-level synonyms and documentation as Kafka has them),
+/// sorted by name (DescribeConfigs answers in this order).
 pub const TOPIC_CONFIGS: &[TopicConfigDef] = &[
     def(
         "cleanup.policy",
@@ -110,7 +112,7 @@ pub const TOPIC_CONFIGS: &[TopicConfigDef] = &[
         "delete",
         ConfigType::List,
         Check::ListOf(&["compact", "delete"]),
-        "Retention policy for old segments: delete, compact, or both.",
+        "This config designates the retention policy to use on log segments. The \"delete\" policy (which is the default) will discard old segments when their retention time or size limit has been reached. The \"compact\" policy will enable <a href=\"https://kafka.apache.org/documentation/#compaction\">log compaction</a>, which retains the latest value for each key. It is also possible to specify both policies in a comma-separated list (e.g. \"delete,compact\"). In this case, old segments will be discarded per the retention time and size configuration, while retained segments will be compacted. An empty list means infinite retention - no cleanup policies will be applied and log segments will be retained indefinitely. Note that with remote storage enabled, local retention limits (log.local.retention.ms and log.local.retention.bytes) are still applied to local segments.",
     ),
     def(
         "compression.gzip.level",
@@ -118,7 +120,7 @@ pub const TOPIC_CONFIGS: &[TopicConfigDef] = &[
         "-1",
         ConfigType::Int,
         Check::Int { min: -1, max: 9 },
-        "Compression level for gzip.",
+        "The compression level to use if compression.type is set to <code>gzip</code>.",
     ),
     def(
         "compression.lz4.level",
@@ -126,7 +128,7 @@ pub const TOPIC_CONFIGS: &[TopicConfigDef] = &[
         "9",
         ConfigType::Int,
         Check::Int { min: 1, max: 17 },
-        "Compression level for lz4.",
+        "The compression level to use if compression.type is set to <code>lz4</code>.",
     ),
     def(
         "compression.type",
@@ -134,7 +136,7 @@ pub const TOPIC_CONFIGS: &[TopicConfigDef] = &[
         "producer",
         ConfigType::String,
         Check::OneOf(&["uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"]),
-        "Compression of batches served to consumers.",
+        "Specify the final compression type for a given topic. This configuration accepts the standard compression codecs ('gzip', 'snappy', 'lz4', 'zstd'). It additionally accepts 'uncompressed' which is equivalent to no compression; and 'producer' which means retain the original compression codec set by the producer.",
     ),
     def(
         "compression.zstd.level",
@@ -145,7 +147,7 @@ pub const TOPIC_CONFIGS: &[TopicConfigDef] = &[
             min: -131072,
             max: 22,
         },
-        "Compression level for zstd.",
+        "The compression level to use if compression.type is set to <code>zstd</code>.",
     ),
     def(
         "delete.retention.ms",
@@ -153,7 +155,15 @@ pub const TOPIC_CONFIGS: &[TopicConfigDef] = &[
         "86400000",
         ConfigType::Long,
         Check::Long { min: 0, max: LMAX },
-        "How long tombstones are kept on compacted topics.",
+        "The amount of time to retain delete tombstone markers for <a href=\"https://kafka.apache.org/documentation/#compaction\">log compacted</a> topics. This setting also gives a bound on the time in which a consumer must complete a read if they begin from offset 0 to ensure that they get a valid snapshot of the final stage (otherwise delete tombstones may be collected before they complete their scan).",
+    ),
+    def(
+        "errors.deadletterqueue.group.enable",
+        None,
+        "false",
+        ConfigType::Boolean,
+        Check::Bool,
+        "Enable this topic to be used as a dead-letter queue for share groups. When set to <code>true</code>, share groups can write undeliverable records to this topic. When set to <code>false</code> (the default), attempts to use this topic as a DLQ will be rejected.",
     ),
     def(
         "file.delete.delay.ms",
@@ -161,7 +171,7 @@ pub const TOPIC_CONFIGS: &[TopicConfigDef] = &[
         "60000",
         ConfigType::Long,
         Check::Long { min: 0, max: LMAX },
-        "Delay before deleting a file from the file system.",
+        "The time to wait before deleting a file from the filesystem",
     ),
     TopicConfigDef {
         from_broker: BrokerDefault::FlushMessages,
@@ -171,7 +181,7 @@ pub const TOPIC_CONFIGS: &[TopicConfigDef] = &[
             LONG_MAX_STR,
             ConfigType::Long,
             Check::Long { min: 1, max: LMAX },
-            "Fsync after this many records (es default: --flush-every-records).",
+            "This setting allows specifying an interval at which we will force an fsync of data written to the log. For example if this was set to 1 we would fsync after every message; if it were 5 we would fsync after every five messages. In general we recommend you not set this and use replication for durability and allow the operating system's background flush capabilities as it is more efficient. This setting can be overridden on a per-topic basis (see <a href=\"https://kafka.apache.org/documentation/#topicconfigs\">the per-topic configuration section</a>).",
         )
     },
     TopicConfigDef {
@@ -182,16 +192,16 @@ pub const TOPIC_CONFIGS: &[TopicConfigDef] = &[
             LONG_MAX_STR,
             ConfigType::Long,
             Check::Long { min: 0, max: LMAX },
-            "Fsync at least this often (es default: --flush-interval).",
+            "This setting allows specifying a time interval at which we will force an fsync of data written to the log. For example if this was set to 1000 we would fsync after 1000 ms had passed. Note that this setting depends on the broker-level configuration <code>log.flush.scheduler.interval.ms</code>, which controls how frequently the flush check occurs. In general we recommend you not set this and use replication for durability and allow the operating system's background flush capabilities as it is more efficient.",
         )
     },
     def(
         "follower.replication.throttled.replicas",
-        Some("follower.replication.throttled.replicas"),
+        None,
         "",
         ConfigType::List,
         Check::Any,
-        "Replicas throttled on the follower side.",
+        "A list of replicas for which log replication should be throttled on the follower side. The list should describe a set of replicas in the form [PartitionId]:[BrokerId],[PartitionId]:[BrokerId]:... or alternatively the wildcard '*' can be used to throttle all replicas for this topic.",
     ),
     def(
         "index.interval.bytes",
@@ -199,7 +209,7 @@ pub const TOPIC_CONFIGS: &[TopicConfigDef] = &[
         "4096",
         ConfigType::Int,
         Check::Int { min: 0, max: IMAX },
-        "Bytes of log between sparse index entries.",
+        "This setting controls how frequently Kafka adds entries to its offset index and, conditionally, to its time index. The default setting ensures that we index a message roughly every 4096 bytes. More frequent indexing allows reads to jump closer to the exact position in the log but results in larger index files. You probably don't need to change this.<p> Note: the time index will be inserted only when the timestamp is greater than the last indexed timestamp.</p>",
     ),
     // Kafka 4.1+ (KAFKA-19080): `segment.bytes` may not go below 1 MiB, so
     // tests that need many small segments set this internal config instead;
@@ -218,11 +228,11 @@ pub const TOPIC_CONFIGS: &[TopicConfigDef] = &[
     },
     def(
         "leader.replication.throttled.replicas",
-        Some("leader.replication.throttled.replicas"),
+        None,
         "",
         ConfigType::List,
         Check::Any,
-        "Replicas throttled on the leader side.",
+        "A list of replicas for which log replication should be throttled on the leader side. The list should describe a set of replicas in the form [PartitionId]:[BrokerId],[PartitionId]:[BrokerId]:... or alternatively the wildcard '*' can be used to throttle all replicas for this topic.",
     ),
     def(
         "local.retention.bytes",
@@ -230,7 +240,7 @@ pub const TOPIC_CONFIGS: &[TopicConfigDef] = &[
         "-2",
         ConfigType::Long,
         Check::Long { min: -2, max: LMAX },
-        "Local retention size with tiered storage.",
+        "The maximum size of local log segments that can grow for a partition before it deletes the old segments. Default value is -2, it represents <code>retention.bytes</code> value to be used. The effective value should always be less than or equal to <code>retention.bytes</code> value.",
     ),
     def(
         "local.retention.ms",
@@ -238,7 +248,7 @@ pub const TOPIC_CONFIGS: &[TopicConfigDef] = &[
         "-2",
         ConfigType::Long,
         Check::Long { min: -2, max: LMAX },
-        "Local retention time with tiered storage.",
+        "The number of milliseconds to keep the local log segment before it gets deleted. Default value is -2, it represents <code>retention.ms</code> value is to be used. The effective value should always be less than or equal to <code>retention.ms</code> value.",
     ),
     def(
         "max.compaction.lag.ms",
@@ -246,7 +256,18 @@ pub const TOPIC_CONFIGS: &[TopicConfigDef] = &[
         LONG_MAX_STR,
         ConfigType::Long,
         Check::Long { min: 1, max: LMAX },
-        "Longest time a record stays uncompacted.",
+        "The maximum time a message will remain ineligible for compaction in the log. Only applicable for logs that are being compacted. Because the active segment is never compacted, for compacted topics this value also drives active segment rolling: the effective time-based roll threshold is the smaller of <code>segment.ms</code> and <code>max.compaction.lag.ms</code>. Active segment rolling moves records out of the active segment, after which <code>max.compaction.lag.ms</code> makes them eligible for compaction even if <code>min.cleanable.dirty.ratio</code> is not met. See <a href=\"https://kafka.apache.org/documentation/#compaction\">log compaction</a>.",
+    ),
+    def(
+        "max.decompressed.message.bytes",
+        Some("max.decompressed.message.bytes"),
+        "2147483639",
+        ConfigType::Int,
+        Check::Int {
+            min: 1,
+            max: 2147483639,
+        },
+        "The maximum decompressed size, in bytes, of a single record the broker will accept; larger records are rejected with an <code>InvalidRecordException</code>. It is enforced where the broker decompresses records: produce validation of compressed batches, log compaction, and offset lookups by timestamp or max timestamp against the local log or remote storage. Unlike <code>max.message.bytes</code>, which bounds the compressed batch on the wire, this bounds the decompressed size of an individual record. Lowering it below the size of already-stored records makes compaction and timestamp offset lookups of affected partitions fail until it is raised again. The default imposes no limit beyond the largest record the broker could allocate anyway; set a smaller value to enforce a per-record cap.",
     ),
     def(
         "max.message.bytes",
@@ -254,7 +275,7 @@ pub const TOPIC_CONFIGS: &[TopicConfigDef] = &[
         "1048588",
         ConfigType::Int,
         Check::Int { min: 0, max: IMAX },
-        "Largest record batch the topic accepts.",
+        "The largest record batch size allowed by Kafka (after compression if compression is enabled).",
     ),
     def(
         "message.timestamp.after.max.ms",
@@ -262,7 +283,7 @@ pub const TOPIC_CONFIGS: &[TopicConfigDef] = &[
         "3600000",
         ConfigType::Long,
         Check::Long { min: 0, max: LMAX },
-        "How far in the future a CreateTime timestamp may be.",
+        "This configuration sets the allowable timestamp difference between the message timestamp and the broker's timestamp. The message timestamp can be later than or equal to the broker's timestamp, with the maximum allowable difference determined by the value set in this configuration. If message.timestamp.type=CreateTime, the message will be rejected if the difference in timestamps exceeds this specified threshold. This configuration is ignored if message.timestamp.type=LogAppendTime.",
     ),
     def(
         "message.timestamp.before.max.ms",
@@ -270,7 +291,7 @@ pub const TOPIC_CONFIGS: &[TopicConfigDef] = &[
         LONG_MAX_STR,
         ConfigType::Long,
         Check::Long { min: 0, max: LMAX },
-        "How far in the past a CreateTime timestamp may be.",
+        "This configuration sets the allowable timestamp difference between the broker's timestamp and the message timestamp. The message timestamp can be earlier than or equal to the broker's timestamp, with the maximum allowable difference determined by the value set in this configuration. If message.timestamp.type=CreateTime, the message will be rejected if the difference in timestamps exceeds this specified threshold. This configuration is ignored if message.timestamp.type=LogAppendTime.",
     ),
     def(
         "message.timestamp.type",
@@ -278,7 +299,7 @@ pub const TOPIC_CONFIGS: &[TopicConfigDef] = &[
         "CreateTime",
         ConfigType::String,
         Check::OneOf(&["CreateTime", "LogAppendTime"]),
-        "Whether record timestamps are the producer's or the broker's append time.",
+        "Define whether the timestamp in the message is message create time or log append time.",
     ),
     def(
         "min.cleanable.dirty.ratio",
@@ -286,7 +307,7 @@ pub const TOPIC_CONFIGS: &[TopicConfigDef] = &[
         "0.5",
         ConfigType::Double,
         Check::Double { min: 0.0, max: 1.0 },
-        "Dirty ratio that triggers compaction.",
+        "This configuration controls how frequently the log compactor will attempt to clean the log (assuming <a href=\"https://kafka.apache.org/documentation/#compaction\">log compaction</a> is enabled). By default we will avoid cleaning a log where more than 50% of the log has been compacted. This ratio bounds the maximum space wasted in the log by duplicates (at 50% at most 50% of the log could be duplicates). A higher ratio will mean fewer, more efficient cleanings but will mean more wasted space in the log. If the max.compaction.lag.ms or the min.compaction.lag.ms configurations are also specified, then the log compactor considers the log to be eligible for compaction as soon as either: (i) the dirty ratio threshold has been met and the log has had dirty (uncompacted) records for at least the min.compaction.lag.ms duration, or (ii) if the log has had dirty (uncompacted) records for at most the max.compaction.lag.ms period.",
     ),
     def(
         "min.compaction.lag.ms",
@@ -294,7 +315,7 @@ pub const TOPIC_CONFIGS: &[TopicConfigDef] = &[
         "0",
         ConfigType::Long,
         Check::Long { min: 0, max: LMAX },
-        "Shortest time a record stays uncompacted.",
+        "The minimum time a message will remain uncompacted in the log. Only applicable for logs that are being compacted.",
     ),
     def(
         "min.insync.replicas",
@@ -302,7 +323,7 @@ pub const TOPIC_CONFIGS: &[TopicConfigDef] = &[
         "1",
         ConfigType::Int,
         Check::Int { min: 1, max: IMAX },
-        "Replicas that must acknowledge acks=all writes.",
+        "Specifies the <i>minimum</i> number of in-sync replicas (including the leader) required for a write to succeed when a producer sets <code>acks</code> to \"all\" (or \"-1\"). In the <code>acks=all</code> case, every in-sync replica must acknowledge a write for it to be considered successful. E.g., if a topic has <code>replication.factor</code> of 3 and the ISR set includes all three replicas, then all three replicas must acknowledge an <code>acks=all</code> write for it to succeed, even if <code>min.insync.replicas</code> happens to be less than 3. If <code>acks=all</code> and the current ISR set contains fewer than <code>min.insync.replicas</code> members, then the producer will raise an exception (either <code>NotEnoughReplicas</code> or <code>NotEnoughReplicasAfterAppend</code>).<br> Regardless of the <code>acks</code> setting, the messages will not be visible to the consumers until they are replicated to all in-sync replicas and the <code>min.insync.replicas</code> condition is met.<br> When used together, <code>min.insync.replicas</code> and <code>acks</code> allow you to enforce greater durability guarantees. A typical scenario would be to create a topic with a replication factor of 3, set <code>min.insync.replicas</code> to 2, and produce with <code>acks</code> of \"all\". This ensures that a majority of replicas must persist a write before it's considered successful by the producer and it's visible to consumers.<p>Note that when the Eligible Leader Replicas feature is enabled, the semantics of this config changes. Please refer to <a href=\"https://kafka.apache.org/documentation/#eligible_leader_replicas\">the ELR section</a> for more info.</p>",
     ),
     def(
         "preallocate",
@@ -310,7 +331,23 @@ pub const TOPIC_CONFIGS: &[TopicConfigDef] = &[
         "false",
         ConfigType::Boolean,
         Check::Bool,
-        "Preallocate segment files.",
+        "True if we should preallocate the file on disk when creating a new log segment.",
+    ),
+    def(
+        "remote.copy.lag.bytes",
+        Some("log.remote.copy.lag.bytes"),
+        "-1",
+        ConfigType::Long,
+        Check::Long { min: -1, max: LMAX },
+        "Controls one of the two upload eligibility checks (time and size) for copying segments to remote storage. A non-active segment is upload-eligible when either this size-based check or <code>remote.copy.lag.ms</code> is satisfied. When set to 0, uploads are immediately eligible regardless of lag checks. When set to a positive value (bytes), the segment is size-eligible once bytes of newer local log data after that segment reaches this value. When set to -1, this value is derived from effective local retention size (<code>local.retention.bytes</code>). If that effective local retention size is unlimited (-1), this size-based check is not applied. A positive value should not exceed effective local retention size unless local retention is unlimited (-1).",
+    ),
+    def(
+        "remote.copy.lag.ms",
+        Some("log.remote.copy.lag.ms"),
+        "0",
+        ConfigType::Long,
+        Check::Long { min: -1, max: LMAX },
+        "Controls one of the two upload eligibility checks (time and size) for copying segments to remote storage. A non-active segment is upload-eligible when either this time-based check or <code>remote.copy.lag.bytes</code> is satisfied. When set to 0, uploads are immediately eligible regardless of lag checks. When set to a positive value (ms), the segment is time-eligible once elapsed time since its latest record reaches this value. When set to -1, this value is derived from effective local retention time (<code>local.retention.ms</code>). If that effective local retention time is unlimited (-1), this time-based check is not applied. A positive value should not exceed effective local retention time unless local retention is unlimited (-1).",
     ),
     def(
         "remote.log.copy.disable",
@@ -318,7 +355,7 @@ pub const TOPIC_CONFIGS: &[TopicConfigDef] = &[
         "false",
         ConfigType::Boolean,
         Check::Bool,
-        "Stop copying segments to remote storage.",
+        "Determines whether tiered data for a topic should become read only, and no more data uploading on a topic. Once this config is set to true, the local retention configuration (i.e. local.retention.ms/bytes) becomes irrelevant, and all data expiration follows the topic-wide retention configuration(i.e. retention.ms/bytes).",
     ),
     def(
         "remote.log.delete.on.disable",
@@ -326,7 +363,7 @@ pub const TOPIC_CONFIGS: &[TopicConfigDef] = &[
         "false",
         ConfigType::Boolean,
         Check::Bool,
-        "Delete remote data when tiered storage is disabled.",
+        "Determines whether tiered data for a topic should be deleted after tiered storage is disabled on a topic. This configuration should be enabled when trying to set <code>remote.storage.enable</code> from true to false",
     ),
     def(
         "remote.storage.enable",
@@ -334,7 +371,7 @@ pub const TOPIC_CONFIGS: &[TopicConfigDef] = &[
         "false",
         ConfigType::Boolean,
         Check::Bool,
-        "Tiered storage for this topic.",
+        "To enable tiered storage for a topic, set this configuration to true. To disable tiered storage for a topic that has it enabled, set this configuration to false. When disabling, you must also set <code>remote.log.delete.on.disable</code> to true.",
     ),
     def(
         "retention.bytes",
@@ -345,7 +382,7 @@ pub const TOPIC_CONFIGS: &[TopicConfigDef] = &[
             min: i64::MIN,
             max: LMAX,
         },
-        "Size a partition may grow to before old segments are deleted (-1: no limit).",
+        "This configuration controls the maximum size a partition (which consists of log segments) can grow to before we will discard old log segments to free up space if we are using the \"delete\" retention policy. By default there is no size limit only a time limit. Since this limit is enforced at the partition level, multiply it by the number of partitions to compute the topic retention in bytes. Additionally, retention.bytes configuration operates independently of \"segment.ms\" and \"segment.bytes\" configurations. Moreover, it triggers the rolling of new segment if the retention.bytes is configured to zero.",
     ),
     def(
         "retention.ms",
@@ -353,7 +390,7 @@ pub const TOPIC_CONFIGS: &[TopicConfigDef] = &[
         "604800000",
         ConfigType::Long,
         Check::Long { min: -1, max: LMAX },
-        "How long segments are kept (-1: forever).",
+        "This configuration controls the maximum time we will retain a log before we will discard old log segments to free up space if we are using the \"delete\" retention policy. This represents an SLA on how soon consumers must read their data. If set to -1, no time limit is applied. Additionally, retention.ms configuration operates independently of \"segment.ms\" and \"segment.bytes\" configurations. Moreover, it triggers the rolling of new segment if the retention.ms condition is satisfied.",
     ),
     def(
         "segment.bytes",
@@ -364,7 +401,7 @@ pub const TOPIC_CONFIGS: &[TopicConfigDef] = &[
             min: 1024 * 1024,
             max: IMAX,
         },
-        "Segment size before a roll.",
+        "This configuration controls the segment file size for the log. Retention and cleaning is always done a file at a time so a larger segment size means fewer files but less granular control over retention. The active segment is rolled once it reaches this size.",
     ),
     def(
         "segment.index.bytes",
@@ -372,7 +409,7 @@ pub const TOPIC_CONFIGS: &[TopicConfigDef] = &[
         "10485760",
         ConfigType::Int,
         Check::Int { min: 4, max: IMAX },
-        "Maximum index file size.",
+        "This configuration controls the size of the index that maps offsets to file positions. We preallocate this index file and shrink it only after log rolls. You generally should not need to change this setting.",
     ),
     def(
         "segment.jitter.ms",
@@ -380,7 +417,7 @@ pub const TOPIC_CONFIGS: &[TopicConfigDef] = &[
         "0",
         ConfigType::Long,
         Check::Long { min: 0, max: LMAX },
-        "Random jitter subtracted from segment.ms.",
+        "The maximum random jitter subtracted from the scheduled segment roll time to avoid thundering herds of segment rolling",
     ),
     def(
         "segment.ms",
@@ -388,7 +425,7 @@ pub const TOPIC_CONFIGS: &[TopicConfigDef] = &[
         "604800000",
         ConfigType::Long,
         Check::Long { min: 1, max: LMAX },
-        "Segment age before a roll.",
+        "This configuration controls the period of time after which Kafka will force the log to roll even if the segment file isn't full to ensure that retention can delete or compact old data. This forces active segment rolling by time, even if the active segment has not reached <code>segment.bytes</code>. For compacted topics, <code>max.compaction.lag.ms</code> can trigger active segment rolling sooner: the effective time-based roll threshold is the smaller of <code>segment.ms</code> and <code>max.compaction.lag.ms</code>.",
     ),
     def(
         "unclean.leader.election.enable",
@@ -396,7 +433,7 @@ pub const TOPIC_CONFIGS: &[TopicConfigDef] = &[
         "false",
         ConfigType::Boolean,
         Check::Bool,
-        "Allow out-of-sync replicas to become leader.",
+        "Indicates whether to enable replicas not in the ISR set to be elected as leader as a last resort, even though doing so may result in data loss.<p>Note: In KRaft mode, when enabling this config dynamically, it needs to wait for the unclean leader electionthread to trigger election periodically (default is 5 minutes). Please run <code>kafka-leader-election.sh</code> with <code>unclean</code> option to trigger the unclean leader election immediately if needed.</p>",
     ),
 ];
 

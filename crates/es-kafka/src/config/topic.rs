@@ -34,6 +34,16 @@ pub struct TopicConfig {
     broker: BrokerTopicDefaults,
 }
 
+/// Broker configs Kafka defines with no default of their own (their value
+/// comes from a coarser synonym such as `log.retention.hours`), so Kafka's
+/// DescribeConfigs lists no default-level synonym for their topic configs.
+const BROKER_UNSET_DEFAULTS: [&str; 4] = [
+    "log.retention.ms",
+    "log.roll.ms",
+    "log.roll.jitter.ms",
+    "log.flush.interval.ms",
+];
+
 impl TopicConfig {
     /// Builds a config from overrides, validating every one.
     pub fn new(
@@ -93,12 +103,21 @@ impl TopicConfig {
                 if let Some(v) = self.overrides.get(d.name) {
                     synonyms.push((d.name.to_string(), v.clone(), ConfigSource::DynamicTopic));
                 }
-                synonyms.extend(
-                    self.broker
-                        .levels(d)
-                        .into_iter()
-                        .map(|(n, v, s)| (n.to_string(), v, s)),
-                );
+                // Kafka lists only broker-level synonyms: none for a topic
+                // config without one, and not the default of a broker config
+                // whose default Kafka leaves unset (it comes from an `hours`
+                // synonym that DescribeConfigs drops).
+                if d.broker_name.is_some() {
+                    synonyms.extend(
+                        self.broker
+                            .levels(d)
+                            .into_iter()
+                            .filter(|(n, _, s)| {
+                                *s != ConfigSource::Default || !BROKER_UNSET_DEFAULTS.contains(n)
+                            })
+                            .map(|(n, v, s)| (n.to_string(), v, s)),
+                    );
+                }
                 let (value, source) = match self.overrides.get(d.name) {
                     Some(v) => (v.clone(), ConfigSource::DynamicTopic),
                     None => (default, default_source),

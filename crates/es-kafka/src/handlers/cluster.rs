@@ -11,7 +11,7 @@
 //! directory (the data directory), so no reassignment is ever in progress
 //! and the only valid target is the current one.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use bytes::Bytes;
 use kafka_protocol::messages::alter_partition_reassignments_response::{
@@ -28,7 +28,7 @@ use kafka_protocol::messages::{
     AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse,
     AlterReplicaLogDirsRequest, AlterReplicaLogDirsResponse, BrokerId, DescribeQuorumRequest,
     DescribeQuorumResponse, ListConfigResourcesRequest, ListConfigResourcesResponse,
-    ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse,
+    ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -63,9 +63,13 @@ pub fn describe_quorum(
         r.error_message = Some(StrBytes::default());
     }
     let mut described = false;
+    // Kafka's KRaft client answers only a request for exactly one topic
+    // with exactly one partition; anything else gets
+    // UNKNOWN_TOPIC_OR_PARTITION for every partition it names.
+    let one = req.topics.len() == 1 && req.topics.iter().all(|t| t.partitions.len() == 1);
     for t in req.topics {
         let mut td = dq::TopicData::default();
-        let is_metadata = t.topic_name.0.as_str() == METADATA_TOPIC;
+        let is_metadata = one && t.topic_name.0.as_str() == METADATA_TOPIC;
         td.topic_name = t.topic_name;
         for p in t.partitions {
             let mut pd = dq::PartitionData::default();
@@ -163,6 +167,27 @@ pub fn alter_partition_reassignments(
     let mut r = AlterPartitionReassignmentsResponse::default();
     r.allow_replication_factor_change = req.allow_replication_factor_change;
     r.error_message = None;
+    // A deadline already past (timeout_ms of 0 or less): Kafka's controller
+    // gives up first, and every partition answers REQUEST_TIMED_OUT.
+    if req.timeout_ms <= 0 {
+        let e = code(ResponseError::RequestTimedOut);
+        let message = "The request timed out before the controller processed it.";
+        r.error_code = e;
+        r.error_message = Some(s(message));
+        for t in req.topics {
+            let mut tr = ReassignableTopicResponse::default();
+            tr.name = t.name;
+            for p in t.partitions {
+                let mut pr = ReassignablePartitionResponse::default();
+                pr.partition_index = p.partition_index;
+                pr.error_code = e;
+                pr.error_message = Some(s(message));
+                tr.partitions.push(pr);
+            }
+            r.responses.push(tr);
+        }
+        return ctx.respond(&r);
+    }
     for t in req.topics {
         let name = t.name.0.to_string();
         let topic = b.topic(&name);
@@ -216,7 +241,12 @@ pub fn alter_replica_log_dirs(
     if let Ok(c) = std::fs::canonicalize(data_dir) {
         known.insert(c.display().to_string());
     }
+    // Kafka reads the request into a map by topic partition: a partition
+    // named twice is answered once (for the last path given), a topic with
+    // no partitions not at all; results are grouped by topic.
     let mut results: Vec<AlterReplicaLogDirTopicResult> = Vec::new();
+    let mut topic_at: HashMap<TopicName, usize> = HashMap::new();
+    let mut partition_at: HashMap<(usize, i32), usize> = HashMap::new();
     for dir in req.dirs {
         let path = dir.path.as_str();
         let trimmed = if path.len() > 1 {
@@ -227,26 +257,31 @@ pub fn alter_replica_log_dirs(
         let dir_ok = known.contains(trimmed);
         for t in dir.topics {
             let topic = b.topic(t.name.0.as_str());
-            let at = match results.iter().position(|r| r.topic_name == t.name) {
-                Some(i) => i,
-                None => {
+            for p in t.partitions {
+                let at = *topic_at.entry(t.name.clone()).or_insert_with(|| {
                     let mut tr = AlterReplicaLogDirTopicResult::default();
                     tr.topic_name = t.name.clone();
                     results.push(tr);
                     results.len() - 1
-                }
-            };
-            for p in t.partitions {
-                let mut pr = AlterReplicaLogDirPartitionResult::default();
-                pr.partition_index = p;
-                pr.error_code = if !dir_ok {
+                });
+                let error_code = if !dir_ok {
                     code(ResponseError::LogDirNotFound)
                 } else if topic.as_ref().and_then(|t| t.partition(p)).is_none() {
                     code(ResponseError::UnknownTopicOrPartition)
                 } else {
                     NONE
                 };
-                results[at].partitions.push(pr);
+                let parts = &mut results[at].partitions;
+                match partition_at.get(&(at, p)) {
+                    Some(&i) => parts[i].error_code = error_code,
+                    None => {
+                        partition_at.insert((at, p), parts.len());
+                        let mut pr = AlterReplicaLogDirPartitionResult::default();
+                        pr.partition_index = p;
+                        pr.error_code = error_code;
+                        parts.push(pr);
+                    }
+                }
             }
         }
     }

@@ -391,6 +391,7 @@ async fn consumer_offsets_is_one_topic_with_one_id_once_a_group_coordinator_is_l
         t.num_partitions = 3;
         t.replication_factor = 1;
         let mut req = CreateTopicsRequest::default();
+        req.timeout_ms = 5_000;
         req.topics = vec![t];
         let r: CreateTopicsResponse = call(&b, ApiKey::CreateTopics, v, &req).await;
         assert_eq!(
@@ -492,6 +493,7 @@ async fn consumer_offsets_is_created_deleted_and_created_again_as_on_kafka() {
     let mut d = DeleteTopicState::default();
     d.name = Some(tn(OFFSETS));
     let mut req = DeleteTopicsRequest::default();
+    req.timeout_ms = 5_000;
     req.topics = vec![d];
     let r: DeleteTopicsResponse = call(&b, ApiKey::DeleteTopics, 6, &req).await;
     assert_eq!(r.responses[0].error_code, NONE);
@@ -511,6 +513,7 @@ async fn consumer_offsets_is_created_deleted_and_created_again_as_on_kafka() {
     ct.num_partitions = 3;
     ct.replication_factor = 1;
     let mut req = CreateTopicsRequest::default();
+    req.timeout_ms = 5_000;
     req.topics = vec![ct];
     let r: CreateTopicsResponse = call(&b, ApiKey::CreateTopics, 7, &req).await;
     assert_eq!(
@@ -544,6 +547,7 @@ async fn consumer_offsets_is_created_deleted_and_created_again_as_on_kafka() {
     ct.num_partitions = 1;
     ct.replication_factor = 1;
     let mut req = CreateTopicsRequest::default();
+    req.timeout_ms = 5_000;
     req.topics = vec![ct];
     let r: CreateTopicsResponse = call(&b, ApiKey::CreateTopics, 7, &req).await;
     assert_eq!(r.topics[0].error_code, c(ResponseError::InvalidRequest));

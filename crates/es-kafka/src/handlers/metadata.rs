@@ -14,9 +14,11 @@
 //! like any other; auto-creation through Metadata gives it Kafka's settings
 //! for it.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use bytes::Bytes;
+use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::metadata_response::{
     MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
 };
@@ -62,8 +64,53 @@ pub async fn handle(ctx: &Ctx, req: MetadataRequest) -> Result<Option<Bytes>, Re
             }
         }
         Some(list) => {
+            // Kafka refuses the whole request (its error answer: no brokers,
+            // no cluster, every topic named with the error) for a topic id
+            // before v12 or a missing name before v12 (INVALID_REQUEST), and
+            // fails on a missing name given without an id from v12 on
+            // (UNKNOWN_SERVER_ERROR).
+            let ids: Vec<uuid::Uuid> = list
+                .iter()
+                .map(|t| t.topic_id)
+                .filter(|id| !id.is_nil())
+                .collect();
+            let refused = if v < 12
+                && list
+                    .iter()
+                    .any(|t| t.name.is_none() || !t.topic_id.is_nil())
+            {
+                Some(ResponseError::InvalidRequest)
+            } else if ids.is_empty() && list.iter().any(|t| t.name.is_none()) {
+                Some(ResponseError::UnknownServerError)
+            } else {
+                None
+            };
+            if let Some(e) = refused {
+                return ctx.respond(&whole_error(v, &list, code(e)));
+            }
+            // With any topic id, Kafka looks topics up by id alone (names
+            // are ignored); each id or name is answered once.
+            if !ids.is_empty() {
+                let mut seen = HashSet::new();
+                for id in ids.into_iter().filter(|id| seen.insert(*id)) {
+                    match b.topic_by_id(id) {
+                        Some(topic) => r.topics.push(describe(ctx, &topic, include_ops)),
+                        None => {
+                            let mut e = error_topic(v, None, code(ResponseError::UnknownTopicId));
+                            e.topic_id = id;
+                            r.topics.push(e);
+                        }
+                    }
+                }
+                return ctx.respond(&r);
+            }
             // Kafka's default for v0-3 is to auto-create.
             let allow_create = v < 4 || req.allow_auto_topic_creation;
+            let mut seen = HashSet::new();
+            let list: Vec<_> = list
+                .into_iter()
+                .filter(|t| t.name.as_ref().is_none_or(|n| seen.insert(n.0.to_string())))
+                .collect();
             for t in list {
                 match t.name {
                     Some(name) => {
@@ -97,6 +144,30 @@ pub async fn handle(ctx: &Ctx, req: MetadataRequest) -> Result<Option<Bytes>, Re
         }
     }
     ctx.respond(&r)
+}
+
+/// Kafka's answer to a Metadata request it fails whole
+/// (`MetadataRequest.getErrorResponse`): no brokers, no cluster id, no
+/// controller, and each topic requested with the error (a missing name as
+/// "").
+fn whole_error(v: i16, list: &[MetadataRequestTopic], error_code: i16) -> MetadataResponse {
+    let mut r = MetadataResponse::default();
+    if v >= 1 {
+        r.controller_id = BrokerId(-1);
+    }
+    if v >= 13 {
+        r.error_code = error_code;
+    }
+    for t in list {
+        let mut e = MetadataResponseTopic::default();
+        e.error_code = error_code;
+        e.name = Some(t.name.clone().unwrap_or_default());
+        if v >= 10 {
+            e.topic_id = t.topic_id;
+        }
+        r.topics.push(e);
+    }
+    r
 }
 
 fn error_topic(v: i16, name: Option<&str>, error_code: i16) -> MetadataResponseTopic {

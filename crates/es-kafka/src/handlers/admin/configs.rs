@@ -23,11 +23,22 @@ use crate::config::{
 };
 use crate::errors::{code, ResponseError};
 use crate::handlers::{Ctx, RequestError};
+use crate::topics::validate_topic_name;
 
 /// Kafka's ConfigResource.Type codes.
 pub const RESOURCE_TOPIC: i8 = 2;
 pub const RESOURCE_BROKER: i8 = 4;
 pub const RESOURCE_BROKER_LOGGER: i8 = 8;
+pub const RESOURCE_CLIENT_METRICS: i8 = 16;
+pub const RESOURCE_GROUP: i8 = 32;
+/// Every type Kafka's `ConfigResource.Type.forId` knows (the rest are UNKNOWN).
+const KNOWN_RESOURCE_TYPES: [i8; 5] = [
+    RESOURCE_TOPIC,
+    RESOURCE_BROKER,
+    RESOURCE_BROKER_LOGGER,
+    RESOURCE_CLIENT_METRICS,
+    RESOURCE_GROUP,
+];
 
 /// IncrementalAlterConfigs operations.
 pub const OP_SET: i8 = 0;
@@ -86,6 +97,28 @@ pub fn describe_configs(
     let b = &ctx.broker;
     let include_doc = v >= 3 && req.include_documentation;
     let mut r = DescribeConfigsResponse::default();
+    // Kafka's ConfigHelper throws for a resource type it does not know
+    // before describing anything: the whole request answers INVALID_REQUEST,
+    // every resource with no configs.
+    if let Some(bad) = req
+        .resources
+        .iter()
+        .find(|res| !KNOWN_RESOURCE_TYPES.contains(&res.resource_type))
+    {
+        let message = format!(
+            "Unexpected resource type {} for resource {}",
+            bad.resource_type, bad.resource_name
+        );
+        for res in req.resources {
+            let mut out = DescribeConfigsResult::default();
+            out.resource_type = res.resource_type;
+            out.resource_name = res.resource_name;
+            out.error_code = code(ResponseError::InvalidRequest);
+            out.error_message = Some(s(message.clone()));
+            r.results.push(out);
+        }
+        return ctx.respond(&r);
+    }
     for res in req.resources {
         let mut out = DescribeConfigsResult::default();
         out.resource_type = res.resource_type;
@@ -101,6 +134,10 @@ pub fn describe_configs(
         let name = res.resource_name.to_string();
         match res.resource_type {
             RESOURCE_TOPIC => match b.topic(&name) {
+                None if validate_topic_name(&name).is_err() => {
+                    out.error_code = code(ResponseError::InvalidTopicException);
+                    out.error_message = validate_topic_name(&name).err().map(s);
+                }
                 Some(t) => {
                     out.configs = t
                         .config()
@@ -189,26 +226,83 @@ pub fn describe_configs(
     ctx.respond(&r)
 }
 
-/// Resource-level check shared by both alter APIs for everything but a
-/// BROKER resource (see [`alter_broker`]): topics exist, loggers are
-/// read-only.
-fn alter_target(ctx: &Ctx, resource_type: i8, name: &str) -> Result<(), AdminError> {
+/// Resource-level checks shared by both alter APIs for everything but a
+/// BROKER resource (see [`alter_broker`]), in the order Kafka makes them:
+/// the broker's preprocessing (the resource type; loggers through the
+/// legacy API are an unknown type), then the controller's validation of a
+/// topic name. Whether the topic exists is checked after its configs, as
+/// Kafka's controller does ([`topic_exists`]).
+fn alter_target(resource_type: i8, name: &str) -> Result<(), AdminError> {
     match resource_type {
-        RESOURCE_TOPIC => ctx.broker.topic(name).map(|_| ()).ok_or_else(|| {
-            AdminError::new(
-                ResponseError::UnknownTopicOrPartition,
-                format!("Topic '{name}' does not exist."),
-            )
-        }),
+        RESOURCE_TOPIC => {
+            if name.is_empty() {
+                return Err(AdminError::new(
+                    ResponseError::InvalidRequest,
+                    "Default topic resources are not allowed.",
+                ));
+            }
+            validate_topic_name(name)
+                .map_err(|m| AdminError::new(ResponseError::InvalidTopicException, m))
+        }
         RESOURCE_BROKER_LOGGER => Err(AdminError::new(
             ResponseError::InvalidRequest,
             "es log levels come from --log-level and cannot be altered at run time",
         )),
         other => Err(AdminError::new(
             ResponseError::InvalidRequest,
-            format!("unsupported resource type {other}"),
+            format!("Unknown resource type {other}"),
         )),
     }
+}
+
+fn topic_exists(ctx: &Ctx, name: &str) -> Result<(), AdminError> {
+    ctx.broker.topic(name).map(|_| ()).ok_or_else(|| {
+        AdminError::new(
+            ResponseError::UnknownTopicOrPartition,
+            format!("Topic '{name}' does not exist."),
+        )
+    })
+}
+
+/// Kafka's broker-side preprocessing of both alter APIs
+/// (`ConfigAdminManager.preprocess`), for one resource: a resource named
+/// twice in the request, a config named twice, or a value missing (null,
+/// except for a DELETE) is INVALID_REQUEST before anything else.
+fn preprocess<'a>(
+    dup_resource: bool,
+    configs: impl Iterator<Item = (&'a str, i8, bool)> + Clone,
+) -> Result<(), AdminError> {
+    let invalid = |m: String| AdminError::new(ResponseError::InvalidRequest, m);
+    if dup_resource {
+        return Err(invalid("Each resource must appear at most once.".into()));
+    }
+    let mut seen = HashSet::new();
+    if configs.clone().any(|(name, _, _)| !seen.insert(name)) {
+        return Err(invalid("Error due to duplicate config keys".into()));
+    }
+    let nulls: Vec<&str> = configs
+        .filter(|(_, op, has_value)| *op != OP_DELETE && !has_value)
+        .map(|(name, _, _)| name)
+        .collect();
+    if !nulls.is_empty() {
+        return Err(invalid(format!(
+            "Null value not supported for : {}",
+            nulls.join(", ")
+        )));
+    }
+    Ok(())
+}
+
+/// Which (type, name) pairs a request names more than once.
+fn duplicated<'a>(resources: impl Iterator<Item = (i8, &'a str)>) -> HashSet<(i8, String)> {
+    let mut seen = HashSet::new();
+    let mut dups = HashSet::new();
+    for (t, n) in resources {
+        if !seen.insert((t, n)) {
+            dups.insert((t, n.to_string()));
+        }
+    }
+    dups
 }
 
 pub async fn alter_configs(
@@ -216,9 +310,20 @@ pub async fn alter_configs(
     req: AlterConfigsRequest,
 ) -> Result<Option<Bytes>, RequestError> {
     let mut r = AlterConfigsResponse::default();
+    let dups = duplicated(
+        req.resources
+            .iter()
+            .map(|res| (res.resource_type, res.resource_name.as_str())),
+    );
     for res in req.resources {
         let name = res.resource_name.to_string();
         let outcome: Result<(), AdminError> = async {
+            preprocess(
+                dups.contains(&(res.resource_type, name.clone())),
+                res.configs
+                    .iter()
+                    .map(|c| (c.name.as_str(), OP_SET, c.value.is_some())),
+            )?;
             if res.resource_type == RESOURCE_BROKER {
                 let ops: Vec<BrokerOp> = res
                     .configs
@@ -231,7 +336,7 @@ pub async fn alter_configs(
                     .collect();
                 return alter_broker(ctx, &name, &ops, true, req.validate_only).await;
             }
-            alter_target(ctx, res.resource_type, &name)?;
+            alter_target(res.resource_type, &name)?;
             // The legacy API replaces the whole set of overrides.
             let mut overrides = BTreeMap::new();
             for c in &res.configs {
@@ -242,6 +347,7 @@ pub async fn alter_configs(
                     overrides.insert(key, v);
                 }
             }
+            topic_exists(ctx, &name)?;
             ctx.broker
                 .set_topic_config(&name, overrides, req.validate_only)
                 .await
@@ -455,7 +561,10 @@ async fn alter_broker(
                 })
                 .map_err(as_invalid_request)?;
             }
-            Ok(())
+            match all.min_insync_violation() {
+                Some(m) => Err(AdminError::new(ResponseError::InvalidConfig, m)),
+                None => Ok(()),
+            }
         })
         .await
 }
@@ -465,9 +574,20 @@ pub async fn incremental_alter_configs(
     req: IncrementalAlterConfigsRequest,
 ) -> Result<Option<Bytes>, RequestError> {
     let mut r = IncrementalAlterConfigsResponse::default();
+    let dups = duplicated(
+        req.resources
+            .iter()
+            .map(|res| (res.resource_type, res.resource_name.as_str())),
+    );
     for res in req.resources {
         let name = res.resource_name.to_string();
         let outcome: Result<(), AdminError> = async {
+            preprocess(
+                dups.contains(&(res.resource_type, name.clone())),
+                res.configs
+                    .iter()
+                    .map(|c| (c.name.as_str(), c.config_operation, c.value.is_some())),
+            )?;
             if res.resource_type == RESOURCE_BROKER {
                 let ops: Vec<BrokerOp> = res
                     .configs
@@ -480,30 +600,34 @@ pub async fn incremental_alter_configs(
                     .collect();
                 return alter_broker(ctx, &name, &ops, false, req.validate_only).await;
             }
-            alter_target(ctx, res.resource_type, &name)?;
-            let topic = ctx.broker.topic(&name).ok_or_else(|| {
-                AdminError::new(
-                    ResponseError::UnknownTopicOrPartition,
-                    format!("Topic '{name}' does not exist."),
-                )
-            })?;
-            let mut overrides = topic.config().overrides().clone();
-            let mut seen = HashSet::new();
+            alter_target(res.resource_type, &name)?;
+            // Kafka's controller reads each operation's type before it looks
+            // at the topic: one it does not know fails there, as
+            // UNKNOWN_SERVER_ERROR.
+            if let Some(c) = res
+                .configs
+                .iter()
+                .find(|c| !(OP_SET..=OP_SUBTRACT).contains(&c.config_operation))
+            {
+                return Err(AdminError::new(
+                    ResponseError::UnknownServerError,
+                    format!("unknown config operation {}", c.config_operation),
+                ));
+            }
+            let mut overrides = ctx
+                .broker
+                .topic(&name)
+                .map(|t| t.config().overrides().clone())
+                .unwrap_or_default();
             for c in &res.configs {
-                let key = c.name.to_string();
-                if !seen.insert(key.clone()) {
-                    return Err(AdminError::new(
-                        ResponseError::InvalidRequest,
-                        format!("Error due to duplicate config keys: {key}"),
-                    ));
-                }
                 apply_incremental(
                     &mut overrides,
-                    &key,
+                    c.name.as_str(),
                     c.config_operation,
                     c.value.as_ref().map(|v| v.as_str()),
                 )?;
             }
+            topic_exists(ctx, &name)?;
             ctx.broker
                 .set_topic_config(&name, overrides, req.validate_only)
                 .await

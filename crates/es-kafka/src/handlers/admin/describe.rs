@@ -1,6 +1,8 @@
 //! DescribeCluster, DescribeLogDirs and DescribeTopicPartitions: what this
 //! node, its one log directory and its partitions look like.
 
+use std::collections::{HashMap, HashSet};
+
 use bytes::Bytes;
 use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
 use kafka_protocol::messages::describe_log_dirs_response::{
@@ -22,7 +24,10 @@ use crate::handlers::{
     blocking, Ctx, RequestError, AUTHORIZED_OPERATIONS_OMITTED, CLUSTER_OPERATIONS_ALL,
     TOPIC_OPERATIONS_ALL,
 };
-use crate::topics::is_internal;
+use crate::topics::{is_internal, validate_topic_name};
+
+/// DescribeCluster's endpoint type for brokers (2 is controllers).
+const ENDPOINT_TYPE_BROKER: i8 = 1;
 
 /// Default `response_partition_limit` of DescribeTopicPartitions (Kafka's).
 pub const DESCRIBE_PARTITIONS_LIMIT_DEFAULT: i32 = 2000;
@@ -34,9 +39,17 @@ pub fn describe_cluster(
     let v = ctx.version;
     let b = &ctx.broker;
     let mut r = DescribeClusterResponse::default();
-    // Endpoint type 1 = brokers, 2 = controllers; this node is both.
-    if v >= 1 {
-        r.endpoint_type = req.endpoint_type;
+    // Endpoint type 1 = brokers, 2 = controllers. Kafka's brokers answer
+    // type 1 only: any other is UNSUPPORTED_ENDPOINT_TYPE, with the
+    // response's defaults (no brokers, controller -1).
+    if v >= 1 && req.endpoint_type != ENDPOINT_TYPE_BROKER {
+        r.error_code = code(ResponseError::UnsupportedEndpointType);
+        r.error_message = Some(s(format!(
+            "The broker does not support DescribeCluster requests for endpoint type {}",
+            req.endpoint_type
+        )));
+        r.controller_id = BrokerId(-1);
+        return ctx.respond(&r);
     }
     r.cluster_id = s(b.cluster_id());
     r.controller_id = BrokerId(b.node_id());
@@ -58,16 +71,32 @@ pub async fn describe_log_dirs(
     req: DescribeLogDirsRequest,
 ) -> Result<Option<Bytes>, RequestError> {
     let b = ctx.broker.clone();
+    // Kafka reads the request into a set of topic partitions: each is
+    // described once, a topic with no partitions not at all.
     let wanted: Option<Vec<(String, Vec<i32>)>> = req.topics.map(|ts| {
-        ts.into_iter()
-            .map(|t| (t.topic.0.to_string(), t.partitions))
-            .collect()
+        let mut out: Vec<(String, Vec<i32>)> = Vec::new();
+        let mut at: HashMap<String, usize> = HashMap::new();
+        for t in ts {
+            if t.partitions.is_empty() {
+                continue;
+            }
+            let name = t.topic.0.to_string();
+            let i = *at.entry(name.clone()).or_insert_with(|| {
+                out.push((name, Vec::new()));
+                out.len() - 1
+            });
+            out[i].1.extend(t.partitions);
+        }
+        out
     });
     let topics = blocking(move || {
         let mut out = Vec::new();
-        let list: Vec<(String, Option<Vec<i32>>)> = match wanted {
+        let list: Vec<(String, Option<HashSet<i32>>)> = match wanted {
             None => b.topics().iter().map(|t| (t.name.clone(), None)).collect(),
-            Some(w) => w.into_iter().map(|(n, p)| (n, Some(p))).collect(),
+            Some(w) => w
+                .into_iter()
+                .map(|(n, p)| (n, Some(p.into_iter().collect::<HashSet<i32>>())))
+                .collect(),
         };
         for (name, parts) in list {
             let Some(t) = b.topic(&name) else { continue };
@@ -83,7 +112,9 @@ pub async fn describe_log_dirs(
                 dp.offset_lag = 0;
                 dt.partitions.push(dp);
             }
-            out.push(dt);
+            if !dt.partitions.is_empty() {
+                out.push(dt);
+            }
         }
         out
     })
@@ -108,11 +139,22 @@ pub fn describe_topic_partitions(
 ) -> Result<Option<Bytes>, RequestError> {
     let b = &ctx.broker;
     let node = BrokerId(b.node_id());
-    let limit = if req.response_partition_limit > 0 {
-        req.response_partition_limit
-    } else {
-        DESCRIBE_PARTITIONS_LIMIT_DEFAULT
-    } as usize;
+    // Kafka: max(min(max.request.partition.size.limit, the request's), 1).
+    let limit = req
+        .response_partition_limit
+        .clamp(1, DESCRIBE_PARTITIONS_LIMIT_DEFAULT) as usize;
+    // An empty topic name fails Kafka's handler whole: every topic named
+    // answers UNKNOWN_SERVER_ERROR, with nothing else.
+    if req.topics.iter().any(|t| t.name.0.is_empty()) {
+        let mut r = DescribeTopicPartitionsResponse::default();
+        for t in req.topics {
+            let mut e = DescribeTopicPartitionsResponseTopic::default();
+            e.name = Some(t.name);
+            e.error_code = code(ResponseError::UnknownServerError);
+            r.topics.push(e);
+        }
+        return ctx.respond(&r);
+    }
     // Requested names (sorted, as Kafka answers), or every topic.
     let mut names: Vec<String> = if req.topics.is_empty() {
         b.topics().iter().map(|t| t.name.clone()).collect()
@@ -135,7 +177,14 @@ pub fn describe_topic_partitions(
         let mut t = DescribeTopicPartitionsResponseTopic::default();
         t.name = Some(TopicName(s(name.clone())));
         let Some(topic) = b.topic(&name) else {
-            t.error_code = code(ResponseError::UnknownTopicOrPartition);
+            // Kafka answers a name that cannot be a topic INVALID_TOPIC_EXCEPTION,
+            // with the operations it would allow on it.
+            if validate_topic_name(&name).is_err() {
+                t.error_code = code(ResponseError::InvalidTopicException);
+                t.topic_authorized_operations = TOPIC_OPERATIONS_ALL;
+            } else {
+                t.error_code = code(ResponseError::UnknownTopicOrPartition);
+            }
             r.topics.push(t);
             continue;
         };
@@ -167,7 +216,11 @@ pub fn describe_topic_partitions(
             t.partitions.push(dp);
             emitted += 1;
         }
-        r.topics.push(t);
+        // A topic the limit cuts before its first partition is not listed
+        // (Kafka's cursor names it).
+        if r.next_cursor.is_none() || !t.partitions.is_empty() {
+            r.topics.push(t);
+        }
         if r.next_cursor.is_some() {
             break;
         }

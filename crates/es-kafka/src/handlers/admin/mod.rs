@@ -33,6 +33,9 @@ pub mod describe;
 pub mod partitions;
 pub mod topics;
 
+#[cfg(test)]
+mod admin_tests;
+
 use kafka_protocol::protocol::StrBytes;
 
 pub use configs::{

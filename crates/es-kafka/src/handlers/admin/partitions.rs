@@ -2,6 +2,8 @@
 //! of a topic (moving the log start offset; the leader elections a single
 //! node never needs).
 
+use std::collections::HashMap;
+
 use bytes::Bytes;
 use kafka_protocol::messages::{
     delete_records_response, elect_leaders_response, DeleteRecordsRequest, DeleteRecordsResponse,
@@ -25,14 +27,39 @@ pub async fn delete_records(
     req: DeleteRecordsRequest,
 ) -> Result<Option<Bytes>, RequestError> {
     let b = ctx.broker.clone();
-    let topics = req.topics;
+    // Kafka reads the request into a map by topic partition: a partition
+    // named twice is answered once (the last offset given wins), a topic
+    // with no partitions not at all.
+    let mut topics: Vec<(TopicName, Vec<(i32, i64)>)> = Vec::new();
+    let mut topic_at: HashMap<TopicName, usize> = HashMap::new();
+    let mut partition_at: HashMap<(usize, i32), usize> = HashMap::new();
+    for t in req.topics {
+        for p in t.partitions {
+            let at = *topic_at.entry(t.name.clone()).or_insert_with(|| {
+                topics.push((t.name.clone(), Vec::new()));
+                topics.len() - 1
+            });
+            let parts = &mut topics[at].1;
+            match partition_at.get(&(at, p.partition_index)) {
+                Some(&i) => parts[i].1 = p.offset,
+                None => {
+                    partition_at.insert((at, p.partition_index), parts.len());
+                    parts.push((p.partition_index, p.offset));
+                }
+            }
+        }
+    }
     let results = blocking(move || {
         let mut out = Vec::with_capacity(topics.len());
-        for t in topics {
-            let topic = b.topic(t.name.0.as_str());
+        for (name, partitions) in topics {
+            let topic = b.topic(name.0.as_str());
             let mut tr = delete_records_response::DeleteRecordsTopicResult::default();
-            tr.name = t.name;
-            for p in t.partitions {
+            tr.name = name;
+            for (partition_index, offset) in partitions {
+                let p = Requested {
+                    partition_index,
+                    offset,
+                };
                 let mut pr = delete_records_response::DeleteRecordsPartitionResult::default();
                 pr.partition_index = p.partition_index;
                 pr.low_watermark = -1;
@@ -68,6 +95,12 @@ pub async fn delete_records(
     ctx.respond(&r)
 }
 
+/// One partition of a DeleteRecords request, after merging duplicates.
+struct Requested {
+    partition_index: i32,
+    offset: i64,
+}
+
 /// ElectLeaders (v0-2): this node leads every partition and is every
 /// partition's preferred (and only) replica, so no election is ever needed.
 /// Named partitions answer ELECTION_NOT_NEEDED (or UNKNOWN_TOPIC_OR_PARTITION);
@@ -76,6 +109,40 @@ pub async fn delete_records(
 pub fn elect_leaders(ctx: &Ctx, req: ElectLeadersRequest) -> Result<Option<Bytes>, RequestError> {
     let b = &ctx.broker;
     let mut r = ElectLeadersResponse::default();
+    // Refused whole as Kafka does: an election type it does not know
+    // (preferred 0, unclean 1) is INVALID_REQUEST; a deadline already past
+    // (timeout_ms of 0 or less) REQUEST_TIMED_OUT from its controller.
+    let whole = if ctx.version >= 1 && !(0..=1).contains(&req.election_type) {
+        Some((
+            ResponseError::InvalidRequest,
+            format!("Unknown election type {}", req.election_type),
+        ))
+    } else if req.timeout_ms <= 0 {
+        Some((
+            ResponseError::RequestTimedOut,
+            "The request timed out before the controller processed it.".to_string(),
+        ))
+    } else {
+        None
+    };
+    if let Some((e, message)) = whole {
+        if ctx.version >= 1 {
+            r.error_code = code(e);
+        }
+        for t in req.topic_partitions.into_iter().flatten() {
+            let mut res = elect_leaders_response::ReplicaElectionResult::default();
+            res.topic = t.topic;
+            for p in t.partitions {
+                let mut pr = elect_leaders_response::PartitionResult::default();
+                pr.partition_id = p;
+                pr.error_code = code(e);
+                pr.error_message = Some(s(message.clone()));
+                res.partition_result.push(pr);
+            }
+            r.replica_election_results.push(res);
+        }
+        return ctx.respond(&r);
+    }
     let Some(named) = req.topic_partitions else {
         for t in b.topics() {
             let mut res = elect_leaders_response::ReplicaElectionResult::default();

@@ -18,11 +18,16 @@ use kafka_protocol::messages::{
 use super::s;
 use crate::broker::AdminError;
 use crate::config::{validate_topic_config, TopicConfig};
-use crate::errors::ResponseError;
+use crate::errors::{code, ResponseError};
 use crate::handlers::{Ctx, RequestError};
 
 /// KRaft's metadata log: the one topic name CreateTopics refuses.
 const CLUSTER_METADATA_TOPIC: &str = "__cluster_metadata";
+
+/// Kafka's `QuorumController.MAX_RECORDS_PER_USER_OP`: the most records one
+/// admin operation may write (one per new partition); more is refused whole
+/// with POLICY_VIOLATION.
+const MAX_RECORDS_PER_USER_OP: i64 = 10_000;
 
 fn check_replication(rf: i16) -> Result<(), AdminError> {
     if rf == -1 || rf == 1 {
@@ -49,26 +54,66 @@ pub async fn create_topics(
 ) -> Result<Option<Bytes>, RequestError> {
     let v = ctx.version;
     let b = &ctx.broker;
-    let mut seen = HashSet::new();
-    let dup: HashSet<String> = req
-        .topics
-        .iter()
-        .filter(|t| !seen.insert(t.name.0.to_string()))
-        .map(|t| t.name.0.to_string())
-        .collect();
     let mut r = CreateTopicsResponse::default();
+    // Kafka's controller gives up on a request whose deadline (now +
+    // timeout_ms) has passed before it runs: a timeout of 0 or less answers
+    // REQUEST_TIMED_OUT for every topic named, and creates none.
+    if req.timeout_ms <= 0 {
+        for t in &req.topics {
+            r.topics.push(create_topic_error(
+                t.name.clone(),
+                AdminError::new(
+                    ResponseError::RequestTimedOut,
+                    "The request timed out before the controller processed it.",
+                ),
+            ));
+        }
+        return ctx.respond(&r);
+    }
+    // As Kafka's ControllerApis: a name given more than once is answered
+    // once, after the others, with INVALID_REQUEST; `__cluster_metadata`
+    // after that.
+    let mut counts: BTreeMap<String, usize> = BTreeMap::new();
+    for t in &req.topics {
+        *counts.entry(t.name.0.to_string()).or_default() += 1;
+    }
+    let mut dups: Vec<TopicName> = Vec::new();
+    let mut dup_seen: HashSet<&str> = HashSet::new();
+    let mut refused: Vec<CreatableTopicResult> = Vec::new();
+    for t in &req.topics {
+        let name = t.name.0.as_str();
+        if counts.get(name).copied().unwrap_or(0) > 1 {
+            if dup_seen.insert(name) {
+                dups.push(t.name.clone());
+            }
+        } else if name == CLUSTER_METADATA_TOPIC {
+            refused.push(create_topic_error(
+                t.name.clone(),
+                AdminError::new(
+                    ResponseError::InvalidRequest,
+                    format!("Creation of internal topic {CLUSTER_METADATA_TOPIC} is prohibited."),
+                ),
+            ));
+        }
+    }
+    let dup_results: Vec<CreatableTopicResult> = dups
+        .into_iter()
+        .map(|n| {
+            create_topic_error(
+                n,
+                AdminError::new(ResponseError::InvalidRequest, "Duplicate topic name."),
+            )
+        })
+        .collect();
     for t in req.topics {
         let name = t.name.0.to_string();
+        if counts.get(name.as_str()).copied().unwrap_or(0) > 1 || name == CLUSTER_METADATA_TOPIC {
+            continue;
+        }
         let mut res = CreatableTopicResult::default();
         res.name = t.name.clone();
         res.error_message = None;
         let outcome: Result<Option<TopicConfig>, AdminError> = async {
-            if dup.contains(&name) {
-                return Err(AdminError::new(ResponseError::InvalidRequest, format!("Create topics request from client contains a duplicate topic: {name}")));
-            }
-            if name == CLUSTER_METADATA_TOPIC {
-                return Err(AdminError::new(ResponseError::InvalidRequest, format!("Creation of internal topic {CLUSTER_METADATA_TOPIC} is prohibited.")));
-            }
             let mut partitions = t.num_partitions;
             if !t.assignments.is_empty() {
                 if t.num_partitions != -1 || t.replication_factor != -1 {
@@ -104,7 +149,12 @@ pub async fn create_topics(
                     res.topic_id = topic.id;
                     topic.config()
                 }
-                None => b.topic_config(overrides)?,
+                // validate_only: Kafka's controller answers the id it would
+                // have given the topic, a fresh random one.
+                None => {
+                    res.topic_id = uuid::Uuid::new_v4();
+                    b.topic_config(overrides)?
+                }
             };
             res.num_partitions = if partitions == -1 { b.config().default_partitions } else { partitions };
             Ok(Some(config))
@@ -135,23 +185,33 @@ pub async fn create_topics(
                 if !req.validate_only {
                     tracing::debug!(topic = %name, "CreateTopics ok");
                 }
+                r.topics.push(res);
             }
             Err(e) => {
                 tracing::info!(topic = %name, code = e.code, message = %e.message, "CreateTopics refused");
-                res.error_code = e.code;
-                res.error_message = Some(s(e.message));
-                res.topic_id = uuid::Uuid::nil();
-                res.num_partitions = -1;
-                res.replication_factor = -1;
-                res.configs = if v >= 5 { None } else { Some(Vec::new()) };
-                if v >= 5 {
-                    res.topic_config_error_code = e.code;
-                }
+                r.topics.push(create_topic_error(t.name, e));
             }
         }
-        r.topics.push(res);
     }
+    r.topics.extend(dup_results);
+    r.topics.extend(refused);
     ctx.respond(&r)
+}
+
+/// A refused topic as Kafka answers it: the error, no id, -1 partitions and
+/// replication factor, no configs (an empty list, the field's default) and
+/// topic_config_error_code 0 (that code is only for a topic created whose
+/// configs could not be described).
+fn create_topic_error(name: TopicName, e: AdminError) -> CreatableTopicResult {
+    let mut res = CreatableTopicResult::default();
+    res.name = name;
+    res.error_code = e.code;
+    res.error_message = Some(s(e.message));
+    res.topic_id = uuid::Uuid::nil();
+    res.num_partitions = -1;
+    res.replication_factor = -1;
+    res.configs = Some(Vec::new());
+    res
 }
 
 pub async fn delete_topics(
@@ -173,47 +233,94 @@ pub async fn delete_topics(
             .collect()
     };
     let mut r = DeleteTopicsResponse::default();
-    for (name, id) in targets {
+    let result = |name: Option<String>, id: uuid::Uuid, e: Option<AdminError>| {
         let mut res = DeletableTopicResult::default();
-        let resolved = match (&name, id.is_nil()) {
-            (Some(n), _) => Ok(n.clone()),
-            (None, false) => b.topic_by_id(id).map(|t| t.name.clone()).ok_or_else(|| {
-                AdminError::new(
-                    ResponseError::UnknownTopicId,
-                    format!("unknown topic id {id}"),
-                )
-            }),
-            (None, true) => Err(AdminError::new(
-                ResponseError::InvalidRequest,
-                "neither a topic name nor an id",
-            )),
-        };
-        let outcome = match resolved {
-            Ok(n) => b.delete_topic(&n).await.map(|t| (n, t.id)),
-            Err(e) => Err(e),
-        };
-        match outcome {
-            Ok((n, tid)) => {
-                res.name = Some(TopicName(s(n)));
-                if v >= 6 {
-                    res.topic_id = tid;
-                }
-            }
-            Err(e) => {
-                res.name = name.map(|n| TopicName(s(n)));
-                if res.name.is_none() && v < 6 {
-                    res.name = Some(TopicName::default());
-                }
-                if v >= 6 {
-                    res.topic_id = id;
-                }
-                res.error_code = e.code;
-                if v >= 5 {
-                    res.error_message = Some(s(e.message));
-                }
+        res.name = name.map(|n| TopicName(s(n)));
+        if res.name.is_none() && v < 6 {
+            res.name = Some(TopicName::default());
+        }
+        if v >= 6 {
+            res.topic_id = id;
+        }
+        if let Some(e) = e {
+            res.error_code = e.code;
+            if v >= 5 {
+                res.error_message = Some(s(e.message));
             }
         }
-        r.responses.push(res);
+        res
+    };
+    // A deadline already past (timeout_ms of 0 or less): Kafka's controller
+    // gives up before deleting anything.
+    if req.timeout_ms <= 0 {
+        for (name, id) in targets {
+            let e = AdminError::new(
+                ResponseError::RequestTimedOut,
+                "The request timed out before the controller processed it.",
+            );
+            r.responses.push(result(name, id, Some(e)));
+        }
+        return ctx.respond(&r);
+    }
+    // As Kafka's ControllerApis.deleteTopics: a name (or id) given more than
+    // once is answered once, INVALID_REQUEST; so is an entry with both a name
+    // and an id, or neither.
+    let mut name_counts: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut id_counts: BTreeMap<uuid::Uuid, usize> = BTreeMap::new();
+    for (name, id) in &targets {
+        match name {
+            Some(n) if id.is_nil() => *name_counts.entry(n.as_str()).or_default() += 1,
+            None if !id.is_nil() => *id_counts.entry(*id).or_default() += 1,
+            _ => {}
+        }
+    }
+    let invalid = |m: &str| Some(AdminError::new(ResponseError::InvalidRequest, m));
+    let mut answered_dups: HashSet<(Option<String>, uuid::Uuid)> = HashSet::new();
+    for (name, id) in targets.iter().cloned() {
+        let outcome = match (&name, id.is_nil()) {
+            (None, true) => {
+                r.responses.push(result(
+                    None,
+                    id,
+                    invalid("Neither topic name nor id were specified."),
+                ));
+                continue;
+            }
+            (Some(_), false) => {
+                r.responses.push(result(
+                    name,
+                    id,
+                    invalid("You may not specify both topic name and topic id."),
+                ));
+                continue;
+            }
+            (Some(n), true) if name_counts.get(n.as_str()).copied().unwrap_or(0) > 1 => {
+                if answered_dups.insert((name.clone(), id)) {
+                    r.responses
+                        .push(result(name, id, invalid("Duplicate topic name.")));
+                }
+                continue;
+            }
+            (None, false) if id_counts.get(&id).copied().unwrap_or(0) > 1 => {
+                if answered_dups.insert((None, id)) {
+                    r.responses
+                        .push(result(None, id, invalid("Duplicate topic id.")));
+                }
+                continue;
+            }
+            (Some(n), true) => b.delete_topic(n).await.map(|t| (n.clone(), t.id)),
+            (None, false) => match b.topic_by_id(id).map(|t| t.name.clone()) {
+                Some(n) => b.delete_topic(&n).await.map(|t| (n, t.id)),
+                None => Err(AdminError::new(
+                    ResponseError::UnknownTopicId,
+                    format!("unknown topic id {id}"),
+                )),
+            },
+        };
+        match outcome {
+            Ok((n, tid)) => r.responses.push(result(Some(n), tid, None)),
+            Err(e) => r.responses.push(result(name, id, Some(e))),
+        }
     }
     ctx.respond(&r)
 }
@@ -224,25 +331,80 @@ pub async fn create_partitions(
 ) -> Result<Option<Bytes>, RequestError> {
     let b = &ctx.broker;
     let mut r = CreatePartitionsResponse::default();
-    let mut seen = HashSet::new();
-    for t in req.topics {
+    let refuse_all = |r: &mut CreatePartitionsResponse, e: ResponseError, m: &str| {
+        for t in &req.topics {
+            let mut res = CreatePartitionsTopicResult::default();
+            res.name = t.name.clone();
+            res.error_code = code(e);
+            res.error_message = Some(s(m));
+            r.results.push(res);
+        }
+    };
+    // A deadline already past: Kafka's controller gives up first.
+    if req.timeout_ms <= 0 {
+        refuse_all(
+            &mut r,
+            ResponseError::RequestTimedOut,
+            "The request timed out before the controller processed it.",
+        );
+        return ctx.respond(&r);
+    }
+    // Kafka's controller writes one record per new partition and refuses
+    // an operation of more than MAX_RECORDS_PER_USER_OP records whole.
+    let added: i64 = req
+        .topics
+        .iter()
+        .map(|t| {
+            let current = b
+                .topic(t.name.0.as_str())
+                .map_or(0, |x| x.partition_count());
+            (i64::from(t.count) - i64::from(current)).max(0)
+        })
+        .sum();
+    if added > MAX_RECORDS_PER_USER_OP {
+        refuse_all(
+            &mut r,
+            ResponseError::PolicyViolation,
+            "Unable to perform excessively large batch operation.",
+        );
+        return ctx.respond(&r);
+    }
+    // As Kafka's ControllerApis: each name given more than once is answered
+    // first, once, with INVALID_REQUEST; then the others in order.
+    let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
+    for t in &req.topics {
+        *counts.entry(t.name.0.as_str()).or_default() += 1;
+    }
+    let mut answered = HashSet::new();
+    for t in &req.topics {
+        let name = t.name.0.as_str();
+        if counts.get(name).copied().unwrap_or(0) > 1 && answered.insert(name) {
+            let mut res = CreatePartitionsTopicResult::default();
+            res.name = t.name.clone();
+            res.error_code = code(ResponseError::InvalidRequest);
+            res.error_message = Some(s("Duplicate topic name."));
+            r.results.push(res);
+        }
+    }
+    for t in &req.topics {
         let name = t.name.0.to_string();
+        if counts.get(name.as_str()).copied().unwrap_or(0) > 1 {
+            continue;
+        }
         let mut res = CreatePartitionsTopicResult::default();
         res.name = t.name.clone();
         let outcome: Result<(), AdminError> = async {
-            if !seen.insert(name.clone()) {
-                return Err(AdminError::new(
-                    ResponseError::InvalidRequest,
-                    format!("duplicate topic {name}"),
-                ));
-            }
-            // An empty list is treated like null (no manual assignment).
-            if let Some(assignments) = t.assignments.as_ref().filter(|a| !a.is_empty()) {
-                let current = b.topic(&name).map_or(0, |t| t.partition_count());
-                if assignments.len() as i64 != i64::from(t.count) - i64::from(current) {
+            // A list, even empty, is a manual assignment of the new
+            // partitions (null is none).
+            // Kafka checks the topic and the count first.
+            let additional = b
+                .topic(&name)
+                .map_or(0, |x| i64::from(t.count) - i64::from(x.partition_count()));
+            if let Some(assignments) = t.assignments.as_ref().filter(|_| additional > 0) {
+                if assignments.len() as i64 != additional {
                     return Err(AdminError::new(
                         ResponseError::InvalidReplicaAssignment,
-                        "the assignment must list exactly the new partitions",
+                        format!("Attempted to add {additional} additional partition(s), but only {} assignment(s) were specified.", assignments.len()),
                     ));
                 }
                 for a in assignments {
