@@ -97,6 +97,10 @@ ALLOWED = [
     (r"^(ApiVersions\.|malformed\.api_versions_future$)", r"^\.body\.api_keys",
      "es advertises exactly the APIs and versions it serves (crates/es-kafka/src/versions.rs); "
      "the APIs and versions Kafka 4.4 has beyond them are listed as open in FINDINGS.md"),
+    (r"^ApiVersions\.v([3-9]|\d\d)\.", r"^\.body\.(supported_features|finalized_features"
+     r"|finalized_features_epoch)$",
+     "es has no feature versioning (KIP-584) and finalizes no feature level: a level would "
+     "promise what it gates (transaction.version 2 is EndTxn v5, which es does not serve)"),
     # -- admin and metadata --
     (r"^(CreateTopics\.v([5-9]|\d\d)\.|prepare\.create_topics$|seq\.topic\.create$)",
      r"^\.body\.topics\[\d+\]\.configs\[(8|9)\]\.(value|config_source)$",
@@ -172,6 +176,69 @@ ALLOWED = [
      "es keeps group offsets in its own store, not in __consumer_offsets, whose partition "
      "stays empty"),
 ]
+
+# (api regex, list path, key, value, reason): entries the reference lists that es does not
+# have, on purpose. Before comparing, such an entry is taken out of the reference's answer
+# when the subject's answer lacks it; a case whose only differences were such entries is
+# reported "allowed" with the reason (FINDINGS.md explains each).
+ABSENT = [
+    ("Metadata|DescribeTopicPartitions", "topics", "name", "__transaction_state",
+     "es keeps transaction state in its own files (data/producers.json and producers.journal, "
+     "docs/storage.md), not in a __transaction_state "
+     "topic, so all-topics listings have no such topic"),
+    ("ListConfigResources", "config_resources", "resource_name", "__transaction_state",
+     "likewise (no __transaction_state topic in es)"),
+    ("ElectLeaders", "replica_election_results", "topic", "__transaction_state",
+     "likewise (no __transaction_state topic in es)"),
+    ("DescribeLogDirs", "results[].topics", "name", "__transaction_state",
+     "likewise (no __transaction_state topic in es)"),
+]
+
+
+def take_absent(api, subject, reference):
+    """Removes from `reference` (a normalised answer) the ABSENT entries `subject` lacks;
+    returns the reasons of what was removed."""
+    reasons = []
+    if "body" not in subject or "body" not in reference:
+        return reasons
+    for a, path, key, value, why in ABSENT:
+        if not re.fullmatch(a, api):
+            continue
+        if _has_entry(subject["body"], path.split("."), key, value):
+            continue
+        if _drop_entry(reference["body"], path.split("."), key, value) and why not in reasons:
+            reasons.append(why)
+    return reasons
+
+
+def _lists(x, parts):
+    if not parts or not isinstance(x, dict):
+        return
+    head, rest = parts[0], parts[1:]
+    name = head[:-2] if head.endswith("[]") else head
+    v = x.get(name)
+    if not isinstance(v, list):
+        return
+    if not rest:
+        yield v
+        return
+    for e in v:
+        yield from _lists(e, rest)
+
+
+def _has_entry(body, parts, key, value):
+    return any(isinstance(e, dict) and e.get(key) == value for lst in _lists(body, parts) for e in lst)
+
+
+def _drop_entry(body, parts, key, value):
+    dropped = False
+    for lst in _lists(body, parts):
+        keep = [e for e in lst if not (isinstance(e, dict) and e.get(key) == value)]
+        if len(keep) != len(lst):
+            lst[:] = keep
+            dropped = True
+    return dropped
+
 
 _compiled = [(re.compile(a), re.compile(p), act, why) for a, p, act, why in NORMALISE]
 

@@ -242,6 +242,7 @@ class Tester:
                 time.sleep(case.pause)
             api_name = self.names.get(case.api, str(case.api))
             norm = [table.normalise(api_name, o, b.ctx) for o, b in zip(outs, self.brokers)]
+            absent = table.take_absent(api_name, norm[0], norm[1])
             diffs = compare(norm[0], norm[1])
             verdict, reason = "equal", ""
             if any(o["status"] == "harness_error" for o in outs):
@@ -249,6 +250,10 @@ class Tester:
             elif diffs:
                 reason = table.allowed(case.name, api_name, diffs)
                 verdict = "allowed" if reason else "different"
+                if reason and absent:
+                    reason = "; ".join(absent + [reason])
+            elif absent:
+                verdict, reason = "allowed", "; ".join(absent)
             self.results.append({"case": case.name, "api": api_name, "version": case.version,
                                  "verdict": verdict, "reason": reason, "diffs": diffs[:40],
                                  "es": norm[0], "kafka": norm[1],

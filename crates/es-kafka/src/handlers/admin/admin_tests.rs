@@ -477,3 +477,34 @@ async fn metadata_and_partition_listings_answer_each_name_once() {
     assert_eq!(r.error_code, c(ResponseError::UnsupportedEndpointType));
     assert!(r.brokers.is_empty());
 }
+
+/// DescribeLogDirs v4+ reports the data directory's file system size and
+/// the space left to write, as Kafka's FileStore does; earlier versions
+/// have no such fields.
+#[tokio::test]
+async fn describe_log_dirs_reports_the_file_system() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let b = open(dir.path()).await;
+    // (v5 is v4 and a field past the crate, see handlers::past_crate.)
+    for v in [1i16, 3, 4] {
+        let r: DescribeLogDirsResponse = call(
+            &b,
+            ApiKey::DescribeLogDirs,
+            v,
+            &DescribeLogDirsRequest::default(),
+        )
+        .await;
+        let d = &r.results[0];
+        if v >= 4 {
+            assert!(d.total_bytes > 0, "v{v}: {}", d.total_bytes);
+            assert!(
+                (0..=d.total_bytes).contains(&d.usable_bytes),
+                "v{v}: {} of {}",
+                d.usable_bytes,
+                d.total_bytes
+            );
+        } else {
+            assert_eq!((d.total_bytes, d.usable_bytes), (-1, -1), "v{v}");
+        }
+    }
+}

@@ -124,6 +124,16 @@ pub async fn describe_log_dirs(
         .unwrap_or_else(|_| ctx.broker.data_dir().to_path_buf());
     dir.log_dir = s(path.display().to_string());
     dir.topics = topics;
+    // The file system's size and the space an unprivileged writer may use,
+    // as Java's FileStore.getTotalSpace / getUsableSpace (v4+); -1 if the
+    // file system cannot say (and before v4, which has no such fields).
+    let statvfs = (ctx.version >= 4).then(|| rustix::fs::statvfs(&path));
+    if let Some(Ok(fs)) = statvfs {
+        let bytes =
+            |blocks: u64| i64::try_from(blocks.saturating_mul(fs.f_frsize)).unwrap_or(i64::MAX);
+        dir.total_bytes = bytes(fs.f_blocks);
+        dir.usable_bytes = bytes(fs.f_bavail);
+    }
     let mut r = DescribeLogDirsResponse::default();
     r.results = vec![dir];
     if ctx.version >= 5 {
