@@ -489,7 +489,16 @@ def generated(t, api_key, v, u, quick_edges):
             n += 1
             uu = f"{u}-{n}"
             b = mutated(tmpl(v, uu) if tmpl else base, path, value)
-            out.append(Case(f"{name}.v{v}.{'.'.join(path)}={label}", api_key, v, b, quick=quick_edges))
+            then = None
+            if api_key == 3 and label == "unknown" and v <= 3:
+                # Metadata v0-3 always asks for auto-creation, which Kafka finishes after it has
+                # answered: wait until the topic is ready on both brokers (v4+ cases do not
+                # allow auto-creation).
+                then = Case(f"{name}.v{v}.settle", 3, 4, lambda c: {
+                    "topics": [{"name": UNKNOWN_TOPIC}], "allow_auto_topic_creation": False},
+                    retry=TOPIC_NOT_READY)
+            out.append(Case(f"{name}.v{v}.{'.'.join(path)}={label}", api_key, v, b, quick=quick_edges,
+                            then=then))
     return out
 
 

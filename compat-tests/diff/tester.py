@@ -162,13 +162,16 @@ class Case:
     """One request. body(ctx) builds the body from what this broker's ctx knows (its topic ids,
     producer ids, member ids); raw(ctx, frame_of) builds a malformed frame instead; after(ctx,
     body) records what later cases need. retry: True (wait out RETRIABLE codes) or a set of
-    error codes to wait out."""
+    error codes to wait out. then: a case run on both brokers after this one, retried, neither
+    compared nor reported: it waits until what this case started (an auto-created topic) is
+    done on both, so that later cases compare settled state."""
 
     def __init__(self, name, api, version, body=None, raw=None, after=None, timeout=READ_TIMEOUT_S,
                  extra_tags=None, header_tags=None, expect_answer=True, pause=0.0, quick=True,
-                 retry=False):
+                 retry=False, then=None):
         self.name, self.api, self.version = name, api, version
         self.retry = retry
+        self.then = then
         self.body, self.raw, self.after = body, raw, after
         self.timeout, self.extra_tags, self.header_tags = timeout, extra_tags, header_tags
         self.expect_answer, self.pause, self.quick = expect_answer, pause, quick
@@ -238,6 +241,9 @@ class Tester:
         for case in cases:
             t0 = time.monotonic()
             outs = [self.run_retrying(b, case) for b in self.brokers]
+            if case.then is not None:
+                for b in self.brokers:
+                    self.run_retrying(b, case.then)
             if case.pause:
                 time.sleep(case.pause)
             api_name = self.names.get(case.api, str(case.api))
