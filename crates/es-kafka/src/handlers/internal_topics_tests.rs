@@ -9,7 +9,6 @@
 //! readable (ListOffsets, Fetch, OffsetFetch) without errors.
 
 use std::collections::BTreeMap;
-use std::path::Path;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -31,40 +30,19 @@ use kafka_protocol::messages::offset_fetch_request::{
 };
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::*;
-use kafka_protocol::protocol::StrBytes;
 use uuid::Uuid;
 
-use crate::errors::{code, ResponseError, NONE};
-use crate::handlers::wire_client::call;
+use crate::errors::{ResponseError, NONE};
+use crate::handlers::wire_client::{c, call, open, s, tn};
 use crate::topics::CONSUMER_OFFSETS_TOPIC as OFFSETS;
 use crate::versions::advertised;
-use crate::{Broker, BrokerConfig};
+use crate::Broker;
 use es_storage::record::RecordMeta;
 use es_test_support::batch::KafkaBatch;
-
-fn s(v: &str) -> StrBytes {
-    StrBytes::from_string(v.to_string())
-}
-
-fn tn(v: &str) -> TopicName {
-    TopicName(s(v))
-}
-
-fn c(e: ResponseError) -> i16 {
-    code(e)
-}
 
 fn versions(key: ApiKey) -> std::ops::RangeInclusive<i16> {
     let a = advertised(key).unwrap_or_else(|| panic!("{key:?} is advertised"));
     a.min..=a.max
-}
-
-async fn open(dir: &Path) -> Arc<Broker> {
-    let cfg = BrokerConfig::new(dir.join("data"), "127.0.0.1:9092");
-    tokio::task::spawn_blocking(move || Broker::open_running(cfg))
-        .await
-        .expect("join")
-        .expect("open")
 }
 
 /// Closes the broker as shutdown does, so the directory can be opened again.

@@ -2,24 +2,51 @@
 //! dispatcher ([`super::handle_from`]) and its response decoded: the wire
 //! client every in-crate test of a handler uses.
 
+use std::path::Path;
 use std::sync::Arc;
 
 use bytes::{Buf, BytesMut};
-use kafka_protocol::messages::{ApiKey, RequestHeader, ResponseHeader};
+use kafka_protocol::messages::{ApiKey, RequestHeader, ResponseHeader, TopicName};
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 
 use crate::broker::{Broker, BrokerConfig};
+use crate::errors::{code, ResponseError};
 use crate::topics::Topic;
 use crate::turn::Turn;
 use crate::versions::crate_version;
 
+/// Opens a broker with `cfg` on a blocking thread, as the binary does.
+pub async fn open_with(cfg: BrokerConfig) -> Arc<Broker> {
+    tokio::task::spawn_blocking(move || Broker::open_running(cfg))
+        .await
+        .expect("join")
+        .expect("open")
+}
+
+/// Opens a broker with its data in `dir/data`.
+pub async fn open(dir: &Path) -> Arc<Broker> {
+    open_with(BrokerConfig::new(dir.join("data"), "127.0.0.1:9092")).await
+}
+
+/// A string field.
+pub fn s(v: &str) -> StrBytes {
+    StrBytes::from_string(v.to_string())
+}
+
+/// A topic name field.
+pub fn tn(v: &str) -> TopicName {
+    TopicName(s(v))
+}
+
+/// The wire code of `e`.
+pub fn c(e: ResponseError) -> i16 {
+    code(e)
+}
+
 /// Opens a broker with `cfg` (on a blocking thread, as the binary does) and
 /// creates topic `name` with one partition.
 pub async fn broker_with_topic(cfg: BrokerConfig, name: &str) -> (Arc<Broker>, Arc<Topic>) {
-    let b = tokio::task::spawn_blocking(move || Broker::open_running(cfg))
-        .await
-        .expect("join")
-        .expect("open");
+    let b = open_with(cfg).await;
     let topic = b
         .create_topic(name, 1, std::collections::BTreeMap::new(), false)
         .await

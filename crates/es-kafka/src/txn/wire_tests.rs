@@ -5,7 +5,6 @@
 //! A "crash" drops the broker without closing it (no producer snapshot, no
 //! journal fold), so reopening replays the logs and the journal.
 
-use std::path::Path;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -20,30 +19,13 @@ use kafka_protocol::messages::txn_offset_commit_request::{
     TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic,
 };
 use kafka_protocol::messages::*;
-use kafka_protocol::protocol::StrBytes;
 
-use crate::errors::{code, ResponseError, NONE};
-use crate::handlers::wire_client::call;
+use crate::errors::{ResponseError, NONE};
+use crate::handlers::wire_client::{c, call, open, s};
 use crate::versions::advertised;
-use crate::{Broker, BrokerConfig};
+use crate::Broker;
 use es_storage::record::RecordIter;
 use es_test_support::batch::{producer_meta, KafkaBatch};
-
-fn s(v: &str) -> StrBytes {
-    StrBytes::from_string(v.to_string())
-}
-
-fn c(e: ResponseError) -> i16 {
-    code(e)
-}
-
-async fn open(dir: &Path) -> Arc<Broker> {
-    let cfg = BrokerConfig::new(dir.join("data"), "127.0.0.1:9092");
-    tokio::task::spawn_blocking(move || Broker::open_running(cfg))
-        .await
-        .expect("join")
-        .expect("open")
-}
 
 /// One Kafka batch of `n` records from producer `pid`/`epoch` starting at
 /// sequence `seq` (the codec encodes stored records back into batches).

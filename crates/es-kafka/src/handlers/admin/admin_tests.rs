@@ -4,7 +4,6 @@
 //! broker on a temporary directory. Each test states the Kafka behaviour it
 //! keeps.
 
-use std::path::Path;
 use std::sync::Arc;
 
 use kafka_protocol::messages::alter_configs_request::{
@@ -24,33 +23,12 @@ use kafka_protocol::messages::incremental_alter_configs_request::{
 };
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::*;
-use kafka_protocol::protocol::StrBytes;
 use uuid::Uuid;
 
-use crate::errors::{code, ResponseError, NONE};
+use crate::errors::{ResponseError, NONE};
 use crate::handlers::admin::{OP_DELETE, OP_SET, RESOURCE_BROKER, RESOURCE_TOPIC};
-use crate::handlers::wire_client::call;
-use crate::{Broker, BrokerConfig};
-
-fn s(v: &str) -> StrBytes {
-    StrBytes::from_string(v.to_string())
-}
-
-fn tn(v: &str) -> TopicName {
-    TopicName(s(v))
-}
-
-fn c(e: ResponseError) -> i16 {
-    code(e)
-}
-
-async fn open(dir: &Path) -> Arc<Broker> {
-    let cfg = BrokerConfig::new(dir.join("data"), "127.0.0.1:9092");
-    tokio::task::spawn_blocking(move || Broker::open_running(cfg))
-        .await
-        .expect("join")
-        .expect("open")
-}
+use crate::handlers::wire_client::{c, call, open, s, tn};
+use crate::Broker;
 
 fn creatable(name: &str, partitions: i32) -> CreatableTopic {
     let mut t = CreatableTopic::default();
