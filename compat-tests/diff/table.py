@@ -174,6 +174,11 @@ ALLOWED = [
      "the transaction complete (a repeated commit NONE, an abort after it INVALID_TXN_STATE, "
      "as Kafka answers once its markers are written); Kafka answers CONCURRENT_TRANSACTIONS "
      "while its markers are in flight, so its answer varies from run to run"),
+    (r"^seq\.idem\.old_seq1$", r"^\.body\.responses\[0\]\.partition_responses\[0\]\."
+     r"(error_code|base_offset|log_append_time_ms)$",
+     "es keeps producer fields per record and remembers consecutive appends as one sequence "
+     "range, so a batch inside it is a duplicate at the offsets of exactly those sequences; "
+     "Kafka matches only whole remembered batches (OUT_OF_ORDER_SEQUENCE_NUMBER)"),
     (r"^seq\.txn\.describe$", r"\.topics\[\d+\]\.partitions\[\d+\]$",
      "es's __consumer_offsets has one partition (es keeps offsets in its own store), so a "
      "group's offsets partition is 0; Kafka's has 50"),
