@@ -70,7 +70,6 @@ impl GroupError {
             GroupError::NotCoordinator => ResponseError::NotCoordinator,
             GroupError::UnknownMemberId
             | GroupError::NotAMember { .. }
-            | GroupError::NoGroupForMember { .. }
             | GroupError::UnknownInstanceId { .. } => ResponseError::UnknownMemberId,
             GroupError::MemberIdRequired => ResponseError::MemberIdRequired,
             GroupError::IllegalGeneration => ResponseError::IllegalGeneration,
@@ -268,7 +267,6 @@ mod tests {
                 },
                 25,
             ),
-            (GroupError::NoGroupForMember { group_id: s() }, 25),
             (GroupError::UnknownInstanceId { instance_id: s() }, 25),
             (GroupError::MemberIdRequired, 79),
             (GroupError::IllegalGeneration, 22),

@@ -25,10 +25,6 @@ pub enum GroupError {
     /// A KIP-848 heartbeat from a member the group does not know.
     #[error("Member {member_id} is not a member of group {group_id}.")]
     NotAMember { member_id: String, group_id: String },
-    /// A KIP-848 heartbeat with a non-zero epoch for a group that does not
-    /// exist (Kafka answers UNKNOWN_MEMBER_ID).
-    #[error("Group {group_id} not found.")]
-    NoGroupForMember { group_id: String },
     /// A KIP-848 heartbeat naming a static instance id the group does not
     /// know.
     #[error("Instance id {instance_id} is unknown.")]
@@ -129,7 +125,6 @@ impl GroupError {
     pub fn message(&self) -> Option<String> {
         match self {
             GroupError::NotAMember { .. }
-            | GroupError::NoGroupForMember { .. }
             | GroupError::UnknownInstanceId { .. }
             | GroupError::NotTheStaticMember { .. }
             | GroupError::UnreleasedInstanceId { .. }
