@@ -9,7 +9,7 @@
 //! - [`compression`]: the gzip/snappy/lz4/zstd codecs with bounded output.
 //! - [`varint`]: Kafka's zigzag varints.
 //! - [`shape`]: the bounds check every request passes before the
-//!   kafka-protocol crate decodes it, by the layout table in `shape/table.rs`
+//!   kafka-protocol crate decodes it, by the layout table in `shape/table/` (one file per API family)
 //!   (generated from Kafka's message specs).
 
 pub mod batch;

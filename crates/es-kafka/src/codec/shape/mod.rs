@@ -10,7 +10,7 @@
 //! but there are only M bytes remaining") and closes the connection; so do
 //! we, before the crate sees the body.
 //!
-//! [`check_request`] walks a body by the table in `table.rs`
+//! [`check_request`] walks a body by the table in `table/` (one file per API family)
 //! (generated from Kafka's JSON message specs by `scripts/gen-request-shapes`):
 //! fixed-size fields are skipped, strings and byte strings must fit in what
 //! remains, and an array of `n` elements must satisfy
@@ -34,9 +34,8 @@
 
 use std::fmt;
 
-use table::{DATA, REQUESTS};
+use table::{DATA, FAMILIES};
 
-#[rustfmt::skip]
 mod table;
 
 /// An inclusive version range; empty when `lo > hi`.
@@ -153,7 +152,10 @@ impl std::error::Error for ShapeError {}
 
 /// The request message of `api_key`, if Kafka's specs define one.
 pub fn request(api_key: i16) -> Option<&'static Message> {
-    REQUESTS.iter().find(|m| m.api_key == api_key)
+    FAMILIES
+        .iter()
+        .flat_map(|f| f.iter())
+        .find(|m| m.api_key == api_key)
 }
 
 /// An embedded data message by name (`ConsumerProtocolSubscription`, ...).
