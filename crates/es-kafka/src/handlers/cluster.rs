@@ -169,9 +169,8 @@ pub fn alter_partition_reassignments(
     r.error_message = None;
     // A deadline already past (timeout_ms of 0 or less): Kafka's controller
     // gives up first, and every partition answers REQUEST_TIMED_OUT.
-    if req.timeout_ms <= 0 {
-        let e = code(ResponseError::RequestTimedOut);
-        let message = "The request timed out before the controller processed it.";
+    if let Some((e, message)) = super::controller_deadline_passed(req.timeout_ms) {
+        let e = code(e);
         r.error_code = e;
         r.error_message = Some(s(message));
         for t in req.topics {

@@ -445,6 +445,19 @@ where
     Ok(tokio::task::spawn_blocking(f).await?)
 }
 
+/// Kafka's controller gives up on a request whose deadline (now +
+/// `timeout_ms`) has passed before the request runs: an admin request with a
+/// timeout of 0 or less gets REQUEST_TIMED_OUT with this message, and
+/// nothing is done.
+pub fn controller_deadline_passed(
+    timeout_ms: i32,
+) -> Option<(crate::errors::ResponseError, &'static str)> {
+    (timeout_ms <= 0).then_some((
+        crate::errors::ResponseError::RequestTimedOut,
+        "The request timed out before the controller processed it.",
+    ))
+}
+
 /// Kafka's "authorized operations not requested" marker.
 pub const AUTHORIZED_OPERATIONS_OMITTED: i32 = i32::MIN;
 

@@ -12,7 +12,7 @@ use kafka_protocol::messages::{
 
 use super::s;
 use crate::errors::{code, ResponseError};
-use crate::handlers::{blocking, Ctx, RequestError};
+use crate::handlers::{blocking, controller_deadline_passed, Ctx, RequestError};
 use crate::topics::is_internal;
 
 /// DeleteRecords (v0-2): moves each partition's log start offset forward
@@ -117,13 +117,8 @@ pub fn elect_leaders(ctx: &Ctx, req: ElectLeadersRequest) -> Result<Option<Bytes
             ResponseError::InvalidRequest,
             format!("Unknown election type {}", req.election_type),
         ))
-    } else if req.timeout_ms <= 0 {
-        Some((
-            ResponseError::RequestTimedOut,
-            "The request timed out before the controller processed it.".to_string(),
-        ))
     } else {
-        None
+        controller_deadline_passed(req.timeout_ms).map(|(e, m)| (e, m.to_string()))
     };
     if let Some((e, message)) = whole {
         if ctx.version >= 1 {

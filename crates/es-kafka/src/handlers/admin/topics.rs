@@ -19,7 +19,7 @@ use super::s;
 use crate::broker::AdminError;
 use crate::config::{validate_topic_config, TopicConfig};
 use crate::errors::{code, ResponseError};
-use crate::handlers::{Ctx, RequestError};
+use crate::handlers::{controller_deadline_passed, Ctx, RequestError};
 
 /// KRaft's metadata log: the one topic name CreateTopics refuses.
 const CLUSTER_METADATA_TOPIC: &str = "__cluster_metadata";
@@ -58,14 +58,11 @@ pub async fn create_topics(
     // Kafka's controller gives up on a request whose deadline (now +
     // timeout_ms) has passed before it runs: a timeout of 0 or less answers
     // REQUEST_TIMED_OUT for every topic named, and creates none.
-    if req.timeout_ms <= 0 {
+    if let Some((e, message)) = controller_deadline_passed(req.timeout_ms) {
         for t in &req.topics {
             r.topics.push(create_topic_error(
                 t.name.clone(),
-                AdminError::new(
-                    ResponseError::RequestTimedOut,
-                    "The request timed out before the controller processed it.",
-                ),
+                AdminError::new(e, message),
             ));
         }
         return ctx.respond(&r);
@@ -252,13 +249,10 @@ pub async fn delete_topics(
     };
     // A deadline already past (timeout_ms of 0 or less): Kafka's controller
     // gives up before deleting anything.
-    if req.timeout_ms <= 0 {
+    if let Some((e, message)) = controller_deadline_passed(req.timeout_ms) {
         for (name, id) in targets {
-            let e = AdminError::new(
-                ResponseError::RequestTimedOut,
-                "The request timed out before the controller processed it.",
-            );
-            r.responses.push(result(name, id, Some(e)));
+            r.responses
+                .push(result(name, id, Some(AdminError::new(e, message))));
         }
         return ctx.respond(&r);
     }
@@ -341,12 +335,8 @@ pub async fn create_partitions(
         }
     };
     // A deadline already past: Kafka's controller gives up first.
-    if req.timeout_ms <= 0 {
-        refuse_all(
-            &mut r,
-            ResponseError::RequestTimedOut,
-            "The request timed out before the controller processed it.",
-        );
+    if let Some((e, message)) = controller_deadline_passed(req.timeout_ms) {
+        refuse_all(&mut r, e, message);
         return ctx.respond(&r);
     }
     // Kafka's controller writes one record per new partition and refuses
