@@ -34,7 +34,7 @@
 
 use std::fmt;
 
-use table::{DATA, FAMILIES};
+use table::DATA;
 
 mod table;
 
@@ -152,10 +152,7 @@ impl std::error::Error for ShapeError {}
 
 /// The request message of `api_key`, if Kafka's specs define one.
 pub fn request(api_key: i16) -> Option<&'static Message> {
-    FAMILIES
-        .iter()
-        .flat_map(|f| f.iter())
-        .find(|m| m.api_key == api_key)
+    table::request(api_key)
 }
 
 /// An embedded data message by name (`ConsumerProtocolSubscription`, ...).

@@ -91,6 +91,20 @@ fn served() -> impl Iterator<Item = (ApiKey, i16)> {
     })
 }
 
+/// The generated lookup by api key finds the message of that key, for
+/// every key Kafka defines and none other.
+#[test]
+fn lookup_by_key_finds_that_key() {
+    let mut found = 0;
+    for key in -1..=200 {
+        if let Some(m) = request(key) {
+            assert_eq!(m.api_key, key, "{}", m.name);
+            found += 1;
+        }
+    }
+    assert_eq!(found, 95, "Kafka 4.4 defines api keys 0-94");
+}
+
 #[test]
 fn every_served_version_has_a_shape() {
     for (key, v) in served() {
