@@ -89,7 +89,9 @@ pub async fn describe_log_dirs(
         }
         out
     });
-    let topics = blocking(move || {
+    let want_sizes = ctx.version >= 4;
+    let data_dir = ctx.broker.data_dir().to_path_buf();
+    let (topics, path, sizes) = blocking(move || {
         let mut out = Vec::new();
         let list: Vec<(String, Option<HashSet<i32>>)> = match wanted {
             None => b.topics().iter().map(|t| (t.name.clone(), None)).collect(),
@@ -116,23 +118,29 @@ pub async fn describe_log_dirs(
                 out.push(dt);
             }
         }
-        out
+        let path = std::fs::canonicalize(&data_dir).unwrap_or(data_dir);
+        // The file system's size and the space an unprivileged writer may
+        // use, as Java's FileStore.getTotalSpace / getUsableSpace (v4+);
+        // unknown (-1) if the file system cannot say, and before v4, which
+        // has no such fields.
+        let sizes = want_sizes
+            .then(|| rustix::fs::statvfs(&path).ok())
+            .flatten()
+            .map(|fs| {
+                let bytes = |blocks: u64| {
+                    i64::try_from(blocks.saturating_mul(fs.f_frsize)).unwrap_or(i64::MAX)
+                };
+                (bytes(fs.f_blocks), bytes(fs.f_bavail))
+            });
+        (out, path, sizes)
     })
     .await?;
     let mut dir = DescribeLogDirsResult::default();
-    let path = std::fs::canonicalize(ctx.broker.data_dir())
-        .unwrap_or_else(|_| ctx.broker.data_dir().to_path_buf());
     dir.log_dir = s(path.display().to_string());
     dir.topics = topics;
-    // The file system's size and the space an unprivileged writer may use,
-    // as Java's FileStore.getTotalSpace / getUsableSpace (v4+); -1 if the
-    // file system cannot say (and before v4, which has no such fields).
-    let statvfs = (ctx.version >= 4).then(|| rustix::fs::statvfs(&path));
-    if let Some(Ok(fs)) = statvfs {
-        let bytes =
-            |blocks: u64| i64::try_from(blocks.saturating_mul(fs.f_frsize)).unwrap_or(i64::MAX);
-        dir.total_bytes = bytes(fs.f_blocks);
-        dir.usable_bytes = bytes(fs.f_bavail);
+    if let Some((total, usable)) = sizes {
+        dir.total_bytes = total;
+        dir.usable_bytes = usable;
     }
     let mut r = DescribeLogDirsResponse::default();
     r.results = vec![dir];
