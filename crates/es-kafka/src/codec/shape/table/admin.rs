@@ -86,15 +86,10 @@ static DESCRIBE_CONFIGS_REQUEST_FIELDS: &[Field] = &[
     Field { name: "include_documentation", kind: Kind::Bool, array: false, versions: V(3, 32767), nullable: V(1, 0), tag: None },
 ];
 
-static ALTER_CONFIGS_REQUEST_ALTERABLE_CONFIG: &[Field] = &[
-    Field { name: "name", kind: Kind::String, array: false, versions: V(0, 32767), nullable: V(1, 0), tag: None },
-    Field { name: "value", kind: Kind::String, array: false, versions: V(0, 32767), nullable: V(0, 32767), tag: None },
-];
-
 static ALTER_CONFIGS_REQUEST_ALTER_CONFIGS_RESOURCE: &[Field] = &[
     Field { name: "resource_type", kind: Kind::Int8, array: false, versions: V(0, 32767), nullable: V(1, 0), tag: None },
     Field { name: "resource_name", kind: Kind::String, array: false, versions: V(0, 32767), nullable: V(1, 0), tag: None },
-    Field { name: "configs", kind: Kind::Struct(ALTER_CONFIGS_REQUEST_ALTERABLE_CONFIG), array: true, versions: V(0, 32767), nullable: V(1, 0), tag: None },
+    Field { name: "configs", kind: Kind::Struct(CREATE_TOPICS_REQUEST_CREATABLE_TOPIC_CONFIG), array: true, versions: V(0, 32767), nullable: V(1, 0), tag: None },
 ];
 
 static ALTER_CONFIGS_REQUEST_FIELDS: &[Field] = &[
@@ -141,14 +136,9 @@ static CREATE_PARTITIONS_REQUEST_FIELDS: &[Field] = &[
     Field { name: "validate_only", kind: Kind::Bool, array: false, versions: V(0, 32767), nullable: V(1, 0), tag: None },
 ];
 
-static ELECT_LEADERS_REQUEST_TOPIC_PARTITIONS: &[Field] = &[
-    Field { name: "topic", kind: Kind::String, array: false, versions: V(0, 32767), nullable: V(1, 0), tag: None },
-    Field { name: "partitions", kind: Kind::Int32, array: true, versions: V(0, 32767), nullable: V(1, 0), tag: None },
-];
-
 static ELECT_LEADERS_REQUEST_FIELDS: &[Field] = &[
     Field { name: "election_type", kind: Kind::Int8, array: false, versions: V(1, 32767), nullable: V(1, 0), tag: None },
-    Field { name: "topic_partitions", kind: Kind::Struct(ELECT_LEADERS_REQUEST_TOPIC_PARTITIONS), array: true, versions: V(0, 32767), nullable: V(0, 32767), tag: None },
+    Field { name: "topic_partitions", kind: Kind::Struct(DESCRIBE_LOG_DIRS_REQUEST_DESCRIBABLE_LOG_DIR_TOPIC), array: true, versions: V(0, 32767), nullable: V(0, 32767), tag: None },
     Field { name: "timeout_ms", kind: Kind::Int32, array: false, versions: V(0, 32767), nullable: V(1, 0), tag: None },
 ];
 

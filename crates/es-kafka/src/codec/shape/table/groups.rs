@@ -21,7 +21,7 @@ pub static REQUESTS: &[Message] = &[
     Message { name: "ConsumerGroupHeartbeatRequest", api_key: 68, valid: V(0, 1), flexible: V(0, 32767), fields: CONSUMER_GROUP_HEARTBEAT_REQUEST_FIELDS },
     Message { name: "ConsumerGroupDescribeRequest", api_key: 69, valid: V(0, 1), flexible: V(0, 32767), fields: CONSUMER_GROUP_DESCRIBE_REQUEST_FIELDS },
     Message { name: "ShareGroupHeartbeatRequest", api_key: 76, valid: V(1, 1), flexible: V(0, 32767), fields: SHARE_GROUP_HEARTBEAT_REQUEST_FIELDS },
-    Message { name: "ShareGroupDescribeRequest", api_key: 77, valid: V(1, 1), flexible: V(0, 32767), fields: SHARE_GROUP_DESCRIBE_REQUEST_FIELDS },
+    Message { name: "ShareGroupDescribeRequest", api_key: 77, valid: V(1, 1), flexible: V(0, 32767), fields: CONSUMER_GROUP_DESCRIBE_REQUEST_FIELDS },
     Message { name: "ShareFetchRequest", api_key: 78, valid: V(1, 2), flexible: V(0, 32767), fields: SHARE_FETCH_REQUEST_FIELDS },
     Message { name: "ShareAcknowledgeRequest", api_key: 79, valid: V(1, 2), flexible: V(0, 32767), fields: SHARE_ACKNOWLEDGE_REQUEST_FIELDS },
     Message { name: "StreamsGroupHeartbeatRequest", api_key: 88, valid: V(0, 1), flexible: V(0, 32767), fields: STREAMS_GROUP_HEARTBEAT_REQUEST_FIELDS },
@@ -201,11 +201,6 @@ static SHARE_GROUP_HEARTBEAT_REQUEST_FIELDS: &[Field] = &[
     Field { name: "subscribed_topic_names", kind: Kind::String, array: true, versions: V(0, 32767), nullable: V(0, 32767), tag: None },
 ];
 
-static SHARE_GROUP_DESCRIBE_REQUEST_FIELDS: &[Field] = &[
-    Field { name: "group_ids", kind: Kind::String, array: true, versions: V(0, 32767), nullable: V(1, 0), tag: None },
-    Field { name: "include_authorized_operations", kind: Kind::Bool, array: false, versions: V(0, 32767), nullable: V(1, 0), tag: None },
-];
-
 static SHARE_FETCH_REQUEST_ACKNOWLEDGEMENT_BATCH: &[Field] = &[
     Field { name: "first_offset", kind: Kind::Int64, array: false, versions: V(0, 32767), nullable: V(1, 0), tag: None },
     Field { name: "last_offset", kind: Kind::Int64, array: false, versions: V(0, 32767), nullable: V(1, 0), tag: None },
@@ -223,11 +218,6 @@ static SHARE_FETCH_REQUEST_FETCH_TOPIC: &[Field] = &[
     Field { name: "partitions", kind: Kind::Struct(SHARE_FETCH_REQUEST_FETCH_PARTITION), array: true, versions: V(0, 32767), nullable: V(1, 0), tag: None },
 ];
 
-static SHARE_FETCH_REQUEST_FORGOTTEN_TOPIC: &[Field] = &[
-    Field { name: "topic_id", kind: Kind::Uuid, array: false, versions: V(0, 32767), nullable: V(1, 0), tag: None },
-    Field { name: "partitions", kind: Kind::Int32, array: true, versions: V(0, 32767), nullable: V(1, 0), tag: None },
-];
-
 static SHARE_FETCH_REQUEST_FIELDS: &[Field] = &[
     Field { name: "group_id", kind: Kind::String, array: false, versions: V(0, 32767), nullable: V(0, 32767), tag: None },
     Field { name: "member_id", kind: Kind::String, array: false, versions: V(0, 32767), nullable: V(0, 32767), tag: None },
@@ -240,18 +230,12 @@ static SHARE_FETCH_REQUEST_FIELDS: &[Field] = &[
     Field { name: "share_acquire_mode", kind: Kind::Int8, array: false, versions: V(2, 32767), nullable: V(1, 0), tag: None },
     Field { name: "is_renew_ack", kind: Kind::Bool, array: false, versions: V(2, 32767), nullable: V(1, 0), tag: None },
     Field { name: "topics", kind: Kind::Struct(SHARE_FETCH_REQUEST_FETCH_TOPIC), array: true, versions: V(0, 32767), nullable: V(1, 0), tag: None },
-    Field { name: "forgotten_topics_data", kind: Kind::Struct(SHARE_FETCH_REQUEST_FORGOTTEN_TOPIC), array: true, versions: V(0, 32767), nullable: V(1, 0), tag: None },
-];
-
-static SHARE_ACKNOWLEDGE_REQUEST_ACKNOWLEDGEMENT_BATCH: &[Field] = &[
-    Field { name: "first_offset", kind: Kind::Int64, array: false, versions: V(0, 32767), nullable: V(1, 0), tag: None },
-    Field { name: "last_offset", kind: Kind::Int64, array: false, versions: V(0, 32767), nullable: V(1, 0), tag: None },
-    Field { name: "acknowledge_types", kind: Kind::Int8, array: true, versions: V(0, 32767), nullable: V(1, 0), tag: None },
+    Field { name: "forgotten_topics_data", kind: Kind::Struct(CONSUMER_GROUP_HEARTBEAT_REQUEST_TOPIC_PARTITIONS), array: true, versions: V(0, 32767), nullable: V(1, 0), tag: None },
 ];
 
 static SHARE_ACKNOWLEDGE_REQUEST_ACKNOWLEDGE_PARTITION: &[Field] = &[
     Field { name: "partition_index", kind: Kind::Int32, array: false, versions: V(0, 32767), nullable: V(1, 0), tag: None },
-    Field { name: "acknowledgement_batches", kind: Kind::Struct(SHARE_ACKNOWLEDGE_REQUEST_ACKNOWLEDGEMENT_BATCH), array: true, versions: V(0, 32767), nullable: V(1, 0), tag: None },
+    Field { name: "acknowledgement_batches", kind: Kind::Struct(SHARE_FETCH_REQUEST_ACKNOWLEDGEMENT_BATCH), array: true, versions: V(0, 32767), nullable: V(1, 0), tag: None },
 ];
 
 static SHARE_ACKNOWLEDGE_REQUEST_ACKNOWLEDGE_TOPIC: &[Field] = &[

@@ -8,9 +8,9 @@ use super::super::{Field, Kind, Message, V};
 /// The requests of this family, in api key order.
 pub static REQUESTS: &[Message] = &[
     Message { name: "LeaderAndIsrRequest", api_key: 4, valid: V(1, 0), flexible: V(1, 0), fields: LEADER_AND_ISR_REQUEST_FIELDS },
-    Message { name: "StopReplicaRequest", api_key: 5, valid: V(1, 0), flexible: V(1, 0), fields: STOP_REPLICA_REQUEST_FIELDS },
-    Message { name: "UpdateMetadataRequest", api_key: 6, valid: V(1, 0), flexible: V(1, 0), fields: UPDATE_METADATA_REQUEST_FIELDS },
-    Message { name: "ControlledShutdownRequest", api_key: 7, valid: V(1, 0), flexible: V(1, 0), fields: CONTROLLED_SHUTDOWN_REQUEST_FIELDS },
+    Message { name: "StopReplicaRequest", api_key: 5, valid: V(1, 0), flexible: V(1, 0), fields: LEADER_AND_ISR_REQUEST_FIELDS },
+    Message { name: "UpdateMetadataRequest", api_key: 6, valid: V(1, 0), flexible: V(1, 0), fields: LEADER_AND_ISR_REQUEST_FIELDS },
+    Message { name: "ControlledShutdownRequest", api_key: 7, valid: V(1, 0), flexible: V(1, 0), fields: LEADER_AND_ISR_REQUEST_FIELDS },
     Message { name: "VoteRequest", api_key: 52, valid: V(0, 2), flexible: V(0, 32767), fields: VOTE_REQUEST_FIELDS },
     Message { name: "BeginQuorumEpochRequest", api_key: 53, valid: V(0, 1), flexible: V(1, 32767), fields: BEGIN_QUORUM_EPOCH_REQUEST_FIELDS },
     Message { name: "EndQuorumEpochRequest", api_key: 54, valid: V(0, 1), flexible: V(1, 32767), fields: END_QUORUM_EPOCH_REQUEST_FIELDS },
@@ -31,23 +31,11 @@ pub static REQUESTS: &[Message] = &[
     Message { name: "ReadShareGroupStateRequest", api_key: 84, valid: V(0, 0), flexible: V(0, 32767), fields: READ_SHARE_GROUP_STATE_REQUEST_FIELDS },
     Message { name: "WriteShareGroupStateRequest", api_key: 85, valid: V(0, 1), flexible: V(0, 32767), fields: WRITE_SHARE_GROUP_STATE_REQUEST_FIELDS },
     Message { name: "DeleteShareGroupStateRequest", api_key: 86, valid: V(0, 0), flexible: V(0, 32767), fields: DELETE_SHARE_GROUP_STATE_REQUEST_FIELDS },
-    Message { name: "ReadShareGroupStateSummaryRequest", api_key: 87, valid: V(0, 1), flexible: V(0, 32767), fields: READ_SHARE_GROUP_STATE_SUMMARY_REQUEST_FIELDS },
+    Message { name: "ReadShareGroupStateSummaryRequest", api_key: 87, valid: V(0, 1), flexible: V(0, 32767), fields: READ_SHARE_GROUP_STATE_REQUEST_FIELDS },
     Message { name: "UnregisterControllerRequest", api_key: 94, valid: V(0, 0), flexible: V(0, 32767), fields: UNREGISTER_CONTROLLER_REQUEST_FIELDS },
 ];
 
 static LEADER_AND_ISR_REQUEST_FIELDS: &[Field] = &[
-
-];
-
-static STOP_REPLICA_REQUEST_FIELDS: &[Field] = &[
-
-];
-
-static UPDATE_METADATA_REQUEST_FIELDS: &[Field] = &[
-
-];
-
-static CONTROLLED_SHUTDOWN_REQUEST_FIELDS: &[Field] = &[
 
 ];
 
@@ -116,16 +104,10 @@ static END_QUORUM_EPOCH_REQUEST_TOPIC_DATA: &[Field] = &[
     Field { name: "partitions", kind: Kind::Struct(END_QUORUM_EPOCH_REQUEST_PARTITION_DATA), array: true, versions: V(0, 32767), nullable: V(1, 0), tag: None },
 ];
 
-static END_QUORUM_EPOCH_REQUEST_LEADER_ENDPOINT: &[Field] = &[
-    Field { name: "name", kind: Kind::String, array: false, versions: V(1, 32767), nullable: V(1, 0), tag: None },
-    Field { name: "host", kind: Kind::String, array: false, versions: V(1, 32767), nullable: V(1, 0), tag: None },
-    Field { name: "port", kind: Kind::UInt16, array: false, versions: V(1, 32767), nullable: V(1, 0), tag: None },
-];
-
 static END_QUORUM_EPOCH_REQUEST_FIELDS: &[Field] = &[
     Field { name: "cluster_id", kind: Kind::String, array: false, versions: V(0, 32767), nullable: V(0, 32767), tag: None },
     Field { name: "topics", kind: Kind::Struct(END_QUORUM_EPOCH_REQUEST_TOPIC_DATA), array: true, versions: V(0, 32767), nullable: V(1, 0), tag: None },
-    Field { name: "leader_endpoints", kind: Kind::Struct(END_QUORUM_EPOCH_REQUEST_LEADER_ENDPOINT), array: true, versions: V(1, 32767), nullable: V(1, 0), tag: None },
+    Field { name: "leader_endpoints", kind: Kind::Struct(BEGIN_QUORUM_EPOCH_REQUEST_LEADER_ENDPOINT), array: true, versions: V(1, 32767), nullable: V(1, 0), tag: None },
 ];
 
 static DESCRIBE_QUORUM_REQUEST_PARTITION_DATA: &[Field] = &[
@@ -249,34 +231,17 @@ static UNREGISTER_BROKER_REQUEST_FIELDS: &[Field] = &[
     Field { name: "broker_id", kind: Kind::Int32, array: false, versions: V(0, 32767), nullable: V(1, 0), tag: None },
 ];
 
-static CONTROLLER_REGISTRATION_REQUEST_LISTENER: &[Field] = &[
-    Field { name: "name", kind: Kind::String, array: false, versions: V(0, 32767), nullable: V(1, 0), tag: None },
-    Field { name: "host", kind: Kind::String, array: false, versions: V(0, 32767), nullable: V(1, 0), tag: None },
-    Field { name: "port", kind: Kind::UInt16, array: false, versions: V(0, 32767), nullable: V(1, 0), tag: None },
-    Field { name: "security_protocol", kind: Kind::Int16, array: false, versions: V(0, 32767), nullable: V(1, 0), tag: None },
-];
-
-static CONTROLLER_REGISTRATION_REQUEST_FEATURE: &[Field] = &[
-    Field { name: "name", kind: Kind::String, array: false, versions: V(0, 32767), nullable: V(1, 0), tag: None },
-    Field { name: "min_supported_version", kind: Kind::Int16, array: false, versions: V(0, 32767), nullable: V(1, 0), tag: None },
-    Field { name: "max_supported_version", kind: Kind::Int16, array: false, versions: V(0, 32767), nullable: V(1, 0), tag: None },
-];
-
 static CONTROLLER_REGISTRATION_REQUEST_FIELDS: &[Field] = &[
     Field { name: "controller_id", kind: Kind::Int32, array: false, versions: V(0, 32767), nullable: V(1, 0), tag: None },
     Field { name: "incarnation_id", kind: Kind::Uuid, array: false, versions: V(0, 32767), nullable: V(1, 0), tag: None },
     Field { name: "zk_migration_ready", kind: Kind::Bool, array: false, versions: V(0, 32767), nullable: V(1, 0), tag: None },
-    Field { name: "listeners", kind: Kind::Struct(CONTROLLER_REGISTRATION_REQUEST_LISTENER), array: true, versions: V(0, 32767), nullable: V(1, 0), tag: None },
-    Field { name: "features", kind: Kind::Struct(CONTROLLER_REGISTRATION_REQUEST_FEATURE), array: true, versions: V(0, 32767), nullable: V(1, 0), tag: None },
-];
-
-static ASSIGN_REPLICAS_TO_DIRS_REQUEST_PARTITION_DATA: &[Field] = &[
-    Field { name: "partition_index", kind: Kind::Int32, array: false, versions: V(0, 32767), nullable: V(1, 0), tag: None },
+    Field { name: "listeners", kind: Kind::Struct(BROKER_REGISTRATION_REQUEST_LISTENER), array: true, versions: V(0, 32767), nullable: V(1, 0), tag: None },
+    Field { name: "features", kind: Kind::Struct(BROKER_REGISTRATION_REQUEST_FEATURE), array: true, versions: V(0, 32767), nullable: V(1, 0), tag: None },
 ];
 
 static ASSIGN_REPLICAS_TO_DIRS_REQUEST_TOPIC_DATA: &[Field] = &[
     Field { name: "topic_id", kind: Kind::Uuid, array: false, versions: V(0, 32767), nullable: V(1, 0), tag: None },
-    Field { name: "partitions", kind: Kind::Struct(ASSIGN_REPLICAS_TO_DIRS_REQUEST_PARTITION_DATA), array: true, versions: V(0, 32767), nullable: V(1, 0), tag: None },
+    Field { name: "partitions", kind: Kind::Struct(DESCRIBE_QUORUM_REQUEST_PARTITION_DATA), array: true, versions: V(0, 32767), nullable: V(1, 0), tag: None },
 ];
 
 static ASSIGN_REPLICAS_TO_DIRS_REQUEST_DIRECTORY_DATA: &[Field] = &[
@@ -311,12 +276,6 @@ static REMOVE_RAFT_VOTER_REQUEST_FIELDS: &[Field] = &[
     Field { name: "voter_directory_id", kind: Kind::Uuid, array: false, versions: V(0, 32767), nullable: V(1, 0), tag: None },
 ];
 
-static UPDATE_RAFT_VOTER_REQUEST_LISTENER: &[Field] = &[
-    Field { name: "name", kind: Kind::String, array: false, versions: V(0, 32767), nullable: V(1, 0), tag: None },
-    Field { name: "host", kind: Kind::String, array: false, versions: V(0, 32767), nullable: V(1, 0), tag: None },
-    Field { name: "port", kind: Kind::UInt16, array: false, versions: V(0, 32767), nullable: V(1, 0), tag: None },
-];
-
 static UPDATE_RAFT_VOTER_REQUEST_KRAFT_VERSION_FEATURE: &[Field] = &[
     Field { name: "min_supported_version", kind: Kind::Int16, array: false, versions: V(0, 32767), nullable: V(1, 0), tag: None },
     Field { name: "max_supported_version", kind: Kind::Int16, array: false, versions: V(0, 32767), nullable: V(1, 0), tag: None },
@@ -327,7 +286,7 @@ static UPDATE_RAFT_VOTER_REQUEST_FIELDS: &[Field] = &[
     Field { name: "current_leader_epoch", kind: Kind::Int32, array: false, versions: V(0, 32767), nullable: V(1, 0), tag: None },
     Field { name: "voter_id", kind: Kind::Int32, array: false, versions: V(0, 32767), nullable: V(1, 0), tag: None },
     Field { name: "voter_directory_id", kind: Kind::Uuid, array: false, versions: V(0, 32767), nullable: V(1, 0), tag: None },
-    Field { name: "listeners", kind: Kind::Struct(UPDATE_RAFT_VOTER_REQUEST_LISTENER), array: true, versions: V(0, 32767), nullable: V(1, 0), tag: None },
+    Field { name: "listeners", kind: Kind::Struct(ADD_RAFT_VOTER_REQUEST_LISTENER), array: true, versions: V(0, 32767), nullable: V(1, 0), tag: None },
     Field { name: "kraft_version_feature", kind: Kind::Struct(UPDATE_RAFT_VOTER_REQUEST_KRAFT_VERSION_FEATURE), array: false, versions: V(0, 32767), nullable: V(1, 0), tag: None },
 ];
 
@@ -400,21 +359,6 @@ static DELETE_SHARE_GROUP_STATE_REQUEST_DELETE_STATE_DATA: &[Field] = &[
 static DELETE_SHARE_GROUP_STATE_REQUEST_FIELDS: &[Field] = &[
     Field { name: "group_id", kind: Kind::String, array: false, versions: V(0, 32767), nullable: V(1, 0), tag: None },
     Field { name: "topics", kind: Kind::Struct(DELETE_SHARE_GROUP_STATE_REQUEST_DELETE_STATE_DATA), array: true, versions: V(0, 32767), nullable: V(1, 0), tag: None },
-];
-
-static READ_SHARE_GROUP_STATE_SUMMARY_REQUEST_PARTITION_DATA: &[Field] = &[
-    Field { name: "partition", kind: Kind::Int32, array: false, versions: V(0, 32767), nullable: V(1, 0), tag: None },
-    Field { name: "leader_epoch", kind: Kind::Int32, array: false, versions: V(0, 32767), nullable: V(1, 0), tag: None },
-];
-
-static READ_SHARE_GROUP_STATE_SUMMARY_REQUEST_READ_STATE_SUMMARY_DATA: &[Field] = &[
-    Field { name: "topic_id", kind: Kind::Uuid, array: false, versions: V(0, 32767), nullable: V(1, 0), tag: None },
-    Field { name: "partitions", kind: Kind::Struct(READ_SHARE_GROUP_STATE_SUMMARY_REQUEST_PARTITION_DATA), array: true, versions: V(0, 32767), nullable: V(1, 0), tag: None },
-];
-
-static READ_SHARE_GROUP_STATE_SUMMARY_REQUEST_FIELDS: &[Field] = &[
-    Field { name: "group_id", kind: Kind::String, array: false, versions: V(0, 32767), nullable: V(1, 0), tag: None },
-    Field { name: "topics", kind: Kind::Struct(READ_SHARE_GROUP_STATE_SUMMARY_REQUEST_READ_STATE_SUMMARY_DATA), array: true, versions: V(0, 32767), nullable: V(1, 0), tag: None },
 ];
 
 static UNREGISTER_CONTROLLER_REQUEST_FIELDS: &[Field] = &[

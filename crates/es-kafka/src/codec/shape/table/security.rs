@@ -50,18 +50,8 @@ static CREATE_ACLS_REQUEST_FIELDS: &[Field] = &[
     Field { name: "creations", kind: Kind::Struct(CREATE_ACLS_REQUEST_ACL_CREATION), array: true, versions: V(0, 32767), nullable: V(1, 0), tag: None },
 ];
 
-static DELETE_ACLS_REQUEST_DELETE_ACLS_FILTER: &[Field] = &[
-    Field { name: "resource_type_filter", kind: Kind::Int8, array: false, versions: V(0, 32767), nullable: V(1, 0), tag: None },
-    Field { name: "resource_name_filter", kind: Kind::String, array: false, versions: V(0, 32767), nullable: V(0, 32767), tag: None },
-    Field { name: "pattern_type_filter", kind: Kind::Int8, array: false, versions: V(1, 32767), nullable: V(1, 0), tag: None },
-    Field { name: "principal_filter", kind: Kind::String, array: false, versions: V(0, 32767), nullable: V(0, 32767), tag: None },
-    Field { name: "host_filter", kind: Kind::String, array: false, versions: V(0, 32767), nullable: V(0, 32767), tag: None },
-    Field { name: "operation", kind: Kind::Int8, array: false, versions: V(0, 32767), nullable: V(1, 0), tag: None },
-    Field { name: "permission_type", kind: Kind::Int8, array: false, versions: V(0, 32767), nullable: V(1, 0), tag: None },
-];
-
 static DELETE_ACLS_REQUEST_FIELDS: &[Field] = &[
-    Field { name: "filters", kind: Kind::Struct(DELETE_ACLS_REQUEST_DELETE_ACLS_FILTER), array: true, versions: V(0, 32767), nullable: V(1, 0), tag: None },
+    Field { name: "filters", kind: Kind::Struct(DESCRIBE_ACLS_REQUEST_FIELDS), array: true, versions: V(0, 32767), nullable: V(1, 0), tag: None },
 ];
 
 static SASL_AUTHENTICATE_REQUEST_FIELDS: &[Field] = &[
@@ -90,13 +80,8 @@ static EXPIRE_DELEGATION_TOKEN_REQUEST_FIELDS: &[Field] = &[
     Field { name: "expiry_time_period_ms", kind: Kind::Int64, array: false, versions: V(0, 32767), nullable: V(1, 0), tag: None },
 ];
 
-static DESCRIBE_DELEGATION_TOKEN_REQUEST_DESCRIBE_DELEGATION_TOKEN_OWNER: &[Field] = &[
-    Field { name: "principal_type", kind: Kind::String, array: false, versions: V(0, 32767), nullable: V(1, 0), tag: None },
-    Field { name: "principal_name", kind: Kind::String, array: false, versions: V(0, 32767), nullable: V(1, 0), tag: None },
-];
-
 static DESCRIBE_DELEGATION_TOKEN_REQUEST_FIELDS: &[Field] = &[
-    Field { name: "owners", kind: Kind::Struct(DESCRIBE_DELEGATION_TOKEN_REQUEST_DESCRIBE_DELEGATION_TOKEN_OWNER), array: true, versions: V(0, 32767), nullable: V(0, 32767), tag: None },
+    Field { name: "owners", kind: Kind::Struct(CREATE_DELEGATION_TOKEN_REQUEST_CREATABLE_RENEWERS), array: true, versions: V(0, 32767), nullable: V(0, 32767), tag: None },
 ];
 
 static DESCRIBE_CLIENT_QUOTAS_REQUEST_COMPONENT_DATA: &[Field] = &[

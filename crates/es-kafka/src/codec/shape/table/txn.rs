@@ -105,13 +105,8 @@ static TXN_OFFSET_COMMIT_REQUEST_FIELDS: &[Field] = &[
     Field { name: "topics", kind: Kind::Struct(TXN_OFFSET_COMMIT_REQUEST_TXN_OFFSET_COMMIT_REQUEST_TOPIC), array: true, versions: V(0, 32767), nullable: V(1, 0), tag: None },
 ];
 
-static DESCRIBE_PRODUCERS_REQUEST_TOPIC_REQUEST: &[Field] = &[
-    Field { name: "name", kind: Kind::String, array: false, versions: V(0, 32767), nullable: V(1, 0), tag: None },
-    Field { name: "partition_indexes", kind: Kind::Int32, array: true, versions: V(0, 32767), nullable: V(1, 0), tag: None },
-];
-
 static DESCRIBE_PRODUCERS_REQUEST_FIELDS: &[Field] = &[
-    Field { name: "topics", kind: Kind::Struct(DESCRIBE_PRODUCERS_REQUEST_TOPIC_REQUEST), array: true, versions: V(0, 32767), nullable: V(1, 0), tag: None },
+    Field { name: "topics", kind: Kind::Struct(WRITE_TXN_MARKERS_REQUEST_WRITABLE_TXN_MARKER_TOPIC), array: true, versions: V(0, 32767), nullable: V(1, 0), tag: None },
 ];
 
 static DESCRIBE_TRANSACTIONS_REQUEST_FIELDS: &[Field] = &[
