@@ -1,0 +1,45 @@
+//! The requests nodes send each other besides Raft's own: a write forwarded
+//! to the controller leader, a broker's heartbeat, and the greeting that
+//! tells a node's data-directory id. They travel on the Raft listener in
+//! the same frames as Raft's RPCs (see [`crate::net`]).
+
+use serde::{Deserialize, Serialize};
+
+use crate::records::{BrokerId, MetaRequest, MetaResponse};
+use crate::{NodeAddr, NodeId};
+
+/// A request to another node's controller.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ControlRequest {
+    /// Propose this entry; answered once it is committed and applied.
+    Write { request: MetaRequest },
+    /// A broker's heartbeat: it is alive, and has applied the log up to
+    /// `applied_index`.
+    Heartbeat {
+        broker_id: BrokerId,
+        broker_epoch: i64,
+        applied_index: u64,
+    },
+    /// Who are you: the receiver's node id and data-directory id.
+    Hello,
+}
+
+/// The answer to a [`ControlRequest`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ControlReply {
+    /// The entry was committed at `index` and applied with this answer.
+    Written { index: u64, response: MetaResponse },
+    /// The receiver is not the leader; this one is, if known.
+    NotLeader { leader: Option<(NodeId, NodeAddr)> },
+    /// The heartbeat was taken; whether the broker is fenced now.
+    Heartbeat { fenced: bool },
+    /// The receiver's identity.
+    Hello {
+        node_id: NodeId,
+        directory_id: String,
+    },
+    /// The request failed; the message says why.
+    Error { message: String },
+}

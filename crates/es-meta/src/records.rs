@@ -1,0 +1,199 @@
+//! The kinds of metadata entry, one per change, as KRaft's records are.
+//!
+//! Each kind carries its version in its serialized tag (`"create_topics.v1"`),
+//! so a later version is a new variant beside the old one, and a node that
+//! meets a tag it does not know refuses the entry (its state machine stops)
+//! rather than skip a change the others applied. Security, registry and mirror
+//! state join as new kinds.
+//!
+//! Requests carry what must be decided once, by the proposer (a new topic's
+//! id); everything else (placement, validation against the current state,
+//! epochs) is decided where the entry is applied, deterministically, so every
+//! node reaches the same state at the same index.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// A broker's id (Kafka's `node.id`).
+pub type BrokerId = i32;
+
+/// Kafka error codes the state machine answers with (the numbers Kafka uses).
+pub mod code {
+    pub const NONE: i16 = 0;
+    pub const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
+    pub const TOPIC_ALREADY_EXISTS: i16 = 36;
+    pub const INVALID_PARTITIONS: i16 = 37;
+    pub const INVALID_REPLICATION_FACTOR: i16 = 38;
+    pub const INVALID_REPLICA_ASSIGNMENT: i16 = 39;
+    pub const INVALID_REQUEST: i16 = 42;
+    pub const STALE_BROKER_EPOCH: i16 = 77;
+    pub const INVALID_TOPIC_EXCEPTION: i16 = 17;
+    pub const INVALID_UPDATE_VERSION: i16 = 95;
+    pub const UNKNOWN_TOPIC_ID: i16 = 100;
+    pub const DUPLICATE_BROKER_REGISTRATION: i16 = 101;
+    pub const BROKER_ID_NOT_REGISTERED: i16 = 102;
+    pub const INCONSISTENT_CLUSTER_ID: i16 = 104;
+}
+
+/// One listener of a broker, as it registers it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Endpoint {
+    pub name: String,
+    pub host: String,
+    pub port: u16,
+    pub security_protocol: String,
+}
+
+/// A broker's registration request (Kafka's BrokerRegistration).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RegisterBroker {
+    pub broker_id: BrokerId,
+    /// Random per process start: a restart is a new incarnation.
+    pub incarnation_id: String,
+    pub cluster_id: String,
+    pub endpoints: Vec<Endpoint>,
+    pub rack: Option<String>,
+}
+
+/// A topic to create.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NewTopic {
+    pub name: String,
+    /// Chosen by the proposer (a random UUID, or the id a single-node data
+    /// directory already had, when it is imported).
+    pub id: String,
+    /// Partitions, when `assignments` is empty.
+    pub partitions: i32,
+    /// Replicas per partition, when `assignments` is empty.
+    pub replication_factor: i16,
+    /// Explicit replica lists, one per partition (CreateTopics' assignments).
+    #[serde(default)]
+    pub assignments: Vec<Vec<BrokerId>>,
+    /// Config overrides.
+    #[serde(default)]
+    pub configs: BTreeMap<String, String>,
+}
+
+/// New partitions for an existing topic (CreatePartitions).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NewPartitions {
+    pub name: String,
+    /// The total count wanted.
+    pub count: i32,
+    /// Replica lists for the new partitions only, if given.
+    #[serde(default)]
+    pub assignments: Vec<Vec<BrokerId>>,
+}
+
+/// Which config set an alteration applies to.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(tag = "type", content = "name", rename_all = "snake_case")]
+pub enum ConfigResource {
+    Topic(String),
+    /// `""` is the cluster-wide default, otherwise a broker id.
+    Broker(String),
+}
+
+/// The config changes of one resource: values set (`Some`) or removed (`None`),
+/// already resolved by the proposer (APPEND and SUBTRACT become a SET).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConfigAlteration {
+    pub resource: ConfigResource,
+    /// AlterConfigs (the legacy API) replaces the whole set.
+    #[serde(default)]
+    pub replace: bool,
+    pub changes: BTreeMap<String, Option<String>>,
+}
+
+/// A change of one partition's leadership or ISR, decided by the controller
+/// (the replication issue builds on it).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PartitionChange {
+    pub topic_id: String,
+    pub partition: i32,
+    /// The partition epoch the proposer saw: a stale change is refused.
+    pub partition_epoch: i32,
+    pub leader: Option<BrokerId>,
+    pub isr: Option<Vec<BrokerId>>,
+}
+
+/// One Raft entry of the metadata log.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind")]
+pub enum MetaRequest {
+    /// The first entry of a cluster: its id.
+    #[serde(rename = "cluster.v1")]
+    InitCluster { cluster_id: String },
+    #[serde(rename = "register_broker.v1")]
+    RegisterBroker(RegisterBroker),
+    /// The broker's session expired (no heartbeat for `broker.session.timeout.ms`).
+    #[serde(rename = "fence_broker.v1")]
+    FenceBroker { broker_id: BrokerId, epoch: i64 },
+    /// The broker heartbeats again and has caught up with the log.
+    #[serde(rename = "unfence_broker.v1")]
+    UnfenceBroker { broker_id: BrokerId, epoch: i64 },
+    /// A broker leaves for good (its id is never reused).
+    #[serde(rename = "unregister_broker.v1")]
+    UnregisterBroker { broker_id: BrokerId },
+    /// One CreateTopics request.
+    #[serde(rename = "create_topics.v1")]
+    CreateTopics { topics: Vec<NewTopic> },
+    /// One DeleteTopics request, by name.
+    #[serde(rename = "delete_topics.v1")]
+    DeleteTopics { names: Vec<String> },
+    /// One CreatePartitions request.
+    #[serde(rename = "create_partitions.v1")]
+    CreatePartitions { topics: Vec<NewPartitions> },
+    /// One AlterConfigs or IncrementalAlterConfigs request.
+    #[serde(rename = "alter_configs.v1")]
+    AlterConfigs { resources: Vec<ConfigAlteration> },
+    /// Leadership and ISR changes.
+    #[serde(rename = "partition_change.v1")]
+    PartitionChange { changes: Vec<PartitionChange> },
+    /// A block of producer ids for one broker (InitProducerId).
+    #[serde(rename = "producer_ids.v1")]
+    AllocateProducerIds { broker_id: BrokerId, count: i32 },
+}
+
+/// The outcome of one item of a request (a topic, a resource).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ItemResult {
+    pub name: String,
+    pub error_code: i16,
+    pub message: Option<String>,
+}
+
+impl ItemResult {
+    pub fn ok(name: &str) -> Self {
+        ItemResult {
+            name: name.to_string(),
+            error_code: code::NONE,
+            message: None,
+        }
+    }
+    pub fn err(name: &str, error_code: i16, message: impl Into<String>) -> Self {
+        ItemResult {
+            name: name.to_string(),
+            error_code,
+            message: Some(message.into()),
+        }
+    }
+}
+
+/// What applying an entry answered.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum MetaResponse {
+    /// Entries openraft writes itself (blank, membership).
+    #[default]
+    None,
+    /// The entry as a whole was refused.
+    Error { error_code: i16, message: String },
+    /// One result per item, in request order.
+    Items { results: Vec<ItemResult> },
+    /// A registered broker's epoch (the index of its registration entry).
+    Registered { broker_epoch: i64 },
+    /// A block of producer ids: `first .. first + count`.
+    ProducerIds { first: i64, count: i32 },
+}
