@@ -24,6 +24,7 @@ pub mod control;
 pub mod image;
 pub mod records;
 pub mod rt;
+pub mod store;
 
 pub use image::{MetaEvent, MetaImage};
 pub use records::{MetaRequest, MetaResponse};

@@ -1,0 +1,305 @@
+//! [`StateMachine`], openraft's `RaftStateMachine`: the [`MetaImage`], the
+//! last applied log id and membership; applying entries, handing what they
+//! changed to the [`Materializer`], publishing [`Applied`] on a watch
+//! channel; and building, installing and serving snapshots (`snapshot.rs`).
+
+use std::io::{self, Cursor};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use es_storage::fs::Fs;
+use openraft::storage::RaftStateMachine;
+use openraft::{
+    EntryPayload, ErrorSubject, ErrorVerb, LogId, OptionalSend, RaftSnapshotBuilder, Snapshot,
+    SnapshotMeta, StorageError, StoredMembership,
+};
+use parking_lot::Mutex;
+use tokio::sync::watch;
+
+use super::files::sto;
+use super::frame::Entry;
+use super::snapshot::{self, SnapshotFile};
+use crate::{Materializer, MetaEvent, MetaImage, MetaResponse, MetaTypes, NodeAddr};
+
+/// The applied state as published after every applied batch and snapshot install.
+#[derive(Clone, Debug)]
+pub struct Applied {
+    pub image: Arc<MetaImage>,
+    pub last_applied: Option<LogId<u64>>,
+}
+
+#[derive(Debug, Clone)]
+struct SmState {
+    image: Arc<MetaImage>,
+    last_applied: Option<LogId<u64>>,
+    membership: StoredMembership<u64, NodeAddr>,
+}
+
+/// The persisted snapshot: its meta and its bytes.
+#[derive(Debug, Clone)]
+struct Current {
+    meta: SnapshotMeta<u64, NodeAddr>,
+    bytes: Arc<Vec<u8>>,
+}
+
+#[derive(Debug)]
+struct Shared {
+    fs: Arc<dyn Fs>,
+    dir: PathBuf,
+    materializer: Arc<dyn Materializer>,
+    state: Mutex<SmState>,
+    current: Mutex<Option<Current>>,
+    tx: watch::Sender<Applied>,
+}
+
+/// The metadata state machine of one node.
+#[derive(Debug, Clone)]
+pub struct StateMachine {
+    shared: Arc<Shared>,
+}
+
+/// Builds snapshots of the state machine.
+#[derive(Debug, Clone)]
+pub struct SnapshotBuilder {
+    shared: Arc<Shared>,
+}
+
+fn sm_err(verb: ErrorVerb, e: io::Error) -> StorageError<u64> {
+    sto(ErrorSubject::StateMachine, verb, e)
+}
+
+fn snap_err(verb: ErrorVerb, e: io::Error) -> StorageError<u64> {
+    sto(ErrorSubject::Snapshot(None), verb, e)
+}
+
+/// Runs the materializer on a blocking thread.
+async fn materialize(
+    m: Arc<dyn Materializer>,
+    image: Arc<MetaImage>,
+    events: Vec<MetaEvent>,
+) -> io::Result<()> {
+    tokio::task::spawn_blocking(move || m.materialize(&image, &events))
+        .await
+        .map_err(|e| io::Error::other(format!("the materializer did not finish: {e}")))?
+}
+
+impl StateMachine {
+    /// Starts from the persisted snapshot, if any (`open` calls this).
+    pub(super) fn open(
+        fs: Arc<dyn Fs>,
+        dir: PathBuf,
+        materializer: Arc<dyn Materializer>,
+    ) -> io::Result<StateMachine> {
+        let loaded = snapshot::load(fs.as_ref(), &dir)?;
+        let (state, current) = match loaded {
+            Some((snap, bytes)) => {
+                // A crash may have come between persisting an installed
+                // snapshot and materializing it: materialize it again.
+                let events = snapshot::whole_image_events(&MetaImage::default(), &snap.image);
+                materializer.materialize(&snap.image, &events)?;
+                let state = SmState {
+                    image: Arc::new(snap.image),
+                    last_applied: snap.meta.last_log_id,
+                    membership: snap.meta.last_membership.clone(),
+                };
+                let current = Current {
+                    meta: snap.meta,
+                    bytes: Arc::new(bytes),
+                };
+                (state, Some(current))
+            }
+            None => (
+                SmState {
+                    image: Arc::new(MetaImage::default()),
+                    last_applied: None,
+                    membership: StoredMembership::default(),
+                },
+                None,
+            ),
+        };
+        let (tx, _) = watch::channel(Applied {
+            image: state.image.clone(),
+            last_applied: state.last_applied,
+        });
+        Ok(StateMachine {
+            shared: Arc::new(Shared {
+                fs,
+                dir,
+                materializer,
+                state: Mutex::new(state),
+                current: Mutex::new(current),
+                tx,
+            }),
+        })
+    }
+
+    /// Whether a snapshot was persisted.
+    pub(super) fn has_snapshot(&self) -> bool {
+        self.shared.current.lock().is_some()
+    }
+
+    /// The applied state, updated after every applied batch and snapshot install.
+    pub fn watch(&self) -> watch::Receiver<Applied> {
+        self.shared.tx.subscribe()
+    }
+
+    fn publish(&self, st: &SmState) {
+        self.shared.tx.send_replace(Applied {
+            image: st.image.clone(),
+            last_applied: st.last_applied,
+        });
+    }
+}
+
+impl RaftSnapshotBuilder<MetaTypes> for SnapshotBuilder {
+    async fn build_snapshot(&mut self) -> Result<Snapshot<MetaTypes>, StorageError<u64>> {
+        let st = self.shared.state.lock().clone();
+        let snapshot_id = match st.last_applied {
+            Some(l) => format!(
+                "{}-{}-{}",
+                l.leader_id.term,
+                l.index,
+                uuid::Uuid::new_v4().simple()
+            ),
+            None => format!("0-0-{}", uuid::Uuid::new_v4().simple()),
+        };
+        let meta = SnapshotMeta {
+            last_log_id: st.last_applied,
+            last_membership: st.membership.clone(),
+            snapshot_id,
+        };
+        let file = SnapshotFile {
+            meta: meta.clone(),
+            image: (*st.image).clone(),
+        };
+        let shared = self.shared.clone();
+        let bytes = tokio::task::spawn_blocking(move || -> io::Result<Vec<u8>> {
+            let bytes = file.to_bytes()?;
+            snapshot::persist(shared.fs.as_ref(), &shared.dir, &bytes)?;
+            Ok(bytes)
+        })
+        .await
+        .map_err(|e| io::Error::other(e.to_string()))
+        .and_then(|r| r)
+        .map_err(|e| snap_err(ErrorVerb::Write, e))?;
+        let bytes = Arc::new(bytes);
+        *self.shared.current.lock() = Some(Current {
+            meta: meta.clone(),
+            bytes: bytes.clone(),
+        });
+        Ok(Snapshot {
+            meta,
+            snapshot: Box::new(Cursor::new((*bytes).clone())),
+        })
+    }
+}
+
+impl RaftStateMachine<MetaTypes> for StateMachine {
+    type SnapshotBuilder = SnapshotBuilder;
+
+    async fn applied_state(
+        &mut self,
+    ) -> Result<(Option<LogId<u64>>, StoredMembership<u64, NodeAddr>), StorageError<u64>> {
+        let st = self.shared.state.lock();
+        Ok((st.last_applied, st.membership.clone()))
+    }
+
+    async fn apply<I>(&mut self, entries: I) -> Result<Vec<MetaResponse>, StorageError<u64>>
+    where
+        I: IntoIterator<Item = Entry> + OptionalSend,
+        I::IntoIter: OptionalSend,
+    {
+        let mut st = self.shared.state.lock().clone();
+        let mut image = (*st.image).clone();
+        let mut events = Vec::new();
+        let mut responses = Vec::new();
+        for entry in entries {
+            st.last_applied = Some(entry.log_id);
+            match entry.payload {
+                EntryPayload::Blank => responses.push(MetaResponse::None),
+                EntryPayload::Normal(req) => {
+                    let (resp, ev) = image.apply(entry.log_id.index, &req);
+                    events.extend(ev);
+                    responses.push(resp);
+                }
+                EntryPayload::Membership(m) => {
+                    st.membership = StoredMembership::new(Some(entry.log_id), m);
+                    responses.push(MetaResponse::None);
+                }
+            }
+        }
+        let image = Arc::new(image);
+        if !events.is_empty() {
+            materialize(self.shared.materializer.clone(), image.clone(), events)
+                .await
+                .map_err(|e| sm_err(ErrorVerb::Write, e))?;
+        }
+        st.image = image;
+        *self.shared.state.lock() = st.clone();
+        self.publish(&st);
+        Ok(responses)
+    }
+
+    async fn get_snapshot_builder(&mut self) -> Self::SnapshotBuilder {
+        SnapshotBuilder {
+            shared: self.shared.clone(),
+        }
+    }
+
+    async fn begin_receiving_snapshot(
+        &mut self,
+    ) -> Result<Box<Cursor<Vec<u8>>>, StorageError<u64>> {
+        Ok(Box::new(Cursor::new(Vec::new())))
+    }
+
+    async fn install_snapshot(
+        &mut self,
+        meta: &SnapshotMeta<u64, NodeAddr>,
+        snapshot: Box<Cursor<Vec<u8>>>,
+    ) -> Result<(), StorageError<u64>> {
+        let received = SnapshotFile::from_bytes(snapshot.get_ref())
+            .map_err(|e| snap_err(ErrorVerb::Read, e))?;
+        let file = SnapshotFile {
+            meta: meta.clone(),
+            image: received.image,
+        };
+        let old = self.shared.state.lock().image.clone();
+        let image = Arc::new(file.image.clone());
+        let shared = self.shared.clone();
+        let bytes = tokio::task::spawn_blocking(move || -> io::Result<Vec<u8>> {
+            let bytes = file.to_bytes()?;
+            snapshot::persist(shared.fs.as_ref(), &shared.dir, &bytes)?;
+            Ok(bytes)
+        })
+        .await
+        .map_err(|e| io::Error::other(e.to_string()))
+        .and_then(|r| r)
+        .map_err(|e| snap_err(ErrorVerb::Write, e))?;
+        let events = snapshot::whole_image_events(&old, &image);
+        materialize(self.shared.materializer.clone(), image.clone(), events)
+            .await
+            .map_err(|e| sm_err(ErrorVerb::Write, e))?;
+        let st = SmState {
+            image,
+            last_applied: meta.last_log_id,
+            membership: meta.last_membership.clone(),
+        };
+        *self.shared.state.lock() = st.clone();
+        *self.shared.current.lock() = Some(Current {
+            meta: meta.clone(),
+            bytes: Arc::new(bytes),
+        });
+        self.publish(&st);
+        Ok(())
+    }
+
+    async fn get_current_snapshot(
+        &mut self,
+    ) -> Result<Option<Snapshot<MetaTypes>>, StorageError<u64>> {
+        let cur = self.shared.current.lock().clone();
+        Ok(cur.map(|c| Snapshot {
+            meta: c.meta,
+            snapshot: Box::new(Cursor::new((*c.bytes).clone())),
+        }))
+    }
+}
