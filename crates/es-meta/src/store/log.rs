@@ -376,7 +376,8 @@ impl Log {
     /// Removes the entries from `index` on, durably.
     pub fn truncate(&mut self, index: u64) -> io::Result<()> {
         self.check_failed()?;
-        let Some((seg, pos)) = self.entries.get(&index).map(|s| (s.segment, s.pos)) else {
+        let first = self.entries.range(index..).next();
+        let Some((seg, pos)) = first.map(|(_, s)| (s.segment, s.pos)) else {
             return Ok(());
         };
         let res = self.truncate_at(seg, pos);
