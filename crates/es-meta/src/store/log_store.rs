@@ -133,7 +133,10 @@ impl RaftLogStorage<MetaTypes> for LogStore {
         let written = self.log.lock().append(entries);
         match written {
             Ok(file) => {
-                self.syncer.submit(SyncReq { file, callback });
+                self.syncer.submit(SyncReq {
+                    file,
+                    done: Box::new(move |res| callback.log_io_completed(res)),
+                });
                 Ok(())
             }
             Err(e) => {

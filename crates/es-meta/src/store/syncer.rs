@@ -10,17 +10,19 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use es_storage::fs::FileHandle;
-use openraft::storage::LogFlushed;
 use parking_lot::Mutex;
 
 use super::log::Log;
-use crate::MetaTypes;
+
+/// What to do once an append is durable (or failed): complete openraft's
+/// `LogFlushed` callback.
+pub type Done = Box<dyn FnOnce(io::Result<()>) + Send>;
 
 /// One append waiting to be durable.
 pub struct SyncReq {
     /// The segment written last (None if the append wrote nothing).
     pub file: Option<Arc<dyn FileHandle>>,
-    pub callback: LogFlushed<MetaTypes>,
+    pub done: Done,
 }
 
 /// The sending side; dropping it ends the thread once it has drained.
@@ -47,13 +49,10 @@ impl Syncer {
         match &self.tx {
             Some(tx) => {
                 if let Err(mpsc::SendError(req)) = tx.send(req) {
-                    req.callback
-                        .log_io_completed(Err(io::Error::other("the log syncer has stopped")));
+                    (req.done)(Err(io::Error::other("the log syncer has stopped")));
                 }
             }
-            None => req
-                .callback
-                .log_io_completed(Err(io::Error::other("the log syncer has stopped"))),
+            None => (req.done)(Err(io::Error::other("the log syncer has stopped"))),
         }
     }
 }
@@ -87,8 +86,7 @@ fn run(rx: mpsc::Receiver<SyncReq>, log: Arc<Mutex<Log>>) {
             }),
         };
         for req in batch {
-            req.callback
-                .log_io_completed(res.clone().map_err(io::Error::other));
+            (req.done)(res.clone().map_err(io::Error::other));
         }
     }
 }
@@ -106,3 +104,7 @@ fn sync_all(batch: &[SyncReq]) -> io::Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+#[path = "syncer_tests.rs"]
+mod tests;
