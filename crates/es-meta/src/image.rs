@@ -476,9 +476,9 @@ impl MetaImage {
     pub fn place(&self, count: usize, rf: i16) -> Result<Vec<Vec<BrokerId>>, String> {
         let live: Vec<&BrokerInfo> = self.unfenced().collect();
         if rf < 1 {
-            return Err(format!(
-                "Replication factor must be larger than 0, or -1 to use the default value."
-            ));
+            return Err(
+                "Replication factor must be larger than 0, or -1 to use the default value.".into(),
+            );
         }
         if live.len() < rf as usize {
             return Err(format!(

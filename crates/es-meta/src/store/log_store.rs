@@ -27,6 +27,8 @@ pub struct LogStore {
     log: Arc<Mutex<Log>>,
     syncer: Syncer,
     fresh: bool,
+    /// How far the snapshot on disk reaches: purges stop there.
+    snapshot: Arc<super::DurableSnapshot>,
 }
 
 /// Reads log entries; clones share the log.
@@ -41,15 +43,21 @@ impl LogStore {
         dir: PathBuf,
         log: Log,
         fresh: bool,
+        io_mode: super::Io,
+        snapshot: Arc<super::DurableSnapshot>,
     ) -> std::io::Result<Self> {
         let log = Arc::new(Mutex::new(log));
-        let syncer = Syncer::start(log.clone())?;
+        let syncer = match io_mode {
+            super::Io::Threads => Syncer::start(log.clone())?,
+            super::Io::Inline => Syncer::inline(log.clone()),
+        };
         Ok(LogStore {
             fs,
             dir,
             log,
             syncer,
             fresh,
+            snapshot,
         })
     }
 
@@ -116,8 +124,15 @@ impl RaftLogStorage<MetaTypes> for LogStore {
         files::save_committed(self.fs.as_ref(), &self.dir, &committed).map_err(write_logs)
     }
 
+    /// The committed log id saved last, unless it lies past this node's
+    /// own log: a follower learns (and saves) the leader's commit index
+    /// before its own copy of those entries is durable, and a crash between
+    /// the two leaves a committed id the log cannot back. Then none is
+    /// reported, and the leader tells this node again what is committed.
     async fn read_committed(&mut self) -> Result<Option<LogId<u64>>, StorageError<u64>> {
-        files::read_committed(self.fs.as_ref(), &self.dir).map_err(read_logs)
+        let committed = files::read_committed(self.fs.as_ref(), &self.dir).map_err(read_logs)?;
+        let last = self.log.lock().last_log_id();
+        Ok(committed.filter(|c| last.is_some_and(|l| c.index <= l.index)))
     }
 
     async fn append<I>(
@@ -150,7 +165,16 @@ impl RaftLogStorage<MetaTypes> for LogStore {
         self.log.lock().truncate(log_id.index).map_err(write_logs)
     }
 
+    /// Purges up to `log_id`. openraft 0.9 asks a follower installing a
+    /// snapshot from the leader to purge up to it before the state machine
+    /// has written it; a crash between the two would leave entries neither
+    /// in the log nor in any snapshot. So while a snapshot is being
+    /// received, the purge waits (bounded) until one on disk covers it.
     async fn purge(&mut self, log_id: LogId<u64>) -> Result<(), StorageError<u64>> {
+        self.snapshot
+            .wait_covers(log_id.index)
+            .await
+            .map_err(write_logs)?;
         self.log.lock().purge(log_id).map_err(write_logs)
     }
 }

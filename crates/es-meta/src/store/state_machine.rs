@@ -47,6 +47,9 @@ struct Shared {
     fs: Arc<dyn Fs>,
     dir: PathBuf,
     materializer: Arc<dyn Materializer>,
+    io_mode: super::Io,
+    /// How far the snapshot on disk reaches (shared with the log).
+    durable: Arc<super::DurableSnapshot>,
     state: Mutex<SmState>,
     current: Mutex<Option<Current>>,
     tx: watch::Sender<Applied>,
@@ -72,15 +75,27 @@ fn snap_err(verb: ErrorVerb, e: io::Error) -> StorageError<u64> {
     sto(ErrorSubject::Snapshot(None), verb, e)
 }
 
-/// Runs the materializer on a blocking thread.
+/// Runs blocking work on tokio's blocking pool, or here ([`super::Io::Inline`]).
+async fn blocking<T: Send + 'static>(
+    io_mode: super::Io,
+    f: impl FnOnce() -> io::Result<T> + Send + 'static,
+) -> io::Result<T> {
+    match io_mode {
+        super::Io::Inline => f(),
+        super::Io::Threads => tokio::task::spawn_blocking(f)
+            .await
+            .map_err(|e| io::Error::other(format!("blocking work did not finish: {e}")))?,
+    }
+}
+
+/// Runs the materializer (on a blocking thread, unless inline).
 async fn materialize(
+    io_mode: super::Io,
     m: Arc<dyn Materializer>,
     image: Arc<MetaImage>,
     events: Vec<MetaEvent>,
 ) -> io::Result<()> {
-    tokio::task::spawn_blocking(move || m.materialize(&image, &events))
-        .await
-        .map_err(|e| io::Error::other(format!("the materializer did not finish: {e}")))?
+    blocking(io_mode, move || m.materialize(&image, &events)).await
 }
 
 impl StateMachine {
@@ -89,6 +104,7 @@ impl StateMachine {
         fs: Arc<dyn Fs>,
         dir: PathBuf,
         materializer: Arc<dyn Materializer>,
+        io_mode: super::Io,
     ) -> io::Result<StateMachine> {
         let loaded = snapshot::load(fs.as_ref(), &dir)?;
         let (state, current) = match loaded {
@@ -117,6 +133,10 @@ impl StateMachine {
                 None,
             ),
         };
+        let durable = Arc::new(super::DurableSnapshot::default());
+        if let Some(l) = current.as_ref().and_then(|c| c.meta.last_log_id) {
+            durable.covers(l.index);
+        }
         let (tx, _) = watch::channel(Applied {
             image: state.image.clone(),
             last_applied: state.last_applied,
@@ -126,11 +146,18 @@ impl StateMachine {
                 fs,
                 dir,
                 materializer,
+                io_mode,
+                durable,
                 state: Mutex::new(state),
                 current: Mutex::new(current),
                 tx,
             }),
         })
+    }
+
+    /// How far the snapshot on disk reaches, for the log's purges.
+    pub(super) fn durable_snapshot(&self) -> Arc<super::DurableSnapshot> {
+        self.shared.durable.clone()
     }
 
     /// Whether a snapshot was persisted.
@@ -173,15 +200,17 @@ impl RaftSnapshotBuilder<MetaTypes> for SnapshotBuilder {
             image: (*st.image).clone(),
         };
         let shared = self.shared.clone();
-        let bytes = tokio::task::spawn_blocking(move || -> io::Result<Vec<u8>> {
+        let io_mode = shared.io_mode;
+        let bytes = blocking(io_mode, move || -> io::Result<Vec<u8>> {
             let bytes = file.to_bytes()?;
             snapshot::persist(shared.fs.as_ref(), &shared.dir, &bytes)?;
             Ok(bytes)
         })
         .await
-        .map_err(|e| io::Error::other(e.to_string()))
-        .and_then(|r| r)
         .map_err(|e| snap_err(ErrorVerb::Write, e))?;
+        if let Some(l) = meta.last_log_id {
+            self.shared.durable.covers(l.index);
+        }
         let bytes = Arc::new(bytes);
         *self.shared.current.lock() = Some(Current {
             meta: meta.clone(),
@@ -230,9 +259,14 @@ impl RaftStateMachine<MetaTypes> for StateMachine {
         }
         let image = Arc::new(image);
         if !events.is_empty() {
-            materialize(self.shared.materializer.clone(), image.clone(), events)
-                .await
-                .map_err(|e| sm_err(ErrorVerb::Write, e))?;
+            materialize(
+                self.shared.io_mode,
+                self.shared.materializer.clone(),
+                image.clone(),
+                events,
+            )
+            .await
+            .map_err(|e| sm_err(ErrorVerb::Write, e))?;
         }
         st.image = image;
         *self.shared.state.lock() = st.clone();
@@ -249,6 +283,9 @@ impl RaftStateMachine<MetaTypes> for StateMachine {
     async fn begin_receiving_snapshot(
         &mut self,
     ) -> Result<Box<Cursor<Vec<u8>>>, StorageError<u64>> {
+        // The log must not purge past it before it is on disk (see
+        // LogStore::purge).
+        self.shared.durable.receiving(true);
         Ok(Box::new(Cursor::new(Vec::new())))
     }
 
@@ -258,7 +295,8 @@ impl RaftStateMachine<MetaTypes> for StateMachine {
         snapshot: Box<Cursor<Vec<u8>>>,
     ) -> Result<(), StorageError<u64>> {
         let received = SnapshotFile::from_bytes(snapshot.get_ref())
-            .map_err(|e| snap_err(ErrorVerb::Read, e))?;
+            .map_err(|e| snap_err(ErrorVerb::Read, e))
+            .inspect_err(|_| self.shared.durable.receiving(false))?;
         let file = SnapshotFile {
             meta: meta.clone(),
             image: received.image,
@@ -266,19 +304,27 @@ impl RaftStateMachine<MetaTypes> for StateMachine {
         let old = self.shared.state.lock().image.clone();
         let image = Arc::new(file.image.clone());
         let shared = self.shared.clone();
-        let bytes = tokio::task::spawn_blocking(move || -> io::Result<Vec<u8>> {
+        let io_mode = shared.io_mode;
+        let bytes = blocking(io_mode, move || -> io::Result<Vec<u8>> {
             let bytes = file.to_bytes()?;
             snapshot::persist(shared.fs.as_ref(), &shared.dir, &bytes)?;
             Ok(bytes)
         })
         .await
-        .map_err(|e| io::Error::other(e.to_string()))
-        .and_then(|r| r)
-        .map_err(|e| snap_err(ErrorVerb::Write, e))?;
+        .map_err(|e| snap_err(ErrorVerb::Write, e))
+        .inspect_err(|_| self.shared.durable.receiving(false))?;
+        if let Some(l) = meta.last_log_id {
+            self.shared.durable.covers(l.index);
+        }
         let events = snapshot::whole_image_events(&old, &image);
-        materialize(self.shared.materializer.clone(), image.clone(), events)
-            .await
-            .map_err(|e| sm_err(ErrorVerb::Write, e))?;
+        materialize(
+            self.shared.io_mode,
+            self.shared.materializer.clone(),
+            image.clone(),
+            events,
+        )
+        .await
+        .map_err(|e| sm_err(ErrorVerb::Write, e))?;
         let st = SmState {
             image,
             last_applied: meta.last_log_id,

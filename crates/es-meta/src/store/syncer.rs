@@ -30,6 +30,8 @@ pub struct SyncReq {
 pub struct Syncer {
     tx: Option<mpsc::Sender<SyncReq>>,
     thread: Option<JoinHandle<()>>,
+    /// Set when syncs run on the submitting thread ([`super::Io::Inline`]).
+    inline: Option<Arc<Mutex<Log>>>,
 }
 
 impl Syncer {
@@ -41,11 +43,26 @@ impl Syncer {
         Ok(Syncer {
             tx: Some(tx),
             thread: Some(thread),
+            inline: None,
         })
+    }
+
+    /// A syncer that syncs each append on the submitting thread before it
+    /// returns (no group commit; the simulation's mode).
+    pub fn inline(log: Arc<Mutex<Log>>) -> Syncer {
+        Syncer {
+            tx: None,
+            thread: None,
+            inline: Some(log),
+        }
     }
 
     /// Queues an append; its callback is completed once it is durable.
     pub fn submit(&self, req: SyncReq) {
+        if let Some(log) = &self.inline {
+            complete(vec![req], log);
+            return;
+        }
         match &self.tx {
             Some(tx) => {
                 if let Err(mpsc::SendError(req)) = tx.send(req) {
@@ -72,6 +89,13 @@ fn run(rx: mpsc::Receiver<SyncReq>, log: Arc<Mutex<Log>>) {
         while let Ok(more) = rx.try_recv() {
             batch.push(more);
         }
+        complete(batch, &log);
+    }
+}
+
+/// Covers a batch of appends with one sync per file, then completes them.
+fn complete(batch: Vec<SyncReq>, log: &Mutex<Log>) {
+    {
         let failed = log.lock().failed.clone();
         let res = match failed {
             Some(why) => Err(why),
