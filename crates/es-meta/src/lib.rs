@@ -22,6 +22,7 @@
 
 pub mod control;
 pub mod image;
+pub mod net;
 pub mod records;
 pub mod rt;
 pub mod store;
