@@ -23,6 +23,15 @@ pub enum ControlRequest {
     },
     /// Who are you: the receiver's node id and data-directory id.
     Hello,
+    /// A node that is not a voter asks to follow the log as a learner.
+    Join { node_id: NodeId, node: NodeAddr },
+    /// Make a learner a voter (KIP-853's AddRaftVoter).
+    AddVoter { node_id: NodeId },
+    /// Make a voter a learner again, or remove it entirely (RemoveRaftVoter).
+    RemoveVoter {
+        node_id: NodeId,
+        keep_as_learner: bool,
+    },
 }
 
 /// The answer to a [`ControlRequest`].
@@ -35,11 +44,15 @@ pub enum ControlReply {
     NotLeader { leader: Option<(NodeId, NodeAddr)> },
     /// The heartbeat was taken; whether the broker is fenced now.
     Heartbeat { fenced: bool },
-    /// The receiver's identity.
+    /// The receiver's identity, and the quorum's members as it knows them
+    /// (empty when it was never initialized).
     Hello {
         node_id: NodeId,
         directory_id: String,
+        members: Vec<(NodeId, NodeAddr)>,
     },
+    /// A membership change was committed.
+    Done,
     /// The request failed; the message says why.
     Error { message: String },
 }

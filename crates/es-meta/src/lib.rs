@@ -16,6 +16,7 @@
 //! apply), [`store`] (the Raft log, vote and snapshots on disk under
 //! `data/meta/`), [`net`] (Raft RPCs between nodes on their own listener),
 //! [`rt`] (the runtime openraft runs on, seedable for the simulation),
+//! [`session`] (broker registration, heartbeats, fencing),
 //! [`control`] (the requests nodes send each other besides Raft's own),
 //! [`node`] (one node of the quorum, as the broker uses it).
 //! It knows nothing of Kafka's wire protocol.
@@ -23,8 +24,10 @@
 pub mod control;
 pub mod image;
 pub mod net;
+pub mod node;
 pub mod records;
 pub mod rt;
+pub mod session;
 pub mod store;
 
 pub use image::{MetaEvent, MetaImage};
@@ -66,6 +69,10 @@ openraft::declare_raft_types!(
 /// directories here. Called on a blocking thread; an error stops the state
 /// machine (openraft treats it as a storage error), because a node whose
 /// files disagree with its applied state must not go on.
+///
+/// It must be idempotent: entries after the last snapshot are applied
+/// again at every restart, and opening the store materializes the
+/// snapshot's whole image once more (see `store::snapshot`).
 pub trait Materializer: Send + Sync + std::fmt::Debug + 'static {
     fn materialize(&self, image: &MetaImage, events: &[MetaEvent]) -> std::io::Result<()>;
 }

@@ -243,9 +243,15 @@ impl ControlHandler for TestControl {
                 ControlRequest::Hello => ControlReply::Hello {
                     node_id: self.node_id,
                     directory_id: self.directory_id.clone(),
+                    members: vec![],
                 },
                 ControlRequest::Heartbeat { broker_id, .. } => ControlReply::Heartbeat {
                     fenced: broker_id % 2 == 1,
+                },
+                ControlRequest::Join { .. }
+                | ControlRequest::AddVoter { .. }
+                | ControlRequest::RemoveVoter { .. } => ControlReply::Error {
+                    message: "not in this test".into(),
                 },
                 ControlRequest::Write { request } => match self.raft.client_write(request).await {
                     Ok(r) => ControlReply::Written {
@@ -419,7 +425,8 @@ async fn control_requests_round_trip() {
         hello(&net, &node).await.unwrap(),
         ControlReply::Hello {
             node_id: 7,
-            directory_id: "dir-7".into()
+            directory_id: "dir-7".into(),
+            members: vec![],
         }
     );
     for (broker_id, fenced) in [(3, true), (4, false)] {

@@ -557,66 +557,69 @@ async fn run(seed: u64) -> Result<Outcome, Vec<String>> {
             "the quorum did not settle after healing: {states:?}"
         ));
     }
-    let seen = seen.lock();
-    // The same image at the same index on every node.
-    let mut by_index: BTreeMap<u64, (u64, &String)> = BTreeMap::new();
-    for (id, images) in &seen.images {
-        for (index, img) in images {
-            match by_index.get(index) {
-                Some((other, known)) if *known != img => {
-                    violations.push(format!("index {index}: node {id} and node {other} differ"))
-                }
-                Some(_) => {}
-                None => {
-                    by_index.insert(*index, (*id, img));
+    let (trace, terms) = {
+        let seen = seen.lock();
+        // The same image at the same index on every node.
+        let mut by_index: BTreeMap<u64, (u64, &String)> = BTreeMap::new();
+        for (id, images) in &seen.images {
+            for (index, img) in images {
+                match by_index.get(index) {
+                    Some((other, known)) if *known != img => {
+                        violations.push(format!("index {index}: node {id} and node {other} differ"))
+                    }
+                    Some(_) => {}
+                    None => {
+                        by_index.insert(*index, (*id, img));
+                    }
                 }
             }
         }
-    }
-    // Every acknowledged topic on every node, once.
-    for (id, node) in &nodes {
-        let Some(raft) = &node.raft else { continue };
-        let _ = raft;
-        let last = seen.images.get(id).and_then(|m| m.iter().next_back());
-        let Some((_, json)) = last else {
-            violations.push(format!("node {id} applied nothing"));
-            continue;
-        };
-        let img: es_meta::MetaImage = serde_json::from_str(json).expect("image parses");
-        if std::env::var("ES_SIM_DEBUG").is_ok() {
-            let idx = seen
-                .images
-                .get(id)
-                .and_then(|m| m.keys().next_back())
-                .copied();
-            eprintln!(
-                "node {id}: last applied {idx:?}, {} topics, metrics {:?}",
-                img.topics.len(),
-                node.raft.as_ref().map(|r| r.metrics().borrow().clone())
-            );
-        }
-        for name in &acked {
-            if !img.topics.contains_key(name) {
-                violations.push(format!("node {id} lost acknowledged topic {name}"));
+        // Every acknowledged topic on every node, once.
+        for (id, node) in &nodes {
+            let Some(raft) = &node.raft else { continue };
+            let _ = raft;
+            let last = seen.images.get(id).and_then(|m| m.iter().next_back());
+            let Some((_, json)) = last else {
+                violations.push(format!("node {id} applied nothing"));
+                continue;
+            };
+            let img: es_meta::MetaImage = serde_json::from_str(json).expect("image parses");
+            if std::env::var("ES_SIM_DEBUG").is_ok() {
+                let idx = seen
+                    .images
+                    .get(id)
+                    .and_then(|m| m.keys().next_back())
+                    .copied();
+                eprintln!(
+                    "node {id}: last applied {idx:?}, {} topics, metrics {:?}",
+                    img.topics.len(),
+                    node.raft.as_ref().map(|r| r.metrics().borrow().clone())
+                );
+            }
+            for name in &acked {
+                if !img.topics.contains_key(name) {
+                    violations.push(format!("node {id} lost acknowledged topic {name}"));
+                }
+            }
+            let ids: BTreeSet<_> = img.topics.values().map(|t| t.id.clone()).collect();
+            if ids.len() != img.topics.len() {
+                violations.push(format!("node {id} has a topic twice"));
             }
         }
-        let ids: BTreeSet<_> = img.topics.values().map(|t| t.id.clone()).collect();
-        if ids.len() != img.topics.len() {
-            violations.push(format!("node {id} has a topic twice"));
-        }
-    }
+        let trace = format!("{:?} {:?}", seen.leaders, seen.images);
+        (trace, seen.leaders.len())
+    };
     for node in nodes.values() {
         if let Some(r) = &node.raft {
             let _ = r.shutdown().await;
         }
     }
-    let trace = format!("{:?} {:?}", seen.leaders, seen.images);
     if violations.is_empty() {
         Ok(Outcome {
             acked: acked.len(),
             crashes,
             partitions,
-            terms: seen.leaders.len(),
+            terms,
             trace,
         })
     } else {
