@@ -9,6 +9,7 @@
 mod background;
 mod dump_log;
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -45,6 +46,18 @@ struct Args {
     /// HOST:PORT clients are told to connect to (default: the listen address).
     #[arg(long)]
     advertised_listener: Option<String>,
+    /// This node's id (Kafka's node.id): a broker id and, in a cluster, a
+    /// member of the metadata quorum. Never reused.
+    #[arg(long, default_value_t = 0)]
+    node_id: i32,
+    /// The metadata quorum's voters, ID@HOST:PORT,... (their Raft
+    /// listeners). Absent: a one-voter quorum of this node alone.
+    #[arg(long, value_parser = parse_voters)]
+    controller_quorum_voters: Option<BTreeMap<u64, String>>,
+    /// Where this node's Raft listener binds (HOST:PORT); needed in a
+    /// cluster, unused alone.
+    #[arg(long)]
+    controller_listen: Option<String>,
     /// Fsync once this many records wait; 1 = fsync before every acknowledgement.
     #[arg(long, default_value_t = 1)]
     flush_every_records: u64,
@@ -130,6 +143,29 @@ fn worker_threads(asked: usize, cpus: usize) -> usize {
 }
 
 /// Parses `1s`, `250ms`, `2m`, `1h`, or a bare number of seconds.
+/// `1@host:port,2@host:port`: Kafka's `controller.quorum.voters`.
+fn parse_voters(s: &str) -> Result<BTreeMap<u64, String>, String> {
+    let mut out = BTreeMap::new();
+    for v in s.split(',').map(str::trim).filter(|v| !v.is_empty()) {
+        let (id, addr) = v
+            .split_once('@')
+            .ok_or_else(|| format!("{v:?} is not ID@HOST:PORT"))?;
+        let id: u64 = id
+            .parse()
+            .map_err(|_| format!("{v:?}: {id:?} is not a node id"))?;
+        if split_host_port(addr).is_none() {
+            return Err(format!("{v:?}: {addr:?} is not HOST:PORT"));
+        }
+        if out.insert(id, addr.to_string()).is_some() {
+            return Err(format!("node {id} is listed twice"));
+        }
+    }
+    if out.is_empty() {
+        return Err("no voters given".into());
+    }
+    Ok(out)
+}
+
 fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
     let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
@@ -234,12 +270,36 @@ async fn run(args: Args, storage: Storage) -> anyhow::Result<()> {
     config.group_min_session_timeout_ms = args.group_min_session_timeout_ms;
     config.group_max_session_timeout_ms = args.group_max_session_timeout_ms;
     config.fetch_read_ahead_bytes = args.fetch_read_ahead_mb.saturating_mul(1024 * 1024);
+    if args.node_id < 0 {
+        bail!("--node-id must not be negative");
+    }
+    config.node_id = args.node_id;
 
     tracing::info!(data_dir = %args.data_dir.display(), "opening data directory");
     let (broker, timers) = tokio::task::spawn_blocking(move || Broker::open(config))
         .await
         .context("opening the data directory")?
         .context("opening the data directory")?;
+    let mut meta = broker.single_node_metadata();
+    if let Some(voters) = &args.controller_quorum_voters {
+        if args.controller_listen.is_none() {
+            // The leader sends the log to voters and learners alike.
+            bail!(
+                "in a cluster every node needs --controller-listen HOST:PORT (its Raft listener)"
+            );
+        }
+        meta.voters = voters.clone();
+    }
+    meta.listen = args.controller_listen.clone();
+    meta.advertised = args
+        .controller_quorum_voters
+        .as_ref()
+        .and_then(|v| v.get(&meta.node_id).cloned())
+        .or_else(|| args.controller_listen.clone());
+    broker
+        .start_metadata(meta)
+        .await
+        .context("starting the metadata quorum")?;
     tracing::info!(
         cluster_id = broker.cluster_id(),
         node_id = broker.node_id(),
@@ -289,6 +349,7 @@ async fn run(args: Args, storage: Storage) -> anyhow::Result<()> {
             tracing::error!(error = %e, "background task failed");
         }
     }
+    broker.stop_metadata().await;
     tracing::info!("closing partitions");
     let b = broker.clone();
     tokio::task::spawn_blocking(move || b.close())

@@ -19,7 +19,7 @@
 use std::any::{Any, TypeId};
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, OnceLock, Weak};
 use std::time::Duration;
 
 use es_storage::{
@@ -36,9 +36,13 @@ use crate::config::{
 use crate::errors::{code, ResponseError};
 use crate::groups::{Coordinator, GroupConfig};
 use crate::partition_log::PartitionLog;
-use crate::topics::{self, PartitionSlot, Topic, PARTITIONS_MAX};
+use crate::topics::{self, PartitionSlot, Topic};
 use crate::txn::groups::{GroupsSink, TopicIds};
 use crate::txn::{Partitions, TxnConfig, TxnCoordinator};
+
+#[path = "broker_quorum.rs"]
+mod quorum;
+pub use quorum::BrokerFiles;
 
 /// Kafka's `socket.request.max.bytes` default: the largest frame we read.
 pub const FRAME_BYTES_MAX_DEFAULT: usize = 100 * 1024 * 1024;
@@ -159,9 +163,9 @@ pub fn split_host_port(s: &str) -> Option<(String, i32)> {
 
 /// `data/meta.json`: the broker's stable identity.
 #[derive(Clone, Debug, Serialize, Deserialize)]
-struct BrokerMeta {
-    cluster_id: String,
-    node_id: i32,
+pub(crate) struct BrokerMeta {
+    pub(crate) cluster_id: String,
+    pub(crate) node_id: i32,
 }
 
 /// A Kafka cluster id: a random UUID in URL-safe base64 without padding (22 chars).
@@ -234,12 +238,15 @@ impl From<StorageError> for AdminError {
 #[derive(Debug)]
 pub struct Broker {
     config: BrokerConfig,
-    cluster_id: String,
+    /// From `meta.json`; a node that joins a cluster takes the quorum's.
+    cluster_id: RwLock<String>,
     fs: Arc<dyn Fs>,
     storage: Storage,
     topics_dir: PathBuf,
     topics: RwLock<BTreeMap<String, Arc<Topic>>>,
-    admin: tokio::sync::Mutex<()>,
+    /// This broker's node of the metadata quorum, once started
+    /// ([`Broker::start_metadata`]); admin changes go through it.
+    meta: OnceLock<Arc<es_meta::node::MetaNode>>,
     /// The group coordinator: consumer groups and their committed offsets.
     groups: Arc<Coordinator>,
     /// Flips to true when shutdown begins: parked fetches answer at once.
@@ -324,12 +331,12 @@ impl Broker {
             config.storage.clock.clone(),
         )?;
         let broker = Arc::new(Broker {
-            cluster_id: identity.cluster_id,
+            cluster_id: RwLock::new(identity.cluster_id),
             fs,
             storage,
             topics_dir,
             topics: RwLock::new(topics),
-            admin: tokio::sync::Mutex::new(()),
+            meta: OnceLock::new(),
             groups,
             stopping: tokio::sync::watch::Sender::new(false),
             txn: Arc::new(txn),
@@ -346,12 +353,35 @@ impl Broker {
         Ok((broker, timers))
     }
 
-    /// [`Broker::open`], with its timers started on the current tokio
-    /// runtime ([`Timers::spawn`]): for tests and tools. Blocking.
-    pub fn open_running(config: BrokerConfig) -> Result<Arc<Broker>, StorageError> {
-        let (broker, timers) = Broker::open(config)?;
+    /// [`Broker::open`] on a blocking thread, with its timers started on
+    /// the current tokio runtime ([`Timers::spawn`]) and its metadata quorum
+    /// the embedded one-voter default: for tests and tools.
+    pub async fn open_running(config: BrokerConfig) -> Result<Arc<Broker>, StorageError> {
+        let (broker, timers) = tokio::task::spawn_blocking(move || Broker::open(config))
+            .await
+            .map_err(|e| StorageError::Metadata {
+                file: "data directory".into(),
+                why: e.to_string(),
+            })??;
         timers.spawn();
+        broker
+            .start_metadata(broker.single_node_metadata())
+            .await
+            .map_err(|e| StorageError::Metadata {
+                file: "data/meta".into(),
+                why: e.to_string(),
+            })?;
         Ok(broker)
+    }
+
+    /// The metadata options of the embedded default: a one-voter quorum of
+    /// this node, in `data/meta`, with no Raft listener.
+    pub fn single_node_metadata(&self) -> es_meta::node::MetaOptions {
+        es_meta::node::MetaOptions::new(
+            u64::try_from(self.config.node_id).unwrap_or(0),
+            self.config.data_dir.join("meta"),
+            self.fs.clone(),
+        )
     }
 
     /// Starts shutdown: long-polling fetches stop waiting and answer.
@@ -382,8 +412,8 @@ impl Broker {
         self.config.node_id
     }
 
-    pub fn cluster_id(&self) -> &str {
-        &self.cluster_id
+    pub fn cluster_id(&self) -> String {
+        self.cluster_id.read().clone()
     }
 
     /// The transaction coordinator.
@@ -461,104 +491,12 @@ impl Broker {
         self.dynamic.read().clone()
     }
 
-    /// Changes the dynamic broker configs: `change` edits a copy (and may
-    /// refuse); unless `validate_only`, the result is written to
-    /// `broker_configs.json` (atomically, synced) and then applied to every
-    /// topic. Serialised with the other admin operations, so a concurrent
-    /// topic create or config change never sees a half-applied change.
-    pub async fn update_dynamic_configs(
-        &self,
-        validate_only: bool,
-        change: impl FnOnce(&mut DynamicBrokerConfigs) -> Result<(), AdminError>,
-    ) -> Result<(), AdminError> {
-        let _admin = self.admin.lock().await;
-        let mut next = DynamicBrokerConfigs::clone(&self.dynamic_configs());
-        change(&mut next)?;
-        if validate_only || next == *self.dynamic_configs() {
-            return Ok(());
-        }
-        let fs = self.fs.clone();
-        let path = self.config.data_dir.join(BROKER_CONFIGS_FILE);
-        let to_write = next.clone();
-        tokio::task::spawn_blocking(move || meta::write_json(fs.as_ref(), &path, &to_write))
-            .await
-            .map_err(|e| AdminError::new(ResponseError::UnknownServerError, e.to_string()))??;
-        *self.dynamic.write() = Arc::new(next);
-        let defaults = self.topic_defaults();
-        for t in self.topics() {
-            t.apply_broker_defaults(defaults.clone());
-        }
-        tracing::info!("altered dynamic broker configs");
-        Ok(())
-    }
-
     /// Validates a topic config map against the broker defaults.
     pub fn topic_config(
         &self,
         overrides: BTreeMap<String, String>,
     ) -> Result<TopicConfig, ConfigError> {
         TopicConfig::new(overrides, self.topic_defaults())
-    }
-
-    /// Creates a topic (or only validates the request). `partitions` of -1
-    /// means the broker default.
-    pub async fn create_topic(
-        &self,
-        name: &str,
-        partitions: i32,
-        overrides: BTreeMap<String, String>,
-        validate_only: bool,
-    ) -> Result<Option<Arc<Topic>>, AdminError> {
-        topics::validate_topic_name(name)
-            .map_err(|m| AdminError::new(ResponseError::InvalidTopicException, m))?;
-        let partitions = if partitions == -1 {
-            self.config.default_partitions
-        } else {
-            partitions
-        };
-        if !(1..=PARTITIONS_MAX).contains(&partitions) {
-            return Err(AdminError::new(
-                ResponseError::InvalidPartitions,
-                format!("number of partitions must be in [1, {PARTITIONS_MAX}], got {partitions}"),
-            ));
-        }
-        // Validate before waiting; build again under the lock, where the
-        // dynamic broker configs cannot change under us.
-        self.topic_config(overrides.clone())?;
-        let _admin = self.admin.lock().await;
-        let config = self.topic_config(overrides)?;
-        if self.topic(name).is_some() {
-            return Err(AdminError::new(
-                ResponseError::TopicAlreadyExists,
-                format!("Topic '{name}' already exists."),
-            ));
-        }
-        if let Some(clash) = self
-            .topics
-            .read()
-            .keys()
-            .find(|k| k.replace('.', "_") == name.replace('.', "_"))
-        {
-            return Err(AdminError::new(
-                ResponseError::InvalidTopicException,
-                format!("Topic '{name}' collides with existing topic: {clash}"),
-            ));
-        }
-        if validate_only {
-            return Ok(None);
-        }
-        let storage = self.storage.clone();
-        let dir = self.topics_dir.clone();
-        let n = name.to_string();
-        let topic = tokio::task::spawn_blocking(move || {
-            topics::create_topic(&storage, &dir, &n, partitions, config)
-        })
-        .await
-        .map_err(|e| AdminError::new(ResponseError::UnknownServerError, e.to_string()))??;
-        let topic = Arc::new(topic);
-        self.topics.write().insert(name.to_string(), topic.clone());
-        tracing::info!(topic = name, partitions, id = %topic.id, "created topic");
-        Ok(Some(topic))
     }
 
     /// Returns `__consumer_offsets`, creating it first if it does not exist,
@@ -616,88 +554,6 @@ impl Broker {
             }
             Err(e) => Err(e),
         }
-    }
-
-    /// Deletes a topic.
-    pub async fn delete_topic(&self, name: &str) -> Result<Arc<Topic>, AdminError> {
-        let _admin = self.admin.lock().await;
-        let Some(topic) = self.topics.write().remove(name) else {
-            return Err(AdminError::new(
-                ResponseError::UnknownTopicOrPartition,
-                format!("unknown topic {name}"),
-            ));
-        };
-        let fs = self.fs.clone();
-        let dir = self.topics_dir.clone();
-        let t = topic.clone();
-        tokio::task::spawn_blocking(move || topics::delete_topic(&fs, &dir, &t))
-            .await
-            .map_err(|e| AdminError::new(ResponseError::UnknownServerError, e.to_string()))??;
-        tracing::info!(topic = name, "deleted topic");
-        Ok(topic)
-    }
-
-    /// Grows a topic to `count` partitions.
-    pub async fn create_partitions(
-        &self,
-        name: &str,
-        count: i32,
-        validate_only: bool,
-    ) -> Result<(), AdminError> {
-        let _admin = self.admin.lock().await;
-        let topic = self.topic(name).ok_or_else(|| {
-            AdminError::new(
-                ResponseError::UnknownTopicOrPartition,
-                format!("unknown topic {name}"),
-            )
-        })?;
-        let current = topic.partition_count();
-        if count <= current {
-            return Err(AdminError::new(ResponseError::InvalidPartitions, format!("Topic currently has {current} partitions, which is higher than the requested {count}.")));
-        }
-        if count > PARTITIONS_MAX {
-            return Err(AdminError::new(
-                ResponseError::InvalidPartitions,
-                format!("at most {PARTITIONS_MAX} partitions"),
-            ));
-        }
-        if validate_only {
-            return Ok(());
-        }
-        let storage = self.storage.clone();
-        let t = topic.clone();
-        tokio::task::spawn_blocking(move || t.add_partitions(&storage, count))
-            .await
-            .map_err(|e| AdminError::new(ResponseError::UnknownServerError, e.to_string()))??;
-        tracing::info!(topic = name, from = current, to = count, "added partitions");
-        Ok(())
-    }
-
-    /// Replaces a topic's config overrides with `overrides` (validated first).
-    pub async fn set_topic_config(
-        &self,
-        name: &str,
-        overrides: BTreeMap<String, String>,
-        validate_only: bool,
-    ) -> Result<(), AdminError> {
-        let _admin = self.admin.lock().await;
-        let topic = self.topic(name).ok_or_else(|| {
-            AdminError::new(
-                ResponseError::UnknownTopicOrPartition,
-                format!("unknown topic {name}"),
-            )
-        })?;
-        let config = self.topic_config(overrides)?;
-        if validate_only {
-            return Ok(());
-        }
-        let fs = self.fs.clone();
-        let t = topic.clone();
-        tokio::task::spawn_blocking(move || t.set_config(fs.as_ref(), config))
-            .await
-            .map_err(|e| AdminError::new(ResponseError::UnknownServerError, e.to_string()))??;
-        tracing::info!(topic = name, "altered topic config");
-        Ok(())
     }
 
     /// Runs every partition's time-based flush. Blocking; the binary calls it
@@ -918,6 +774,7 @@ mod tests {
     async fn dynamic_broker_configs_reach_every_partition_and_new_topics() {
         let dir = tempfile::tempdir().expect("tmp");
         let b = Broker::open_running(BrokerConfig::new(dir.path().join("data"), "127.0.0.1:0"))
+            .await
             .expect("open");
         b.create_topic("old", 2, BTreeMap::new(), false)
             .await
@@ -963,18 +820,20 @@ mod tests {
         assert!(refused.is_err());
         assert_eq!(b.topic("old").expect("old").config().flush_messages(), 1234);
         // Written through: a reopened broker loads the same configs.
+        b.stop_metadata().await;
         b.close().expect("close");
         let dynamic = b.dynamic_configs();
         drop(b);
         let b = Broker::open_running(BrokerConfig::new(dir.path().join("data"), "127.0.0.1:0"))
+            .await
             .expect("reopen");
         assert_eq!(b.dynamic_configs(), dynamic);
         assert_eq!(b.topic("old").expect("old").config().flush_messages(), 1234);
         b.close().expect("close");
     }
 
-    #[test]
-    fn invalid_persisted_dynamic_configs_are_dropped() {
+    #[tokio::test]
+    async fn invalid_persisted_dynamic_configs_are_dropped() {
         let dir = tempfile::tempdir().expect("tmp");
         let data = dir.path().join("data");
         std::fs::create_dir_all(&data).expect("mkdir");
@@ -983,7 +842,9 @@ mod tests {
             r#"{"broker": {"log.retention.ms": "5", "broker.id": "3", "log.flush.interval.ms": "x"}}"#,
         )
         .expect("write");
-        let b = Broker::open_running(BrokerConfig::new(data, "127.0.0.1:0")).expect("open");
+        let b = Broker::open_running(BrokerConfig::new(data, "127.0.0.1:0"))
+            .await
+            .expect("open");
         let d = b.dynamic_configs();
         assert_eq!(
             d.broker,
@@ -1011,6 +872,9 @@ mod tests {
             .await
             .expect("join")
             .expect("open");
+        b.start_metadata(b.single_node_metadata())
+            .await
+            .expect("metadata");
         b.create_topic("t", 1, BTreeMap::new(), false)
             .await
             .expect("create");

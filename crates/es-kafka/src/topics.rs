@@ -401,6 +401,7 @@ pub fn create_topic(
     storage: &Storage,
     topics_dir: &Path,
     name: &str,
+    id: Uuid,
     partitions: i32,
     config: TopicConfig,
 ) -> Result<Topic, StorageError> {
@@ -411,7 +412,6 @@ pub fn create_topic(
         fs.remove_dir_all(&dir)?;
     }
     fs.create_dir_all(&dir)?;
-    let id = Uuid::new_v4();
     let mut slots = Vec::with_capacity(partitions.max(0) as usize);
     for i in 0..partitions {
         slots.push(open_partition(storage, &dir, i, &config)?);
@@ -582,6 +582,7 @@ mod tests {
             &storage,
             &topics,
             "t",
+            Uuid::new_v4(),
             1,
             topic_config(&[("max.message.bytes", "2048")]),
         )

@@ -27,6 +27,8 @@ pub enum ControlRequest {
     Join { node_id: NodeId, node: NodeAddr },
     /// Make a learner a voter (KIP-853's AddRaftVoter).
     AddVoter { node_id: NodeId },
+    /// The quorum as its leader sees it (Kafka's DescribeQuorum).
+    DescribeQuorum,
     /// Make a voter a learner again, or remove it entirely (RemoveRaftVoter).
     RemoveVoter {
         node_id: NodeId,
@@ -53,6 +55,31 @@ pub enum ControlReply {
     },
     /// A membership change was committed.
     Done,
+    /// The answer to [`ControlRequest::DescribeQuorum`].
+    Quorum(QuorumState),
     /// The request failed; the message says why.
     Error { message: String },
+}
+
+/// One member of the quorum, as the leader sees it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReplicaState {
+    pub node_id: NodeId,
+    pub node: NodeAddr,
+    /// The index after the last entry the leader knows this member holds
+    /// (Kafka's log end offset); None if unknown.
+    pub log_end: Option<u64>,
+}
+
+/// The quorum as its leader sees it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QuorumState {
+    pub leader_id: NodeId,
+    /// The Raft term (Kafka's leader epoch).
+    pub term: u64,
+    /// The index after the last applied entry (Kafka's high watermark).
+    pub high_watermark: u64,
+    pub voters: Vec<ReplicaState>,
+    /// Learners (Kafka's observers).
+    pub observers: Vec<ReplicaState>,
 }

@@ -30,7 +30,7 @@ use openraft::{Config, Raft, ServerState};
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
-use crate::control::{ControlReply, ControlRequest};
+use crate::control::{ControlReply, ControlRequest, QuorumState, ReplicaState};
 use crate::net::{ControlHandler, NetError, Network};
 use crate::session::Sessions;
 use crate::store::{self, Applied};
@@ -414,6 +414,14 @@ impl MetaNode {
         &self.sessions
     }
 
+    /// The quorum as its leader sees it.
+    pub async fn describe_quorum(&self) -> Result<QuorumState, MetaError> {
+        match self.forward(ControlRequest::DescribeQuorum).await? {
+            ControlReply::Quorum(q) => Ok(q),
+            other => Err(MetaError::Fatal(format!("unexpected reply {other:?}"))),
+        }
+    }
+
     /// Proposes one entry and answers once it is committed and applied:
     /// the log index and the state machine's answer.
     pub async fn write(&self, request: MetaRequest) -> Result<(u64, MetaResponse), MetaError> {
@@ -492,6 +500,37 @@ impl MetaNode {
                     .get(&broker_id)
                     .is_none_or(|b| b.fenced || b.epoch != broker_epoch);
                 ControlReply::Heartbeat { fenced }
+            }
+            ControlRequest::DescribeQuorum => {
+                let m = self.raft.metrics().borrow().clone();
+                if m.state != ServerState::Leader {
+                    return self.not_leader();
+                }
+                let membership = m.membership_config.membership();
+                let replication = m.replication.clone().unwrap_or_default();
+                let replica = |id: &NodeId, node: &NodeAddr| ReplicaState {
+                    node_id: *id,
+                    node: node.clone(),
+                    log_end: if *id == self.id {
+                        Some(m.last_log_index.map_or(0, |i| i + 1))
+                    } else {
+                        replication
+                            .get(id)
+                            .map(|l| l.as_ref().map_or(0, |l| l.index + 1))
+                    },
+                };
+                let voter_ids: BTreeSet<NodeId> = membership.voter_ids().collect();
+                let (voters, observers): (Vec<_>, Vec<_>) = membership
+                    .nodes()
+                    .map(|(id, n)| (voter_ids.contains(id), replica(id, n)))
+                    .partition(|(v, _)| *v);
+                ControlReply::Quorum(QuorumState {
+                    leader_id: self.id,
+                    term: m.current_term,
+                    high_watermark: m.last_applied.map_or(0, |l| l.index + 1),
+                    voters: voters.into_iter().map(|(_, r)| r).collect(),
+                    observers: observers.into_iter().map(|(_, r)| r).collect(),
+                })
             }
             ControlRequest::Join { node_id, node } => {
                 let known = self

@@ -249,6 +249,7 @@ impl ControlHandler for TestControl {
                     fenced: broker_id % 2 == 1,
                 },
                 ControlRequest::Join { .. }
+                | ControlRequest::DescribeQuorum
                 | ControlRequest::AddVoter { .. }
                 | ControlRequest::RemoveVoter { .. } => ControlReply::Error {
                     message: "not in this test".into(),

@@ -25,10 +25,7 @@ pub fn config_in(dir: &Path, listen: &str) -> BrokerConfig {
 /// Opens a broker with `cfg` (on a blocking thread, as the binary does)
 /// with its timers running.
 pub async fn open_running(cfg: BrokerConfig) -> Arc<Broker> {
-    tokio::task::spawn_blocking(move || Broker::open_running(cfg))
-        .await
-        .expect("join")
-        .expect("open")
+    Broker::open_running(cfg).await.expect("open")
 }
 
 /// Creates topic `name` with `partitions` partitions and no overrides.

@@ -35,6 +35,15 @@ impl BrokerProcess {
     /// earlier run) with the flags `extra` (`--log-level info` unless they
     /// name a level), and waits until it listens.
     pub fn start(exe: &Path, data_dir: impl Into<PathBuf>, extra: &[&str]) -> BrokerProcess {
+        let mut b = BrokerProcess::spawn(exe, data_dir, extra);
+        b.wait_listening();
+        b
+    }
+
+    /// Starts the binary as [`BrokerProcess::start`] does, without waiting:
+    /// the nodes of a cluster can be ready only once enough of them run.
+    /// Call [`BrokerProcess::wait_listening`] next.
+    pub fn spawn(exe: &Path, data_dir: impl Into<PathBuf>, extra: &[&str]) -> BrokerProcess {
         let data_dir = data_dir.into();
         let mut cmd = Command::new(exe);
         cmd.arg("--data-dir")
@@ -70,17 +79,21 @@ impl BrokerProcess {
                 }
             });
         }
-        let mut b = BrokerProcess {
+        BrokerProcess {
             child: Some(child),
             addr: String::new(),
             data_dir,
             log,
             lines: rx,
-        };
-        let line = b.wait_for_line(LISTENING, START_TIMEOUT);
+        }
+    }
+
+    /// Waits until the broker accepts connections (after it registered
+    /// with the metadata quorum) and reads its address from the log.
+    pub fn wait_listening(&mut self) {
+        let line = self.wait_for_line(LISTENING, START_TIMEOUT);
         let rest = &line[line.find(LISTENING).expect("marker") + LISTENING.len()..];
-        b.addr = rest.split_whitespace().next().expect("address").to_string();
-        b
+        self.addr = rest.split_whitespace().next().expect("address").to_string();
     }
 
     /// Waits for a log line containing `needle`, failing the test after `timeout`.

@@ -3,11 +3,9 @@
 //! process): DescribeQuorum, ListPartitionReassignments,
 //! AlterPartitionReassignments, AlterReplicaLogDirs, ListConfigResources.
 //!
-//! es has no KRaft quorum and no metadata log: DescribeQuorum reports this
-//! node as the only voter and leader of `__cluster_metadata`-0 at epoch 1
-//! (the first election of a new KRaft cluster), with high watermark and log
-//! end offset 0, since there is no metadata log whose offsets it could
-//! report. Every partition's only replica is this node in its one log
+//! DescribeQuorum reports es's metadata quorum (es-meta) as its leader sees
+//! it: the Raft term as the leader epoch, Raft indexes as offsets of
+//! `__cluster_metadata`-0. Every partition's only replica is this node in its one log
 //! directory (the data directory), so no reassignment is ever in progress
 //! and the only valid target is the current one.
 
@@ -38,8 +36,6 @@ use crate::errors::{code, ResponseError, NONE};
 
 /// KRaft's metadata topic, the one partition DescribeQuorum describes.
 pub const METADATA_TOPIC: &str = "__cluster_metadata";
-/// The leader epoch es reports for its (implicit) quorum.
-pub const QUORUM_LEADER_EPOCH: i32 = 1;
 /// Kafka's ConfigResource.Type codes ListConfigResources knows besides
 /// topic, broker and broker logger.
 pub const RESOURCE_CLIENT_METRICS: i8 = 16;
@@ -49,69 +45,119 @@ fn s(v: impl Into<String>) -> StrBytes {
     StrBytes::from_string(v.into())
 }
 
-/// DescribeQuorum (v0-2).
-pub fn describe_quorum(
+/// DescribeQuorum (v0-2): the metadata quorum as its leader sees it,
+/// forwarded there from any node. Voters' and observers' log end offsets
+/// are the Raft index after the last entry the leader knows each holds;
+/// the high watermark is the index after the leader's last applied entry.
+/// Fetch times are known only for the leader itself (-1 for the others,
+/// Kafka's "unknown"). The nodes' listeners are their Raft listeners
+/// (CONTROLLER); a one-voter quorum without one reports the broker's own.
+pub async fn describe_quorum(
     ctx: &Ctx,
     req: DescribeQuorumRequest,
 ) -> Result<Option<Bytes>, RequestError> {
     let v = ctx.version;
     let b = &ctx.broker;
-    let node = BrokerId(b.node_id());
     let now = b.clock().now_ms();
     let mut r = DescribeQuorumResponse::default();
     if v >= 2 {
         r.error_message = Some(StrBytes::default());
     }
-    let mut described = false;
     // Kafka's KRaft client answers only a request for exactly one topic
     // with exactly one partition; anything else gets
     // UNKNOWN_TOPIC_OR_PARTITION for every partition it names.
     let one = req.topics.len() == 1 && req.topics.iter().all(|t| t.partitions.len() == 1);
+    let wanted = one
+        && req.topics.iter().all(|t| {
+            t.topic_name.0.as_str() == METADATA_TOPIC
+                && t.partitions.iter().all(|p| p.partition_index == 0)
+        });
+    let quorum = match (wanted, b.metadata()) {
+        (true, Some(m)) => Some(m.describe_quorum().await),
+        _ => None,
+    };
+    let mut nodes = Vec::new();
     for t in req.topics {
         let mut td = dq::TopicData::default();
-        let is_metadata = one && t.topic_name.0.as_str() == METADATA_TOPIC;
         td.topic_name = t.topic_name;
         for p in t.partitions {
             let mut pd = dq::PartitionData::default();
             pd.partition_index = p.partition_index;
-            if is_metadata && p.partition_index == 0 {
-                described = true;
-                pd.error_code = NONE;
-                if v >= 2 {
-                    pd.error_message = Some(StrBytes::default());
+            match &quorum {
+                Some(Ok(q)) => {
+                    pd.error_code = NONE;
+                    if v >= 2 {
+                        pd.error_message = Some(StrBytes::default());
+                    }
+                    pd.leader_id = BrokerId(i32::try_from(q.leader_id).unwrap_or(-1));
+                    pd.leader_epoch = i32::try_from(q.term).unwrap_or(i32::MAX);
+                    pd.high_watermark = i64::try_from(q.high_watermark).unwrap_or(i64::MAX);
+                    let replica = |rs: &es_meta::control::ReplicaState| {
+                        let mut st = ReplicaState::default();
+                        st.replica_id = BrokerId(i32::try_from(rs.node_id).unwrap_or(-1));
+                        st.log_end_offset =
+                            rs.log_end.and_then(|e| i64::try_from(e).ok()).unwrap_or(-1);
+                        if v >= 1 {
+                            let leader = rs.node_id == q.leader_id;
+                            st.last_fetch_timestamp = if leader { now } else { -1 };
+                            st.last_caught_up_timestamp = if leader { now } else { -1 };
+                        }
+                        if v >= 2 {
+                            st.replica_directory_id =
+                                uuid::Uuid::parse_str(&rs.node.directory_id).unwrap_or_default();
+                        }
+                        st
+                    };
+                    pd.current_voters = q.voters.iter().map(replica).collect();
+                    pd.observers = q.observers.iter().map(replica).collect();
+                    if v >= 2 && nodes.is_empty() {
+                        nodes = q.voters.iter().map(|rs| quorum_node(ctx, rs)).collect();
+                    }
                 }
-                pd.leader_id = node;
-                pd.leader_epoch = QUORUM_LEADER_EPOCH;
-                pd.high_watermark = 0;
-                let mut me = ReplicaState::default();
-                me.replica_id = node;
-                me.log_end_offset = 0;
-                if v >= 1 {
-                    me.last_fetch_timestamp = now;
-                    me.last_caught_up_timestamp = now;
+                Some(Err(e)) => {
+                    tracing::debug!(error = %e, "DescribeQuorum: no quorum leader");
+                    pd.error_code = code(ResponseError::NotLeaderOrFollower);
+                    if v >= 2 {
+                        pd.error_message = Some(s(e.to_string()));
+                    }
                 }
-                pd.current_voters = vec![me];
-            } else {
-                pd.error_code = code(ResponseError::UnknownTopicOrPartition);
-                if v >= 2 {
-                    pd.error_message = Some(s("This server does not host this topic-partition."));
+                None => {
+                    pd.error_code = code(ResponseError::UnknownTopicOrPartition);
+                    if v >= 2 {
+                        pd.error_message =
+                            Some(s("This server does not host this topic-partition."));
+                    }
                 }
             }
             td.partitions.push(pd);
         }
         r.topics.push(td);
     }
-    if v >= 2 && described {
-        let mut n = Node::default();
-        n.node_id = node;
-        let mut l = Listener::default();
-        l.name = s("PLAINTEXT");
-        l.host = s(b.config().advertised_host.clone());
-        l.port = u16::try_from(b.config().advertised_port).unwrap_or(0);
-        n.listeners = vec![l];
-        r.nodes = vec![n];
-    }
+    r.nodes = nodes;
     ctx.respond(&r)
+}
+
+/// A voter's entry in DescribeQuorum's `nodes`: its Raft listener, or
+/// (a one-voter quorum without one) this broker's listener.
+fn quorum_node(ctx: &Ctx, rs: &es_meta::control::ReplicaState) -> Node {
+    let b = &ctx.broker;
+    let mut n = Node::default();
+    n.node_id = BrokerId(i32::try_from(rs.node_id).unwrap_or(-1));
+    let mut l = Listener::default();
+    match crate::broker::split_host_port(&rs.node.addr) {
+        Some((host, port)) => {
+            l.name = s("CONTROLLER");
+            l.host = s(host);
+            l.port = u16::try_from(port).unwrap_or(0);
+        }
+        None => {
+            l.name = s("PLAINTEXT");
+            l.host = s(b.config().advertised_host.clone());
+            l.port = u16::try_from(b.config().advertised_port).unwrap_or(0);
+        }
+    }
+    n.listeners = vec![l];
+    n
 }
 
 /// ListPartitionReassignments (v0): nothing is ever being reassigned; Kafka

@@ -374,7 +374,7 @@ async fn served_encoded(
                 ApiKey::CreateAcls => acls::create_acls(&ctx, decode_body(&mut body, key, v)?),
                 ApiKey::DeleteAcls => acls::delete_acls(&ctx, decode_body(&mut body, key, v)?),
                 ApiKey::DescribeQuorum => {
-                    cluster::describe_quorum(&ctx, decode_body(&mut body, key, v)?)
+                    cluster::describe_quorum(&ctx, decode_body(&mut body, key, v)?).await
                 }
                 ApiKey::ListPartitionReassignments => {
                     cluster::list_partition_reassignments(&ctx, decode_body(&mut body, key, v)?)
@@ -481,7 +481,7 @@ mod tests {
     async fn unanswerable_requests_close_for_their_reason() {
         let dir = tempfile::tempdir().expect("tmp");
         let cfg = crate::broker::BrokerConfig::new(dir.path().join("data"), "127.0.0.1:0");
-        let broker = Broker::open_running(cfg).expect("open");
+        let broker = Broker::open_running(cfg).await.expect("open");
         let frame = |key: i16, version: i16, rest: &[u8]| {
             let mut b = BytesMut::new();
             b.put_i16(key);
@@ -545,11 +545,11 @@ mod tests {
         assert!(CloseReason::NoHandler { key: ApiKey::Fetch }.is_broker_fault());
     }
 
-    #[test]
-    fn client_host_reads_like_javas_inet_address() {
+    #[tokio::test]
+    async fn client_host_reads_like_javas_inet_address() {
         let dir = tempfile::tempdir().expect("tmp");
         let cfg = crate::broker::BrokerConfig::new(dir.path().join("data"), "127.0.0.1:0");
-        let broker = Broker::open_running(cfg).expect("open");
+        let broker = Broker::open_running(cfg).await.expect("open");
         let ctx = |peer: Option<IpAddr>| Ctx {
             broker: broker.clone(),
             key: ApiKey::DescribeGroups,

@@ -17,10 +17,7 @@ use crate::versions::crate_version;
 
 /// Opens a broker with `cfg` on a blocking thread, as the binary does.
 pub async fn open_with(cfg: BrokerConfig) -> Arc<Broker> {
-    tokio::task::spawn_blocking(move || Broker::open_running(cfg))
-        .await
-        .expect("join")
-        .expect("open")
+    Broker::open_running(cfg).await.expect("open")
 }
 
 /// Opens a broker with its data in `dir/data`.

@@ -30,10 +30,7 @@ fn versions(key: ApiKey) -> std::ops::RangeInclusive<i16> {
 
 async fn broker_in(dir: &std::path::Path) -> Arc<Broker> {
     let cfg = BrokerConfig::new(dir.join("data"), "127.0.0.1:9092");
-    let b = tokio::task::spawn_blocking(move || Broker::open_running(cfg))
-        .await
-        .expect("join")
-        .expect("open");
+    let b = Broker::open_running(cfg).await.expect("open");
     if b.topic("t").is_none() {
         b.create_topic("t", 3, Default::default(), false)
             .await
@@ -762,10 +759,7 @@ async fn regex_subscriptions_through_the_wire() {
     let clock = es_storage::ManualClock::new(1_700_000_000_000);
     let mut cfg = BrokerConfig::new(dir.path().join("data"), "127.0.0.1:9092");
     cfg.storage.clock = clock.clone();
-    let b = tokio::task::spawn_blocking(move || Broker::open_running(cfg))
-        .await
-        .expect("join")
-        .expect("open");
+    let b = Broker::open_running(cfg).await.expect("open");
     b.create_topic("re-a", 2, Default::default(), false)
         .await
         .expect("create re-a");
@@ -935,10 +929,7 @@ async fn session_timeout_bounds_follow_the_broker_flags() {
     let mut cfg = BrokerConfig::new(dir.path().join("data"), "127.0.0.1:9092");
     cfg.group_min_session_timeout_ms = 500;
     cfg.group_max_session_timeout_ms = 2_000;
-    let b = tokio::task::spawn_blocking(move || Broker::open_running(cfg))
-        .await
-        .expect("join")
-        .expect("open");
+    let b = Broker::open_running(cfg).await.expect("open");
     let code_for = |timeout_ms: i32| {
         let b = b.clone();
         async move {

@@ -1,0 +1,282 @@
+//! The metadata quorum with real es-broker processes on loopback.
+//!
+//! - A data directory written by a single-node es before the quorum existed
+//!   (topics, a dynamic broker config) opens unchanged: its topics keep
+//!   their ids, and the import happens once (one Raft entry).
+//! - Three nodes, all voters, form a quorum from `--controller-quorum-voters`;
+//!   CreateTopics sent to any node is forwarded to the controller leader and
+//!   answered once committed; every node lists the topic; DescribeQuorum
+//!   names the leader and three voters from any node.
+//! - kill -9 of the controller leader during a stream of CreateTopics: every
+//!   topic whose creation was acknowledged exists afterwards on every node,
+//!   none twice; a new leader is elected; the stream goes on; the killed
+//!   node, restarted, catches up.
+//!
+//! Waits are bounded polls on conditions; the election time printed is a
+//! measurement, not an assertion.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use es_test_support::process::BrokerProcess;
+use es_test_support::wait::eventually;
+use es_test_support::wire::KafkaClient;
+use kafka_protocol::messages::create_topics_request::CreatableTopic;
+use kafka_protocol::messages::describe_quorum_request::{PartitionData, TopicData};
+use kafka_protocol::messages::{
+    ApiKey, CreateTopicsRequest, CreateTopicsResponse, DescribeQuorumRequest,
+    DescribeQuorumResponse, MetadataRequest, MetadataResponse, TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
+
+const EXE: &str = env!("CARGO_BIN_EXE_es-broker");
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("bind")
+        .local_addr()
+        .expect("addr")
+        .port()
+}
+
+/// Creates one topic through `addr`; the error code.
+fn create_topic(addr: &str, name: &str) -> Option<i16> {
+    let mut c = KafkaClient::connect_with_timeout(addr, "cluster-test", Duration::from_secs(40));
+    let mut t = CreatableTopic::default();
+    t.name = TopicName(StrBytes::from_string(name.to_string()));
+    t.num_partitions = 1;
+    t.replication_factor = -1;
+    let mut req = CreateTopicsRequest::default();
+    req.topics = vec![t];
+    req.timeout_ms = 30_000;
+    c.send(ApiKey::CreateTopics, 7, &req);
+    let buf = es_test_support::wire::read_frame(&mut c.stream)?;
+    let r: CreateTopicsResponse =
+        es_test_support::wire::decode_response(ApiKey::CreateTopics, 7, 7, 1, &buf);
+    r.topics.first().map(|t| t.error_code)
+}
+
+/// Topic names and ids a node lists.
+fn topics(addr: &str) -> BTreeMap<String, uuid::Uuid> {
+    let mut c = KafkaClient::connect(addr, "cluster-test");
+    let mut req = MetadataRequest::default();
+    req.topics = None;
+    let r: MetadataResponse = c.call(ApiKey::Metadata, 12, &req);
+    r.topics
+        .into_iter()
+        .filter_map(|t| t.name.map(|n| (n.0.to_string(), t.topic_id)))
+        .collect()
+}
+
+/// (leader id, leader epoch, voters) from DescribeQuorum, if a leader is known.
+fn quorum(addr: &str) -> Option<(i32, i32, Vec<i32>)> {
+    let mut c = KafkaClient::connect(addr, "cluster-test");
+    let mut p = PartitionData::default();
+    p.partition_index = 0;
+    let mut t = TopicData::default();
+    t.topic_name = TopicName(StrBytes::from_static_str("__cluster_metadata"));
+    t.partitions = vec![p];
+    let mut req = DescribeQuorumRequest::default();
+    req.topics = vec![t];
+    let r: DescribeQuorumResponse = c.call(ApiKey::DescribeQuorum, 2, &req);
+    let p = r.topics.first()?.partitions.first()?;
+    (p.error_code == 0).then(|| {
+        (
+            p.leader_id.0,
+            p.leader_epoch,
+            p.current_voters.iter().map(|v| v.replica_id.0).collect(),
+        )
+    })
+}
+
+struct Cluster {
+    dir: PathBuf,
+    voters: String,
+    raft_ports: BTreeMap<i32, u16>,
+    nodes: BTreeMap<i32, BrokerProcess>,
+}
+
+impl Cluster {
+    fn args(&self, id: i32) -> Vec<String> {
+        vec![
+            "--node-id".into(),
+            id.to_string(),
+            "--controller-listen".into(),
+            format!("127.0.0.1:{}", self.raft_ports[&id]),
+            "--controller-quorum-voters".into(),
+            self.voters.clone(),
+        ]
+    }
+
+    fn spawn(&self, id: i32) -> BrokerProcess {
+        let args = self.args(id);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        BrokerProcess::spawn(Path::new(EXE), self.dir.join(format!("node-{id}")), &args)
+    }
+
+    fn start(dir: &Path, n: i32) -> Cluster {
+        let raft_ports: BTreeMap<i32, u16> = (1..=n).map(|id| (id, free_port())).collect();
+        let voters = raft_ports
+            .iter()
+            .map(|(id, p)| format!("{id}@127.0.0.1:{p}"))
+            .collect::<Vec<_>>()
+            .join(",");
+        let mut c = Cluster {
+            dir: dir.to_path_buf(),
+            voters,
+            raft_ports,
+            nodes: BTreeMap::new(),
+        };
+        let spawned: Vec<(i32, BrokerProcess)> = (1..=n).map(|id| (id, c.spawn(id))).collect();
+        for (id, mut p) in spawned {
+            p.wait_listening();
+            c.nodes.insert(id, p);
+        }
+        c
+    }
+
+    fn addr(&self, id: i32) -> String {
+        self.nodes[&id].addr.clone()
+    }
+
+    fn leader(&self) -> i32 {
+        let any = *self.nodes.keys().next().expect("a node");
+        eventually(Duration::from_secs(30), "a quorum leader", || {
+            quorum(&self.addr(any)).map(|q| q.0)
+        })
+    }
+}
+
+#[test]
+fn a_pre_quorum_data_directory_opens_unchanged() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let data = dir.path().join("data");
+    // What a single-node es wrote before the quorum: meta.json, topics.
+    std::fs::create_dir_all(data.join("topics")).expect("mkdir");
+    std::fs::write(
+        data.join("meta.json"),
+        r#"{"cluster_id":"AAAAAAAAAAAAAAAAAAAAAA","node_id":0}"#,
+    )
+    .expect("meta.json");
+    let id = uuid::Uuid::new_v4();
+    let storage = es_storage::Storage::new(std::sync::Arc::new(es_storage::RealFs));
+    let defaults =
+        es_kafka::broker::BrokerConfig::new(data.clone(), "127.0.0.1:0").topic_defaults();
+    let config = es_kafka::config::TopicConfig::new(
+        BTreeMap::from([("retention.ms".to_string(), "12345".to_string())]),
+        defaults,
+    )
+    .expect("config");
+    let t = es_kafka::topics::create_topic(&storage, &data.join("topics"), "legacy", id, 3, config)
+        .expect("legacy topic");
+    t.close().expect("close");
+    drop(t);
+    assert!(!data.join("meta").exists());
+
+    let b = BrokerProcess::start(Path::new(EXE), &data, &[]);
+    let listed = topics(&b.addr);
+    assert_eq!(listed.get("legacy"), Some(&id), "{listed:?}");
+    let topic_json =
+        std::fs::read_to_string(data.join("topics/legacy/topic.json")).expect("topic.json");
+    assert!(topic_json.contains("12345"), "{topic_json}");
+    b.stop();
+
+    // A second start imports nothing again: the log holds one CreateTopics.
+    let b = BrokerProcess::start(Path::new(EXE), &data, &[]);
+    assert_eq!(topics(&b.addr).get("legacy"), Some(&id));
+    assert_eq!(create_topic(&b.addr, "new"), Some(0));
+    b.stop();
+    let mut log = Vec::new();
+    for e in std::fs::read_dir(data.join("meta")).expect("meta dir") {
+        let p = e.expect("entry").path();
+        if p.extension().is_some_and(|x| x == "raftlog") {
+            log.extend(std::fs::read(&p).expect("read"));
+        }
+    }
+    let text = String::from_utf8_lossy(&log);
+    assert_eq!(text.matches("\"legacy\"").count(), 1, "imported once");
+    assert_eq!(
+        text.matches("create_topics.v1").count(),
+        2,
+        "one entry per request"
+    );
+}
+
+#[test]
+fn three_nodes_form_a_quorum_and_survive_the_loss_of_the_leader() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let mut c = Cluster::start(dir.path(), 3);
+    let leader = c.leader();
+    let (_, _, voters) = quorum(&c.addr(1)).expect("quorum");
+    assert_eq!(voters.len(), 3);
+    for id in 1..=3 {
+        assert_eq!(quorum(&c.addr(id)).map(|q| q.0), Some(leader), "node {id}");
+    }
+    // Created through a node that is not the leader.
+    let follower = *c.nodes.keys().find(|id| **id != leader).expect("follower");
+    assert_eq!(create_topic(&c.addr(follower), "first"), Some(0));
+    for id in 1..=3 {
+        let addr = c.addr(id);
+        eventually(Duration::from_secs(20), "the topic on every node", || {
+            topics(&addr).contains_key("first").then_some(())
+        });
+    }
+
+    // A stream of CreateTopics through one surviving node; the leader dies mid-way.
+    let via = follower;
+    let mut acked = Vec::new();
+    let mut killed_at = None;
+    let mut elected_after = None;
+    for i in 0..40 {
+        if i == 15 {
+            let p = c.nodes.remove(&leader).expect("leader process");
+            p.kill();
+            killed_at = Some(Instant::now());
+        }
+        let name = format!("s{i}");
+        if create_topic(&c.addr(via), &name) == Some(0) {
+            acked.push(name);
+        }
+        if let (Some(t), None) = (killed_at, elected_after) {
+            if quorum(&c.addr(via)).is_some_and(|q| q.0 != leader) {
+                elected_after = Some(t.elapsed());
+            }
+        }
+    }
+    let new_leader = c.leader();
+    assert_ne!(new_leader, leader);
+    println!(
+        "new leader {new_leader} after {:?}; {} of 40 creations acknowledged",
+        elected_after,
+        acked.len()
+    );
+    assert!(
+        acked.len() >= 25,
+        "the stream went on after the fail-over: {acked:?}"
+    );
+    for id in c.nodes.keys().copied().collect::<Vec<_>>() {
+        let listed = topics(&c.addr(id));
+        for name in &acked {
+            assert!(
+                listed.contains_key(name),
+                "node {id} lacks acknowledged {name}"
+            );
+        }
+    }
+
+    // The old leader comes back and catches up.
+    let mut p = c.spawn(leader);
+    p.wait_listening();
+    c.nodes.insert(leader, p);
+    let addr = c.addr(leader);
+    let want = topics(&c.addr(new_leader));
+    eventually(
+        Duration::from_secs(30),
+        "the restarted node caught up",
+        || (topics(&addr) == want).then_some(()),
+    );
+    for (_, p) in std::mem::take(&mut c.nodes) {
+        p.stop();
+    }
+}

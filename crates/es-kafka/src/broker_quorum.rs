@@ -1,0 +1,512 @@
+//! The broker's side of the metadata quorum (es-meta).
+//!
+//! Every admin change (create and delete topics, add partitions, topic and
+//! broker configs) is validated here, proposed as one entry to the
+//! controller quorum, and answered once the entry is committed and applied.
+//! Applying an entry, on every node, calls [`BrokerFiles`], which makes the
+//! topic directories, `topic.json` and `broker_configs.json` agree with the
+//! applied metadata and updates the in-memory registry; it is idempotent,
+//! because entries after the last snapshot are applied again at restart.
+//!
+//! A data directory written by a single-node es before the quorum existed
+//! opens unchanged: at the first start with an empty `data/meta/`, its
+//! topics (ids, partition counts, configs) and dynamic broker configs are
+//! imported into the metadata log in one entry each.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, OnceLock, Weak};
+
+use es_meta::image::MetaEvent;
+use es_meta::node::{MetaError, MetaNode, MetaOptions};
+use es_meta::records::{
+    code as meta_code, ConfigAlteration, ConfigResource, Endpoint, MetaRequest, MetaResponse,
+    NewPartitions, NewTopic, RegisterBroker,
+};
+use es_meta::{Materializer, MetaImage};
+use es_storage::{meta, StorageError};
+use uuid::Uuid;
+
+use super::{AdminError, Broker, BROKER_CONFIGS_FILE};
+use crate::config::DynamicBrokerConfigs;
+use crate::errors::ResponseError;
+use crate::topics::{self, Topic, PARTITIONS_MAX};
+
+/// Writes what applied metadata entries change into this broker's data
+/// directory and registry.
+#[derive(Debug, Default)]
+pub struct BrokerFiles {
+    broker: OnceLock<Weak<Broker>>,
+}
+
+impl Materializer for BrokerFiles {
+    fn materialize(&self, image: &MetaImage, events: &[MetaEvent]) -> std::io::Result<()> {
+        let Some(b) = self.broker.get().and_then(Weak::upgrade) else {
+            return Ok(());
+        };
+        for e in events {
+            b.materialize(image, e)
+                .map_err(|e| std::io::Error::other(e.to_string()))?;
+        }
+        Ok(())
+    }
+}
+
+fn meta_error(e: MetaError) -> AdminError {
+    match e {
+        MetaError::NoLeader(_) | MetaError::Uncertain(_) => {
+            AdminError::new(ResponseError::RequestTimedOut, e.to_string())
+        }
+        e => AdminError::new(ResponseError::UnknownServerError, e.to_string()),
+    }
+}
+
+/// The answer for the one item of a one-item request.
+fn one_item(resp: MetaResponse) -> Result<(), AdminError> {
+    let (code, message) = match resp {
+        MetaResponse::Items { results } => match results.into_iter().next() {
+            Some(r) => (r.error_code, r.message.unwrap_or_default()),
+            None => (meta_code::NONE, String::new()),
+        },
+        MetaResponse::Error {
+            error_code,
+            message,
+        } => (error_code, message),
+        _ => (meta_code::NONE, String::new()),
+    };
+    if code == meta_code::NONE {
+        return Ok(());
+    }
+    Err(AdminError { code, message })
+}
+
+impl Broker {
+    /// Starts this broker's node of the metadata quorum, registers the
+    /// broker, and imports a pre-quorum data directory on first start.
+    /// Returns once the broker is registered and unfenced.
+    pub async fn start_metadata(self: &Arc<Self>, opts: MetaOptions) -> Result<(), MetaError> {
+        let files = Arc::new(BrokerFiles::default());
+        let _ = files.broker.set(Arc::downgrade(self));
+        let node = MetaNode::start(opts, files).await?;
+        let fresh = node.was_fresh();
+        if self.meta.set(node.clone()).is_err() {
+            return Err(MetaError::Config("metadata already started".into()));
+        }
+        if node.image().cluster_id.is_none() {
+            let req = MetaRequest::InitCluster {
+                cluster_id: self.cluster_id(),
+            };
+            node.write(req).await?;
+        }
+        self.adopt_cluster_id(&node).await?;
+        let registration = RegisterBroker {
+            broker_id: self.node_id(),
+            incarnation_id: Uuid::new_v4().to_string(),
+            cluster_id: node.image().cluster_id.clone().unwrap_or_default(),
+            endpoints: vec![Endpoint {
+                name: "PLAINTEXT".into(),
+                host: self.config.advertised_host.clone(),
+                port: u16::try_from(self.config.advertised_port).unwrap_or(0),
+                security_protocol: "PLAINTEXT".into(),
+            }],
+            rack: None,
+        };
+        let epoch = es_meta::session::register_broker(
+            node.clone(),
+            registration,
+            self.stopping.subscribe(),
+        )
+        .await?;
+        node.wait_unfenced(self.node_id(), epoch).await?;
+        if fresh {
+            self.import(&node).await?;
+        }
+        Ok(())
+    }
+
+    /// Takes the quorum's cluster id if it differs from `meta.json`'s: a
+    /// node with no topics yet joins the cluster; one with topics of
+    /// another cluster is refused.
+    async fn adopt_cluster_id(&self, node: &MetaNode) -> Result<(), MetaError> {
+        let Some(theirs) = node.image().cluster_id.clone() else {
+            return Ok(());
+        };
+        let ours = self.cluster_id();
+        if theirs == ours {
+            return Ok(());
+        }
+        if !self.topics().is_empty() {
+            return Err(MetaError::Config(format!(
+                "this data directory belongs to cluster {ours}, but the controller quorum is cluster {theirs}"
+            )));
+        }
+        let meta = super::BrokerMeta {
+            cluster_id: theirs.clone(),
+            node_id: self.node_id(),
+        };
+        let (fs, path) = (self.fs.clone(), self.config.data_dir.join(super::META_FILE));
+        tokio::task::spawn_blocking(move || meta::write_json(fs.as_ref(), &path, &meta))
+            .await
+            .map_err(|e| MetaError::Fatal(e.to_string()))?
+            .map_err(|e| MetaError::Io(std::io::Error::other(e.to_string())))?;
+        tracing::info!(cluster_id = %theirs, "joined the cluster of the controller quorum");
+        *self.cluster_id.write() = theirs;
+        Ok(())
+    }
+
+    /// Stops this broker's node of the metadata quorum.
+    pub async fn stop_metadata(&self) {
+        if let Some(m) = self.meta.get() {
+            m.shutdown().await;
+        }
+    }
+
+    /// The metadata quorum node, once started.
+    pub fn metadata(&self) -> Option<&Arc<MetaNode>> {
+        self.meta.get()
+    }
+
+    /// Puts the topics and dynamic broker configs found on disk into a
+    /// fresh metadata log (one entry each kind).
+    async fn import(&self, node: &MetaNode) -> Result<(), MetaError> {
+        let image = node.image();
+        let me = self.node_id();
+        let topics: Vec<NewTopic> = self
+            .topics()
+            .iter()
+            .filter(|t| !image.topics.contains_key(&t.name))
+            .map(|t| NewTopic {
+                name: t.name.clone(),
+                id: t.id.to_string(),
+                partitions: t.partition_count(),
+                replication_factor: 1,
+                assignments: vec![vec![me]; t.partition_count().max(0) as usize],
+                configs: t.config().overrides().clone(),
+            })
+            .collect();
+        if !topics.is_empty() {
+            tracing::info!(
+                topics = topics.len(),
+                "importing topics into the metadata log"
+            );
+            node.write(MetaRequest::CreateTopics { topics }).await?;
+        }
+        let dynamic = self.dynamic_configs();
+        if *dynamic != DynamicBrokerConfigs::default() {
+            node.write(MetaRequest::AlterConfigs {
+                resources: broker_alterations(me, &dynamic),
+            })
+            .await?;
+        }
+        Ok(())
+    }
+
+    /// Proposes one entry; its answer once applied here too.
+    async fn propose(&self, req: MetaRequest) -> Result<MetaResponse, AdminError> {
+        let node = self.meta.get().ok_or_else(|| {
+            AdminError::new(ResponseError::UnknownServerError, "metadata not started")
+        })?;
+        let (index, resp) = node.write(req).await.map_err(meta_error)?;
+        node.wait_applied(index).await.map_err(meta_error)?;
+        Ok(resp)
+    }
+
+    /// Applies one event of an applied entry to the data directory and the
+    /// registry. Blocking; idempotent.
+    fn materialize(&self, image: &MetaImage, e: &MetaEvent) -> Result<(), StorageError> {
+        match e {
+            MetaEvent::TopicCreated(name) | MetaEvent::PartitionsCreated { name, .. } => {
+                let Some(t) = image.topics.get(name) else {
+                    return Ok(());
+                };
+                let id = Uuid::parse_str(&t.id).map_err(|e| StorageError::Metadata {
+                    file: "metadata log".into(),
+                    why: format!("topic {name} has id {}: {e}", t.id),
+                })?;
+                let count = t.partitions.len() as i32;
+                match self.topic(name) {
+                    Some(local) if local.id == id => {
+                        if local.partition_count() < count {
+                            local.add_partitions(&self.storage, count)?;
+                        }
+                        return Ok(());
+                    }
+                    Some(stale) => self.remove_local(&stale)?,
+                    None => {}
+                }
+                let config = match self.topic_config(t.configs.clone()) {
+                    Ok(c) => c,
+                    Err(err) => {
+                        tracing::error!(topic = %name, error = %err, "applied topic configs do not validate here; using the defaults");
+                        self.topic_config(BTreeMap::new())
+                            .map_err(|e| StorageError::Metadata {
+                                file: "metadata log".into(),
+                                why: e.to_string(),
+                            })?
+                    }
+                };
+                let topic =
+                    topics::create_topic(&self.storage, &self.topics_dir, name, id, count, config)?;
+                self.topics.write().insert(name.clone(), Arc::new(topic));
+                tracing::info!(topic = %name, partitions = count, %id, "created topic");
+            }
+            MetaEvent::TopicDeleted { name, id } => {
+                if let Some(local) = self.topic(name).filter(|t| t.id.to_string() == *id) {
+                    self.remove_local(&local)?;
+                    tracing::info!(topic = %name, "deleted topic");
+                }
+            }
+            MetaEvent::TopicConfigs(name) => {
+                let (Some(t), Some(local)) = (image.topics.get(name), self.topic(name)) else {
+                    return Ok(());
+                };
+                if local.config().overrides() == &t.configs {
+                    return Ok(());
+                }
+                match self.topic_config(t.configs.clone()) {
+                    Ok(c) => {
+                        local.set_config(self.fs.as_ref(), c)?;
+                        tracing::info!(topic = %name, "altered topic config");
+                    }
+                    Err(err) => {
+                        tracing::error!(topic = %name, error = %err, "applied topic configs do not validate here; keeping the old ones")
+                    }
+                }
+            }
+            MetaEvent::BrokerConfigs(_) => {
+                let me = self.node_id().to_string();
+                let mut next = DynamicBrokerConfigs {
+                    broker: image.broker_configs.get(&me).cloned().unwrap_or_default(),
+                    ..DynamicBrokerConfigs::default()
+                };
+                if let Some(d) = image.broker_configs.get("") {
+                    next.cluster_default = d.clone();
+                }
+                if next == *self.dynamic_configs() {
+                    return Ok(());
+                }
+                let path = self.config.data_dir.join(BROKER_CONFIGS_FILE);
+                meta::write_json(self.fs.as_ref(), &path, &next)?;
+                *self.dynamic.write() = Arc::new(next);
+                let defaults = self.topic_defaults();
+                for t in self.topics() {
+                    t.apply_broker_defaults(defaults.clone());
+                }
+                tracing::info!("altered dynamic broker configs");
+            }
+            MetaEvent::ClusterId | MetaEvent::Broker(_) | MetaEvent::Leadership { .. } => {}
+        }
+        Ok(())
+    }
+
+    /// Takes a topic out of the registry and removes its directory.
+    fn remove_local(&self, topic: &Arc<Topic>) -> Result<(), StorageError> {
+        {
+            let mut reg = self.topics.write();
+            if reg.get(&topic.name).is_some_and(|t| Arc::ptr_eq(t, topic)) {
+                reg.remove(&topic.name);
+            }
+        }
+        topics::delete_topic(&self.fs, &self.topics_dir, topic)
+    }
+
+    /// Creates a topic (or only validates the request). `partitions` of -1
+    /// means the broker default.
+    pub async fn create_topic(
+        &self,
+        name: &str,
+        partitions: i32,
+        overrides: BTreeMap<String, String>,
+        validate_only: bool,
+    ) -> Result<Option<Arc<Topic>>, AdminError> {
+        topics::validate_topic_name(name)
+            .map_err(|m| AdminError::new(ResponseError::InvalidTopicException, m))?;
+        let partitions = if partitions == -1 {
+            self.config.default_partitions
+        } else {
+            partitions
+        };
+        if !(1..=PARTITIONS_MAX).contains(&partitions) {
+            return Err(AdminError::new(
+                ResponseError::InvalidPartitions,
+                format!("number of partitions must be in [1, {PARTITIONS_MAX}], got {partitions}"),
+            ));
+        }
+        self.topic_config(overrides.clone())?;
+        if validate_only {
+            if self.topic(name).is_some() {
+                return Err(AdminError::new(
+                    ResponseError::TopicAlreadyExists,
+                    format!("Topic '{name}' already exists."),
+                ));
+            }
+            if let Some(clash) = self
+                .topics
+                .read()
+                .keys()
+                .find(|k| k.replace('.', "_") == name.replace('.', "_"))
+            {
+                return Err(AdminError::new(
+                    ResponseError::InvalidTopicException,
+                    format!("Topic '{name}' collides with existing topic: {clash}"),
+                ));
+            }
+            return Ok(None);
+        }
+        let id = Uuid::new_v4().to_string();
+        let req = MetaRequest::CreateTopics {
+            topics: vec![NewTopic {
+                name: name.to_string(),
+                id: id.clone(),
+                partitions,
+                replication_factor: 1,
+                assignments: vec![],
+                configs: overrides,
+            }],
+        };
+        one_item(self.propose(req).await?)?;
+        self.topic(name)
+            .filter(|t| t.id.to_string() == id)
+            .map(Some)
+            .ok_or_else(|| {
+                AdminError::new(
+                    ResponseError::UnknownServerError,
+                    format!("topic {name} was created but is not hosted here"),
+                )
+            })
+    }
+
+    /// Deletes a topic.
+    pub async fn delete_topic(&self, name: &str) -> Result<Arc<Topic>, AdminError> {
+        let topic = self.topic(name).ok_or_else(|| {
+            AdminError::new(
+                ResponseError::UnknownTopicOrPartition,
+                format!("unknown topic {name}"),
+            )
+        })?;
+        let req = MetaRequest::DeleteTopics {
+            names: vec![name.to_string()],
+        };
+        one_item(self.propose(req).await?)?;
+        Ok(topic)
+    }
+
+    /// Grows a topic to `count` partitions.
+    pub async fn create_partitions(
+        &self,
+        name: &str,
+        count: i32,
+        validate_only: bool,
+    ) -> Result<(), AdminError> {
+        let topic = self.topic(name).ok_or_else(|| {
+            AdminError::new(
+                ResponseError::UnknownTopicOrPartition,
+                format!("unknown topic {name}"),
+            )
+        })?;
+        let current = topic.partition_count();
+        if count <= current {
+            return Err(AdminError::new(ResponseError::InvalidPartitions, format!("Topic currently has {current} partitions, which is higher than the requested {count}.")));
+        }
+        if count > PARTITIONS_MAX {
+            return Err(AdminError::new(
+                ResponseError::InvalidPartitions,
+                format!("at most {PARTITIONS_MAX} partitions"),
+            ));
+        }
+        if validate_only {
+            return Ok(());
+        }
+        let req = MetaRequest::CreatePartitions {
+            topics: vec![NewPartitions {
+                name: name.to_string(),
+                count,
+                assignments: vec![],
+            }],
+        };
+        one_item(self.propose(req).await?)
+    }
+
+    /// Replaces a topic's config overrides with `overrides` (validated first).
+    pub async fn set_topic_config(
+        &self,
+        name: &str,
+        overrides: BTreeMap<String, String>,
+        validate_only: bool,
+    ) -> Result<(), AdminError> {
+        if self.topic(name).is_none() {
+            return Err(AdminError::new(
+                ResponseError::UnknownTopicOrPartition,
+                format!("unknown topic {name}"),
+            ));
+        }
+        self.topic_config(overrides.clone())?;
+        if validate_only {
+            return Ok(());
+        }
+        let req = MetaRequest::AlterConfigs {
+            resources: vec![ConfigAlteration {
+                resource: ConfigResource::Topic(name.to_string()),
+                replace: true,
+                changes: overrides.into_iter().map(|(k, v)| (k, Some(v))).collect(),
+            }],
+        };
+        one_item(self.propose(req).await?)
+    }
+
+    /// Changes the dynamic broker configs: `change` edits a copy (and may
+    /// refuse); unless `validate_only`, the result is proposed to the
+    /// quorum (this broker's set and the cluster default, one entry) and
+    /// applied on every broker as the entry is.
+    pub async fn update_dynamic_configs(
+        &self,
+        validate_only: bool,
+        change: impl FnOnce(&mut DynamicBrokerConfigs) -> Result<(), AdminError>,
+    ) -> Result<(), AdminError> {
+        let current = self.dynamic_configs();
+        let mut next = DynamicBrokerConfigs::clone(&current);
+        change(&mut next)?;
+        if validate_only || next == *current {
+            return Ok(());
+        }
+        let req = MetaRequest::AlterConfigs {
+            resources: broker_alterations(self.node_id(), &next),
+        };
+        match self.propose(req).await? {
+            MetaResponse::Items { results } => {
+                match results
+                    .into_iter()
+                    .find(|r| r.error_code != meta_code::NONE)
+                {
+                    Some(r) => Err(AdminError {
+                        code: r.error_code,
+                        message: r.message.unwrap_or_default(),
+                    }),
+                    None => Ok(()),
+                }
+            }
+            other => one_item(other),
+        }
+    }
+}
+
+/// The entry items that set this broker's dynamic configs and the cluster
+/// default to `d`.
+fn broker_alterations(me: i32, d: &DynamicBrokerConfigs) -> Vec<ConfigAlteration> {
+    let set = |m: &BTreeMap<String, String>| {
+        m.iter()
+            .map(|(k, v)| (k.clone(), Some(v.clone())))
+            .collect()
+    };
+    vec![
+        ConfigAlteration {
+            resource: ConfigResource::Broker(me.to_string()),
+            replace: true,
+            changes: set(&d.broker),
+        },
+        ConfigAlteration {
+            resource: ConfigResource::Broker(String::new()),
+            replace: true,
+            changes: set(&d.cluster_default),
+        },
+    ]
+}
