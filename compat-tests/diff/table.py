@@ -114,12 +114,16 @@ ALLOWED = [
      "--flush-interval (STATIC_BROKER_CONFIG), where Kafka's are Long.MAX_VALUE (never)"),
     (r"^DescribeQuorum\.",
      r"^\.body\.topics\[\d+\]\.partitions\[\d+\]\.(high_watermark|current_voters\[\d+\]\.log_end_offset)$",
-     "es has no KRaft metadata log (one node, no controller quorum): its quorum's high "
-     "watermark and log end offset are 0"),
+     "the metadata logs differ: es's quorum (openraft) counts Raft entries, Kafka's KRaft log "
+     "counts its own records, so their high watermark and log end offset differ"),
+    (r"^DescribeQuorum\.",
+     r"^\.body\.topics\[\d+\]\.partitions\[\d+\]\.(current_voters|observers)\[\d+\]\.replica_directory_id$",
+     "es's quorum records each voter's data-directory id (a wiped node is refused by it); "
+     "Kafka's voters from a static controller.quorum.voters have none (zero uuid)"),
     (r"^DescribeQuorum\.",
      r"^\.body\.nodes\[\d+\]\.listeners\[\d+\]\.name$",
-     "es serves clients and its single-node quorum on one listener (PLAINTEXT); Kafka's "
-     "controller has a listener of its own (CONTROLLER)"),
+     "es's one-voter quorum has no Raft listener, so DescribeQuorum names its PLAINTEXT "
+     "listener; Kafka's controller has a listener of its own (CONTROLLER)"),
     (r"^(seq\.topic\.auto_create_by_metadata|Metadata\.v[0-3]\.topics\.name=unknown)$",
      r"^\.body\.topics\[\d+\]\.(error_code|topic_id|partitions(\.length|\[\d+:\]))$",
      "Metadata auto-creation: es creates the topic before it answers (one node, no "

@@ -92,10 +92,14 @@ impl Broker {
             return Err(MetaError::Config("metadata already started".into()));
         }
         if node.image().cluster_id.is_none() {
+            // The first node to get here names the cluster; the others'
+            // proposals are refused. Either way this node's own image has
+            // the cluster's id once the entry is applied here.
             let req = MetaRequest::InitCluster {
                 cluster_id: self.cluster_id(),
             };
-            node.write(req).await?;
+            let (index, _) = node.write(req).await?;
+            node.wait_applied(index).await?;
         }
         self.adopt_cluster_id(&node).await?;
         let registration = RegisterBroker {

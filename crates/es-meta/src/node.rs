@@ -25,7 +25,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use es_storage::{meta, Fs};
-use openraft::error::{ClientWriteError, RaftError};
+use openraft::error::{ChangeMembershipError, ClientWriteError, RaftError};
 use openraft::{Config, Raft, ServerState};
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
@@ -231,6 +231,14 @@ impl MetaNode {
             if fresh {
                 node.raft
                     .initialize(BTreeMap::from([(node.id, me)]))
+                    .await
+                    .map_err(|e| MetaError::Fatal(e.to_string()))?;
+            } else {
+                // The only voter: no need to wait out an election timeout
+                // before it leads again.
+                node.raft
+                    .trigger()
+                    .elect()
                     .await
                     .map_err(|e| MetaError::Fatal(e.to_string()))?;
             }
@@ -574,10 +582,7 @@ impl MetaNode {
                     };
                 }
                 voters.insert(node_id);
-                match self.raft.change_membership(voters, true).await {
-                    Ok(_) => ControlReply::Done,
-                    Err(e) => self.write_error(e),
-                }
+                self.change_voters(voters, true).await
             }
             ControlRequest::RemoveVoter {
                 node_id,
@@ -596,10 +601,24 @@ impl MetaNode {
                         message: "the last voter cannot be removed".into(),
                     };
                 }
-                match self.raft.change_membership(voters, keep_as_learner).await {
-                    Ok(_) => ControlReply::Done,
-                    Err(e) => self.write_error(e),
+                self.change_voters(voters, keep_as_learner).await
+            }
+        }
+    }
+
+    /// Changes the voter set, waiting (bounded) while an earlier change is
+    /// still being committed.
+    async fn change_voters(&self, voters: BTreeSet<NodeId>, retain: bool) -> ControlReply {
+        let deadline = tokio::time::Instant::now() + WRITE_TIMEOUT;
+        loop {
+            match self.raft.change_membership(voters.clone(), retain).await {
+                Ok(_) => return ControlReply::Done,
+                Err(RaftError::APIError(ClientWriteError::ChangeMembershipError(
+                    ChangeMembershipError::InProgress(_),
+                ))) if tokio::time::Instant::now() < deadline => {
+                    tokio::time::sleep(RETRY_PAUSE).await;
                 }
+                Err(e) => return self.write_error(e),
             }
         }
     }
