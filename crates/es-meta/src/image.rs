@@ -107,6 +107,16 @@ fn collision_key(name: &str) -> String {
     name.replace('.', "_")
 }
 
+/// A Leadership event for the partitions of `topic` that changed, if any.
+fn leadership_event(topic: &str, changed: Vec<i32>, ev: &mut Vec<MetaEvent>) {
+    if !changed.is_empty() {
+        ev.push(MetaEvent::Leadership {
+            name: topic.to_string(),
+            partitions: changed,
+        });
+    }
+}
+
 impl MetaImage {
     /// The topic of this id.
     pub fn topic_by_id(&self, id: &str) -> Option<&TopicInfo> {
@@ -337,12 +347,7 @@ impl MetaImage {
                 p.partition_epoch += 1;
                 changed.push(i as i32);
             }
-            if !changed.is_empty() {
-                ev.push(MetaEvent::Leadership {
-                    name: t.name.clone(),
-                    partitions: changed,
-                });
-            }
+            leadership_event(&t.name, changed, ev);
         }
     }
 
@@ -359,12 +364,7 @@ impl MetaImage {
                     changed.push(i as i32);
                 }
             }
-            if !changed.is_empty() {
-                ev.push(MetaEvent::Leadership {
-                    name: t.name.clone(),
-                    partitions: changed,
-                });
-            }
+            leadership_event(&t.name, changed, ev);
         }
     }
 

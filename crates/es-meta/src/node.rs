@@ -361,29 +361,26 @@ impl MetaNode {
 
     /// Waits until this node has applied the log up to `index`.
     pub async fn wait_applied(&self, index: u64) -> Result<(), MetaError> {
-        let mut rx = self.applied.clone();
-        let wait = rx.wait_for(|a| a.last_applied.is_some_and(|l| l.index >= index));
-        let waited = tokio::time::timeout(WRITE_TIMEOUT, wait)
+        self.wait_until(|a| a.last_applied.is_some_and(|l| l.index >= index))
             .await
-            .map(|r| r.map(|_| ()));
-        match waited {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(_)) => Err(MetaError::Fatal("state machine stopped".into())),
-            Err(_) => Err(MetaError::NoLeader(WRITE_TIMEOUT)),
-        }
     }
 
     /// Waits until the image shows this broker registered with `epoch` and
     /// not fenced.
     pub async fn wait_unfenced(&self, broker_id: i32, epoch: i64) -> Result<(), MetaError> {
-        let mut rx = self.applied.clone();
-        let wait = rx.wait_for(|a| {
+        self.wait_until(|a| {
             a.image
                 .brokers
                 .get(&broker_id)
                 .is_some_and(|b| b.epoch == epoch && !b.fenced)
-        });
-        let waited = tokio::time::timeout(WRITE_TIMEOUT, wait)
+        })
+        .await
+    }
+
+    /// Waits (at most [`WRITE_TIMEOUT`]) until the applied state satisfies `done`.
+    async fn wait_until(&self, done: impl FnMut(&Applied) -> bool) -> Result<(), MetaError> {
+        let mut rx = self.applied.clone();
+        let waited = tokio::time::timeout(WRITE_TIMEOUT, rx.wait_for(done))
             .await
             .map(|r| r.map(|_| ()));
         match waited {

@@ -112,23 +112,33 @@ impl Conn {
     }
 }
 
+/// One RPC through the simulated network: delivered (or dropped), run on
+/// the target, its answer lost as the network says.
+macro_rules! relay {
+    ($conn:expr, $raft:ident => $call:expr) => {{
+        let $raft = $conn
+            .deliver()
+            .await
+            .ok_or_else(|| unreachable("dropped"))?;
+        let r = $call
+            .await
+            .map_err(|e| RPCError::RemoteError(RemoteError::new($conn.to, e)))?;
+        if $conn.answer_lost() {
+            return Err(RPCError::Network(NetworkError::new(
+                &std::io::Error::other("answer lost"),
+            )));
+        }
+        Ok(r)
+    }};
+}
+
 impl RaftNetwork<MetaTypes> for Conn {
     async fn append_entries(
         &mut self,
         rpc: AppendEntriesRequest<MetaTypes>,
         _o: RPCOption,
     ) -> Result<AppendEntriesResponse<u64>, RPCError<u64, NodeAddr, RaftError<u64>>> {
-        let raft = self.deliver().await.ok_or_else(|| unreachable("dropped"))?;
-        let r = raft
-            .append_entries(rpc)
-            .await
-            .map_err(|e| RPCError::RemoteError(RemoteError::new(self.to, e)))?;
-        if self.answer_lost() {
-            return Err(RPCError::Network(NetworkError::new(
-                &std::io::Error::other("answer lost"),
-            )));
-        }
-        Ok(r)
+        relay!(self, raft => raft.append_entries(rpc))
     }
 
     async fn install_snapshot(
@@ -139,17 +149,7 @@ impl RaftNetwork<MetaTypes> for Conn {
         InstallSnapshotResponse<u64>,
         RPCError<u64, NodeAddr, RaftError<u64, InstallSnapshotError>>,
     > {
-        let raft = self.deliver().await.ok_or_else(|| unreachable("dropped"))?;
-        let r = raft
-            .install_snapshot(rpc)
-            .await
-            .map_err(|e| RPCError::RemoteError(RemoteError::new(self.to, e)))?;
-        if self.answer_lost() {
-            return Err(RPCError::Network(NetworkError::new(
-                &std::io::Error::other("answer lost"),
-            )));
-        }
-        Ok(r)
+        relay!(self, raft => raft.install_snapshot(rpc))
     }
 
     async fn vote(
@@ -157,17 +157,7 @@ impl RaftNetwork<MetaTypes> for Conn {
         rpc: VoteRequest<u64>,
         _o: RPCOption,
     ) -> Result<VoteResponse<u64>, RPCError<u64, NodeAddr, RaftError<u64>>> {
-        let raft = self.deliver().await.ok_or_else(|| unreachable("dropped"))?;
-        let r = raft
-            .vote(rpc)
-            .await
-            .map_err(|e| RPCError::RemoteError(RemoteError::new(self.to, e)))?;
-        if self.answer_lost() {
-            return Err(RPCError::Network(NetworkError::new(
-                &std::io::Error::other("answer lost"),
-            )));
-        }
-        Ok(r)
+        relay!(self, raft => raft.vote(rpc))
     }
 }
 
@@ -297,6 +287,27 @@ fn watch_leaders(id: u64, raft: &Raft<MetaTypes>, seen: Arc<Mutex<Observed>>) {
     });
 }
 
+/// One line per running node: state, term, leader, log and applied index.
+fn states(nodes: &BTreeMap<u64, Node>) -> Vec<String> {
+    nodes
+        .values()
+        .filter_map(|n| n.raft.as_ref())
+        .map(|r| {
+            let m = r.metrics().borrow().clone();
+            format!(
+                "{}: {:?} term {} leader {:?} last {:?} applied {:?} run {:?}",
+                m.id,
+                m.state,
+                m.current_term,
+                m.current_leader,
+                m.last_log_index,
+                m.last_applied.map(|l| l.index),
+                m.running_state
+            )
+        })
+        .collect()
+}
+
 fn leader(nodes: &BTreeMap<u64, Node>) -> Option<Raft<MetaTypes>> {
     nodes
         .values()
@@ -384,23 +395,7 @@ async fn run(seed: u64) -> Result<Outcome, Vec<String>> {
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
         if !done {
-            let states: Vec<String> = nodes
-                .values()
-                .filter_map(|n| n.raft.as_ref())
-                .map(|r| {
-                    let m = r.metrics().borrow().clone();
-                    format!(
-                        "{}: {:?} term {} leader {:?} last {:?} applied {:?} run {:?}",
-                        m.id,
-                        m.state,
-                        m.current_term,
-                        m.current_leader,
-                        m.last_log_index,
-                        m.last_applied.map(|l| l.index),
-                        m.running_state
-                    )
-                })
-                .collect();
+            let states = states(&nodes);
             return Err(vec![format!("could not register broker {b}: {states:?}")]);
         }
     }
@@ -536,23 +531,7 @@ async fn run(seed: u64) -> Result<Outcome, Vec<String>> {
     let mut violations = std::mem::take(&mut seen.lock().violations);
     violations.extend(violations_early);
     if !settled {
-        let states: Vec<String> = nodes
-            .values()
-            .filter_map(|n| n.raft.as_ref())
-            .map(|r| {
-                let m = r.metrics().borrow().clone();
-                format!(
-                    "{}: {:?} term {} leader {:?} last {:?} applied {:?} run {:?}",
-                    m.id,
-                    m.state,
-                    m.current_term,
-                    m.current_leader,
-                    m.last_log_index,
-                    m.last_applied.map(|l| l.index),
-                    m.running_state
-                )
-            })
-            .collect();
+        let states = states(&nodes);
         violations.push(format!(
             "the quorum did not settle after healing: {states:?}"
         ));

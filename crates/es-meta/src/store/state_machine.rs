@@ -88,14 +88,25 @@ async fn blocking<T: Send + 'static>(
     }
 }
 
-/// Runs the materializer (on a blocking thread, unless inline).
-async fn materialize(
-    io_mode: super::Io,
-    m: Arc<dyn Materializer>,
-    image: Arc<MetaImage>,
-    events: Vec<MetaEvent>,
-) -> io::Result<()> {
-    blocking(io_mode, move || m.materialize(&image, &events)).await
+/// Writes a snapshot to `snapshot.json` (atomically, on a blocking thread
+/// unless inline); from then on the log may purge up to it. Its bytes.
+async fn persist_snapshot(
+    shared: &Arc<Shared>,
+    file: SnapshotFile,
+) -> Result<Vec<u8>, StorageError<u64>> {
+    let last = file.meta.last_log_id;
+    let sh = shared.clone();
+    let bytes = blocking(shared.io_mode, move || -> io::Result<Vec<u8>> {
+        let bytes = file.to_bytes()?;
+        snapshot::persist(sh.fs.as_ref(), &sh.dir, &bytes)?;
+        Ok(bytes)
+    })
+    .await
+    .map_err(|e| snap_err(ErrorVerb::Write, e))?;
+    if let Some(l) = last {
+        shared.durable.covers(l.index);
+    }
+    Ok(bytes)
 }
 
 impl StateMachine {
@@ -155,6 +166,19 @@ impl StateMachine {
         })
     }
 
+    /// Hands what applied entries changed to the materializer (on a
+    /// blocking thread, unless inline); its error is a storage error.
+    async fn materialize(
+        &self,
+        image: Arc<MetaImage>,
+        events: Vec<MetaEvent>,
+    ) -> Result<(), StorageError<u64>> {
+        let m = self.shared.materializer.clone();
+        blocking(self.shared.io_mode, move || m.materialize(&image, &events))
+            .await
+            .map_err(|e| sm_err(ErrorVerb::Write, e))
+    }
+
     /// How far the snapshot on disk reaches, for the log's purges.
     pub(super) fn durable_snapshot(&self) -> Arc<super::DurableSnapshot> {
         self.shared.durable.clone()
@@ -199,19 +223,7 @@ impl RaftSnapshotBuilder<MetaTypes> for SnapshotBuilder {
             meta: meta.clone(),
             image: (*st.image).clone(),
         };
-        let shared = self.shared.clone();
-        let io_mode = shared.io_mode;
-        let bytes = blocking(io_mode, move || -> io::Result<Vec<u8>> {
-            let bytes = file.to_bytes()?;
-            snapshot::persist(shared.fs.as_ref(), &shared.dir, &bytes)?;
-            Ok(bytes)
-        })
-        .await
-        .map_err(|e| snap_err(ErrorVerb::Write, e))?;
-        if let Some(l) = meta.last_log_id {
-            self.shared.durable.covers(l.index);
-        }
-        let bytes = Arc::new(bytes);
+        let bytes = Arc::new(persist_snapshot(&self.shared, file).await?);
         *self.shared.current.lock() = Some(Current {
             meta: meta.clone(),
             bytes: bytes.clone(),
@@ -259,14 +271,7 @@ impl RaftStateMachine<MetaTypes> for StateMachine {
         }
         let image = Arc::new(image);
         if !events.is_empty() {
-            materialize(
-                self.shared.io_mode,
-                self.shared.materializer.clone(),
-                image.clone(),
-                events,
-            )
-            .await
-            .map_err(|e| sm_err(ErrorVerb::Write, e))?;
+            self.materialize(image.clone(), events).await?;
         }
         st.image = image;
         *self.shared.state.lock() = st.clone();
@@ -303,28 +308,11 @@ impl RaftStateMachine<MetaTypes> for StateMachine {
         };
         let old = self.shared.state.lock().image.clone();
         let image = Arc::new(file.image.clone());
-        let shared = self.shared.clone();
-        let io_mode = shared.io_mode;
-        let bytes = blocking(io_mode, move || -> io::Result<Vec<u8>> {
-            let bytes = file.to_bytes()?;
-            snapshot::persist(shared.fs.as_ref(), &shared.dir, &bytes)?;
-            Ok(bytes)
-        })
-        .await
-        .map_err(|e| snap_err(ErrorVerb::Write, e))
-        .inspect_err(|_| self.shared.durable.receiving(false))?;
-        if let Some(l) = meta.last_log_id {
-            self.shared.durable.covers(l.index);
-        }
+        let bytes = persist_snapshot(&self.shared, file)
+            .await
+            .inspect_err(|_| self.shared.durable.receiving(false))?;
         let events = snapshot::whole_image_events(&old, &image);
-        materialize(
-            self.shared.io_mode,
-            self.shared.materializer.clone(),
-            image.clone(),
-            events,
-        )
-        .await
-        .map_err(|e| sm_err(ErrorVerb::Write, e))?;
+        self.materialize(image.clone(), events).await?;
         let st = SmState {
             image,
             last_applied: meta.last_log_id,
