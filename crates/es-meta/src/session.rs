@@ -108,18 +108,22 @@ async fn check_sessions(node: &MetaNode) -> Result<(), MetaError> {
         let mut term = sessions.term.lock();
         if *term != Some(metrics.current_term) {
             *term = Some(metrics.current_term);
-            // A new leader: every broker counts as heard now.
+            // A new leader: every broker counts as heard now, except that a
+            // heartbeat already taken within the session stays (it says how
+            // far the broker has applied, which unfencing needs).
             let mut heard = sessions.heard.lock();
-            heard.clear();
+            heard.retain(|_, h| now.duration_since(h.at) <= sessions.timeout);
             for b in node.image().brokers.values() {
-                heard.insert(
-                    b.id,
-                    Heard {
-                        at: now,
-                        epoch: b.epoch,
-                        applied_index: 0,
-                    },
-                );
+                if heard.get(&b.id).is_none_or(|h| h.epoch != b.epoch) {
+                    heard.insert(
+                        b.id,
+                        Heard {
+                            at: now,
+                            epoch: b.epoch,
+                            applied_index: 0,
+                        },
+                    );
+                }
             }
         }
     }
