@@ -8,6 +8,7 @@
 
 mod background;
 mod dump_log;
+mod quorum;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -115,6 +116,9 @@ enum Command {
     /// Print (or only check) a partition's segments as they lie on disk:
     /// records, index entries, batch notes and any corruption.
     DumpLog(dump_log::DumpLogArgs),
+    /// Describe the controller quorum, or add and remove its voters, over a
+    /// node's Raft listener.
+    Quorum(quorum::QuorumArgs),
 }
 
 /// `--sync-mode`.
@@ -192,8 +196,10 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
 
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    if let Some(Command::DumpLog(a)) = &args.command {
-        return dump_log::run(a);
+    match &args.command {
+        Some(Command::DumpLog(a)) => return dump_log::run(a),
+        Some(Command::Quorum(a)) => return quorum::run(a),
+        None => {}
     }
     let filter = tracing_subscriber::EnvFilter::try_new(&args.log_level)
         .with_context(|| format!("bad --log-level {:?}", args.log_level))?;

@@ -115,10 +115,12 @@ impl Cluster {
         BrokerProcess::spawn(Path::new(EXE), self.dir.join(format!("node-{id}")), &args)
     }
 
-    fn start(dir: &Path, n: i32) -> Cluster {
+    /// `n` nodes, the first `voters` of them voters, the others learners.
+    fn start(dir: &Path, n: i32, voters: i32) -> Cluster {
         let raft_ports: BTreeMap<i32, u16> = (1..=n).map(|id| (id, free_port())).collect();
         let voters = raft_ports
             .iter()
+            .filter(|(id, _)| **id <= voters)
             .map(|(id, p)| format!("{id}@127.0.0.1:{p}"))
             .collect::<Vec<_>>()
             .join(",");
@@ -206,7 +208,7 @@ fn a_pre_quorum_data_directory_opens_unchanged() {
 #[test]
 fn three_nodes_form_a_quorum_and_survive_the_loss_of_the_leader() {
     let dir = tempfile::tempdir().expect("tmp");
-    let mut c = Cluster::start(dir.path(), 3);
+    let mut c = Cluster::start(dir.path(), 3, 3);
     let leader = c.leader();
     let (_, _, voters) = quorum(&c.addr(1)).expect("quorum");
     assert_eq!(voters.len(), 3);
@@ -278,5 +280,66 @@ fn three_nodes_form_a_quorum_and_survive_the_loss_of_the_leader() {
     );
     for (_, p) in std::mem::take(&mut c.nodes) {
         p.stop();
+    }
+}
+
+/// `es-broker quorum` over a node's Raft listener.
+fn quorum_cli(controller: &str, args: &[&str]) -> String {
+    let out = std::process::Command::new(EXE)
+        .args(["quorum", "--controller", controller])
+        .args(args)
+        .output()
+        .expect("es-broker quorum");
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        out.status.success(),
+        "es-broker quorum {args:?}: {text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    text
+}
+
+#[test]
+fn a_learner_is_made_a_voter_and_back_with_the_quorum_subcommand() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let c = Cluster::start(dir.path(), 3, 2);
+    let controller = format!("127.0.0.1:{}", c.raft_ports[&1]);
+    let voters = |text: &str| text.lines().filter(|l| l.starts_with("Voter:")).count();
+    let learners = |text: &str| text.lines().filter(|l| l.starts_with("Learner:")).count();
+    let d = quorum_cli(&controller, &["describe"]);
+    assert_eq!((voters(&d), learners(&d)), (2, 1), "{d}");
+    // Kafka's DescribeQuorum, from a broker, says the same.
+    eventually(
+        Duration::from_secs(20),
+        "two voters in DescribeQuorum",
+        || quorum(&c.addr(3)).filter(|q| q.2.len() == 2).map(|_| ()),
+    );
+
+    assert_eq!(
+        quorum_cli(&controller, &["add-voter", "--node-id", "3"]).trim(),
+        "done"
+    );
+    let d = quorum_cli(&controller, &["describe"]);
+    assert_eq!((voters(&d), learners(&d)), (3, 0), "{d}");
+    eventually(
+        Duration::from_secs(20),
+        "three voters in DescribeQuorum",
+        || quorum(&c.addr(1)).filter(|q| q.2.len() == 3).map(|_| ()),
+    );
+
+    let out = quorum_cli(
+        &controller,
+        &["remove-voter", "--node-id", "3", "--keep-as-learner"],
+    );
+    assert_eq!(out.trim(), "done");
+    let d = quorum_cli(&controller, &["describe"]);
+    assert_eq!((voters(&d), learners(&d)), (2, 1), "{d}");
+    // Still a cluster: a topic created through the learner exists everywhere.
+    assert_eq!(create_topic(&c.addr(3), "after-changes"), Some(0));
+    for id in 1..=3 {
+        let addr = c.addr(id);
+        eventually(Duration::from_secs(20), "the topic on every node", || {
+            topics(&addr).contains_key("after-changes").then_some(())
+        });
     }
 }
