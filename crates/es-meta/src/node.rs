@@ -68,9 +68,13 @@ pub struct MetaOptions {
 }
 
 impl MetaOptions {
-    /// Defaults: Kafka's 9 s broker session, 500 ms Raft heartbeats,
-    /// elections after 1-2 s without one (KRaft's 1 s election timeout,
-    /// randomised), a snapshot every 10,000 entries.
+    /// Defaults: Kafka's 9 s broker session, Raft heartbeats every 150 ms,
+    /// an election after 0.5-1 s without one (randomised; KRaft's
+    /// `controller.quorum.election.timeout.ms` is 1 s), a snapshot every
+    /// 10,000 entries. openraft also keeps a leader lease of the longest
+    /// election timeout (a follower that heard from the leader within it
+    /// votes for nobody), so a leader's loss is noticed after 0.5-1 s and
+    /// its successor usually elected within 1-2 s (docs/cluster.md).
     pub fn new(node_id: NodeId, dir: PathBuf, fs: Arc<dyn Fs>) -> Self {
         MetaOptions {
             node_id,
@@ -80,9 +84,9 @@ impl MetaOptions {
             advertised: None,
             voters: BTreeMap::new(),
             session_timeout: Duration::from_secs(9),
-            heartbeat_ms: 500,
-            election_min_ms: 1000,
-            election_max_ms: 2000,
+            heartbeat_ms: 150,
+            election_min_ms: 500,
+            election_max_ms: 1000,
             snapshot_every: 10_000,
         }
     }
@@ -559,9 +563,15 @@ impl MetaNode {
                     }
                     return ControlReply::Done;
                 }
-                match self.raft.add_learner(node_id, node, false).await {
-                    Ok(_) => ControlReply::Done,
-                    Err(e) => self.write_error(e),
+                let deadline = tokio::time::Instant::now() + WRITE_TIMEOUT;
+                loop {
+                    match self.raft.add_learner(node_id, node.clone(), false).await {
+                        Ok(_) => return ControlReply::Done,
+                        Err(e) if in_progress(&e) && tokio::time::Instant::now() < deadline => {
+                            tokio::time::sleep(RETRY_PAUSE).await;
+                        }
+                        Err(e) => return self.write_error(e),
+                    }
                 }
             }
             ControlRequest::AddVoter { node_id } => {
@@ -610,9 +620,7 @@ impl MetaNode {
         loop {
             match self.raft.change_membership(voters.clone(), retain).await {
                 Ok(_) => return ControlReply::Done,
-                Err(RaftError::APIError(ClientWriteError::ChangeMembershipError(
-                    ChangeMembershipError::InProgress(_),
-                ))) if tokio::time::Instant::now() < deadline => {
+                Err(e) if in_progress(&e) && tokio::time::Instant::now() < deadline => {
                     tokio::time::sleep(RETRY_PAUSE).await;
                 }
                 Err(e) => return self.write_error(e),
@@ -652,6 +660,17 @@ impl MetaNode {
             tracing::warn!(error = %e, "raft shutdown");
         }
     }
+}
+
+/// Whether a membership change was refused because an earlier one is
+/// still being committed (worth waiting for).
+fn in_progress(e: &RaftError<NodeId, ClientWriteError<NodeId, NodeAddr>>) -> bool {
+    matches!(
+        e,
+        RaftError::APIError(ClientWriteError::ChangeMembershipError(
+            ChangeMembershipError::InProgress(_)
+        ))
+    )
 }
 
 /// The Raft listener's handler for control requests.
