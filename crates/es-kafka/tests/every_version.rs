@@ -523,6 +523,7 @@ async fn topics_survive_reopen_with_ids_and_configs() {
         .create_topic("keep", 1, Default::default(), false)
         .await
         .is_err());
+    b.stop_metadata().await;
     let b2 = b.clone();
     tokio::task::spawn_blocking(move || b2.close())
         .await

@@ -263,7 +263,9 @@ async fn duplicate_after_crash_and_ids_not_reused() {
             produce(&b, 9, None, "t", batch(pid, ep, 4, 1, false)).await,
             (NONE, 4)
         );
-        // Dropped without close: no snapshot, no fold.
+        // Dropped without close: no snapshot, no fold. (Its metadata
+        // quorum node is stopped: one per data directory at a time.)
+        b.stop_metadata().await;
     }
     let b = open(dir.path()).await;
     assert_eq!(

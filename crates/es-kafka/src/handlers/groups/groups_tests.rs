@@ -513,6 +513,8 @@ async fn offsets_at_every_version_and_across_a_restart() {
     if let Some(w) = wait {
         w.wait().await.expect("durable");
     }
+    // One metadata quorum node per data directory at a time.
+    b.stop_metadata().await;
     b.close().expect("close");
     drop(b);
     let b = broker_in(dir.path()).await;
