@@ -590,3 +590,36 @@ async fn unreachable_target() {
         .unwrap_err();
     assert!(e.is_unreachable(), "{e}");
 }
+
+/// An idle connection, and one that trickles a frame, are closed after the
+/// server's idle timeout (paused time: it passes at once); a client's pooled
+/// connection older than it is not reused, so calls go on working.
+#[tokio::test(start_paused = true)]
+async fn idle_and_trickling_connections_are_closed_and_clients_reconnect() {
+    use es_meta::net::server::IDLE_TIMEOUT;
+    let node = start(1).await;
+    let net = Network::new(2);
+    assert!(hello(&net, &node).await.is_ok());
+    let addr = node.addr.addr.clone();
+
+    let mut idle = TcpStream::connect(&addr).await.expect("connect");
+    let mut trickle = TcpStream::connect(&addr).await.expect("connect");
+    // Half a header now, the rest never.
+    trickle.write_all(&[0, 0, 0]).await.expect("write");
+    tokio::time::sleep(IDLE_TIMEOUT + Duration::from_secs(1)).await;
+    let mut buf = [0u8; 16];
+    assert_eq!(
+        idle.read(&mut buf).await.unwrap_or(0),
+        0,
+        "idle connection closed"
+    );
+    assert_eq!(
+        trickle.read(&mut buf).await.unwrap_or(0),
+        0,
+        "trickling connection closed"
+    );
+
+    // The client's pooled connection is older than the server's timeout:
+    // the next call opens a new one and succeeds.
+    assert!(hello(&net, &node).await.is_ok());
+}

@@ -15,6 +15,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::time::Instant;
+
 use openraft::error::{
     InstallSnapshotError, NetworkError, PayloadTooLarge, RPCError, RaftError, RemoteError,
     Unreachable,
@@ -37,6 +39,10 @@ pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 /// How long a control request may take unless set otherwise (a forwarded
 /// write waits for its commit).
 pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(10);
+/// A connection idle for longer is not used again but closed, well before
+/// the server closes it ([`super::server::IDLE_TIMEOUT`]).
+pub const IDLE_REUSE_MAX: Duration = Duration::from_secs(20);
+
 /// Idle connections kept per target for control requests.
 const IDLE_PER_TARGET: usize = 4;
 
@@ -148,7 +154,8 @@ async fn exchange(
 struct Inner {
     connect_timeout: Duration,
     call_timeout: Duration,
-    idle: parking_lot::Mutex<HashMap<(NodeId, String), Vec<Stream>>>,
+    /// Each with the time it was last used.
+    idle: parking_lot::Mutex<HashMap<(NodeId, String), Vec<(Stream, Instant)>>>,
 }
 
 /// This node's network: openraft's connection factory and the sender of
@@ -212,7 +219,14 @@ impl Network {
     ) -> Result<ControlReply, NetError> {
         let frame = Request::Control(req).encode(self.my_id, &target.directory_id)?;
         let key = (target_id, target.addr.clone());
-        let mut slot = self.inner.idle.lock().get_mut(&key).and_then(Vec::pop);
+        let mut slot = self
+            .inner
+            .idle
+            .lock()
+            .get_mut(&key)
+            .and_then(Vec::pop)
+            .filter(|(_, used)| used.elapsed() < IDLE_REUSE_MAX)
+            .map(|(stream, _)| stream);
         let res = exchange(
             &mut slot,
             &target.addr,
@@ -224,8 +238,9 @@ impl Network {
         if let Some(stream) = slot {
             let mut idle = self.inner.idle.lock();
             let streams = idle.entry(key).or_default();
+            streams.retain(|(_, used)| used.elapsed() < IDLE_REUSE_MAX);
             if streams.len() < IDLE_PER_TARGET {
-                streams.push(stream);
+                streams.push((stream, Instant::now()));
             }
         }
         match res? {
@@ -245,6 +260,7 @@ impl RaftNetworkFactory<MetaTypes> for Network {
             node: node.clone(),
             connect_timeout: self.inner.connect_timeout,
             stream: None,
+            used: Instant::now(),
         }
     }
 }
@@ -257,6 +273,8 @@ pub struct Connection {
     node: NodeAddr,
     connect_timeout: Duration,
     stream: Option<Stream>,
+    /// When `stream` was last used.
+    used: Instant,
 }
 
 impl std::fmt::Debug for Connection {
@@ -292,15 +310,20 @@ impl Connection {
             }
             Err(e) => return Err(NetError::from(e).into_rpc()),
         };
-        exchange(
+        if self.used.elapsed() >= IDLE_REUSE_MAX {
+            // The server may have closed it: start afresh.
+            self.stream = None;
+        }
+        let res = exchange(
             &mut self.stream,
             &self.node.addr,
             self.connect_timeout,
             option.hard_ttl(),
             &frame,
         )
-        .await
-        .map_err(NetError::into_rpc)
+        .await;
+        self.used = Instant::now();
+        res.map_err(NetError::into_rpc)
     }
 
     fn remote<E: std::error::Error>(

@@ -25,6 +25,13 @@ use crate::{MetaTypes, NodeId};
 /// soon as it is accepted.
 pub const MAX_CONNECTIONS: usize = 256;
 
+/// A connection must deliver each whole frame within this time after the
+/// previous one, or it is closed: an idle or trickling peer cannot hold one
+/// of the [`MAX_CONNECTIONS`] slots for ever. Clients drop their own idle
+/// connections sooner (`client::IDLE_REUSE_MAX`), so they never send on one
+/// the server has closed.
+pub const IDLE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// Answers the control requests that arrive on the Raft listener.
 pub trait ControlHandler: Send + Sync + 'static {
     fn handle(
@@ -113,7 +120,13 @@ async fn serve_conn(
     let mut r = BufReader::new(r);
     loop {
         let read = tokio::select! {
-            read = read_frame(&mut r) => read,
+            read = tokio::time::timeout(IDLE_TIMEOUT, read_frame(&mut r)) => match read {
+                Ok(read) => read,
+                Err(_) => {
+                    tracing::debug!(%peer, "raft connection idle or too slow for {IDLE_TIMEOUT:?}: closing it");
+                    return;
+                }
+            },
             () = stopped(&mut shutdown) => return,
         };
         let env = match read.and_then(|f| f.map(|(k, p)| Request::decode(k, &p)).transpose()) {
