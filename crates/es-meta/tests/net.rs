@@ -281,18 +281,22 @@ struct TestNode {
     stop: watch::Sender<bool>,
 }
 
-fn config() -> Arc<Config> {
-    let c = Config {
+fn config() -> Config {
+    Config {
         cluster_name: "es-net-test".into(),
         heartbeat_interval: 50,
         election_timeout_min: 150,
         election_timeout_max: 300,
         ..Default::default()
-    };
-    Arc::new(c.validate().expect("a valid config"))
+    }
 }
 
 async fn start(id: NodeId) -> TestNode {
+    start_with(id, config()).await
+}
+
+async fn start_with(id: NodeId, config: Config) -> TestNode {
+    let config = Arc::new(config.validate().expect("a valid config"));
     let listener = TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind 127.0.0.1");
@@ -305,7 +309,7 @@ async fn start(id: NodeId) -> TestNode {
     };
     let network = Network::with_timeouts(id, Duration::from_millis(500), Duration::from_secs(5));
     let sm = MemSm::default();
-    let raft = Raft::new(id, config(), network, MemLog::default(), sm.clone())
+    let raft = Raft::new(id, config, network, MemLog::default(), sm.clone())
         .await
         .expect("raft starts");
     let control = Arc::new(TestControl {
@@ -622,4 +626,95 @@ async fn idle_and_trickling_connections_are_closed_and_clients_reconnect() {
     // The client's pooled connection is older than the server's timeout:
     // the next call opens a new one and succeeds.
     assert!(hello(&net, &node).await.is_ok());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_node_catches_up_from_a_chunked_snapshot() {
+    let n1 = start_with(
+        1,
+        Config {
+            // Many small chunks, and no log kept behind the snapshot.
+            snapshot_max_chunk_size: 64,
+            max_in_snapshot_log_to_keep: 0,
+            ..config()
+        },
+    )
+    .await;
+    n1.raft
+        .initialize(BTreeMap::from([(1, n1.addr.clone())]))
+        .await
+        .unwrap();
+    n1.raft
+        .wait(Some(WAIT))
+        .metrics(|m| m.current_leader == Some(1), "node 1 leads")
+        .await
+        .unwrap();
+    let mut index = 0;
+    for _ in 0..3 {
+        let w = n1
+            .raft
+            .client_write(MetaRequest::InitCluster {
+                cluster_id: "c1".into(),
+            })
+            .await
+            .unwrap();
+        index = w.log_id.index;
+    }
+    n1.raft.trigger().snapshot().await.unwrap();
+    n1.raft
+        .wait(Some(WAIT))
+        .metrics(
+            |m| m.snapshot.is_some_and(|s| s.index >= index),
+            "snapshot built",
+        )
+        .await
+        .unwrap();
+    n1.raft.trigger().purge_log(index).await.unwrap();
+    n1.raft
+        .wait(Some(WAIT))
+        .metrics(|m| m.purged.is_some_and(|p| p.index >= index), "log purged")
+        .await
+        .unwrap();
+
+    // Node 2 can only catch up by the snapshot, sent in chunks over the wire.
+    let n2 = start(2).await;
+    n1.raft.add_learner(2, n2.addr.clone(), true).await.unwrap();
+    n2.raft
+        .wait(Some(WAIT))
+        .applied_index_at_least(Some(index), "node 2 caught up")
+        .await
+        .unwrap();
+    assert_eq!(n2.sm.cluster_id().as_deref(), Some("c1"));
+    assert!(
+        n2.sm.0.lock().snapshot.is_some(),
+        "installed from a snapshot"
+    );
+    for n in [&n1, &n2] {
+        n.raft.shutdown().await.unwrap();
+        n.stop.send(true).unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_over_the_limit_are_closed() {
+    let node = start(1).await;
+    let addr = node.addr.addr.clone();
+    let mut held = Vec::new();
+    for _ in 0..es_meta::net::MAX_CONNECTIONS {
+        held.push(TcpStream::connect(&addr).await.unwrap());
+    }
+    // All permits are held: the next connection is closed at once.
+    let probe = Network::new(2);
+    closed_after(&addr, &[]).await;
+    drop(held.pop());
+    // Once the server has seen that one close, a new connection is served.
+    tokio::time::timeout(WAIT, async {
+        while hello(&probe, &node).await.is_err() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("a connection is served again");
+    drop(held);
+    node.stop.send(true).unwrap();
 }

@@ -43,6 +43,9 @@ pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(10);
 /// the server closes it ([`super::server::IDLE_TIMEOUT`]).
 pub const IDLE_REUSE_MAX: Duration = Duration::from_secs(20);
 
+/// An idle connection and when it was last used.
+type Pooled = (Stream, Instant);
+
 /// Idle connections kept per target for control requests.
 const IDLE_PER_TARGET: usize = 4;
 
@@ -155,7 +158,7 @@ struct Inner {
     connect_timeout: Duration,
     call_timeout: Duration,
     /// Each with the time it was last used.
-    idle: parking_lot::Mutex<HashMap<(NodeId, String), Vec<(Stream, Instant)>>>,
+    idle: parking_lot::Mutex<HashMap<(NodeId, String), Vec<Pooled>>>,
 }
 
 /// This node's network: openraft's connection factory and the sender of
