@@ -16,7 +16,8 @@
 //! - at the same applied index, every node's image is the same.
 //!
 //! `ES_SIM_SEEDS=N` runs seeds 1..=N (default 20); `ES_SIM_SEED=S` runs one,
-//! for replaying a failure. A failing seed is printed.
+//! for replaying a failure. A failing seed is printed; `ES_SIM_DEBUG=1` also
+//! prints every node's final Raft state.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::Path;
