@@ -16,7 +16,7 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock, Weak};
 
-use es_meta::image::MetaEvent;
+use es_meta::image::{collision_key, MetaEvent};
 use es_meta::node::{MetaError, MetaNode, MetaOptions};
 use es_meta::records::{
     code as meta_code, ConfigAlteration, ConfigResource, Endpoint, MetaRequest, MetaResponse,
@@ -60,23 +60,24 @@ fn meta_error(e: MetaError) -> AdminError {
     }
 }
 
-/// The answer for the one item of a one-item request.
-fn one_item(resp: MetaResponse) -> Result<(), AdminError> {
-    let (code, message) = match resp {
-        MetaResponse::Items { results } => match results.into_iter().next() {
-            Some(r) => (r.error_code, r.message.unwrap_or_default()),
-            None => (meta_code::NONE, String::new()),
-        },
+/// An applied request's answer as an admin result: its first failed item
+/// (or the whole request's failure), else success.
+fn answer(resp: MetaResponse) -> Result<(), AdminError> {
+    let failed = match resp {
+        MetaResponse::Items { results } => results
+            .into_iter()
+            .find(|r| r.error_code != meta_code::NONE)
+            .map(|r| (r.error_code, r.message.unwrap_or_default())),
         MetaResponse::Error {
             error_code,
             message,
-        } => (error_code, message),
-        _ => (meta_code::NONE, String::new()),
+        } => Some((error_code, message)),
+        _ => None,
     };
-    if code == meta_code::NONE {
-        return Ok(());
+    match failed {
+        Some((code, message)) if code != meta_code::NONE => Err(AdminError { code, message }),
+        _ => Ok(()),
     }
-    Err(AdminError { code, message })
 }
 
 impl Broker {
@@ -192,7 +193,10 @@ impl Broker {
                 topics = topics.len(),
                 "importing topics into the metadata log"
             );
-            node.write(MetaRequest::CreateTopics { topics }).await?;
+            let (_, resp) = node.write(MetaRequest::CreateTopics { topics }).await?;
+            if let Err(e) = answer(resp) {
+                tracing::warn!(code = e.code, message = %e.message, "a topic was not imported");
+            }
         }
         let dynamic = self.dynamic_configs();
         if *dynamic != DynamicBrokerConfigs::default() {
@@ -347,7 +351,7 @@ impl Broker {
                 .topics
                 .read()
                 .keys()
-                .find(|k| k.replace('.', "_") == name.replace('.', "_"))
+                .find(|k| collision_key(k) == collision_key(name))
             {
                 return Err(AdminError::new(
                     ResponseError::InvalidTopicException,
@@ -367,7 +371,7 @@ impl Broker {
                 configs: overrides,
             }],
         };
-        one_item(self.propose(req).await?)?;
+        answer(self.propose(req).await?)?;
         self.topic(name)
             .filter(|t| t.id.to_string() == id)
             .map(Some)
@@ -390,7 +394,7 @@ impl Broker {
         let req = MetaRequest::DeleteTopics {
             names: vec![name.to_string()],
         };
-        one_item(self.propose(req).await?)?;
+        answer(self.propose(req).await?)?;
         Ok(topic)
     }
 
@@ -427,7 +431,7 @@ impl Broker {
                 assignments: vec![],
             }],
         };
-        one_item(self.propose(req).await?)
+        answer(self.propose(req).await?)
     }
 
     /// Replaces a topic's config overrides with `overrides` (validated first).
@@ -454,7 +458,7 @@ impl Broker {
                 changes: overrides.into_iter().map(|(k, v)| (k, Some(v))).collect(),
             }],
         };
-        one_item(self.propose(req).await?)
+        answer(self.propose(req).await?)
     }
 
     /// Changes the dynamic broker configs: `change` edits a copy (and may
@@ -475,21 +479,7 @@ impl Broker {
         let req = MetaRequest::AlterConfigs {
             resources: broker_alterations(self.node_id(), &next),
         };
-        match self.propose(req).await? {
-            MetaResponse::Items { results } => {
-                match results
-                    .into_iter()
-                    .find(|r| r.error_code != meta_code::NONE)
-                {
-                    Some(r) => Err(AdminError {
-                        code: r.error_code,
-                        message: r.message.unwrap_or_default(),
-                    }),
-                    None => Ok(()),
-                }
-            }
-            other => one_item(other),
-        }
+        answer(self.propose(req).await?)
     }
 }
 

@@ -101,9 +101,9 @@ pub struct MetaImage {
     pub next_producer_id: i64,
 }
 
-/// Lower-cased name with '.' and '_' made equal: two topics that differ only
-/// there collide in Kafka's metric names, so Kafka refuses the second.
-fn collision_key(name: &str) -> String {
+/// The name with '.' and '_' made equal: two topics that differ only there
+/// collide in Kafka's metric names, so Kafka refuses the second.
+pub fn collision_key(name: &str) -> String {
     name.replace('.', "_")
 }
 
