@@ -42,7 +42,10 @@ use crate::txn::{Partitions, TxnConfig, TxnCoordinator};
 
 #[path = "broker_quorum.rs"]
 mod quorum;
+#[path = "broker_routing.rs"]
+mod routing;
 pub use quorum::BrokerFiles;
+pub use routing::{key_partition, CoordinatorPlace, Leadership, NodeEndpoint};
 
 /// Kafka's `socket.request.max.bytes` default: the largest frame we read.
 pub const FRAME_BYTES_MAX_DEFAULT: usize = 100 * 1024 * 1024;

@@ -125,6 +125,24 @@ impl Broker {
         if fresh {
             self.import(&node).await?;
         }
+        let me = self.clone();
+        tokio::task::spawn_blocking(move || me.host_placed())
+            .await
+            .map_err(|e| MetaError::Fatal(e.to_string()))?
+            .map_err(|e| MetaError::Io(std::io::Error::other(e.to_string())))?;
+        Ok(())
+    }
+
+    /// Opens every partition the applied metadata places here that is not
+    /// open yet (its directory was missing at load). Blocking.
+    fn host_placed(&self) -> Result<(), StorageError> {
+        let Some(image) = self.image() else {
+            return Ok(());
+        };
+        for t in self.topics() {
+            let hosted = |p: i32| self.hosts(Some(&image), &t.name, p);
+            t.host(&self.storage, &hosted)?;
+        }
         Ok(())
     }
 
@@ -231,12 +249,13 @@ impl Broker {
                     why: format!("topic {name} has id {}: {e}", t.id),
                 })?;
                 let count = t.partitions.len() as i32;
+                let hosted = |p: i32| self.hosts(Some(image), name, p);
                 match self.topic(name) {
                     Some(local) if local.id == id => {
                         if local.partition_count() < count {
-                            local.add_partitions(&self.storage, count)?;
+                            local.add_partitions(&self.storage, count, &hosted)?;
                         }
-                        return Ok(());
+                        return local.host(&self.storage, &hosted);
                     }
                     Some(stale) => self.remove_local(&stale)?,
                     None => {}
@@ -252,8 +271,15 @@ impl Broker {
                             })?
                     }
                 };
-                let topic =
-                    topics::create_topic(&self.storage, &self.topics_dir, name, id, count, config)?;
+                let topic = topics::create_topic(
+                    &self.storage,
+                    &self.topics_dir,
+                    name,
+                    id,
+                    count,
+                    config,
+                    &hosted,
+                )?;
                 self.topics.write().insert(name.clone(), Arc::new(topic));
                 tracing::info!(topic = %name, partitions = count, %id, "created topic");
             }

@@ -13,6 +13,14 @@
 //! The functions on disk are blocking; the async callers run them on
 //! blocking threads.
 //!
+//! Hosting: in a cluster a topic's partitions are spread over the brokers,
+//! and a broker opens only the partitions placed on it (the metadata
+//! image's replica assignment). Every broker keeps the topic's
+//! `topic.json`, so it knows the topic and its partition count; a
+//! [`Topic`] answers [`Topic::partition`] only for a partition open here,
+//! and [`Topic::has_partition`] for every partition the topic has. On a
+//! single node every partition is hosted.
+//!
 //! The background cleaners' policies come from here too: a topic's Kafka
 //! configs (`cleanup.policy`, `retention.ms`, `retention.bytes`,
 //! `delete.retention.ms`, `min.cleanable.dirty.ratio`, `min.compaction.lag.ms`,
@@ -178,13 +186,35 @@ pub struct Topic {
     pub id: Uuid,
     dir: PathBuf,
     settings: RwLock<Settings>,
-    partitions: RwLock<Vec<Arc<PartitionSlot>>>,
+    partitions: RwLock<Hosted>,
     /// Held by a background cleaner while it works on one of this topic's
     /// partitions, and by [`delete_topic`] while it removes the topic, so a
     /// compaction never writes into a directory being deleted.
     cleaning: Mutex<()>,
     /// Set (under `cleaning`) once the topic is deleted: cleaners skip it.
     deleted: AtomicBool,
+}
+
+/// A topic's partitions: how many it has, and the ones open here (by index;
+/// `None` for a partition another broker hosts).
+#[derive(Debug, Default)]
+struct Hosted {
+    slots: Vec<Option<Arc<PartitionSlot>>>,
+}
+
+impl Hosted {
+    fn open(&self) -> impl Iterator<Item = &Arc<PartitionSlot>> {
+        self.slots.iter().flatten()
+    }
+}
+
+/// Which partitions of a topic this broker hosts: all of them on a single
+/// node, the ones the metadata image places here in a cluster.
+pub type HostedFilter<'a> = &'a dyn Fn(i32) -> bool;
+
+/// Hosts every partition.
+pub fn host_all(_: i32) -> bool {
+    true
 }
 
 /// A topic's config and the rules parsed from it, replaced together.
@@ -218,18 +248,46 @@ impl Topic {
         self.settings.read().rules
     }
 
+    /// The partition, if it is open here.
     pub fn partition(&self, index: i32) -> Option<Arc<PartitionSlot>> {
         usize::try_from(index)
             .ok()
-            .and_then(|i| self.partitions.read().get(i).cloned())
+            .and_then(|i| self.partitions.read().slots.get(i).cloned().flatten())
     }
 
+    /// Whether the topic has this partition (hosted here or elsewhere).
+    pub fn has_partition(&self, index: i32) -> bool {
+        (0..self.partition_count()).contains(&index)
+    }
+
+    /// The partitions open here.
     pub fn partitions(&self) -> Vec<Arc<PartitionSlot>> {
-        self.partitions.read().clone()
+        self.partitions.read().open().cloned().collect()
     }
 
+    /// How many partitions the topic has, on every broker.
     pub fn partition_count(&self) -> i32 {
-        self.partitions.read().len() as i32
+        self.partitions.read().slots.len() as i32
+    }
+
+    /// Opens the partitions `hosted` names that are not open yet (a
+    /// partition placed here after the topic was loaded). Blocking.
+    pub fn host(&self, storage: &Storage, hosted: HostedFilter<'_>) -> Result<(), StorageError> {
+        let cfg = self.config();
+        let missing: Vec<i32> = {
+            let h = self.partitions.read();
+            (0..h.slots.len() as i32)
+                .filter(|i| h.slots[*i as usize].is_none() && hosted(*i))
+                .collect()
+        };
+        for i in missing {
+            let slot = open_partition(storage, &self.dir, i, &cfg)?;
+            let mut h = self.partitions.write();
+            if let Some(s @ None) = h.slots.get_mut(i as usize) {
+                *s = Some(slot);
+            }
+        }
+        Ok(())
     }
 
     fn meta(&self) -> TopicMeta {
@@ -248,7 +306,7 @@ impl Topic {
         m.config = config.overrides().clone();
         meta::write_json(fs, &self.dir.join(TOPIC_FILE), &m)?;
         let pc = partition_config(&config);
-        for p in self.partitions.read().iter() {
+        for p in self.partitions.read().open() {
             p.log.storage().set_config(pc);
         }
         *self.settings.write() = Settings::new(config);
@@ -262,26 +320,35 @@ impl Topic {
     pub fn apply_broker_defaults(&self, defaults: BrokerTopicDefaults) {
         let next = self.settings.read().config.with_broker(defaults);
         let pc = partition_config(&next);
-        for p in self.partitions.read().iter() {
+        for p in self.partitions.read().open() {
             p.log.storage().set_config(pc);
         }
         *self.settings.write() = Settings::new(next);
     }
 
     /// Grows the topic to `count` partitions: opens the new partition
-    /// directories, then rewrites `topic.json`. Blocking.
-    pub fn add_partitions(&self, storage: &Storage, count: i32) -> Result<(), StorageError> {
+    /// directories `hosted` names, then rewrites `topic.json`. Blocking.
+    pub fn add_partitions(
+        &self,
+        storage: &Storage,
+        count: i32,
+        hosted: HostedFilter<'_>,
+    ) -> Result<(), StorageError> {
         let fs = &storage.fs;
         let cfg = self.config();
         let current = self.partition_count();
         let mut new = Vec::new();
         for i in current..count {
-            new.push(open_partition(storage, &self.dir, i, &cfg)?);
+            new.push(if hosted(i) {
+                Some(open_partition(storage, &self.dir, i, &cfg)?)
+            } else {
+                None
+            });
         }
         let mut m = self.meta();
         m.partitions = count;
         meta::write_json(fs.as_ref(), &self.dir.join(TOPIC_FILE), &m)?;
-        self.partitions.write().extend(new);
+        self.partitions.write().slots.extend(new);
         Ok(())
     }
 
@@ -299,7 +366,7 @@ impl Topic {
     /// Closes every partition (syncing it). Blocking.
     pub fn close(&self) -> Result<(), StorageError> {
         let mut first_err = None;
-        for p in self.partitions.read().iter() {
+        for p in self.partitions.read().open() {
             if let Err(e) = p.log.storage().close() {
                 tracing::error!(topic = %self.name, partition = p.index, error = %e, "closing partition failed");
                 first_err.get_or_insert(e);
@@ -396,7 +463,8 @@ fn open_partition(
     }))
 }
 
-/// Creates a topic on disk and opens it. Blocking.
+/// Creates a topic on disk and opens the partitions `hosted` names.
+/// Blocking.
 pub fn create_topic(
     storage: &Storage,
     topics_dir: &Path,
@@ -404,6 +472,7 @@ pub fn create_topic(
     id: Uuid,
     partitions: i32,
     config: TopicConfig,
+    hosted: HostedFilter<'_>,
 ) -> Result<Topic, StorageError> {
     let fs = &storage.fs;
     let dir = topics_dir.join(name);
@@ -414,7 +483,11 @@ pub fn create_topic(
     fs.create_dir_all(&dir)?;
     let mut slots = Vec::with_capacity(partitions.max(0) as usize);
     for i in 0..partitions {
-        slots.push(open_partition(storage, &dir, i, &config)?);
+        slots.push(if hosted(i) {
+            Some(open_partition(storage, &dir, i, &config)?)
+        } else {
+            None
+        });
     }
     let m = TopicMeta {
         name: name.to_string(),
@@ -429,7 +502,7 @@ pub fn create_topic(
         id,
         dir,
         settings: RwLock::new(Settings::new(config)),
-        partitions: RwLock::new(slots),
+        partitions: RwLock::new(Hosted { slots }),
         cleaning: Mutex::new(()),
         deleted: AtomicBool::new(false),
     })
@@ -482,17 +555,26 @@ pub fn load_topics(
         }
         let config =
             TopicConfig::new(m.config.clone(), broker.clone()).map_err(|e| bad(e.to_string()))?;
+        // A partition without a directory is hosted by another broker (a
+        // partition placed here whose directory is missing is opened empty
+        // once the metadata image is known, see [`Topic::host`]).
         let mut slots = Vec::with_capacity(m.partitions as usize);
+        let mut open = 0;
         for i in 0..m.partitions {
-            slots.push(open_partition(storage, &dir, i, &config)?);
+            slots.push(if fs.exists(&dir.join(i.to_string())) {
+                open += 1;
+                Some(open_partition(storage, &dir, i, &config)?)
+            } else {
+                None
+            });
         }
-        tracing::info!(topic = %m.name, partitions = m.partitions, "loaded topic");
+        tracing::info!(topic = %m.name, partitions = m.partitions, open, "loaded topic");
         out.push(Topic {
             name: m.name,
             id,
             dir,
             settings: RwLock::new(Settings::new(config)),
-            partitions: RwLock::new(slots),
+            partitions: RwLock::new(Hosted { slots }),
             cleaning: Mutex::new(()),
             deleted: AtomicBool::new(false),
         });
@@ -546,6 +628,54 @@ mod tests {
     }
 
     #[test]
+    fn a_broker_opens_only_the_partitions_it_hosts() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let storage = Storage::new(Arc::new(es_storage::RealFs));
+        let topics = dir.path().join("topics");
+        storage.fs.create_dir_all(&topics).expect("topics dir");
+        let even = |p: i32| p % 2 == 0;
+        let t = create_topic(
+            &storage,
+            &topics,
+            "t",
+            Uuid::new_v4(),
+            3,
+            topic_config(&[]),
+            &even,
+        )
+        .expect("created");
+        assert_eq!(t.partition_count(), 3);
+        assert!(t.has_partition(1) && !t.has_partition(3) && !t.has_partition(-1));
+        assert!(t.partition(0).is_some() && t.partition(1).is_none() && t.partition(2).is_some());
+        assert_eq!(
+            t.partitions().iter().map(|p| p.index).collect::<Vec<_>>(),
+            vec![0, 2]
+        );
+        assert!(
+            !topics.join("t").join("1").exists(),
+            "no directory for a partition hosted elsewhere"
+        );
+        t.add_partitions(&storage, 5, &even).expect("grown");
+        assert_eq!(t.partition_count(), 5);
+        assert!(t.partition(3).is_none() && t.partition(4).is_some());
+        t.close().expect("closed");
+
+        // Loading opens the partitions that have directories; host() opens
+        // one placed here later.
+        let loaded = load_topics(&storage, &topics, BrokerTopicDefaults::default()).expect("load");
+        let t = &loaded[0];
+        assert_eq!(t.partition_count(), 5);
+        assert_eq!(
+            t.partitions().iter().map(|p| p.index).collect::<Vec<_>>(),
+            vec![0, 2, 4]
+        );
+        t.host(&storage, &|p| p == 1).expect("hosted");
+        assert!(t.partition(1).is_some() && t.partition(3).is_none());
+        assert!(topics.join("t").join("1").exists());
+        t.close().expect("closed");
+    }
+
+    #[test]
     fn topic_meta_round_trips() {
         let m = TopicMeta {
             name: "t".into(),
@@ -585,6 +715,7 @@ mod tests {
             Uuid::new_v4(),
             1,
             topic_config(&[("max.message.bytes", "2048")]),
+            &host_all,
         )
         .expect("created");
         assert_eq!(t.rules().max_message_bytes, 2048);

@@ -1,0 +1,243 @@
+//! Where partitions and coordinators live, from this broker's applied copy
+//! of the metadata log (es-meta's [`MetaImage`]).
+//!
+//! Clients learn the cluster from Metadata and then talk to each
+//! partition's leader; a request that reaches a broker which does not lead
+//! the partition is answered NOT_LEADER_OR_FOLLOWER with the leader it
+//! should try (KIP-951's current-leader hints). Groups and transactional
+//! ids are placed as Kafka places them: the leader of partition
+//! `abs(hash(key)) % partitions` of `__consumer_offsets` (groups) or
+//! `__transaction_state` (transactional ids) coordinates the key.
+//!
+//! Before the metadata quorum has started (a broker opened for a tool or a
+//! test without it), this broker is the whole cluster: it leads every
+//! partition at leader epoch 0.
+
+use std::sync::Arc;
+
+use es_meta::image::NO_LEADER;
+use es_meta::MetaImage;
+
+use super::Broker;
+
+/// A broker as clients reach it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeEndpoint {
+    pub id: i32,
+    pub host: String,
+    pub port: i32,
+    pub rack: Option<String>,
+}
+
+/// One partition's replicas and leadership.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Leadership {
+    /// -1 when the partition has no leader (its replicas are all fenced).
+    pub leader: i32,
+    pub leader_epoch: i32,
+    pub replicas: Vec<i32>,
+    pub isr: Vec<i32>,
+}
+
+/// Where a coordinator key lives.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CoordinatorPlace {
+    /// This broker coordinates it.
+    Here,
+    /// Another broker does.
+    Elsewhere(NodeEndpoint),
+    /// The partition that places it has no leader now, or the topic that
+    /// places it does not exist yet.
+    Unavailable,
+}
+
+/// Kafka's placement of a coordinator key on a partition: the absolute
+/// value of Java's `String.hashCode` of the key modulo the partition count
+/// (Kafka's `Utils.abs` maps `i32::MIN` to 0).
+pub fn key_partition(key: &str, partitions: i32) -> i32 {
+    let hash = key
+        .encode_utf16()
+        .fold(0i32, |h, c| h.wrapping_mul(31).wrapping_add(i32::from(c)));
+    let abs = if hash == i32::MIN { 0 } else { hash.abs() };
+    abs % partitions.max(1)
+}
+
+impl Broker {
+    /// The applied metadata, once the quorum has started.
+    pub fn image(&self) -> Option<Arc<MetaImage>> {
+        self.meta.get().map(|m| m.image())
+    }
+
+    /// This broker's advertised endpoint.
+    pub fn own_endpoint(&self) -> NodeEndpoint {
+        NodeEndpoint {
+            id: self.node_id(),
+            host: self.config.advertised_host.clone(),
+            port: self.config.advertised_port,
+            rack: None,
+        }
+    }
+
+    /// The endpoint broker `id` registered, fenced or not.
+    pub fn endpoint_of(&self, image: Option<&MetaImage>, id: i32) -> Option<NodeEndpoint> {
+        let Some(image) = image else {
+            return (id == self.node_id()).then(|| self.own_endpoint());
+        };
+        let b = image.brokers.get(&id)?;
+        let e = b.endpoints.first()?;
+        Some(NodeEndpoint {
+            id,
+            host: e.host.clone(),
+            port: i32::from(e.port),
+            rack: b.rack.clone(),
+        })
+    }
+
+    /// The brokers clients may use: every registered, unfenced broker, by
+    /// id (Kafka's Metadata lists no fenced broker). This broker is listed
+    /// even while fenced, so a client that reached it can go on.
+    pub fn live_brokers(&self, image: Option<&MetaImage>) -> Vec<NodeEndpoint> {
+        let Some(image) = image else {
+            return vec![self.own_endpoint()];
+        };
+        let me = self.node_id();
+        let mut out: Vec<NodeEndpoint> = image
+            .brokers
+            .values()
+            .filter(|b| !b.fenced || b.id == me)
+            .filter_map(|b| self.endpoint_of(Some(image), b.id))
+            .collect();
+        if !out.iter().any(|e| e.id == me) {
+            out.push(self.own_endpoint());
+            out.sort_by_key(|e| e.id);
+        }
+        out
+    }
+
+    /// The controller clients are told about: the quorum's leader when it
+    /// is a registered broker, else this broker.
+    pub fn controller_id(&self, image: Option<&MetaImage>) -> i32 {
+        let leader = self
+            .meta
+            .get()
+            .and_then(|m| m.leader())
+            .and_then(|l| i32::try_from(l).ok());
+        match (leader, image) {
+            (Some(l), Some(img)) if img.brokers.contains_key(&l) => l,
+            _ => self.node_id(),
+        }
+    }
+
+    /// Partition `partition` of `topic`'s leadership, or `None` when the
+    /// metadata has no such partition.
+    pub fn leadership(
+        &self,
+        image: Option<&MetaImage>,
+        topic: &str,
+        partition: i32,
+    ) -> Option<Leadership> {
+        let Some(image) = image else {
+            let t = self.topic(topic)?;
+            return t.has_partition(partition).then(|| Leadership {
+                leader: self.node_id(),
+                leader_epoch: 0,
+                replicas: vec![self.node_id()],
+                isr: vec![self.node_id()],
+            });
+        };
+        let p = image
+            .topics
+            .get(topic)?
+            .partitions
+            .get(usize::try_from(partition).ok()?)?;
+        Some(Leadership {
+            leader: p.leader,
+            leader_epoch: p.leader_epoch,
+            replicas: p.replicas.clone(),
+            isr: p.isr.clone(),
+        })
+    }
+
+    /// Whether this broker leads the partition (true for every partition
+    /// before the quorum has started).
+    pub fn leads(&self, image: Option<&MetaImage>, topic: &str, partition: i32) -> bool {
+        self.leadership(image, topic, partition)
+            .is_some_and(|l| l.leader == self.node_id())
+    }
+
+    /// The current leader epoch of a partition this broker leads (0 before
+    /// the quorum has started or when unknown).
+    pub fn leader_epoch(&self, image: Option<&MetaImage>, topic: &str, partition: i32) -> i32 {
+        self.leadership(image, topic, partition)
+            .map_or(0, |l| l.leader_epoch)
+    }
+
+    /// The leader to name in a NOT_LEADER_OR_FOLLOWER answer (KIP-951):
+    /// its leadership and endpoint, when it has a leader.
+    pub fn leader_hint(
+        &self,
+        image: Option<&MetaImage>,
+        topic: &str,
+        partition: i32,
+    ) -> Option<(Leadership, NodeEndpoint)> {
+        let l = self.leadership(image, topic, partition)?;
+        if l.leader == NO_LEADER {
+            return None;
+        }
+        let e = self.endpoint_of(image, l.leader)?;
+        Some((l, e))
+    }
+
+    /// Which partitions of `topic` this broker hosts: those whose replicas
+    /// include it (every partition before the quorum has started, or for a
+    /// topic the metadata does not know).
+    pub fn hosts(&self, image: Option<&MetaImage>, topic: &str, partition: i32) -> bool {
+        let me = self.node_id();
+        match image.and_then(|i| i.topics.get(topic)) {
+            None => true,
+            Some(t) => usize::try_from(partition)
+                .ok()
+                .and_then(|p| t.partitions.get(p))
+                .is_some_and(|p| p.replicas.contains(&me)),
+        }
+    }
+
+    /// Where the coordinator of `key` is, placed over the partitions of
+    /// `topic` (`__consumer_offsets` or `__transaction_state`). `None` when
+    /// the topic does not exist (the caller creates it and asks again).
+    pub fn coordinator_place(&self, topic: &str, key: &str) -> Option<CoordinatorPlace> {
+        let image = self.image();
+        let count = match image.as_deref() {
+            Some(img) => img.topics.get(topic)?.partitions.len() as i32,
+            None => self.topic(topic)?.partition_count(),
+        };
+        let p = key_partition(key, count);
+        let Some(l) = self.leadership(image.as_deref(), topic, p) else {
+            return Some(CoordinatorPlace::Unavailable);
+        };
+        if l.leader == self.node_id() {
+            return Some(CoordinatorPlace::Here);
+        }
+        Some(
+            self.endpoint_of(image.as_deref(), l.leader)
+                .filter(|_| l.leader != NO_LEADER)
+                .map_or(CoordinatorPlace::Unavailable, CoordinatorPlace::Elsewhere),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::key_partition;
+
+    #[test]
+    fn keys_are_placed_as_kafka_places_them() {
+        // Java: Math.abs("group".hashCode()) % 50 == 98629247 % 50.
+        assert_eq!("group".encode_utf16().count(), 5);
+        assert_eq!(key_partition("group", 50), 98_629_247 % 50);
+        assert_eq!(key_partition("", 50), 0);
+        assert_eq!(key_partition("anything", 1), 0);
+        // "polygenelubricants".hashCode() == Integer.MIN_VALUE: Utils.abs gives 0.
+        assert_eq!(key_partition("polygenelubricants", 7), 0);
+    }
+}
