@@ -12,6 +12,12 @@
 //!   none twice; a new leader is elected; the stream goes on; the killed
 //!   node, restarted, catches up.
 //!
+//! - Partitions are spread over the brokers; every node answers Metadata
+//!   alike; a partition request to a broker that does not lead it gets
+//!   NOT_LEADER_OR_FOLLOWER with the leader named (KIP-951); a killed
+//!   broker is fenced after its session times out, its partitions have no
+//!   leader until it returns, then it leads them at a new epoch.
+//!
 //! Waits are bounded polls on conditions; the election time printed is a
 //! measurement, not an assertion.
 
@@ -170,8 +176,16 @@ fn a_pre_quorum_data_directory_opens_unchanged() {
         defaults,
     )
     .expect("config");
-    let t = es_kafka::topics::create_topic(&storage, &data.join("topics"), "legacy", id, 3, config)
-        .expect("legacy topic");
+    let t = es_kafka::topics::create_topic(
+        &storage,
+        &data.join("topics"),
+        "legacy",
+        id,
+        3,
+        config,
+        &es_kafka::topics::host_all,
+    )
+    .expect("legacy topic");
     t.close().expect("close");
     drop(t);
     assert!(!data.join("meta").exists());
@@ -345,5 +359,204 @@ fn a_learner_is_made_a_voter_and_back_with_the_quorum_subcommand() {
         eventually(Duration::from_secs(20), "the topic on every node", || {
             topics(&addr).contains_key("after-changes").then_some(())
         });
+    }
+}
+
+/// Creates `name` with `partitions` partitions through `addr`; the error code.
+fn create_spread_topic(addr: &str, name: &str, partitions: i32) -> i16 {
+    let mut c = KafkaClient::connect_with_timeout(addr, "cluster-test", Duration::from_secs(40));
+    let mut t = CreatableTopic::default();
+    t.name = TopicName(StrBytes::from_string(name.to_string()));
+    t.num_partitions = partitions;
+    t.replication_factor = -1;
+    let mut req = CreateTopicsRequest::default();
+    req.topics = vec![t];
+    req.timeout_ms = 30_000;
+    let r: CreateTopicsResponse = c.call(ApiKey::CreateTopics, 7, &req);
+    r.topics[0].error_code
+}
+
+/// A partition as Metadata shows it: (error, leader, leader epoch, offline replicas).
+type Shown = (i16, i32, i32, Vec<i32>);
+/// (node id, port) of a broker.
+type NodePort = (i32, i32);
+
+/// One topic's Metadata (v12) from `addr`: the brokers listed and each
+/// partition.
+fn placement(addr: &str, topic: &str) -> (Vec<NodePort>, Vec<Shown>) {
+    let mut c = KafkaClient::connect(addr, "cluster-test");
+    let mut t = kafka_protocol::messages::metadata_request::MetadataRequestTopic::default();
+    t.name = Some(TopicName(StrBytes::from_string(topic.to_string())));
+    let mut req = MetadataRequest::default();
+    req.topics = Some(vec![t]);
+    let r: MetadataResponse = c.call(ApiKey::Metadata, 12, &req);
+    let brokers = r.brokers.iter().map(|b| (b.node_id.0, b.port)).collect();
+    let parts = r.topics[0]
+        .partitions
+        .iter()
+        .map(|p| {
+            (
+                p.error_code,
+                p.leader_id.0,
+                p.leader_epoch,
+                p.offline_replicas.iter().map(|r| r.0).collect(),
+            )
+        })
+        .collect();
+    (brokers, parts)
+}
+
+/// Produces one record to `topic`/`partition` through `addr` (Produce v11):
+/// (error, base offset, current leader hint, endpoints hinted).
+fn produce_one(
+    addr: &str,
+    topic: &str,
+    partition: i32,
+    value: &str,
+) -> (i16, i64, (i32, i32), Vec<NodePort>) {
+    use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+    let mut batch = es_test_support::batch::KafkaBatch::new();
+    batch.record(
+        1_700_000_000_000,
+        None,
+        Some(value.as_bytes()),
+        &[],
+        &es_storage::record::RecordMeta::default(),
+    );
+    let mut pd = PartitionProduceData::default();
+    pd.index = partition;
+    pd.records = Some(batch.encode().into());
+    let mut td = TopicProduceData::default();
+    td.name = TopicName(StrBytes::from_string(topic.to_string()));
+    td.partition_data = vec![pd];
+    let mut req = kafka_protocol::messages::ProduceRequest::default();
+    req.acks = -1;
+    req.timeout_ms = 30_000;
+    req.topic_data = vec![td];
+    let mut c = KafkaClient::connect(addr, "cluster-test");
+    let r: kafka_protocol::messages::ProduceResponse = c.call(ApiKey::Produce, 11, &req);
+    let p = &r.responses[0].partition_responses[0];
+    (
+        p.error_code,
+        p.base_offset,
+        (p.current_leader.leader_id.0, p.current_leader.leader_epoch),
+        r.node_endpoints
+            .iter()
+            .map(|e| (e.node_id.0, e.port))
+            .collect(),
+    )
+}
+
+/// ListOffsets (v7, latest) of `topic`/`partition` through `addr`: (error, offset).
+fn latest_offset(addr: &str, topic: &str, partition: i32) -> (i16, i64) {
+    use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+    let mut p = ListOffsetsPartition::default();
+    p.partition_index = partition;
+    p.timestamp = -1;
+    p.current_leader_epoch = -1;
+    let mut t = ListOffsetsTopic::default();
+    t.name = TopicName(StrBytes::from_string(topic.to_string()));
+    t.partitions = vec![p];
+    let mut req = kafka_protocol::messages::ListOffsetsRequest::default();
+    req.replica_id = kafka_protocol::messages::BrokerId(-1);
+    req.topics = vec![t];
+    let mut c = KafkaClient::connect(addr, "cluster-test");
+    let r: kafka_protocol::messages::ListOffsetsResponse = c.call(ApiKey::ListOffsets, 7, &req);
+    let p = &r.topics[0].partitions[0];
+    (p.error_code, p.offset)
+}
+
+const NOT_LEADER_OR_FOLLOWER: i16 = 6;
+const LEADER_NOT_AVAILABLE: i16 = 5;
+
+#[test]
+fn partitions_are_spread_over_the_brokers_and_served_by_their_leaders() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let mut c = Cluster::start(dir.path(), 3, 3);
+    c.leader();
+    assert_eq!(create_spread_topic(&c.addr(2), "spread", 6), 0);
+    let ports: BTreeMap<i32, i32> = c
+        .nodes
+        .iter()
+        .map(|(id, p)| {
+            (
+                *id,
+                p.addr
+                    .rsplit(':')
+                    .next()
+                    .expect("port")
+                    .parse()
+                    .expect("port"),
+            )
+        })
+        .collect();
+    // Every node answers the same placement once it has applied the
+    // creation: the three brokers with their ports, two partitions each.
+    let want = placement(&c.addr(1), "spread");
+    for id in 1..=3 {
+        let addr = c.addr(id);
+        eventually(
+            Duration::from_secs(20),
+            "the same placement on every node",
+            || (placement(&addr, "spread") == want).then_some(()),
+        );
+    }
+    let (brokers, parts) = want;
+    assert_eq!(
+        brokers,
+        ports.iter().map(|(k, v)| (*k, *v)).collect::<Vec<_>>()
+    );
+    assert_eq!(parts.len(), 6);
+    for id in 1..=3 {
+        assert_eq!(parts.iter().filter(|p| p.1 == id).count(), 2, "{parts:?}");
+    }
+    assert!(
+        parts.iter().all(|p| p.0 == 0 && p.3.is_empty()),
+        "{parts:?}"
+    );
+
+    // Partition 0 through a broker that does not lead it: refused with the
+    // leader named (KIP-951); through its leader: stored.
+    let (leader, epoch) = (parts[0].1, parts[0].2);
+    let other = (1..=3).find(|id| *id != leader).expect("another node");
+    let (err, _, hint, endpoints) = produce_one(&c.addr(other), "spread", 0, "misrouted");
+    assert_eq!(err, NOT_LEADER_OR_FOLLOWER);
+    assert_eq!(hint, (leader, epoch));
+    assert_eq!(endpoints, vec![(leader, ports[&leader])]);
+    assert_eq!(
+        latest_offset(&c.addr(other), "spread", 0).0,
+        NOT_LEADER_OR_FOLLOWER
+    );
+    let (err, base, _, _) = produce_one(&c.addr(leader), "spread", 0, "kept");
+    assert_eq!((err, base), (0, 0));
+    assert_eq!(latest_offset(&c.addr(leader), "spread", 0), (0, 1));
+
+    // The leader stops heartbeating (kill -9): after the session timeout it
+    // is fenced, its partitions have no leader (one replica each) and it is
+    // listed offline; restarted, it leads them again at a higher epoch and
+    // still has the record.
+    let p = c.nodes.remove(&leader).expect("leader process");
+    p.kill();
+    let survivor = c.addr(other);
+    let t = Instant::now();
+    let (brokers, parts) = eventually(Duration::from_secs(40), "the dead broker fenced", || {
+        let (b, p) = placement(&survivor, "spread");
+        (p[0].1 == -1).then_some((b, p))
+    });
+    println!("broker {leader} fenced {:?} after kill -9", t.elapsed());
+    assert!(!brokers.iter().any(|b| b.0 == leader), "{brokers:?}");
+    assert_eq!(parts[0].0, LEADER_NOT_AVAILABLE);
+    assert_eq!(parts[0].3, vec![leader]);
+    let mut p = c.spawn(leader);
+    p.wait_listening();
+    c.nodes.insert(leader, p);
+    let parts = eventually(Duration::from_secs(30), "the broker leads again", || {
+        let (_, p) = placement(&survivor, "spread");
+        (p[0].1 == leader).then_some(p)
+    });
+    assert!(parts[0].2 > epoch, "a new leader epoch: {parts:?}");
+    assert_eq!(latest_offset(&c.addr(leader), "spread", 0), (0, 1));
+    for (_, p) in std::mem::take(&mut c.nodes) {
+        p.stop();
     }
 }

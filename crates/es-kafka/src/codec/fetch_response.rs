@@ -12,8 +12,9 @@
 //! this module owns only the layout, not the meaning, of a Fetch response.
 //!
 //! What es never sets is not representable here: preferred_read_replica is
-//! always -1, and the tagged fields (diverging epoch, current leader,
-//! snapshot id, node endpoints) are always absent.
+//! always -1, and the tagged fields diverging epoch and snapshot id are
+//! always absent. The current leader (v12+) and the node endpoints (v16+)
+//! are written when set: KIP-951's hints on NOT_LEADER_OR_FOLLOWER.
 
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::TopicName;
@@ -48,6 +49,18 @@ pub struct FetchedPartition {
     pub aborted_transactions: Option<Vec<Aborted>>,
     /// Kafka RecordBatch v2 batches (possibly none).
     pub records: Bytes,
+    /// The partition's leader id and epoch, with NOT_LEADER_OR_FOLLOWER
+    /// (tagged field 1, v12+).
+    pub current_leader: Option<(i32, i32)>,
+}
+
+/// A broker named in [`FetchReply::node_endpoints`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Endpoint {
+    pub node_id: i32,
+    pub host: String,
+    pub port: i32,
+    pub rack: Option<String>,
 }
 
 /// One topic's answer: named before v13, by id from v13.
@@ -67,6 +80,9 @@ pub struct FetchReply {
     /// Fetch session id (v7+): 0 without a session.
     pub session_id: i32,
     pub topics: Vec<FetchedTopic>,
+    /// The endpoints of the leaders named in `current_leader` (tagged
+    /// field 0, v16+).
+    pub node_endpoints: Vec<Endpoint>,
 }
 
 /// Why a reply cannot be encoded (a bug or an absurd request, never the
@@ -191,14 +207,44 @@ impl FetchReply {
                     cuts.push((out.len(), p.records.clone()));
                 }
                 if flexible {
-                    put_uvarint(&mut out, 0); // partition tagged fields
+                    match p.current_leader {
+                        Some((leader_id, leader_epoch)) => {
+                            put_uvarint(&mut out, 1); // one tagged field
+                            put_uvarint(&mut out, 1); // tag 1: current leader
+                            put_uvarint(&mut out, 9); // its size
+                            out.put_i32(leader_id);
+                            out.put_i32(leader_epoch);
+                            put_uvarint(&mut out, 0); // its tagged fields
+                        }
+                        None => put_uvarint(&mut out, 0),
+                    }
                 }
             }
             if flexible {
                 put_uvarint(&mut out, 0); // topic tagged fields
             }
         }
-        if flexible {
+        if version >= 16 && !self.node_endpoints.is_empty() {
+            let mut ne = BytesMut::new();
+            put_array_len(&mut ne, true, Some(self.node_endpoints.len()), "endpoints")?;
+            for e in &self.node_endpoints {
+                ne.put_i32(e.node_id);
+                put_string(&mut ne, true, &e.host)?;
+                ne.put_i32(e.port);
+                match &e.rack {
+                    Some(r) => put_string(&mut ne, true, r)?,
+                    None => put_uvarint(&mut ne, 0),
+                }
+                put_uvarint(&mut ne, 0);
+            }
+            put_uvarint(&mut out, 1); // one tagged field
+            put_uvarint(&mut out, 0); // tag 0: node endpoints
+            put_uvarint(
+                &mut out,
+                u32::try_from(ne.len()).map_err(|_| FetchEncodeError::TooLong("endpoints"))?,
+            );
+            out.put_slice(&ne);
+        } else if flexible {
             put_uvarint(&mut out, 0); // top-level tagged fields
         }
         let records: usize = cuts.iter().map(|(_, r)| r.len()).sum();
@@ -232,9 +278,9 @@ mod tests {
     use es_storage::record::{self as disk, ProducerInfo, RecordMeta};
     use es_storage::RecordIter;
     use kafka_protocol::messages::fetch_response::{
-        AbortedTransaction, FetchableTopicResponse, PartitionData,
+        AbortedTransaction, FetchableTopicResponse, NodeEndpoint, PartitionData,
     };
-    use kafka_protocol::messages::{ApiKey, FetchResponse, ProducerId, ResponseHeader};
+    use kafka_protocol::messages::{ApiKey, BrokerId, FetchResponse, ProducerId, ResponseHeader};
     use kafka_protocol::protocol::{Decodable, StrBytes};
     use kafka_protocol::records::RecordBatchDecoder;
 
@@ -292,6 +338,7 @@ mod tests {
             log_start_offset: 3,
             aborted_transactions: aborted(ab),
             records,
+            current_leader: None,
         };
         FetchReply {
             throttle_time_ms: 0,
@@ -312,7 +359,10 @@ mod tests {
                                 first_offset: 1,
                             }],
                         ),
-                        part(2, 1, Bytes::new(), vec![]),
+                        FetchedPartition {
+                            current_leader: Some((2, 7)),
+                            ..part(2, 6, Bytes::new(), vec![])
+                        },
                         part(
                             3,
                             0,
@@ -339,6 +389,20 @@ mod tests {
                     name: TopicName(StrBytes::from_static_str("none")),
                     id: uuid::Uuid::nil(),
                     partitions: vec![],
+                },
+            ],
+            node_endpoints: vec![
+                Endpoint {
+                    node_id: 2,
+                    host: "b2".into(),
+                    port: 9092,
+                    rack: Some("r2".into()),
+                },
+                Endpoint {
+                    node_id: 3,
+                    host: "b3".into(),
+                    port: 9093,
+                    rack: None,
                 },
             ],
         }
@@ -377,9 +441,27 @@ mod tests {
                         .collect()
                 });
                 kp.records = Some(p.records.clone());
+                if let (true, Some((id, epoch))) = (version >= 12, p.current_leader) {
+                    kp.current_leader.leader_id = BrokerId(id);
+                    kp.current_leader.leader_epoch = epoch;
+                }
                 kt.partitions.push(kp);
             }
             k.responses.push(kt);
+        }
+        if version >= 16 {
+            k.node_endpoints = r
+                .node_endpoints
+                .iter()
+                .map(|e| {
+                    let mut n = NodeEndpoint::default();
+                    n.node_id = BrokerId(e.node_id);
+                    n.host = StrBytes::from_string(e.host.clone());
+                    n.port = e.port;
+                    n.rack = e.rack.clone().map(StrBytes::from_string);
+                    n
+                })
+                .collect();
         }
         k
     }

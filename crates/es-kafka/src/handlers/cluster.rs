@@ -247,7 +247,7 @@ pub fn alter_partition_reassignments(
                     ResponseError::UnknownTopicOrPartition,
                     Some(format!("Unable to find a topic named {name}.")),
                 )),
-                Some(t) if t.partition(p.partition_index).is_none() => Err((
+                Some(t) if !t.has_partition(p.partition_index) => Err((
                     ResponseError::UnknownTopicOrPartition,
                     Some(format!(
                         "Unable to find partition {name}:{}.",

@@ -12,7 +12,9 @@
 //! As Kafka: each partition is answered once, grouped by topic, a partition
 //! named twice with INVALID_REQUEST; a special timestamp older than the
 //! request version that introduced it gets UNSUPPORTED_VERSION; an offset
-//! not found has no leader epoch (-1).
+//! not found has no leader epoch (-1). A partition led by another broker
+//! gets NOT_LEADER_OR_FOLLOWER, a stale or future current leader epoch
+//! FENCED_LEADER_EPOCH or UNKNOWN_LEADER_EPOCH ([`super::route`]).
 
 use bytes::Bytes;
 use indexmap::IndexMap;
@@ -22,7 +24,7 @@ use kafka_protocol::messages::list_offsets_response::{
 };
 use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse, TopicName};
 
-use super::metadata::LEADER_EPOCH;
+use super::route::route;
 use super::{blocking, Ctx, RequestError};
 use crate::errors::{code, storage_error_code, ResponseError, NONE};
 
@@ -72,23 +74,28 @@ pub async fn handle(ctx: &Ctx, req: ListOffsetsRequest) -> Result<Option<Bytes>,
         }
     }
     let results = blocking(move || {
+        let image = b.image();
         let mut out: IndexMap<TopicName, ListOffsetsTopicResponse> = IndexMap::new();
         for ((name, _), (p, duplicated)) in wanted {
             let topic = b.topic(name.0.as_str());
             let mut pr = ListOffsetsPartitionResponse::default();
             pr.partition_index = p.partition_index;
-            let slot = topic.as_ref().and_then(|t| t.partition(p.partition_index));
-            let (error, ts, off) = match slot {
+            let routed = route(
+                &b,
+                image.as_deref(),
+                topic.as_ref(),
+                p.partition_index,
+                p.current_leader_epoch,
+            );
+            let epoch = routed.as_ref().map_or(-1, |r| r.leader_epoch);
+            let (error, ts, off) = match routed.map(|r| r.slot) {
                 _ if duplicated => (code(ResponseError::InvalidRequest), -1, -1),
                 _ if bad_isolation => (code(ResponseError::UnknownServerError), -1, -1),
-                None => (code(ResponseError::UnknownTopicOrPartition), -1, -1),
-                Some(_) if p.current_leader_epoch > LEADER_EPOCH => {
-                    (code(ResponseError::UnknownLeaderEpoch), -1, -1)
-                }
-                Some(_) if v < min_version_of(p.timestamp) => {
+                Err(m) => (code(m.error), -1, -1),
+                Ok(_) if v < min_version_of(p.timestamp) => {
                     (code(ResponseError::UnsupportedVersion), -1, -1)
                 }
-                Some(s) => match p.timestamp {
+                Ok(s) => match p.timestamp {
                     LATEST => {
                         let hw = s.log.high_watermark();
                         let latest = if read_committed {
@@ -121,11 +128,7 @@ pub async fn handle(ctx: &Ctx, req: ListOffsetsRequest) -> Result<Option<Bytes>,
             pr.offset = off;
             if v >= 4 {
                 // No offset found: no epoch either.
-                pr.leader_epoch = if error == NONE && off >= 0 {
-                    LEADER_EPOCH
-                } else {
-                    -1
-                };
+                pr.leader_epoch = if error == NONE && off >= 0 { epoch } else { -1 };
             }
             out.entry(name.clone())
                 .or_insert_with(|| {

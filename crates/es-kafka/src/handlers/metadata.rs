@@ -3,8 +3,12 @@
 //!
 //! Fields exist only in some versions and the crate refuses to encode a field
 //! its version lacks, so every versioned field is set under a version check.
-//! One node (this broker) leads every partition at leader epoch 0 with
-//! itself as the only replica.
+//! Brokers, leaders, leader epochs, replicas and ISRs come from this broker's
+//! applied copy of the metadata log (`Broker::image`): every live broker with
+//! its endpoint, and for each partition its leader, or LEADER_NOT_AVAILABLE
+//! with leader -1 when it has none (its replicas are fenced); replicas on
+//! fenced brokers are listed as offline (v5+), as Kafka's KRaft metadata
+//! cache does. The controller named is the quorum's leader.
 //!
 //! Internal topics ([`crate::topics::is_internal`]) are flagged `is_internal`,
 //! also in the error answer for one that does not exist, as Kafka flags them
@@ -25,25 +29,36 @@ use kafka_protocol::messages::metadata_response::{
 use kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
 
+use es_meta::image::NO_LEADER;
+use es_meta::MetaImage;
+
 use super::{Ctx, RequestError, CLUSTER_OPERATIONS_ALL, TOPIC_OPERATIONS_ALL};
+use crate::broker::Leadership;
 use crate::errors::{code, ResponseError};
 use crate::topics::{is_internal, validate_topic_name, Topic};
-
-/// Leader epoch of every partition on a single node.
-pub const LEADER_EPOCH: i32 = 0;
 
 pub async fn handle(ctx: &Ctx, req: MetadataRequest) -> Result<Option<Bytes>, RequestError> {
     let v = ctx.version;
     let b = &ctx.broker;
     let include_ops = v >= 8 && req.include_topic_authorized_operations;
     let mut r = MetadataResponse::default();
-    let mut broker = MetadataResponseBroker::default();
-    broker.node_id = BrokerId(b.node_id());
-    broker.host = StrBytes::from_string(b.config().advertised_host.clone());
-    broker.port = b.config().advertised_port;
-    r.brokers = vec![broker];
+    let image = b.image();
+    r.brokers = b
+        .live_brokers(image.as_deref())
+        .into_iter()
+        .map(|e| {
+            let mut broker = MetadataResponseBroker::default();
+            broker.node_id = BrokerId(e.id);
+            broker.host = StrBytes::from_string(e.host);
+            broker.port = e.port;
+            if v >= 1 {
+                broker.rack = e.rack.map(StrBytes::from_string);
+            }
+            broker
+        })
+        .collect();
     if v >= 1 {
-        r.controller_id = BrokerId(b.node_id());
+        r.controller_id = BrokerId(b.controller_id(image.as_deref()));
     }
     if v >= 2 {
         r.cluster_id = Some(StrBytes::from_string(b.cluster_id().to_string()));
@@ -185,22 +200,39 @@ fn error_topic(v: i16, name: Option<&str>, error_code: i16) -> MetadataResponseT
     t
 }
 
-/// One partition on this node, as every partition here is.
-fn local_partition(v: i16, node: BrokerId, index: i32) -> MetadataResponsePartition {
+/// One partition's leadership as the metadata has it.
+fn partition(
+    v: i16,
+    index: i32,
+    l: Leadership,
+    image: Option<&MetaImage>,
+) -> MetadataResponsePartition {
     let mut m = MetadataResponsePartition::default();
     m.partition_index = index;
-    m.leader_id = node;
-    if v >= 7 {
-        m.leader_epoch = LEADER_EPOCH;
+    m.leader_id = BrokerId(l.leader);
+    if l.leader == NO_LEADER {
+        m.error_code = code(ResponseError::LeaderNotAvailable);
     }
-    m.replica_nodes = vec![node];
-    m.isr_nodes = vec![node];
+    if v >= 7 {
+        m.leader_epoch = l.leader_epoch;
+    }
+    if v >= 5 {
+        m.offline_replicas = l
+            .replicas
+            .iter()
+            .filter(|r| image.is_some_and(|i| i.brokers.get(r).is_none_or(|b| b.fenced)))
+            .map(|r| BrokerId(*r))
+            .collect();
+    }
+    m.replica_nodes = l.replicas.into_iter().map(BrokerId).collect();
+    m.isr_nodes = l.isr.into_iter().map(BrokerId).collect();
     m
 }
 
 fn describe(ctx: &Ctx, topic: &Arc<Topic>, include_ops: bool) -> MetadataResponseTopic {
     let v = ctx.version;
-    let node = BrokerId(ctx.broker.node_id());
+    let b = &ctx.broker;
+    let image = b.image();
     let mut t = MetadataResponseTopic::default();
     t.name = Some(TopicName(StrBytes::from_string(topic.name.clone())));
     if v >= 1 {
@@ -212,10 +244,11 @@ fn describe(ctx: &Ctx, topic: &Arc<Topic>, include_ops: bool) -> MetadataRespons
     if include_ops {
         t.topic_authorized_operations = TOPIC_OPERATIONS_ALL;
     }
-    t.partitions = topic
-        .partitions()
-        .iter()
-        .map(|p| local_partition(v, node, p.index))
+    t.partitions = (0..topic.partition_count())
+        .filter_map(|i| {
+            let l = b.leadership(image.as_deref(), &topic.name, i)?;
+            Some(partition(v, i, l, image.as_deref()))
+        })
         .collect();
     t
 }

@@ -22,6 +22,7 @@ pub mod metadata;
 pub mod offset_for_leader_epoch;
 pub mod past_crate;
 pub mod produce;
+pub mod route;
 pub mod txn;
 pub mod unsupported;
 

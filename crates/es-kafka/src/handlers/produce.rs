@@ -30,12 +30,13 @@ use es_storage::{AppendIntent, AppendOutcome, ProducerAppend, RecordBatchBuf};
 use indexmap::IndexMap;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::produce_response::{
-    BatchIndexAndErrorMessage, PartitionProduceResponse, TopicProduceResponse,
+    BatchIndexAndErrorMessage, NodeEndpoint, PartitionProduceResponse, TopicProduceResponse,
 };
-use kafka_protocol::messages::{ProduceRequest, ProduceResponse, TopicName};
+use kafka_protocol::messages::{BrokerId, ProduceRequest, ProduceResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
 
 use super::durable::Durable;
+use super::route::{route, LeaderEndpoints, Routed, NO_EPOCH};
 use super::{blocking, txn, Ctx, RequestError};
 use crate::codec::batch::{check_produce_compression, BatchDecoder, BatchSummary, DecodeLimits};
 use crate::config::{TimestampType, TopicRules};
@@ -66,6 +67,9 @@ struct Refusal {
     record_errors: Vec<(i32, String)>,
     /// The partition's log start offset, where Kafka reports it with the error.
     log_start_offset: i64,
+    /// The partition's leader (id, epoch) with NOT_LEADER_OR_FOLLOWER
+    /// (KIP-951, v10+).
+    leader: Option<(i32, i32)>,
 }
 
 impl Refusal {
@@ -75,6 +79,7 @@ impl Refusal {
             message: message.into(),
             record_errors: Vec::new(),
             log_start_offset: -1,
+            leader: None,
         }
     }
 }
@@ -136,6 +141,8 @@ pub async fn handle(
     let mut topic_names: Vec<(TopicName, uuid::Uuid)> = Vec::with_capacity(topic_data.len());
     let mut items: Vec<(Head, Step<Resolved>)> = Vec::new();
     let acks_ok = matches!(acks, -1..=1);
+    let image = b.image();
+    let mut leaders = LeaderEndpoints::default();
     // Phase 1: resolve topics and partitions.
     for (ti, td) in topic_data.into_iter().enumerate() {
         topic_names.push((td.name.clone(), td.topic_id));
@@ -169,28 +176,38 @@ pub async fn handle(
             } else {
                 match &resolved {
                     Err((c, m)) => Err(Refusal::new(*c, m.clone())),
-                    Ok(topic) => match topic.partition(pd.index) {
-                        None => Err(Refusal::new(
-                            code(ResponseError::UnknownTopicOrPartition),
-                            format!("{} has no partition {}", topic.name, pd.index),
-                        )),
-                        // Kafka's ReplicaManager refuses clients' appends to
-                        // an internal topic's partitions, however the topic
-                        // was named (v13 by id too).
-                        Some(_) if is_internal(&topic.name) => Err(Refusal::new(
-                            code(ResponseError::InvalidTopicException),
-                            format!("Cannot append to internal topic {}", topic.name),
-                        )),
-                        Some(slot) => {
-                            head.topic_name = topic.name.clone();
-                            Ok(Resolved {
-                                intent: slot.log.announce_append(),
-                                slot,
-                                rules: topic.rules(),
-                                records: pd.records,
-                            })
+                    Ok(topic) => {
+                        match route(b, image.as_deref(), Some(topic), pd.index, NO_EPOCH) {
+                            Err(m) => {
+                                leaders.note(&m);
+                                let message = if m.error == ResponseError::UnknownTopicOrPartition {
+                                    format!("{} has no partition {}", topic.name, pd.index)
+                                } else {
+                                    format!("this broker does not lead {}-{}", topic.name, pd.index)
+                                };
+                                Err(Refusal {
+                                    leader: m.leader.map(|(l, _)| (l.leader, l.leader_epoch)),
+                                    ..Refusal::new(code(m.error), message)
+                                })
+                            }
+                            // Kafka's ReplicaManager refuses clients' appends to
+                            // an internal topic's partitions, however the topic
+                            // was named (v13 by id too).
+                            Ok(_) if is_internal(&topic.name) => Err(Refusal::new(
+                                code(ResponseError::InvalidTopicException),
+                                format!("Cannot append to internal topic {}", topic.name),
+                            )),
+                            Ok(Routed { slot, .. }) => {
+                                head.topic_name = topic.name.clone();
+                                Ok(Resolved {
+                                    intent: slot.log.announce_append(),
+                                    slot,
+                                    rules: topic.rules(),
+                                    records: pd.records,
+                                })
+                            }
                         }
-                    },
+                    }
                 }
             };
             items.push((head, step));
@@ -327,6 +344,19 @@ pub async fn handle(
         t.partition_responses = by_topic.remove(&ti).unwrap_or_default();
         r.responses.push(t);
     }
+    if v >= 10 {
+        r.node_endpoints = leaders
+            .into_endpoints()
+            .map(|e| {
+                let mut n = NodeEndpoint::default();
+                n.node_id = BrokerId(e.id);
+                n.host = StrBytes::from_string(e.host);
+                n.port = e.port;
+                n.rack = e.rack.map(StrBytes::from_string);
+                n
+            })
+            .collect();
+    }
     ctx.respond(&r)
 }
 
@@ -377,6 +407,10 @@ fn partition_response(v: i16, partition: i32, step: Step<Appended>) -> Partition
         }
         Err(r) => {
             p.error_code = r.error;
+            if let (true, Some((leader, epoch))) = (v >= 10, r.leader) {
+                p.current_leader.leader_id = BrokerId(leader);
+                p.current_leader.leader_epoch = epoch;
+            }
             p.base_offset = -1;
             p.log_append_time_ms = -1;
             if v >= 5 {
@@ -628,6 +662,7 @@ fn refuse_keyless_records(head: &Head, slot: &PartitionSlot, buf: &RecordBatchBu
         ),
         record_errors: errors,
         log_start_offset: slot.log.log_start_offset() as i64,
+        leader: None,
     })
 }
 

@@ -37,6 +37,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
+use super::route::{route, NO_EPOCH};
 use super::{blocking, Ctx, RequestError};
 use crate::broker::Broker;
 use crate::codec::batch::BatchSummary;
@@ -162,7 +163,7 @@ struct AddTxn {
 type AddResult = Vec<(TopicName, Vec<(i32, i16)>)>;
 
 fn add_one(b: &Broker, version: i16, t: &AddTxn) -> AddResult {
-    let exists = |topic: &str, p: i32| b.topic(topic).and_then(|t| t.partition(p)).is_some();
+    let exists = |topic: &str, p: i32| b.topic(topic).is_some_and(|t| t.has_partition(p));
     let all = |code: &mut dyn FnMut(&str, i32) -> i16| -> AddResult {
         t.topics
             .iter()
@@ -342,7 +343,7 @@ pub async fn txn_offset_commit(
         for p in &t.partitions {
             let known = topic
                 .as_ref()
-                .is_some_and(|tp| tp.partition(p.partition_index).is_some());
+                .is_some_and(|tp| tp.has_partition(p.partition_index));
             if !known {
                 parts.push((
                     p.partition_index,
@@ -556,6 +557,7 @@ pub async fn describe_producers(
                     Ok(()) => None,
                 };
                 let topic = b.topic(&name);
+                let image = b.image();
                 let mut tr = TopicResponse::default();
                 tr.partitions = t
                     .partition_indexes
@@ -563,16 +565,17 @@ pub async fn describe_producers(
                     .map(|&p| {
                         let mut pr = PartitionResponse::default();
                         pr.partition_index = p;
-                        let slot = topic.as_ref().and_then(|t| t.partition(p));
+                        let slot = route(&b, image.as_deref(), topic.as_ref(), p, NO_EPOCH)
+                            .map(|r| r.slot);
                         match (&topic_error, slot) {
                             (Some((e, why)), _) => {
                                 pr.error_code = *e;
                                 pr.error_message = why.as_deref().map(s);
                             }
-                            (None, None) => {
-                                pr.error_code = code(ResponseError::UnknownTopicOrPartition);
+                            (None, Err(m)) => {
+                                pr.error_code = code(m.error);
                             }
-                            (None, Some(slot)) => {
+                            (None, Ok(slot)) => {
                                 let st = slot.log.producer_state();
                                 pr.active_producers = st
                                     .producers

@@ -1,5 +1,7 @@
-//! DescribeCluster, DescribeLogDirs and DescribeTopicPartitions: what this
-//! node, its one log directory and its partitions look like.
+//! DescribeCluster, DescribeLogDirs and DescribeTopicPartitions: the
+//! cluster's live brokers and its partitions' leadership (from this broker's
+//! applied copy of the metadata log), and this broker's one log directory
+//! with the partitions it hosts.
 
 use std::collections::{HashMap, HashSet};
 
@@ -19,12 +21,12 @@ use kafka_protocol::messages::{
 
 use super::s;
 use crate::errors::{code, ResponseError, NONE};
-use crate::handlers::metadata::LEADER_EPOCH;
 use crate::handlers::{
     blocking, Ctx, RequestError, AUTHORIZED_OPERATIONS_OMITTED, CLUSTER_OPERATIONS_ALL,
     TOPIC_OPERATIONS_ALL,
 };
 use crate::topics::{is_internal, validate_topic_name};
+use es_meta::image::NO_LEADER;
 
 /// DescribeCluster's endpoint type for brokers (2 is controllers).
 const ENDPOINT_TYPE_BROKER: i8 = 1;
@@ -52,12 +54,20 @@ pub fn describe_cluster(
         return ctx.respond(&r);
     }
     r.cluster_id = s(b.cluster_id());
-    r.controller_id = BrokerId(b.node_id());
-    let mut node = DescribeClusterBroker::default();
-    node.broker_id = BrokerId(b.node_id());
-    node.host = s(b.config().advertised_host.clone());
-    node.port = b.config().advertised_port;
-    r.brokers = vec![node];
+    let image = b.image();
+    r.controller_id = BrokerId(b.controller_id(image.as_deref()));
+    r.brokers = b
+        .live_brokers(image.as_deref())
+        .into_iter()
+        .map(|e| {
+            let mut node = DescribeClusterBroker::default();
+            node.broker_id = BrokerId(e.id);
+            node.host = s(e.host);
+            node.port = e.port;
+            node.rack = e.rack.map(s);
+            node
+        })
+        .collect();
     r.cluster_authorized_operations = if req.include_cluster_authorized_operations {
         CLUSTER_OPERATIONS_ALL
     } else {
@@ -156,7 +166,7 @@ pub fn describe_topic_partitions(
     req: DescribeTopicPartitionsRequest,
 ) -> Result<Option<Bytes>, RequestError> {
     let b = &ctx.broker;
-    let node = BrokerId(b.node_id());
+    let image = b.image();
     // Kafka: max(min(max.request.partition.size.limit, the request's), 1).
     let limit = req
         .response_partition_limit
@@ -214,21 +224,38 @@ pub fn describe_topic_partitions(
         } else {
             0
         };
-        for p in topic.partitions().into_iter().filter(|p| p.index >= start) {
+        for index in start.max(0)..topic.partition_count() {
+            let Some(l) = b.leadership(image.as_deref(), &name, index) else {
+                continue;
+            };
             if emitted == limit {
                 let mut c = dtp::Cursor::default();
                 c.topic_name = TopicName(s(name.clone()));
-                c.partition_index = p.index;
+                c.partition_index = index;
                 r.next_cursor = Some(c);
                 break;
             }
             let mut dp = DescribeTopicPartitionsResponsePartition::default();
-            dp.error_code = NONE;
-            dp.partition_index = p.index;
-            dp.leader_id = node;
-            dp.leader_epoch = LEADER_EPOCH;
-            dp.replica_nodes = vec![node];
-            dp.isr_nodes = vec![node];
+            dp.error_code = if l.leader == NO_LEADER {
+                code(ResponseError::LeaderNotAvailable)
+            } else {
+                NONE
+            };
+            dp.partition_index = index;
+            dp.leader_id = BrokerId(l.leader);
+            dp.leader_epoch = l.leader_epoch;
+            dp.offline_replicas = l
+                .replicas
+                .iter()
+                .filter(|r| {
+                    image
+                        .as_deref()
+                        .is_some_and(|i| i.brokers.get(r).is_none_or(|b| b.fenced))
+                })
+                .map(|r| BrokerId(*r))
+                .collect();
+            dp.replica_nodes = l.replicas.into_iter().map(BrokerId).collect();
+            dp.isr_nodes = l.isr.into_iter().map(BrokerId).collect();
             dp.eligible_leader_replicas = Some(Vec::new());
             dp.last_known_elr = Some(Vec::new());
             t.partitions.push(dp);

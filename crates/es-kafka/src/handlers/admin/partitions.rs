@@ -12,6 +12,7 @@ use kafka_protocol::messages::{
 
 use super::s;
 use crate::errors::{code, ResponseError};
+use crate::handlers::route::{route, NO_EPOCH};
 use crate::handlers::{blocking, controller_deadline_passed, Ctx, RequestError};
 use crate::topics::is_internal;
 
@@ -50,6 +51,7 @@ pub async fn delete_records(
         }
     }
     let results = blocking(move || {
+        let image = b.image();
         let mut out = Vec::with_capacity(topics.len());
         for (name, partitions) in topics {
             let topic = b.topic(name.0.as_str());
@@ -63,15 +65,17 @@ pub async fn delete_records(
                 let mut pr = delete_records_response::DeleteRecordsPartitionResult::default();
                 pr.partition_index = p.partition_index;
                 pr.low_watermark = -1;
-                match topic.as_ref().and_then(|t| t.partition(p.partition_index)) {
-                    None => pr.error_code = code(ResponseError::UnknownTopicOrPartition),
-                    Some(_) if is_internal(tr.name.0.as_str()) => {
+                let routed = route(&b, image.as_deref(), topic.as_ref(), p.partition_index, NO_EPOCH)
+                    .map(|r| r.slot);
+                match routed {
+                    Err(m) => pr.error_code = code(m.error),
+                    Ok(_) if is_internal(tr.name.0.as_str()) => {
                         pr.error_code = code(ResponseError::InvalidTopicException);
                     }
-                    Some(_) if topic.as_ref().is_some_and(|t| !t.config().cleanup_policy().delete) => {
+                    Ok(_) if topic.as_ref().is_some_and(|t| !t.config().cleanup_policy().delete) => {
                         pr.error_code = code(ResponseError::PolicyViolation);
                     }
-                    Some(slot) => {
+                    Ok(slot) => {
                         let target = if p.offset == -1 { Some(slot.log.high_watermark()) } else { u64::try_from(p.offset).ok() };
                         match target.map(|o| slot.log.delete_records_before(o)) {
                             None => pr.error_code = code(ResponseError::OffsetOutOfRange),
@@ -153,7 +157,7 @@ pub fn elect_leaders(ctx: &Ctx, req: ElectLeadersRequest) -> Result<Option<Bytes
         for p in t.partitions {
             let mut pr = elect_leaders_response::PartitionResult::default();
             pr.partition_id = p;
-            let (error, message) = match topic.as_ref().and_then(|t| t.partition(p)) {
+            let (error, message) = match topic.as_ref().filter(|t| t.has_partition(p)) {
                 Some(_) => (
                     ResponseError::ElectionNotNeeded,
                     "Leader election not needed for topic partition.",

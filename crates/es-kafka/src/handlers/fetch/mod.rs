@@ -63,11 +63,11 @@ pub mod session;
 #[cfg(test)]
 mod session_tests;
 
-use super::metadata::LEADER_EPOCH;
+use super::route::{route, LeaderEndpoints, Misrouted, RECORD_LEADER_EPOCH};
 use super::{blocking, Ctx, RequestError};
 use crate::codec::compression::Compression;
 use crate::codec::encode::{BatchEncoder, CodecRules, EncodeOptions};
-use crate::codec::fetch_response::{Aborted, FetchReply, FetchedPartition, FetchedTopic};
+use crate::codec::fetch_response::{Aborted, Endpoint, FetchReply, FetchedPartition, FetchedTopic};
 use crate::codec::frame::ResponseFrame;
 use crate::config::{TimestampType, TopicRules};
 use crate::errors::{code, storage_error_code, ResponseError, NONE};
@@ -276,6 +276,8 @@ pub async fn handle(ctx: &Ctx, req: FetchRequest) -> Result<Option<ResponseFrame
     // Partitions of topics or partitions that do not exist: answered after
     // the others, as Kafka does.
     let mut erroneous: Vec<(PartKey, FetchedPartition)> = Vec::new();
+    let image = b.image();
+    let mut leaders = LeaderEndpoints::default();
     let mut keys: Vec<PartKey> = Vec::new();
     let mut wants: Vec<Want> = Vec::new();
     for (key, rd) in parts {
@@ -283,35 +285,54 @@ pub async fn handle(ctx: &Ctx, req: FetchRequest) -> Result<Option<ResponseFrame
             TopicKey::Id(id) => b.topic_by_id(*id),
             TopicKey::Name(name) => b.topic(name),
         };
-        let slot = topic.as_ref().and_then(|t| t.partition(key.partition));
         let unknown_id = topic.is_none() && matches!(key.topic, TopicKey::Id(_));
-        let (Some(topic), Some(slot)) = (topic, slot) else {
-            let missing = if unknown_id {
-                ResponseError::UnknownTopicId
-            } else {
-                ResponseError::UnknownTopicOrPartition
-            };
-            let p = FetchedPartition {
-                partition_index: key.partition,
-                error_code: code(missing),
-                high_watermark: -1,
-                last_stable_offset: -1,
-                log_start_offset: -1,
-                aborted_transactions: Some(Vec::new()),
-                records: Bytes::new(),
-            };
-            erroneous.push((key, p));
-            continue;
+        let routed = route(
+            b,
+            image.as_deref(),
+            topic.as_ref(),
+            key.partition,
+            rd.current_leader_epoch,
+        );
+        // A stale or future leader epoch is answered like a readable
+        // partition (with its offsets), as before the epochs moved.
+        let epoch_slot = match &routed {
+            Err(m) if m.is_epoch_error() => topic.as_ref().and_then(|t| t.partition(key.partition)),
+            _ => None,
+        };
+        let (topic, slot, error) = match (topic, routed, epoch_slot) {
+            (Some(topic), Ok(r), _) => (topic, r.slot, NONE),
+            (Some(topic), Err(m), Some(slot)) => (topic, slot, code(m.error)),
+            (_, routed, _) => {
+                let m = routed.err().unwrap_or_else(Misrouted::unknown);
+                let error = if unknown_id {
+                    ResponseError::UnknownTopicId
+                } else {
+                    m.error
+                };
+                leaders.note(&m);
+                let p = FetchedPartition {
+                    partition_index: key.partition,
+                    error_code: code(error),
+                    high_watermark: -1,
+                    last_stable_offset: -1,
+                    log_start_offset: -1,
+                    aborted_transactions: Some(Vec::new()),
+                    records: Bytes::new(),
+                    current_leader: m.leader.map(|(l, _)| (l.leader, l.leader_epoch)),
+                };
+                erroneous.push((key, p));
+                continue;
+            }
         };
         let rules = topic.rules();
         let log_append_time = rules.timestamp_type == TimestampType::LogAppendTime;
-        let error = if rd.current_leader_epoch > LEADER_EPOCH {
-            code(ResponseError::UnknownLeaderEpoch)
+        let error = if error != NONE {
+            error
         } else if replica_id >= 0 {
             // A replica's fetch: this broker is the partition's only replica,
             // so the fetcher is no follower of it.
             code(ResponseError::NotLeaderOrFollower)
-        } else if rd.fetch_offset < 0 || rd.last_fetched_epoch > LEADER_EPOCH {
+        } else if rd.fetch_offset < 0 || rd.last_fetched_epoch > RECORD_LEADER_EPOCH {
             // Kafka cannot find the end of a leader epoch newer than its own.
             code(ResponseError::OffsetOutOfRange)
         } else {
@@ -421,11 +442,23 @@ pub async fn handle(ctx: &Ctx, req: FetchRequest) -> Result<Option<ResponseFrame
             log_start_offset: g.log_start_offset,
             aborted_transactions: (read_committed && g.error == NONE).then_some(g.aborted),
             records: g.records,
+            current_leader: None,
         };
         answer.push((key, p));
     }
     answer.extend(erroneous);
-    let mut r = FetchReply::default();
+    let mut r = FetchReply {
+        node_endpoints: leaders
+            .into_endpoints()
+            .map(|e| Endpoint {
+                node_id: e.id,
+                host: e.host,
+                port: e.port,
+                rack: e.rack,
+            })
+            .collect(),
+        ..FetchReply::default()
+    };
     match context {
         Context::Full => {
             r.session_id = sessions.open(by_id, &requested, &answer);
@@ -500,6 +533,7 @@ fn error_reply(req: &FetchRequest, version: i16, e: ResponseError) -> FetchReply
                         log_start_offset: -1,
                         aborted_transactions: Some(Vec::new()),
                         records: Bytes::new(),
+                        current_leader: None,
                     })
                     .collect(),
             })
@@ -805,7 +839,7 @@ fn read_fresh(
     let opts = EncodeOptions {
         compression: w.compression,
         log_append_time: w.log_append_time,
-        partition_leader_epoch: LEADER_EPOCH,
+        partition_leader_epoch: RECORD_LEADER_EPOCH,
         max_bytes: budget,
     };
     let mut buf = Vec::with_capacity(chunk.data.len().min(budget.max(1)) + 128);

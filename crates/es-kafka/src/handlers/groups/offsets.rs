@@ -55,7 +55,7 @@ pub async fn offset_commit(
         for (pi, p) in t.partitions.iter().enumerate() {
             let exists = topic
                 .as_ref()
-                .is_some_and(|x| x.partition(p.partition_index).is_some());
+                .is_some_and(|x| x.has_partition(p.partition_index));
             if exists {
                 row.push(None);
                 slots.push((ti, pi));
@@ -359,7 +359,7 @@ pub async fn offset_delete(
         for (pi, p) in t.partitions.iter().enumerate() {
             if topic
                 .as_ref()
-                .is_some_and(|x| x.partition(p.partition_index).is_some())
+                .is_some_and(|x| x.has_partition(p.partition_index))
             {
                 row.push(None);
                 parts.push(p.partition_index);
