@@ -88,8 +88,8 @@ pub fn route(
     let Some(slot) = topic.partition(partition) else {
         return Err(not_leader());
     };
-    let l = b.leadership(image, &topic.name, partition);
-    let leader_epoch = l.as_ref().map_or(0, |l| l.leader_epoch);
+    let l = b.leader_and_epoch(image, &topic.name, partition);
+    let leader_epoch = l.map_or(0, |(_, epoch)| epoch);
     if current_leader_epoch != NO_EPOCH {
         if current_leader_epoch < leader_epoch {
             return Err(Misrouted::new(ResponseError::FencedLeaderEpoch));
@@ -98,7 +98,7 @@ pub fn route(
             return Err(Misrouted::new(ResponseError::UnknownLeaderEpoch));
         }
     }
-    if l.is_some_and(|l| l.leader != b.node_id()) {
+    if l.is_some_and(|(leader, _)| leader != b.node_id()) {
         return Err(not_leader());
     }
     Ok(Routed { slot, leader_epoch })
