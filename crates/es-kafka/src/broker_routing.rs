@@ -37,6 +37,9 @@ pub struct Leadership {
     pub leader_epoch: i32,
     pub replicas: Vec<i32>,
     pub isr: Vec<i32>,
+    /// Replicas on brokers that are fenced or gone (Kafka's offline
+    /// replicas).
+    pub offline: Vec<i32>,
 }
 
 /// Where a coordinator key lives.
@@ -143,6 +146,7 @@ impl Broker {
                 leader_epoch: 0,
                 replicas: vec![self.node_id()],
                 isr: vec![self.node_id()],
+                offline: Vec::new(),
             });
         };
         let p = image
@@ -155,6 +159,12 @@ impl Broker {
             leader_epoch: p.leader_epoch,
             replicas: p.replicas.clone(),
             isr: p.isr.clone(),
+            offline: p
+                .replicas
+                .iter()
+                .copied()
+                .filter(|r| image.brokers.get(r).is_none_or(|b| b.fenced))
+                .collect(),
         })
     }
 

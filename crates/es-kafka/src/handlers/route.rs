@@ -44,7 +44,7 @@ pub struct Routed {
 pub struct Misrouted {
     pub error: ResponseError,
     /// The leader and its endpoint, for NOT_LEADER_OR_FOLLOWER.
-    pub leader: Option<(Leadership, NodeEndpoint)>,
+    pub leader: Option<Box<(Leadership, NodeEndpoint)>>,
 }
 
 impl Misrouted {
@@ -83,7 +83,7 @@ pub fn route(
     };
     let not_leader = || Misrouted {
         error: ResponseError::NotLeaderOrFollower,
-        leader: b.leader_hint(image, &topic.name, partition),
+        leader: b.leader_hint(image, &topic.name, partition).map(Box::new),
     };
     let Some(slot) = topic.partition(partition) else {
         return Err(not_leader());
@@ -112,7 +112,7 @@ pub struct LeaderEndpoints(BTreeMap<i32, NodeEndpoint>);
 impl LeaderEndpoints {
     /// Notes the leader of a misrouted partition.
     pub fn note(&mut self, m: &Misrouted) {
-        if let Some((_, e)) = &m.leader {
+        if let Some((_, e)) = m.leader.as_deref() {
             self.0.insert(e.id, e.clone());
         }
     }
