@@ -170,8 +170,16 @@ fn a_pre_quorum_data_directory_opens_unchanged() {
         defaults,
     )
     .expect("config");
-    let t = es_kafka::topics::create_topic(&storage, &data.join("topics"), "legacy", id, 3, config)
-        .expect("legacy topic");
+    let t = es_kafka::topics::create_topic(
+        &storage,
+        &data.join("topics"),
+        "legacy",
+        id,
+        3,
+        config,
+        &|_| true,
+    )
+    .expect("legacy topic");
     t.close().expect("close");
     drop(t);
     assert!(!data.join("meta").exists());
