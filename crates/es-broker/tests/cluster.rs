@@ -7,6 +7,11 @@
 //!   CreateTopics sent to any node is forwarded to the controller leader and
 //!   answered once committed; every node lists the topic; DescribeQuorum
 //!   names the leader and three voters from any node.
+//! - Groups and transactional ids are placed as Kafka places them: with six
+//!   partitions of `__consumer_offsets` and `__transaction_state` over
+//!   three nodes, every node names the same coordinator for a key, keys
+//!   land on more than one node, and a node that is not a key's coordinator
+//!   answers NOT_COORDINATOR where the coordinator serves it.
 //! - kill -9 of the controller leader during a stream of CreateTopics: every
 //!   topic whose creation was acknowledged exists afterwards on every node,
 //!   none twice; a new leader is elected; the stream goes on; the killed
@@ -24,9 +29,14 @@ use es_test_support::wait::eventually;
 use es_test_support::wire::KafkaClient;
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::describe_quorum_request::{PartitionData, TopicData};
+use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
+use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestGroup;
 use kafka_protocol::messages::{
     ApiKey, CreateTopicsRequest, CreateTopicsResponse, DescribeQuorumRequest,
-    DescribeQuorumResponse, MetadataRequest, MetadataResponse, TopicName,
+    DescribeQuorumResponse, FindCoordinatorRequest, FindCoordinatorResponse, GroupId,
+    InitProducerIdRequest, InitProducerIdResponse, JoinGroupRequest, JoinGroupResponse,
+    MetadataRequest, MetadataResponse, OffsetFetchRequest, OffsetFetchResponse, ProducerId,
+    TopicName, TransactionalId,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -95,6 +105,8 @@ struct Cluster {
     voters: String,
     raft_ports: BTreeMap<i32, u16>,
     nodes: BTreeMap<i32, BrokerProcess>,
+    /// Flags every node gets besides its identity and the quorum's.
+    extra: Vec<String>,
 }
 
 impl Cluster {
@@ -107,6 +119,9 @@ impl Cluster {
             "--controller-quorum-voters".into(),
             self.voters.clone(),
         ]
+        .into_iter()
+        .chain(self.extra.iter().cloned())
+        .collect()
     }
 
     fn spawn(&self, id: i32) -> BrokerProcess {
@@ -117,6 +132,11 @@ impl Cluster {
 
     /// `n` nodes, the first `voters` of them voters, the others learners.
     fn start(dir: &Path, n: i32, voters: i32) -> Cluster {
+        Cluster::start_with(dir, n, voters, &[])
+    }
+
+    /// As [`Cluster::start`], every node also given the flags `extra`.
+    fn start_with(dir: &Path, n: i32, voters: i32, extra: &[&str]) -> Cluster {
         let raft_ports: BTreeMap<i32, u16> = (1..=n).map(|id| (id, free_port())).collect();
         let voters = raft_ports
             .iter()
@@ -129,6 +149,7 @@ impl Cluster {
             voters,
             raft_ports,
             nodes: BTreeMap::new(),
+            extra: extra.iter().map(|x| x.to_string()).collect(),
         };
         let spawned: Vec<(i32, BrokerProcess)> = (1..=n).map(|id| (id, c.spawn(id))).collect();
         for (id, mut p) in spawned {
@@ -354,4 +375,149 @@ fn a_learner_is_made_a_voter_and_back_with_the_quorum_subcommand() {
             topics(&addr).contains_key("after-changes").then_some(())
         });
     }
+}
+
+/// Coordinator key types of FindCoordinator.
+const GROUP: i8 = 0;
+const TRANSACTION: i8 = 1;
+
+/// FindCoordinator v4 for `keys` through `addr`: each key's coordinator
+/// node, or `None` while any key has none (the coordinators' topic is still
+/// being created or applied on this node).
+fn coordinators(addr: &str, key_type: i8, keys: &[String]) -> Option<Vec<i32>> {
+    let mut c = KafkaClient::connect_with_timeout(addr, "cluster-test", Duration::from_secs(40));
+    let mut req = FindCoordinatorRequest::default();
+    req.key_type = key_type;
+    req.coordinator_keys = keys
+        .iter()
+        .map(|k| StrBytes::from_string(k.clone()))
+        .collect();
+    let r: FindCoordinatorResponse = c.call(ApiKey::FindCoordinator, 4, &req);
+    assert_eq!(r.coordinators.len(), keys.len());
+    r.coordinators
+        .iter()
+        .map(|x| (x.error_code == 0).then_some(x.node_id.0))
+        .collect()
+}
+
+/// Keys `<prefix>-<i>` covering every one of `partitions` partitions.
+fn keys_over(prefix: &str, partitions: i32) -> Vec<String> {
+    let mut keys = Vec::new();
+    let mut covered = std::collections::BTreeSet::new();
+    for i in 0.. {
+        let k = format!("{prefix}-{i}");
+        if covered.insert(es_kafka::broker::key_partition(&k, partitions)) {
+            keys.push(k);
+        }
+        if covered.len() == partitions as usize {
+            break;
+        }
+    }
+    keys
+}
+
+/// JoinGroup v5 of a new member through `addr`: the error code
+/// (MEMBER_ID_REQUIRED from the group's coordinator).
+fn join_group(addr: &str, group: &str) -> i16 {
+    let mut c = KafkaClient::connect(addr, "cluster-test");
+    let mut p = JoinGroupRequestProtocol::default();
+    p.name = StrBytes::from_static_str("range");
+    let mut req = JoinGroupRequest::default();
+    req.group_id = GroupId(StrBytes::from_string(group.to_string()));
+    req.session_timeout_ms = 10_000;
+    req.rebalance_timeout_ms = 10_000;
+    req.protocol_type = StrBytes::from_static_str("consumer");
+    req.protocols = vec![p];
+    let r: JoinGroupResponse = c.call(ApiKey::JoinGroup, 5, &req);
+    r.error_code
+}
+
+/// OffsetFetch v8 of every offset of `group` through `addr`: the group's
+/// error code.
+fn offset_fetch(addr: &str, group: &str) -> i16 {
+    let mut c = KafkaClient::connect(addr, "cluster-test");
+    let mut g = OffsetFetchRequestGroup::default();
+    g.group_id = GroupId(StrBytes::from_string(group.to_string()));
+    g.topics = None;
+    let mut req = OffsetFetchRequest::default();
+    req.groups = vec![g];
+    let r: OffsetFetchResponse = c.call(ApiKey::OffsetFetch, 8, &req);
+    r.groups[0].error_code
+}
+
+/// InitProducerId v4 for transactional id `id` through `addr`.
+fn init_producer_id(addr: &str, id: &str) -> InitProducerIdResponse {
+    let mut c = KafkaClient::connect_with_timeout(addr, "cluster-test", Duration::from_secs(40));
+    let mut req = InitProducerIdRequest::default();
+    req.transactional_id = Some(TransactionalId(StrBytes::from_string(id.to_string())));
+    req.transaction_timeout_ms = 60_000;
+    req.producer_id = ProducerId(-1);
+    req.producer_epoch = -1;
+    c.call(ApiKey::InitProducerId, 4, &req)
+}
+
+#[test]
+fn groups_and_transactional_ids_are_coordinated_where_kafka_places_them() {
+    const NOT_COORDINATOR: i16 = 16;
+    const MEMBER_ID_REQUIRED: i16 = 79;
+    let dir = tempfile::tempdir().expect("tmp");
+    let c = Cluster::start_with(
+        dir.path(),
+        3,
+        3,
+        &[
+            "--offsets-topic-num-partitions",
+            "6",
+            "--transaction-state-log-num-partitions",
+            "6",
+        ],
+    );
+    c.leader();
+    let groups = keys_over("group", 6);
+    let ids = keys_over("txn", 6);
+    // (node each key's coordinator is on), per key type.
+    let mut placed: BTreeMap<i8, Vec<i32>> = BTreeMap::new();
+    for (key_type, keys) in [(GROUP, &groups), (TRANSACTION, &ids)] {
+        // The first lookup, through node 1, creates the topic.
+        let first = eventually(Duration::from_secs(30), "every key placed", || {
+            coordinators(&c.addr(1), key_type, keys)
+        });
+        let nodes: std::collections::BTreeSet<i32> = first.iter().copied().collect();
+        assert!(
+            nodes.len() > 1 && nodes.iter().all(|n| (1..=3).contains(n)),
+            "key type {key_type}: the keys spread over the nodes: {first:?}"
+        );
+        // Every node names the same coordinators (once it has applied the
+        // topic's creation).
+        for id in 2..=3 {
+            let addr = c.addr(id);
+            let seen = eventually(Duration::from_secs(30), "every key placed", || {
+                coordinators(&addr, key_type, keys)
+            });
+            assert_eq!(seen, first, "key type {key_type}: node {id} agrees");
+        }
+        placed.insert(key_type, first);
+    }
+
+    // A group's APIs: NOT_COORDINATOR from another node, served by its own.
+    let group = &groups[0];
+    let owner = placed[&GROUP][0];
+    let other = (1..=3).find(|n| *n != owner).expect("another node");
+    assert_eq!(join_group(&c.addr(other), group), NOT_COORDINATOR);
+    assert_eq!(offset_fetch(&c.addr(other), group), NOT_COORDINATOR);
+    assert_eq!(join_group(&c.addr(owner), group), MEMBER_ID_REQUIRED);
+    assert_eq!(offset_fetch(&c.addr(owner), group), 0);
+
+    // A transactional id's: the same.
+    let id = &ids[0];
+    let owner = placed[&TRANSACTION][0];
+    let other = (1..=3).find(|n| *n != owner).expect("another node");
+    let refused = init_producer_id(&c.addr(other), id);
+    assert_eq!(
+        (refused.error_code, refused.producer_id.0),
+        (NOT_COORDINATOR, -1)
+    );
+    let served = init_producer_id(&c.addr(owner), id);
+    assert_eq!(served.error_code, 0);
+    assert!(served.producer_id.0 >= 0 && served.producer_epoch >= 0);
 }
