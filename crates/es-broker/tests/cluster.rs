@@ -10,8 +10,9 @@
 //! - Groups and transactional ids are placed as Kafka places them: with six
 //!   partitions of `__consumer_offsets` and `__transaction_state` over
 //!   three nodes, every node names the same coordinator for a key, keys
-//!   land on more than one node, and a node that is not a key's coordinator
-//!   answers NOT_COORDINATOR where the coordinator serves it.
+//!   land on more than one node, and every group and transactional-id API
+//!   sent to a node that is not the key's coordinator answers
+//!   NOT_COORDINATOR where Kafka puts it, while the coordinator serves it.
 //! - kill -9 of the controller leader during a stream of CreateTopics: every
 //!   topic whose creation was acknowledged exists afterwards on every node,
 //!   none twice; a new leader is elected; the stream goes on; the killed
@@ -27,17 +28,22 @@ use std::time::{Duration, Instant};
 use es_test_support::process::BrokerProcess;
 use es_test_support::wait::eventually;
 use es_test_support::wire::KafkaClient;
+use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::describe_quorum_request::{PartitionData, TopicData};
 use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
-use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestGroup;
-use kafka_protocol::messages::{
-    ApiKey, CreateTopicsRequest, CreateTopicsResponse, DescribeQuorumRequest,
-    DescribeQuorumResponse, FindCoordinatorRequest, FindCoordinatorResponse, GroupId,
-    InitProducerIdRequest, InitProducerIdResponse, JoinGroupRequest, JoinGroupResponse,
-    MetadataRequest, MetadataResponse, OffsetFetchRequest, OffsetFetchResponse, ProducerId,
-    TopicName, TransactionalId,
+use kafka_protocol::messages::leave_group_request::MemberIdentity;
+use kafka_protocol::messages::offset_commit_request::{
+    OffsetCommitRequestPartition, OffsetCommitRequestTopic,
 };
+use kafka_protocol::messages::offset_delete_request::{
+    OffsetDeleteRequestPartition, OffsetDeleteRequestTopic,
+};
+use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestGroup;
+use kafka_protocol::messages::txn_offset_commit_request::{
+    TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic,
+};
+use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 
 const EXE: &str = env!("CARGO_BIN_EXE_es-broker");
@@ -460,6 +466,7 @@ fn init_producer_id(addr: &str, id: &str) -> InitProducerIdResponse {
 fn groups_and_transactional_ids_are_coordinated_where_kafka_places_them() {
     const NOT_COORDINATOR: i16 = 16;
     const MEMBER_ID_REQUIRED: i16 = 79;
+    const COORDINATOR_NOT_AVAILABLE: i16 = 15;
     let dir = tempfile::tempdir().expect("tmp");
     let c = Cluster::start_with(
         dir.path(),
@@ -507,6 +514,24 @@ fn groups_and_transactional_ids_are_coordinated_where_kafka_places_them() {
     assert_eq!(offset_fetch(&c.addr(other), group), NOT_COORDINATOR);
     assert_eq!(join_group(&c.addr(owner), group), MEMBER_ID_REQUIRED);
     assert_eq!(offset_fetch(&c.addr(owner), group), 0);
+    // Every other group API likewise: refused by the other node, answered
+    // (whatever the coordinator's own answer) by the coordinator.
+    assert_eq!(create_topic(&c.addr(1), "t"), Some(0));
+    for id in 1..=3 {
+        let addr = c.addr(id);
+        eventually(Duration::from_secs(20), "t on every node", || {
+            topics(&addr).contains_key("t").then_some(())
+        });
+    }
+    for (api, code) in group_api_codes(&c.addr(other), group) {
+        assert_eq!(code, NOT_COORDINATOR, "{api} through node {other}");
+    }
+    for (api, code) in group_api_codes(&c.addr(owner), group) {
+        assert!(
+            code != NOT_COORDINATOR && code != COORDINATOR_NOT_AVAILABLE,
+            "{api} through the coordinator: {code}"
+        );
+    }
 
     // A transactional id's: the same.
     let id = &ids[0];
@@ -520,4 +545,152 @@ fn groups_and_transactional_ids_are_coordinated_where_kafka_places_them() {
     let served = init_producer_id(&c.addr(owner), id);
     assert_eq!(served.error_code, 0);
     assert!(served.producer_id.0 >= 0 && served.producer_epoch >= 0);
+    for (api, code) in txn_api_codes(&c.addr(other), id) {
+        assert_eq!(code, NOT_COORDINATOR, "{api} through node {other}");
+    }
+    for (api, code) in txn_api_codes(&c.addr(owner), id) {
+        assert!(
+            code != NOT_COORDINATOR && code != COORDINATOR_NOT_AVAILABLE,
+            "{api} through the coordinator: {code}"
+        );
+    }
+}
+
+fn sb(v: &str) -> StrBytes {
+    StrBytes::from_string(v.to_string())
+}
+
+/// Every group API but JoinGroup and OffsetFetch, for `group` through
+/// `addr`: (API, the error code where Kafka puts a coordinator error).
+/// Topic `t` (one partition) exists.
+fn group_api_codes(addr: &str, group: &str) -> Vec<(&'static str, i16)> {
+    let mut c = KafkaClient::connect(addr, "cluster-test");
+    let gid = GroupId(sb(group));
+    let t = TopicName(sb("t"));
+    let mut out = Vec::new();
+
+    let mut req = SyncGroupRequest::default();
+    req.group_id = gid.clone();
+    req.generation_id = 1;
+    req.member_id = sb("m");
+    req.protocol_type = Some(sb("consumer"));
+    req.protocol_name = Some(sb("range"));
+    let r: SyncGroupResponse = c.call(ApiKey::SyncGroup, 5, &req);
+    out.push(("SyncGroup", r.error_code));
+
+    let mut req = HeartbeatRequest::default();
+    req.group_id = gid.clone();
+    req.generation_id = 1;
+    req.member_id = sb("m");
+    let r: HeartbeatResponse = c.call(ApiKey::Heartbeat, 4, &req);
+    out.push(("Heartbeat", r.error_code));
+
+    let mut req = LeaveGroupRequest::default();
+    req.group_id = gid.clone();
+    let mut m = MemberIdentity::default();
+    m.member_id = sb("m");
+    req.members = vec![m];
+    let r: LeaveGroupResponse = c.call(ApiKey::LeaveGroup, 5, &req);
+    out.push(("LeaveGroup", r.error_code));
+
+    let mut req = OffsetCommitRequest::default();
+    req.group_id = gid.clone();
+    req.generation_id_or_member_epoch = -1;
+    let mut p = OffsetCommitRequestPartition::default();
+    p.committed_offset = 1;
+    let mut ct = OffsetCommitRequestTopic::default();
+    ct.name = t.clone();
+    ct.partitions = vec![p];
+    req.topics = vec![ct];
+    let r: OffsetCommitResponse = c.call(ApiKey::OffsetCommit, 8, &req);
+    out.push(("OffsetCommit", r.topics[0].partitions[0].error_code));
+
+    let mut req = OffsetDeleteRequest::default();
+    req.group_id = gid.clone();
+    let mut dt = OffsetDeleteRequestTopic::default();
+    dt.name = t.clone();
+    dt.partitions = vec![OffsetDeleteRequestPartition::default()];
+    req.topics = vec![dt];
+    let r: OffsetDeleteResponse = c.call(ApiKey::OffsetDelete, 0, &req);
+    out.push(("OffsetDelete", r.error_code));
+
+    let mut req = DescribeGroupsRequest::default();
+    req.groups = vec![gid.clone()];
+    let r: DescribeGroupsResponse = c.call(ApiKey::DescribeGroups, 5, &req);
+    out.push(("DescribeGroups", r.groups[0].error_code));
+
+    let mut req = ConsumerGroupHeartbeatRequest::default();
+    req.group_id = gid.clone();
+    req.member_id = sb("cluster-test-member-0001");
+    req.rebalance_timeout_ms = 30_000;
+    req.subscribed_topic_names = Some(vec![t.clone()]);
+    req.topic_partitions = Some(Vec::new());
+    let r: ConsumerGroupHeartbeatResponse = c.call(ApiKey::ConsumerGroupHeartbeat, 1, &req);
+    out.push(("ConsumerGroupHeartbeat", r.error_code));
+
+    let mut req = ConsumerGroupDescribeRequest::default();
+    req.group_ids = vec![gid.clone()];
+    let r: ConsumerGroupDescribeResponse = c.call(ApiKey::ConsumerGroupDescribe, 0, &req);
+    out.push(("ConsumerGroupDescribe", r.groups[0].error_code));
+
+    let mut req = TxnOffsetCommitRequest::default();
+    req.transactional_id = TransactionalId(sb("some-transaction"));
+    req.group_id = gid.clone();
+    req.producer_id = ProducerId(1);
+    req.generation_id = -1;
+    let mut p = TxnOffsetCommitRequestPartition::default();
+    p.committed_offset = 1;
+    let mut tt = TxnOffsetCommitRequestTopic::default();
+    tt.name = t.clone();
+    tt.partitions = vec![p];
+    req.topics = vec![tt];
+    let r: TxnOffsetCommitResponse = c.call(ApiKey::TxnOffsetCommit, 3, &req);
+    out.push(("TxnOffsetCommit", r.topics[0].partitions[0].error_code));
+
+    // Last: on the coordinator it deletes the group.
+    let mut req = DeleteGroupsRequest::default();
+    req.groups_names = vec![gid];
+    let r: DeleteGroupsResponse = c.call(ApiKey::DeleteGroups, 2, &req);
+    out.push(("DeleteGroups", r.results[0].error_code));
+    out
+}
+
+/// Every transactional-id API but InitProducerId for `id` through `addr`,
+/// as [`group_api_codes`]. Topic `t` exists.
+fn txn_api_codes(addr: &str, id: &str) -> Vec<(&'static str, i16)> {
+    let mut c = KafkaClient::connect(addr, "cluster-test");
+    let tid = TransactionalId(sb(id));
+    let mut out = Vec::new();
+
+    let mut req = AddPartitionsToTxnRequest::default();
+    req.v3_and_below_transactional_id = tid.clone();
+    req.v3_and_below_producer_id = ProducerId(1);
+    let mut t = AddPartitionsToTxnTopic::default();
+    t.name = TopicName(sb("t"));
+    t.partitions = vec![0];
+    req.v3_and_below_topics = vec![t];
+    let r: AddPartitionsToTxnResponse = c.call(ApiKey::AddPartitionsToTxn, 3, &req);
+    out.push((
+        "AddPartitionsToTxn",
+        r.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code,
+    ));
+
+    let mut req = AddOffsetsToTxnRequest::default();
+    req.transactional_id = tid.clone();
+    req.producer_id = ProducerId(1);
+    req.group_id = GroupId(sb("some-group"));
+    let r: AddOffsetsToTxnResponse = c.call(ApiKey::AddOffsetsToTxn, 3, &req);
+    out.push(("AddOffsetsToTxn", r.error_code));
+
+    let mut req = EndTxnRequest::default();
+    req.transactional_id = tid.clone();
+    req.producer_id = ProducerId(1);
+    let r: EndTxnResponse = c.call(ApiKey::EndTxn, 3, &req);
+    out.push(("EndTxn", r.error_code));
+
+    let mut req = DescribeTransactionsRequest::default();
+    req.transactional_ids = vec![tid];
+    let r: DescribeTransactionsResponse = c.call(ApiKey::DescribeTransactions, 0, &req);
+    out.push(("DescribeTransactions", r.transaction_states[0].error_code));
+    out
 }
