@@ -19,6 +19,8 @@ use anyhow::{bail, Context};
 use background::Cleaner;
 use clap::{ArgAction, Parser};
 use es_kafka::broker::{split_host_port, Broker, BrokerConfig};
+use es_kafka::config::{OFFSETS_TOPIC_PARTITIONS_DEFAULT, TRANSACTION_STATE_PARTITIONS_DEFAULT};
+use es_kafka::topics::PARTITIONS_MAX;
 use es_storage::{RealFs, Storage, SyncMode};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
@@ -84,6 +86,16 @@ struct Args {
     /// group.max.session.timeout.ms).
     #[arg(long, default_value_t = 1_800_000)]
     group_max_session_timeout_ms: i32,
+    /// Partitions of `__consumer_offsets` when es creates it (Kafka's
+    /// offsets.topic.num.partitions): they spread the group coordinators
+    /// over a cluster's brokers. Every node of a cluster should say the same.
+    #[arg(long, default_value_t = OFFSETS_TOPIC_PARTITIONS_DEFAULT)]
+    offsets_topic_num_partitions: i32,
+    /// Partitions of `__transaction_state` when es creates it (Kafka's
+    /// transaction.state.log.num.partitions): they spread the transaction
+    /// coordinators over a cluster's brokers.
+    #[arg(long, default_value_t = TRANSACTION_STATE_PARTITIONS_DEFAULT)]
+    transaction_state_log_num_partitions: i32,
     /// Create unknown topics a Metadata request names (Kafka's auto.create.topics.enable).
     #[arg(long, default_value_t = true, action = ArgAction::Set)]
     auto_create_topics: bool,
@@ -265,6 +277,20 @@ async fn run(args: Args, storage: Storage) -> anyhow::Result<()> {
     if args.default_partitions < 1 {
         bail!("--default-partitions must be at least 1");
     }
+    for (flag, n) in [
+        (
+            "--offsets-topic-num-partitions",
+            args.offsets_topic_num_partitions,
+        ),
+        (
+            "--transaction-state-log-num-partitions",
+            args.transaction_state_log_num_partitions,
+        ),
+    ] {
+        if !(1..=PARTITIONS_MAX).contains(&n) {
+            bail!("{flag} must be between 1 and {PARTITIONS_MAX}");
+        }
+    }
     if args.flush_every_records < 1 {
         bail!("--flush-every-records must be at least 1");
     }
@@ -309,6 +335,8 @@ async fn run(args: Args, storage: Storage) -> anyhow::Result<()> {
     config.compaction_interval = args.compaction_interval;
     config.group_min_session_timeout_ms = args.group_min_session_timeout_ms;
     config.group_max_session_timeout_ms = args.group_max_session_timeout_ms;
+    config.offsets_topic_partitions = args.offsets_topic_num_partitions;
+    config.transaction_state_partitions = args.transaction_state_log_num_partitions;
     config.fetch_read_ahead_bytes = args.fetch_read_ahead_mb.saturating_mul(1024 * 1024);
     if args.node_id < 0 {
         bail!("--node-id must not be negative");
@@ -460,6 +488,8 @@ mod tests {
         assert_eq!(a.worker_threads, 0);
         assert_eq!(a.sync_mode, SyncModeArg::PerPartition);
         assert_eq!(a.fetch_read_ahead_mb, 64);
+        assert_eq!(a.offsets_topic_num_partitions, 1);
+        assert_eq!(a.transaction_state_log_num_partitions, 1);
         let b = Args::try_parse_from([
             "es-broker",
             "--auto-create-topics",
@@ -478,10 +508,16 @@ mod tests {
             "grouped",
             "--fetch-read-ahead-mb",
             "0",
+            "--offsets-topic-num-partitions",
+            "6",
+            "--transaction-state-log-num-partitions",
+            "7",
         ])
         .expect("parses");
         assert_eq!(b.sync_mode, SyncModeArg::Grouped);
         assert_eq!(b.fetch_read_ahead_mb, 0);
+        assert_eq!(b.offsets_topic_num_partitions, 6);
+        assert_eq!(b.transaction_state_log_num_partitions, 7);
         assert!(Args::try_parse_from(["es-broker", "--sync-mode", "sometimes"]).is_err());
         assert_eq!(b.cold_storage_dir, Some(PathBuf::from("/c")));
         assert_eq!(b.retention_check_interval, Duration::from_millis(250));

@@ -7,6 +7,12 @@
 //!   CreateTopics sent to any node is forwarded to the controller leader and
 //!   answered once committed; every node lists the topic; DescribeQuorum
 //!   names the leader and three voters from any node.
+//! - Groups and transactional ids are placed as Kafka places them: with six
+//!   partitions of `__consumer_offsets` and `__transaction_state` over
+//!   three nodes, every node names the same coordinator for a key, keys
+//!   land on more than one node, and every group and transactional-id API
+//!   sent to a node that is not the key's coordinator answers
+//!   NOT_COORDINATOR where Kafka puts it, while the coordinator serves it.
 //! - kill -9 of the controller leader during a stream of CreateTopics: every
 //!   topic whose creation was acknowledged exists afterwards on every node,
 //!   none twice; a new leader is elected; the stream goes on; the killed
@@ -28,12 +34,22 @@ use std::time::{Duration, Instant};
 use es_test_support::process::BrokerProcess;
 use es_test_support::wait::eventually;
 use es_test_support::wire::KafkaClient;
+use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::describe_quorum_request::{PartitionData, TopicData};
-use kafka_protocol::messages::{
-    ApiKey, CreateTopicsRequest, CreateTopicsResponse, DescribeQuorumRequest,
-    DescribeQuorumResponse, MetadataRequest, MetadataResponse, TopicName,
+use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
+use kafka_protocol::messages::leave_group_request::MemberIdentity;
+use kafka_protocol::messages::offset_commit_request::{
+    OffsetCommitRequestPartition, OffsetCommitRequestTopic,
 };
+use kafka_protocol::messages::offset_delete_request::{
+    OffsetDeleteRequestPartition, OffsetDeleteRequestTopic,
+};
+use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestGroup;
+use kafka_protocol::messages::txn_offset_commit_request::{
+    TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic,
+};
+use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 
 const EXE: &str = env!("CARGO_BIN_EXE_es-broker");
@@ -101,6 +117,8 @@ struct Cluster {
     voters: String,
     raft_ports: BTreeMap<i32, u16>,
     nodes: BTreeMap<i32, BrokerProcess>,
+    /// Flags every node gets besides its identity and the quorum's.
+    extra: Vec<String>,
 }
 
 impl Cluster {
@@ -113,6 +131,9 @@ impl Cluster {
             "--controller-quorum-voters".into(),
             self.voters.clone(),
         ]
+        .into_iter()
+        .chain(self.extra.iter().cloned())
+        .collect()
     }
 
     fn spawn(&self, id: i32) -> BrokerProcess {
@@ -123,6 +144,11 @@ impl Cluster {
 
     /// `n` nodes, the first `voters` of them voters, the others learners.
     fn start(dir: &Path, n: i32, voters: i32) -> Cluster {
+        Cluster::start_with(dir, n, voters, &[])
+    }
+
+    /// As [`Cluster::start`], every node also given the flags `extra`.
+    fn start_with(dir: &Path, n: i32, voters: i32, extra: &[&str]) -> Cluster {
         let raft_ports: BTreeMap<i32, u16> = (1..=n).map(|id| (id, free_port())).collect();
         let voters = raft_ports
             .iter()
@@ -135,6 +161,7 @@ impl Cluster {
             voters,
             raft_ports,
             nodes: BTreeMap::new(),
+            extra: extra.iter().map(|x| x.to_string()).collect(),
         };
         let spawned: Vec<(i32, BrokerProcess)> = (1..=n).map(|id| (id, c.spawn(id))).collect();
         for (id, mut p) in spawned {
@@ -559,4 +586,315 @@ fn partitions_are_spread_over_the_brokers_and_served_by_their_leaders() {
     for (_, p) in std::mem::take(&mut c.nodes) {
         p.stop();
     }
+}
+/// Coordinator key types of FindCoordinator.
+const GROUP: i8 = 0;
+const TRANSACTION: i8 = 1;
+
+/// FindCoordinator v4 for `keys` through `addr`: each key's coordinator
+/// node, or `None` while any key has none (the coordinators' topic is still
+/// being created or applied on this node).
+fn coordinators(addr: &str, key_type: i8, keys: &[String]) -> Option<Vec<i32>> {
+    let mut c = KafkaClient::connect_with_timeout(addr, "cluster-test", Duration::from_secs(40));
+    let mut req = FindCoordinatorRequest::default();
+    req.key_type = key_type;
+    req.coordinator_keys = keys
+        .iter()
+        .map(|k| StrBytes::from_string(k.clone()))
+        .collect();
+    let r: FindCoordinatorResponse = c.call(ApiKey::FindCoordinator, 4, &req);
+    assert_eq!(r.coordinators.len(), keys.len());
+    r.coordinators
+        .iter()
+        .map(|x| (x.error_code == 0).then_some(x.node_id.0))
+        .collect()
+}
+
+/// Keys `<prefix>-<i>` covering every one of `partitions` partitions.
+fn keys_over(prefix: &str, partitions: i32) -> Vec<String> {
+    let mut keys = Vec::new();
+    let mut covered = std::collections::BTreeSet::new();
+    for i in 0.. {
+        let k = format!("{prefix}-{i}");
+        if covered.insert(es_kafka::broker::key_partition(&k, partitions)) {
+            keys.push(k);
+        }
+        if covered.len() == partitions as usize {
+            break;
+        }
+    }
+    keys
+}
+
+/// JoinGroup v5 of a new member through `addr`: the error code
+/// (MEMBER_ID_REQUIRED from the group's coordinator).
+fn join_group(addr: &str, group: &str) -> i16 {
+    let mut c = KafkaClient::connect(addr, "cluster-test");
+    let mut p = JoinGroupRequestProtocol::default();
+    p.name = StrBytes::from_static_str("range");
+    let mut req = JoinGroupRequest::default();
+    req.group_id = GroupId(StrBytes::from_string(group.to_string()));
+    req.session_timeout_ms = 10_000;
+    req.rebalance_timeout_ms = 10_000;
+    req.protocol_type = StrBytes::from_static_str("consumer");
+    req.protocols = vec![p];
+    let r: JoinGroupResponse = c.call(ApiKey::JoinGroup, 5, &req);
+    r.error_code
+}
+
+/// OffsetFetch v8 of every offset of `group` through `addr`: the group's
+/// error code.
+fn offset_fetch(addr: &str, group: &str) -> i16 {
+    let mut c = KafkaClient::connect(addr, "cluster-test");
+    let mut g = OffsetFetchRequestGroup::default();
+    g.group_id = GroupId(StrBytes::from_string(group.to_string()));
+    g.topics = None;
+    let mut req = OffsetFetchRequest::default();
+    req.groups = vec![g];
+    let r: OffsetFetchResponse = c.call(ApiKey::OffsetFetch, 8, &req);
+    r.groups[0].error_code
+}
+
+/// InitProducerId v4 for transactional id `id` through `addr`.
+fn init_producer_id(addr: &str, id: &str) -> InitProducerIdResponse {
+    let mut c = KafkaClient::connect_with_timeout(addr, "cluster-test", Duration::from_secs(40));
+    let mut req = InitProducerIdRequest::default();
+    req.transactional_id = Some(TransactionalId(StrBytes::from_string(id.to_string())));
+    req.transaction_timeout_ms = 60_000;
+    req.producer_id = ProducerId(-1);
+    req.producer_epoch = -1;
+    c.call(ApiKey::InitProducerId, 4, &req)
+}
+
+#[test]
+fn groups_and_transactional_ids_are_coordinated_where_kafka_places_them() {
+    const NOT_COORDINATOR: i16 = 16;
+    const MEMBER_ID_REQUIRED: i16 = 79;
+    const COORDINATOR_NOT_AVAILABLE: i16 = 15;
+    let dir = tempfile::tempdir().expect("tmp");
+    let c = Cluster::start_with(
+        dir.path(),
+        3,
+        3,
+        &[
+            "--offsets-topic-num-partitions",
+            "6",
+            "--transaction-state-log-num-partitions",
+            "6",
+        ],
+    );
+    c.leader();
+    let groups = keys_over("group", 6);
+    let ids = keys_over("txn", 6);
+    // (node each key's coordinator is on), per key type.
+    let mut placed: BTreeMap<i8, Vec<i32>> = BTreeMap::new();
+    for (key_type, keys) in [(GROUP, &groups), (TRANSACTION, &ids)] {
+        // The first lookup, through node 1, creates the topic.
+        let first = eventually(Duration::from_secs(30), "every key placed", || {
+            coordinators(&c.addr(1), key_type, keys)
+        });
+        let nodes: std::collections::BTreeSet<i32> = first.iter().copied().collect();
+        assert!(
+            nodes.len() > 1 && nodes.iter().all(|n| (1..=3).contains(n)),
+            "key type {key_type}: the keys spread over the nodes: {first:?}"
+        );
+        // Every node names the same coordinators (once it has applied the
+        // topic's creation).
+        for id in 2..=3 {
+            let addr = c.addr(id);
+            let seen = eventually(Duration::from_secs(30), "every key placed", || {
+                coordinators(&addr, key_type, keys)
+            });
+            assert_eq!(seen, first, "key type {key_type}: node {id} agrees");
+        }
+        placed.insert(key_type, first);
+    }
+
+    // A group's APIs: NOT_COORDINATOR from another node, served by its own.
+    let group = &groups[0];
+    let owner = placed[&GROUP][0];
+    let other = (1..=3).find(|n| *n != owner).expect("another node");
+    assert_eq!(join_group(&c.addr(other), group), NOT_COORDINATOR);
+    assert_eq!(offset_fetch(&c.addr(other), group), NOT_COORDINATOR);
+    assert_eq!(join_group(&c.addr(owner), group), MEMBER_ID_REQUIRED);
+    assert_eq!(offset_fetch(&c.addr(owner), group), 0);
+    // Every other group API likewise: refused by the other node, answered
+    // (whatever the coordinator's own answer) by the coordinator.
+    assert_eq!(create_topic(&c.addr(1), "t"), Some(0));
+    for id in 1..=3 {
+        let addr = c.addr(id);
+        eventually(Duration::from_secs(20), "t on every node", || {
+            topics(&addr).contains_key("t").then_some(())
+        });
+    }
+    for (api, code) in group_api_codes(&c.addr(other), group) {
+        assert_eq!(code, NOT_COORDINATOR, "{api} through node {other}");
+    }
+    for (api, code) in group_api_codes(&c.addr(owner), group) {
+        assert!(
+            code != NOT_COORDINATOR && code != COORDINATOR_NOT_AVAILABLE,
+            "{api} through the coordinator: {code}"
+        );
+    }
+
+    // A transactional id's: the same.
+    let id = &ids[0];
+    let owner = placed[&TRANSACTION][0];
+    let other = (1..=3).find(|n| *n != owner).expect("another node");
+    let refused = init_producer_id(&c.addr(other), id);
+    assert_eq!(
+        (refused.error_code, refused.producer_id.0),
+        (NOT_COORDINATOR, -1)
+    );
+    let served = init_producer_id(&c.addr(owner), id);
+    assert_eq!(served.error_code, 0);
+    assert!(served.producer_id.0 >= 0 && served.producer_epoch >= 0);
+    for (api, code) in txn_api_codes(&c.addr(other), id) {
+        assert_eq!(code, NOT_COORDINATOR, "{api} through node {other}");
+    }
+    for (api, code) in txn_api_codes(&c.addr(owner), id) {
+        assert!(
+            code != NOT_COORDINATOR && code != COORDINATOR_NOT_AVAILABLE,
+            "{api} through the coordinator: {code}"
+        );
+    }
+}
+
+fn sb(v: &str) -> StrBytes {
+    StrBytes::from_string(v.to_string())
+}
+
+/// Every group API but JoinGroup and OffsetFetch, for `group` through
+/// `addr`: (API, the error code where Kafka puts a coordinator error).
+/// Topic `t` (one partition) exists.
+fn group_api_codes(addr: &str, group: &str) -> Vec<(&'static str, i16)> {
+    let mut c = KafkaClient::connect(addr, "cluster-test");
+    let gid = GroupId(sb(group));
+    let t = TopicName(sb("t"));
+    let mut out = Vec::new();
+
+    let mut req = SyncGroupRequest::default();
+    req.group_id = gid.clone();
+    req.generation_id = 1;
+    req.member_id = sb("m");
+    req.protocol_type = Some(sb("consumer"));
+    req.protocol_name = Some(sb("range"));
+    let r: SyncGroupResponse = c.call(ApiKey::SyncGroup, 5, &req);
+    out.push(("SyncGroup", r.error_code));
+
+    let mut req = HeartbeatRequest::default();
+    req.group_id = gid.clone();
+    req.generation_id = 1;
+    req.member_id = sb("m");
+    let r: HeartbeatResponse = c.call(ApiKey::Heartbeat, 4, &req);
+    out.push(("Heartbeat", r.error_code));
+
+    let mut req = LeaveGroupRequest::default();
+    req.group_id = gid.clone();
+    let mut m = MemberIdentity::default();
+    m.member_id = sb("m");
+    req.members = vec![m];
+    let r: LeaveGroupResponse = c.call(ApiKey::LeaveGroup, 5, &req);
+    out.push(("LeaveGroup", r.error_code));
+
+    let mut req = OffsetCommitRequest::default();
+    req.group_id = gid.clone();
+    req.generation_id_or_member_epoch = -1;
+    let mut p = OffsetCommitRequestPartition::default();
+    p.committed_offset = 1;
+    let mut ct = OffsetCommitRequestTopic::default();
+    ct.name = t.clone();
+    ct.partitions = vec![p];
+    req.topics = vec![ct];
+    let r: OffsetCommitResponse = c.call(ApiKey::OffsetCommit, 8, &req);
+    out.push(("OffsetCommit", r.topics[0].partitions[0].error_code));
+
+    let mut req = OffsetDeleteRequest::default();
+    req.group_id = gid.clone();
+    let mut dt = OffsetDeleteRequestTopic::default();
+    dt.name = t.clone();
+    dt.partitions = vec![OffsetDeleteRequestPartition::default()];
+    req.topics = vec![dt];
+    let r: OffsetDeleteResponse = c.call(ApiKey::OffsetDelete, 0, &req);
+    out.push(("OffsetDelete", r.error_code));
+
+    let mut req = DescribeGroupsRequest::default();
+    req.groups = vec![gid.clone()];
+    let r: DescribeGroupsResponse = c.call(ApiKey::DescribeGroups, 5, &req);
+    out.push(("DescribeGroups", r.groups[0].error_code));
+
+    let mut req = ConsumerGroupHeartbeatRequest::default();
+    req.group_id = gid.clone();
+    req.member_id = sb("cluster-test-member-0001");
+    req.rebalance_timeout_ms = 30_000;
+    req.subscribed_topic_names = Some(vec![t.clone()]);
+    req.topic_partitions = Some(Vec::new());
+    let r: ConsumerGroupHeartbeatResponse = c.call(ApiKey::ConsumerGroupHeartbeat, 1, &req);
+    out.push(("ConsumerGroupHeartbeat", r.error_code));
+
+    let mut req = ConsumerGroupDescribeRequest::default();
+    req.group_ids = vec![gid.clone()];
+    let r: ConsumerGroupDescribeResponse = c.call(ApiKey::ConsumerGroupDescribe, 0, &req);
+    out.push(("ConsumerGroupDescribe", r.groups[0].error_code));
+
+    let mut req = TxnOffsetCommitRequest::default();
+    req.transactional_id = TransactionalId(sb("some-transaction"));
+    req.group_id = gid.clone();
+    req.producer_id = ProducerId(1);
+    req.generation_id = -1;
+    let mut p = TxnOffsetCommitRequestPartition::default();
+    p.committed_offset = 1;
+    let mut tt = TxnOffsetCommitRequestTopic::default();
+    tt.name = t.clone();
+    tt.partitions = vec![p];
+    req.topics = vec![tt];
+    let r: TxnOffsetCommitResponse = c.call(ApiKey::TxnOffsetCommit, 3, &req);
+    out.push(("TxnOffsetCommit", r.topics[0].partitions[0].error_code));
+
+    // Last: on the coordinator it deletes the group.
+    let mut req = DeleteGroupsRequest::default();
+    req.groups_names = vec![gid];
+    let r: DeleteGroupsResponse = c.call(ApiKey::DeleteGroups, 2, &req);
+    out.push(("DeleteGroups", r.results[0].error_code));
+    out
+}
+
+/// Every transactional-id API but InitProducerId for `id` through `addr`,
+/// as [`group_api_codes`]. Topic `t` exists.
+fn txn_api_codes(addr: &str, id: &str) -> Vec<(&'static str, i16)> {
+    let mut c = KafkaClient::connect(addr, "cluster-test");
+    let tid = TransactionalId(sb(id));
+    let mut out = Vec::new();
+
+    let mut req = AddPartitionsToTxnRequest::default();
+    req.v3_and_below_transactional_id = tid.clone();
+    req.v3_and_below_producer_id = ProducerId(1);
+    let mut t = AddPartitionsToTxnTopic::default();
+    t.name = TopicName(sb("t"));
+    t.partitions = vec![0];
+    req.v3_and_below_topics = vec![t];
+    let r: AddPartitionsToTxnResponse = c.call(ApiKey::AddPartitionsToTxn, 3, &req);
+    out.push((
+        "AddPartitionsToTxn",
+        r.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code,
+    ));
+
+    let mut req = AddOffsetsToTxnRequest::default();
+    req.transactional_id = tid.clone();
+    req.producer_id = ProducerId(1);
+    req.group_id = GroupId(sb("some-group"));
+    let r: AddOffsetsToTxnResponse = c.call(ApiKey::AddOffsetsToTxn, 3, &req);
+    out.push(("AddOffsetsToTxn", r.error_code));
+
+    let mut req = EndTxnRequest::default();
+    req.transactional_id = tid.clone();
+    req.producer_id = ProducerId(1);
+    let r: EndTxnResponse = c.call(ApiKey::EndTxn, 3, &req);
+    out.push(("EndTxn", r.error_code));
+
+    let mut req = DescribeTransactionsRequest::default();
+    req.transactional_ids = vec![tid];
+    let r: DescribeTransactionsResponse = c.call(ApiKey::DescribeTransactions, 0, &req);
+    out.push(("DescribeTransactions", r.transaction_states[0].error_code));
+    out
 }

@@ -31,7 +31,7 @@ use uuid::Uuid;
 
 use crate::config::{
     BrokerSettings, BrokerTopicDefaults, ConfigError, DynamicBrokerConfigs, TopicConfig,
-    OFFSETS_TOPIC_PARTITIONS,
+    OFFSETS_TOPIC_PARTITIONS_DEFAULT, TRANSACTION_STATE_PARTITIONS_DEFAULT,
 };
 use crate::errors::{code, ResponseError};
 use crate::groups::{Coordinator, GroupConfig};
@@ -40,10 +40,13 @@ use crate::topics::{self, PartitionSlot, Topic};
 use crate::txn::groups::{GroupsSink, TopicIds};
 use crate::txn::{Partitions, TxnConfig, TxnCoordinator};
 
+#[path = "broker_coordinators.rs"]
+mod coordinators;
 #[path = "broker_quorum.rs"]
 mod quorum;
 #[path = "broker_routing.rs"]
 mod routing;
+pub use coordinators::NotHere;
 pub use quorum::BrokerFiles;
 pub use routing::{key_partition, CoordinatorPlace, Leadership, NodeEndpoint};
 
@@ -89,6 +92,13 @@ pub struct BrokerConfig {
     pub group_min_session_timeout_ms: i32,
     /// Kafka's `group.max.session.timeout.ms`.
     pub group_max_session_timeout_ms: i32,
+    /// Partitions of the `__consumer_offsets` this broker creates (Kafka's
+    /// `offsets.topic.num.partitions`): they place the group coordinators.
+    pub offsets_topic_partitions: i32,
+    /// Partitions of the `__transaction_state` this broker creates (Kafka's
+    /// `transaction.state.log.num.partitions`): they place the transaction
+    /// coordinators.
+    pub transaction_state_partitions: i32,
     /// Bytes of fetches read and encoded ahead, all partitions together
     /// (`--fetch-read-ahead-mb`; 0: none). See the fetch handler's read-ahead.
     pub fetch_read_ahead_bytes: usize,
@@ -123,6 +133,8 @@ impl BrokerConfig {
             compaction_interval: COMPACTION_INTERVAL_DEFAULT,
             group_min_session_timeout_ms: GroupConfig::default().min_session_timeout_ms,
             group_max_session_timeout_ms: GroupConfig::default().max_session_timeout_ms,
+            offsets_topic_partitions: OFFSETS_TOPIC_PARTITIONS_DEFAULT,
+            transaction_state_partitions: TRANSACTION_STATE_PARTITIONS_DEFAULT,
             fetch_read_ahead_bytes: FETCH_READ_AHEAD_BYTES_DEFAULT,
             storage: Storage::new(Arc::new(RealFs)),
         }
@@ -465,6 +477,8 @@ impl Broker {
             compaction_interval_ms: duration_ms(self.config.compaction_interval),
             group_min_session_timeout_ms: self.config.group_min_session_timeout_ms,
             group_max_session_timeout_ms: self.config.group_max_session_timeout_ms,
+            offsets_topic_partitions: self.config.offsets_topic_partitions,
+            transaction_state_partitions: self.config.transaction_state_partitions,
         }
     }
 
@@ -504,13 +518,13 @@ impl Broker {
 
     /// Returns `__consumer_offsets`, creating it first if it does not exist,
     /// as Kafka creates it when a client first looks up a group coordinator
-    /// (whatever `--auto-create-topics` says): [`OFFSETS_TOPIC_PARTITIONS`]
+    /// (whatever `--auto-create-topics` says): `--offsets-topic-num-partitions`
     /// partitions with Kafka's configs for it. Concurrent callers get the
     /// same topic (creation is serialised under the admin lock).
     pub async fn offsets_topic(&self) -> Result<Arc<Topic>, AdminError> {
         self.get_or_create_with(
             topics::CONSUMER_OFFSETS_TOPIC,
-            OFFSETS_TOPIC_PARTITIONS,
+            self.config.offsets_topic_partitions,
             topics::offsets_topic_overrides(),
         )
         .await
@@ -519,7 +533,8 @@ impl Broker {
     /// Returns the topic, creating it with the defaults when auto-creation is
     /// on and `allowed` (Metadata's `allow_auto_topic_creation`).
     /// `__consumer_offsets` is created as [`Broker::offsets_topic`] creates it,
-    /// as Kafka's auto-creation gives it the group coordinator's settings.
+    /// as Kafka's auto-creation gives it the group coordinator's settings,
+    /// and `__transaction_state` as [`Broker::transaction_state_topic`] does.
     pub async fn get_or_create(&self, name: &str, allowed: bool) -> Result<Arc<Topic>, AdminError> {
         if let Some(t) = self.topic(name) {
             return Ok(t);
@@ -532,6 +547,9 @@ impl Broker {
         }
         if name == topics::CONSUMER_OFFSETS_TOPIC {
             return self.offsets_topic().await;
+        }
+        if name == topics::TRANSACTION_STATE_TOPIC {
+            return self.transaction_state_topic().await;
         }
         self.get_or_create_with(name, -1, BTreeMap::new()).await
     }

@@ -31,11 +31,15 @@
 //! Internal topics: Kafka calls a topic internal by its name alone
 //! (`__consumer_offsets`, `__transaction_state`, `__share_group_state`), and
 //! so does es ([`is_internal`]): Metadata flags them, clients cannot produce
-//! to them or delete their records. The one es creates itself is
+//! to them or delete their records. The ones es creates itself are
 //! `__consumer_offsets`, as an ordinary stored topic (with Kafka's configs
 //! for it, [`offsets_topic_overrides`]) on the first group coordinator
-//! lookup. es keeps committed offsets in the group coordinator's own files,
-//! so its log stays empty; it exists so that every API sees the same topic,
+//! lookup, and `__transaction_state` ([`transaction_state_overrides`]) on
+//! the first transaction coordinator lookup. es keeps committed offsets in
+//! the group coordinator's own files and transactions in the transaction
+//! coordinator's journal, so their logs stay empty; their partitions place
+//! the coordinators (a key's coordinator is the leader of its partition).
+//! `__consumer_offsets` also exists so that every API sees the same topic,
 //! with one id, that Kafka clients expect (KIP-848 regexes match it, a
 //! consumer assigned to it can list offsets and fetch). Its id is random and
 //! persisted in its `topic.json` like every topic's: a deleted and re-created
@@ -58,7 +62,10 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::Notify;
 use uuid::Uuid;
 
-use crate::config::{BrokerTopicDefaults, TopicConfig, TopicRules, OFFSETS_TOPIC_SEGMENT_BYTES};
+use crate::config::{
+    BrokerTopicDefaults, TopicConfig, TopicRules, OFFSETS_TOPIC_SEGMENT_BYTES,
+    TRANSACTION_STATE_MIN_ISR, TRANSACTION_STATE_SEGMENT_BYTES,
+};
 use crate::partition_log::PartitionLog;
 
 /// Longest topic name Kafka allows.
@@ -72,10 +79,12 @@ pub const DELETED_SUFFIX: &str = ".deleted";
 
 /// Kafka's topic of committed offsets and group metadata.
 pub const CONSUMER_OFFSETS_TOPIC: &str = "__consumer_offsets";
+/// Kafka's topic of transaction states.
+pub const TRANSACTION_STATE_TOPIC: &str = "__transaction_state";
 /// The names Kafka treats as internal topics (`Topic.INTERNAL_TOPICS`).
 const INTERNAL_TOPICS: [&str; 3] = [
     CONSUMER_OFFSETS_TOPIC,
-    "__transaction_state",
+    TRANSACTION_STATE_TOPIC,
     "__share_group_state",
 ];
 
@@ -96,6 +105,30 @@ pub fn offsets_topic_overrides() -> BTreeMap<String, String> {
         (
             "segment.bytes".to_string(),
             OFFSETS_TOPIC_SEGMENT_BYTES.to_string(),
+        ),
+    ])
+}
+
+/// The config overrides Kafka gives `__transaction_state` when it creates
+/// it (`TransactionStateManager.transactionTopicConfigs`): no unclean leader
+/// election, uncompressed, compacted, `transaction.state.log.min.isr` as
+/// its `min.insync.replicas` and `transaction.state.log.segment.bytes` as
+/// its segments.
+pub fn transaction_state_overrides() -> BTreeMap<String, String> {
+    BTreeMap::from([
+        ("cleanup.policy".to_string(), "compact".to_string()),
+        ("compression.type".to_string(), "uncompressed".to_string()),
+        (
+            "min.insync.replicas".to_string(),
+            TRANSACTION_STATE_MIN_ISR.to_string(),
+        ),
+        (
+            "segment.bytes".to_string(),
+            TRANSACTION_STATE_SEGMENT_BYTES.to_string(),
+        ),
+        (
+            "unclean.leader.election.enable".to_string(),
+            "false".to_string(),
         ),
     ])
 }

@@ -13,12 +13,28 @@ use super::table::{
 };
 use super::validate::validate_broker_config;
 
-/// Partitions of the `__consumer_offsets` es creates (the broker config
-/// `offsets.topic.num.partitions`; Kafka's default is 50, es keeps offsets
-/// elsewhere, so one partition is what it has always advertised).
-pub const OFFSETS_TOPIC_PARTITIONS: i32 = 1;
+/// Default partitions of the `__consumer_offsets` es creates (the broker
+/// config `offsets.topic.num.partitions`, `--offsets-topic-num-partitions`).
+/// Kafka's default is 50; es keeps offsets in the group coordinator's files,
+/// so on one node one partition is enough. In a cluster the count spreads
+/// the group coordinators over the brokers (a group is coordinated by the
+/// leader of partition `abs(hash(group)) % count`).
+pub const OFFSETS_TOPIC_PARTITIONS_DEFAULT: i32 = 1;
 /// Kafka's `offsets.topic.segment.bytes` default (100 MiB).
 pub const OFFSETS_TOPIC_SEGMENT_BYTES: u64 = 100 * 1024 * 1024;
+/// Default partitions of the `__transaction_state` es creates (the broker
+/// config `transaction.state.log.num.partitions`,
+/// `--transaction-state-log-num-partitions`), as
+/// [`OFFSETS_TOPIC_PARTITIONS_DEFAULT`] for transactional ids. Kafka's
+/// default is 50.
+pub const TRANSACTION_STATE_PARTITIONS_DEFAULT: i32 = 1;
+/// Kafka's `transaction.state.log.segment.bytes` default (100 MiB).
+pub const TRANSACTION_STATE_SEGMENT_BYTES: u64 = 100 * 1024 * 1024;
+/// `transaction.state.log.min.isr`: Kafka's default is 2, for its default
+/// replication factor of 3; es's internal topics have one replica
+/// (`transaction.state.log.replication.factor` 1), so 1, as a Kafka set up
+/// with one replica per internal topic is configured.
+pub const TRANSACTION_STATE_MIN_ISR: i32 = 1;
 
 /// `min.insync.replicas`: with eligible leader replicas on (Kafka 4.1+'s
 /// default, KIP-966), Kafka keeps it at the cluster level only. Its
@@ -181,6 +197,10 @@ pub struct BrokerSettings {
     pub group_min_session_timeout_ms: i32,
     /// `--group-max-session-timeout-ms`.
     pub group_max_session_timeout_ms: i32,
+    /// `--offsets-topic-num-partitions`.
+    pub offsets_topic_partitions: i32,
+    /// `--transaction-state-log-num-partitions`.
+    pub transaction_state_partitions: i32,
 }
 
 impl BrokerSettings {
@@ -189,6 +209,8 @@ impl BrokerSettings {
     pub fn describe(&self) -> Vec<BrokerConfigEntry> {
         use ConfigSource::{Default as D, StaticBroker as S};
         use ConfigType as T;
+        // A flag's value: its default's source unless it was changed.
+        let flag = |value: i32, default: i32| if value == default { D } else { S };
         let e = |name: &'static str, value: String, ty: ConfigType, source: ConfigSource| {
             BrokerConfigEntry {
                 name,
@@ -256,9 +278,12 @@ impl BrokerSettings {
             // What the `__consumer_offsets` es creates gets.
             e(
                 "offsets.topic.num.partitions",
-                OFFSETS_TOPIC_PARTITIONS.to_string(),
+                self.offsets_topic_partitions.to_string(),
                 T::Int,
-                D,
+                flag(
+                    self.offsets_topic_partitions,
+                    OFFSETS_TOPIC_PARTITIONS_DEFAULT,
+                ),
             ),
             e("offsets.topic.replication.factor", "1".into(), T::Short, D),
             e(
@@ -268,6 +293,34 @@ impl BrokerSettings {
                 D,
             ),
             e("process.roles", "broker,controller".into(), T::List, S),
+            // What the `__transaction_state` es creates gets.
+            e(
+                "transaction.state.log.min.isr",
+                TRANSACTION_STATE_MIN_ISR.to_string(),
+                T::Int,
+                D,
+            ),
+            e(
+                "transaction.state.log.num.partitions",
+                self.transaction_state_partitions.to_string(),
+                T::Int,
+                flag(
+                    self.transaction_state_partitions,
+                    TRANSACTION_STATE_PARTITIONS_DEFAULT,
+                ),
+            ),
+            e(
+                "transaction.state.log.replication.factor",
+                "1".into(),
+                T::Short,
+                D,
+            ),
+            e(
+                "transaction.state.log.segment.bytes",
+                TRANSACTION_STATE_SEGMENT_BYTES.to_string(),
+                T::Int,
+                D,
+            ),
             e(
                 "socket.request.max.bytes",
                 self.frame_bytes_max.to_string(),

@@ -138,6 +138,8 @@ fn broker_describe_is_sorted_and_unique() {
         compaction_interval_ms: 15_000,
         group_min_session_timeout_ms: 6_000,
         group_max_session_timeout_ms: 1_800_000,
+        offsets_topic_partitions: 1,
+        transaction_state_partitions: 6,
     };
     let d = b.describe();
     for w in d.windows(2) {
@@ -150,6 +152,23 @@ fn broker_describe_is_sorted_and_unique() {
         .iter()
         .any(|e| e.name == "log.retention.check.interval.ms" && e.value == "300000"));
     assert!(!d.iter().any(|e| e.name.starts_with("internal.")));
+    // The coordinator topics' partition counts are the flags': a default
+    // reads as Kafka's default source, a changed one as a static config.
+    let get = |name: &str| d.iter().find(|e| e.name == name).expect(name);
+    let offsets = get("offsets.topic.num.partitions");
+    assert_eq!(
+        (offsets.value.as_str(), offsets.source),
+        ("1", ConfigSource::Default)
+    );
+    let txn = get("transaction.state.log.num.partitions");
+    assert_eq!(
+        (txn.value.as_str(), txn.source),
+        ("6", ConfigSource::StaticBroker)
+    );
+    assert_eq!(
+        get("transaction.state.log.segment.bytes").value,
+        "104857600"
+    );
 }
 
 #[test]
@@ -249,6 +268,8 @@ fn dynamic_levels_order_values_sources_and_synonyms() {
         compaction_interval_ms: 1,
         group_min_session_timeout_ms: 1,
         group_max_session_timeout_ms: 2,
+        offsets_topic_partitions: 1,
+        transaction_state_partitions: 1,
     };
     let all = settings.describe();
     let flush = all

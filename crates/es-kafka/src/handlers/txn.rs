@@ -12,6 +12,13 @@
 //! instead, and verification errors are translated for the produce path as
 //! Kafka's `ReplicaManager` and `AddPartitionsToTxnManager` do); they live
 //! with the other error mappings, in [`crate::errors::txn_error_for_version`].
+//!
+//! Placement: a transactional id another broker coordinates answers
+//! NOT_COORDINATOR ([`Broker::owns_transactional_id`]) where the
+//! coordinator's own errors go (InitProducerId, AddOffsetsToTxn and EndTxn
+//! in the response, AddPartitionsToTxn on every partition of the
+//! transaction, DescribeTransactions in the id's entry); TxnOffsetCommit is
+//! a group API and is placed by its group ([`Broker::owns_group`]).
 
 use std::collections::BTreeMap;
 
@@ -119,17 +126,23 @@ pub async fn init_producer_id(
         (-1, _) | (_, -1) => Err(TxnError::InvalidRequest),
         (p, e) => Ok(Some((p, e))),
     };
-    let result = match producer {
-        Err(e) => Err(e),
-        Ok(producer) => {
+    let id = req.transactional_id.map(|t| t.0.to_string());
+    // Without a transactional id any broker hands out a producer id.
+    let not_here = id
+        .as_deref()
+        .and_then(|t| ctx.broker.owns_transactional_id(t).err());
+    let result = match (producer, not_here) {
+        (Err(e), _) => Err(e.code_for(ApiKey::InitProducerId, v)),
+        (Ok(_), Some(n)) => Err(n.code()),
+        (Ok(producer), None) => {
             let b = ctx.broker.clone();
-            let id = req.transactional_id.map(|t| t.0.to_string());
             let timeout = req.transaction_timeout_ms;
             blocking(move || {
                 b.txn()
                     .init_producer_id(b.as_ref(), id.as_deref(), timeout, producer)
             })
             .await?
+            .map_err(|e| e.code_for(ApiKey::InitProducerId, v))
         }
     };
     let mut r = InitProducerIdResponse::default();
@@ -138,8 +151,8 @@ pub async fn init_producer_id(
             r.producer_id = ProducerId(pid);
             r.producer_epoch = epoch;
         }
-        Err(e) => {
-            r.error_code = e.code_for(ApiKey::InitProducerId, v);
+        Err(code) => {
+            r.error_code = code;
             r.producer_id = ProducerId(-1);
             r.producer_epoch = -1;
         }
@@ -163,6 +176,7 @@ struct AddTxn {
 type AddResult = Vec<(TopicName, Vec<(i32, i16)>)>;
 
 fn add_one(b: &Broker, version: i16, t: &AddTxn) -> AddResult {
+    // Known to the cluster; the partition need not be hosted here.
     let exists = |topic: &str, p: i32| b.topic(topic).is_some_and(|t| t.has_partition(p));
     let all = |code: &mut dyn FnMut(&str, i32) -> i16| -> AddResult {
         t.topics
@@ -197,6 +211,10 @@ fn add_one(b: &Broker, version: i16, t: &AddTxn) -> AddResult {
         return all(&mut |topic, p| {
             refused(topic, p).unwrap_or(code(ResponseError::OperationNotAttempted))
         });
+    }
+    if let Err(n) = b.owns_transactional_id(&t.id) {
+        let c = n.code();
+        return all(&mut |_, _| c);
     }
     let tps: Vec<TopicPartition> = t
         .topics
@@ -310,8 +328,12 @@ pub async fn add_offsets_to_txn(
     let id = req.transactional_id.0.to_string();
     let group = req.group_id.0.to_string();
     let (pid, epoch) = (req.producer_id.0, req.producer_epoch);
-    let res = blocking(move || b.txn().add_partitions(&id, pid, epoch, &[], &[group])).await?;
     let mut r = AddOffsetsToTxnResponse::default();
+    if let Err(n) = b.owns_transactional_id(&id) {
+        r.error_code = n.code();
+        return ctx.respond(&r);
+    }
+    let res = blocking(move || b.txn().add_partitions(&id, pid, epoch, &[], &[group])).await?;
     r.error_code = match res {
         Ok(()) => NONE,
         Err(e) => e.code_for(ApiKey::AddOffsetsToTxn, v),
@@ -382,6 +404,8 @@ pub async fn txn_offset_commit(
         // Kafka's group coordinator refuses an empty group id before it
         // looks at the transaction.
         code(ResponseError::InvalidGroupId)
+    } else if let Err(n) = b.owns_group(&group) {
+        n.code()
     } else {
         let b = b.clone();
         let id = req.transactional_id.0.to_string();
@@ -435,8 +459,12 @@ pub async fn end_txn(ctx: &Ctx, req: EndTxnRequest) -> Result<Option<Bytes>, Req
     let b = ctx.broker.clone();
     let id = req.transactional_id.0.to_string();
     let (pid, epoch, commit) = (req.producer_id.0, req.producer_epoch, req.committed);
-    let res = blocking(move || b.txn().end_txn(b.as_ref(), &id, pid, epoch, commit)).await?;
     let mut r = EndTxnResponse::default();
+    if let Err(n) = b.owns_transactional_id(&id) {
+        r.error_code = n.code();
+        return ctx.respond(&r);
+    }
+    let res = blocking(move || b.txn().end_txn(b.as_ref(), &id, pid, epoch, commit)).await?;
     r.error_code = match res {
         Ok(()) => NONE,
         Err(e) => e.code_for(ApiKey::EndTxn, v),
@@ -446,32 +474,21 @@ pub async fn end_txn(ctx: &Ctx, req: EndTxnRequest) -> Result<Option<Bytes>, Req
 
 // ----- DescribeTransactions / ListTransactions -------------------------------
 
-/// The `__consumer_offsets` partition of `group`, as Kafka's group
-/// coordinator picks it: the absolute value of Java's `String.hashCode` of
-/// the group id modulo the topic's partitions.
-pub fn offsets_partition_for(group: &str) -> i32 {
-    offsets_partition(group, crate::config::OFFSETS_TOPIC_PARTITIONS)
-}
-
-fn offsets_partition(group: &str, partitions: i32) -> i32 {
-    let hash = group
-        .encode_utf16()
-        .fold(0i32, |h, c| h.wrapping_mul(31).wrapping_add(i32::from(c)));
-    // Kafka's Utils.abs: i32::MIN maps to 0.
-    let abs = if hash == i32::MIN { 0 } else { hash.abs() };
-    abs % partitions.max(1)
-}
-
 pub fn describe_transactions(
     ctx: &Ctx,
     req: DescribeTransactionsRequest,
 ) -> Result<Option<Bytes>, RequestError> {
-    let coord = ctx.broker.txn();
+    let b = &ctx.broker;
+    let coord = b.txn();
     let mut r = DescribeTransactionsResponse::default();
     for id in req.transactional_ids {
         let mut st = TransactionState::default();
-        match coord.describe(id.0.as_str()) {
-            Err(e) => st.error_code = e.code(),
+        let described = b
+            .owns_transactional_id(id.0.as_str())
+            .map_err(|n| n.code())
+            .and_then(|()| coord.describe(id.0.as_str()).map_err(|e| e.code()));
+        match described {
+            Err(code) => st.error_code = code,
             Ok(rec) => {
                 st.transaction_state = StrBytes::from_static_str(rec.state.name());
                 st.transaction_timeout_ms = rec.timeout_ms;
@@ -488,7 +505,7 @@ pub fn describe_transactions(
                 // Kafka's transaction holds the offsets partition of each
                 // group AddOffsetsToTxn added.
                 for g in &rec.groups {
-                    let p = offsets_partition_for(g);
+                    let p = b.offsets_partition(g);
                     let ps = by_topic
                         .entry(crate::topics::CONSUMER_OFFSETS_TOPIC.to_string())
                         .or_default();
@@ -617,15 +634,4 @@ pub async fn describe_producers(
     let mut r = DescribeProducersResponse::default();
     r.topics = topics;
     ctx.respond(&r)
-}
-
-#[cfg(test)]
-mod offsets_partition_tests {
-    #[test]
-    fn groups_map_to_kafkas_offsets_partitions() {
-        // Kafka 4.4 with 50 partitions puts these groups on these partitions.
-        assert_eq!(super::offsets_partition("diff-group-txn", 50), 36);
-        assert_eq!(super::offsets_partition("", 50), 0);
-        assert_eq!(super::offsets_partition("diff-group-txn", 1), 0);
-    }
 }

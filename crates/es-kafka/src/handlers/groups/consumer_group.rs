@@ -28,10 +28,13 @@ pub fn consumer_group_heartbeat(
 ) -> Result<Option<Bytes>, RequestError> {
     let v = ctx.version;
     let gid = group_id(&req.group_id);
+    let not_here = ctx.broker.owns_group(&gid).err();
     let outcome = if gid.is_empty() {
         consumer::HeartbeatResponse::error(GroupError::InvalidRequest(
             "GroupId can't be empty.".to_string(),
         ))
+    } else if let Some(n) = not_here {
+        consumer::HeartbeatResponse::error(n.into())
     } else {
         let hr = consumer::HeartbeatRequest {
             api_version: v,
@@ -65,7 +68,11 @@ pub fn consumer_group_heartbeat(
     };
     let mut r = ConsumerGroupHeartbeatResponse::default();
     r.error_code = group_code(&outcome.error);
-    r.error_message = outcome.error.as_ref().and_then(GroupError::message).map(s);
+    r.error_message = match not_here {
+        // Kafka's NotCoordinatorException carries its default message.
+        Some(n) => Some(s(n.message())),
+        None => outcome.error.as_ref().and_then(GroupError::message).map(s),
+    };
     r.member_id = outcome.member_id.map(s);
     r.member_epoch = outcome.member_epoch;
     r.heartbeat_interval_ms = outcome.heartbeat_interval_ms;
@@ -113,6 +120,11 @@ pub fn consumer_group_describe(
         d.group_id = g.clone();
         if gid.is_empty() {
             d.error_code = code(ResponseError::InvalidGroupId);
+            r.groups.push(d);
+            continue;
+        }
+        if let Err(n) = ctx.broker.owns_group(&gid) {
+            d.error_code = n.code();
             r.groups.push(d);
             continue;
         }

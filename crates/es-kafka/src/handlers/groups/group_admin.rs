@@ -1,5 +1,8 @@
 //! The group admin APIs: DescribeGroups (v0-6), ListGroups (v0-5) with its
-//! state and type filters, and DeleteGroups (v0-2).
+//! state and type filters, and DeleteGroups (v0-2). A group another broker
+//! coordinates answers NOT_COORDINATOR in its own entry (DescribeGroups,
+//! DeleteGroups); ListGroups lists the groups this broker's coordinator
+//! holds.
 
 use std::collections::HashSet;
 
@@ -36,6 +39,12 @@ pub fn describe_groups(
                 d.error_message = Some(s(message));
             }
         };
+        if let Err(n) = ctx.broker.owns_group(&gid) {
+            // Kafka's error entry: the group id and the code, nothing else.
+            d.error_code = n.code();
+            r.groups.push(d);
+            continue;
+        }
         match coord.describe(&gid) {
             ClassicDescribe::NotFound => not_found(&mut d, format!("Group {gid} not found.")),
             ClassicDescribe::NotClassic => {
@@ -123,7 +132,10 @@ pub async fn delete_groups(
         let gid = group_id(g);
         let mut x = DeletableGroupResult::default();
         x.group_id = g.clone();
-        x.error_code = group_result_code(&coord.delete(&gid).await);
+        x.error_code = match ctx.broker.owns_group(&gid) {
+            Err(n) => n.code(),
+            Ok(()) => group_result_code(&coord.delete(&gid).await),
+        };
         r.results.push(x);
     }
     ctx.respond(&r)

@@ -12,6 +12,8 @@ pub fn heartbeat(ctx: &Ctx, req: HeartbeatRequest) -> Result<Option<Bytes>, Requ
     let gid = group_id(&req.group_id);
     let outcome = if gid.is_empty() {
         Err(GroupError::InvalidGroupId)
+    } else if let Err(n) = ctx.broker.owns_group(&gid) {
+        Err(n.into())
     } else {
         let instance = if ctx.version >= 3 {
             req.group_instance_id.as_ref().map(|i| i.to_string())

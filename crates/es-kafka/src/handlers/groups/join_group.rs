@@ -1,5 +1,6 @@
 //! JoinGroup (v0-9): the request checks Kafka makes before its coordinator
-//! (group id, session timeout bounds), the join parked until the group's
+//! (group id, session timeout bounds, then whether this broker coordinates
+//! the group), the join parked until the group's
 //! join phase completes, and the response fields by version.
 
 use bytes::Bytes;
@@ -30,7 +31,7 @@ pub async fn join_group(
     {
         Some(GroupError::InvalidSessionTimeout)
     } else {
-        None
+        ctx.broker.owns_group(&gid).err().map(GroupError::from)
     };
     turn.wait().await;
     let outcome = match precheck {

@@ -30,6 +30,8 @@ pub fn leave_group(ctx: &Ctx, req: LeaveGroupRequest) -> Result<Option<Bytes>, R
     };
     let result = if gid.is_empty() {
         Err(GroupError::InvalidGroupId)
+    } else if let Err(n) = ctx.broker.owns_group(&gid) {
+        Err(n.into())
     } else {
         ctx.broker.groups().leave(&gid, &members)
     };

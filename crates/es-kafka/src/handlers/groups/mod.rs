@@ -7,8 +7,10 @@
 //! Each handler converts between the wire messages and the coordinator
 //! ([`crate::groups`]), does the checks Kafka's `KafkaApis` and
 //! `GroupCoordinatorService` do before the coordinator (empty group ids,
-//! session timeout bounds, unknown topics and partitions), and sets every
-//! field only in the versions that carry it.
+//! session timeout bounds, unknown topics and partitions, then whether this
+//! broker coordinates the group: [`Broker::owns_group`], NOT_COORDINATOR
+//! where Kafka puts it), and sets every field only in the versions that
+//! carry it.
 //!
 //! Ordering: JoinGroup and SyncGroup park until the group answers, and
 //! OffsetCommit / OffsetFetch / OffsetDelete wait for their group's document

@@ -2,7 +2,10 @@
 //! batch, with `require_stable`'s UNSTABLE_OFFSET_COMMIT for pending
 //! transactional offsets) and OffsetDelete (v0). Each takes the connection's
 //! turn for its state change and waits for its group's document to be
-//! durable after releasing it.
+//! durable after releasing it. A group another broker coordinates answers
+//! NOT_COORDINATOR where its coordinator's errors go: every partition sent
+//! to the coordinator (OffsetCommit), the group (OffsetFetch; v1 every
+//! partition), the request (OffsetDelete).
 
 use bytes::Bytes;
 use kafka_protocol::messages::offset_commit_response::{
@@ -53,6 +56,7 @@ pub async fn offset_commit(
             partitions: Vec::new(),
         };
         for (pi, p) in t.partitions.iter().enumerate() {
+            // Known to the cluster; the partition need not be hosted here.
             let exists = topic
                 .as_ref()
                 .is_some_and(|x| x.has_partition(p.partition_index));
@@ -90,7 +94,11 @@ pub async fn offset_commit(
             transactional: false,
             topics,
         };
-        let codes: Vec<i16> = match ctx.broker.groups().commit(cr) {
+        let committed = b
+            .owns_group(&cr.group_id)
+            .map_err(GroupError::from)
+            .and_then(|()| b.groups().commit(cr));
+        let codes: Vec<i16> = match committed {
             Err(e) => vec![e.code(); slots.len()],
             Ok(outcome) => {
                 wait = outcome.wait;
@@ -206,7 +214,11 @@ pub async fn offset_fetch(
     for (gid, topics, member) in wanted {
         let name = group_id(&gid);
         let member_ref = member.as_ref().map(|(m, e)| (m.as_str(), *e));
-        match coord.fetch_offsets(&name, topics, member_ref, &topic_id) {
+        let fetched = b
+            .owns_group(&name)
+            .map_err(GroupError::from)
+            .and_then(|()| coord.fetch_offsets(&name, topics, member_ref, &topic_id));
+        match fetched {
             Ok((mut topics, wait)) => {
                 if require_stable {
                     mark_unstable(&b, &name, &mut topics);
@@ -378,6 +390,8 @@ pub async fn offset_delete(
     let mut r = OffsetDeleteResponse::default();
     let result = if gid.is_empty() {
         Err(GroupError::InvalidGroupId)
+    } else if let Err(n) = b.owns_group(&gid) {
+        Err(n.into())
     } else {
         b.groups().delete_offsets(&gid, &asked)
     };

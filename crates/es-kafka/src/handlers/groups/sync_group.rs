@@ -25,7 +25,7 @@ pub async fn sync_group(
     } else if gid.is_empty() {
         Some(GroupError::InvalidGroupId)
     } else {
-        None
+        ctx.broker.owns_group(&gid).err().map(GroupError::from)
     };
     turn.wait().await;
     let outcome = match precheck {
