@@ -280,7 +280,7 @@ def client_compatibility_test():
     create_topic(topic, 1)
     # It creates a topic named "newtopic": on a broker that is reused, delete an earlier one.
     tool("TopicCommand", "--bootstrap-server", B, "--delete", "--if-exists", "--topic", "newtopic", ok=False)
-    p = tool("ClientCompatibilityTest", "--bootstrap-server", B, "--topic", topic, "--num-cluster-nodes", "1",
+    p = tool("ClientCompatibilityTest", "--bootstrap-server", B, "--topic", topic, "--num-cluster-nodes", str(suite.nodes),
              "--create-topics-supported", "true", "--offsets-for-times-supported", "true",
              "--cluster-id-supported", "true", "--expect-record-too-large-exception", "false",
              "--describe-acls-supported", "true", "--describe-configs-supported", "true",
