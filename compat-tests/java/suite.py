@@ -300,7 +300,7 @@ def junit():
     reports = os.path.join(suite.work, "junit")
     for f in glob.glob(os.path.join(reports, "*.xml")):
         os.remove(f)
-    args = ["java", "-Xmx1G", f"-Dcompat.bootstrap={B}", f"-Dlog4j2.configurationFile={LOG4J}",
+    args = ["java", "-Xmx1G", f"-Dcompat.bootstrap={B}", f"-Dcompat.nodes={suite.nodes}", f"-Dlog4j2.configurationFile={LOG4J}",
             "-Dkafka.ref.log.level=WARN", "-cp", ":".join([classes, *lib]),
             "org.junit.platform.console.ConsoleLauncher", "execute", "--disable-banner",
             "--details=tree", f"--reports-dir={reports}"]
