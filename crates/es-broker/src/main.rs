@@ -227,6 +227,40 @@ fn main() -> anyhow::Result<()> {
     rt.block_on(run(args, storage))
 }
 
+/// The lock file in the data directory ([`lock_data_dir`]).
+const LOCK_FILE: &str = ".lock";
+
+/// Takes an exclusive lock on `<data dir>/.lock` (flock), as Kafka locks
+/// each log directory: two processes writing one data directory would
+/// corrupt it. The lock goes with the process, however it ends.
+fn lock_data_dir(config: &BrokerConfig) -> anyhow::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    config
+        .storage
+        .fs
+        .create_dir_all(&config.data_dir)
+        .with_context(|| format!("creating {}", config.data_dir.display()))?;
+    let path = config.data_dir.join(LOCK_FILE);
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .mode(0o600)
+        .open(&path)
+        .with_context(|| format!("opening {}", path.display()))?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => bail!(
+            "{} is in use by another es process (it holds {}); stop it first",
+            config.data_dir.display(),
+            path.display()
+        ),
+        Err(std::fs::TryLockError::Error(e)) => {
+            Err(e).with_context(|| format!("locking {}", path.display()))
+        }
+    }
+}
+
 async fn run(args: Args, storage: Storage) -> anyhow::Result<()> {
     if args.default_partitions < 1 {
         bail!("--default-partitions must be at least 1");
@@ -282,6 +316,8 @@ async fn run(args: Args, storage: Storage) -> anyhow::Result<()> {
     config.node_id = args.node_id;
 
     tracing::info!(data_dir = %args.data_dir.display(), "opening data directory");
+    // Held until the process exits: a second es on this directory is refused.
+    let _lock = lock_data_dir(&config)?;
     let (broker, timers) = tokio::task::spawn_blocking(move || Broker::open(config))
         .await
         .context("opening the data directory")?

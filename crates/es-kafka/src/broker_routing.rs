@@ -37,6 +37,9 @@ pub struct Leadership {
     pub leader_epoch: i32,
     pub replicas: Vec<i32>,
     pub isr: Vec<i32>,
+    /// Replicas on brokers that are fenced or gone (Kafka's offline
+    /// replicas).
+    pub offline: Vec<i32>,
 }
 
 /// Where a coordinator key lives.
@@ -143,6 +146,7 @@ impl Broker {
                 leader_epoch: 0,
                 replicas: vec![self.node_id()],
                 isr: vec![self.node_id()],
+                offline: Vec::new(),
             });
         };
         let p = image
@@ -155,21 +159,33 @@ impl Broker {
             leader_epoch: p.leader_epoch,
             replicas: p.replicas.clone(),
             isr: p.isr.clone(),
+            offline: p
+                .replicas
+                .iter()
+                .copied()
+                .filter(|r| image.brokers.get(r).is_none_or(|b| b.fenced))
+                .collect(),
         })
     }
 
-    /// Whether this broker leads the partition (true for every partition
-    /// before the quorum has started).
-    pub fn leads(&self, image: Option<&MetaImage>, topic: &str, partition: i32) -> bool {
-        self.leadership(image, topic, partition)
-            .is_some_and(|l| l.leader == self.node_id())
-    }
-
-    /// The current leader epoch of a partition this broker leads (0 before
-    /// the quorum has started or when unknown).
-    pub fn leader_epoch(&self, image: Option<&MetaImage>, topic: &str, partition: i32) -> i32 {
-        self.leadership(image, topic, partition)
-            .map_or(0, |l| l.leader_epoch)
+    /// A partition's (leader, leader epoch), without copying its replica
+    /// lists: what the request path checks.
+    pub fn leader_and_epoch(
+        &self,
+        image: Option<&MetaImage>,
+        topic: &str,
+        partition: i32,
+    ) -> Option<(i32, i32)> {
+        let Some(image) = image else {
+            let t = self.topic(topic)?;
+            return t.has_partition(partition).then(|| (self.node_id(), 0));
+        };
+        let p = image
+            .topics
+            .get(topic)?
+            .partitions
+            .get(usize::try_from(partition).ok()?)?;
+        Some((p.leader, p.leader_epoch))
     }
 
     /// The leader to name in a NOT_LEADER_OR_FOLLOWER answer (KIP-951):

@@ -14,6 +14,7 @@ pub mod clock;
 pub mod commit;
 pub mod compaction;
 pub mod context;
+pub mod epochs;
 pub mod error;
 pub mod fs;
 pub mod meta;

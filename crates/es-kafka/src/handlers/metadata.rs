@@ -30,7 +30,6 @@ use kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse, Topi
 use kafka_protocol::protocol::StrBytes;
 
 use es_meta::image::NO_LEADER;
-use es_meta::MetaImage;
 
 use super::{Ctx, RequestError, CLUSTER_OPERATIONS_ALL, TOPIC_OPERATIONS_ALL};
 use crate::broker::Leadership;
@@ -201,12 +200,7 @@ fn error_topic(v: i16, name: Option<&str>, error_code: i16) -> MetadataResponseT
 }
 
 /// One partition's leadership as the metadata has it.
-fn partition(
-    v: i16,
-    index: i32,
-    l: Leadership,
-    image: Option<&MetaImage>,
-) -> MetadataResponsePartition {
+fn partition(v: i16, index: i32, l: Leadership) -> MetadataResponsePartition {
     let mut m = MetadataResponsePartition::default();
     m.partition_index = index;
     m.leader_id = BrokerId(l.leader);
@@ -217,12 +211,7 @@ fn partition(
         m.leader_epoch = l.leader_epoch;
     }
     if v >= 5 {
-        m.offline_replicas = l
-            .replicas
-            .iter()
-            .filter(|r| image.is_some_and(|i| i.brokers.get(r).is_none_or(|b| b.fenced)))
-            .map(|r| BrokerId(*r))
-            .collect();
+        m.offline_replicas = l.offline.into_iter().map(BrokerId).collect();
     }
     m.replica_nodes = l.replicas.into_iter().map(BrokerId).collect();
     m.isr_nodes = l.isr.into_iter().map(BrokerId).collect();
@@ -247,7 +236,7 @@ fn describe(ctx: &Ctx, topic: &Arc<Topic>, include_ops: bool) -> MetadataRespons
     t.partitions = (0..topic.partition_count())
         .filter_map(|i| {
             let l = b.leadership(image.as_deref(), &topic.name, i)?;
-            Some(partition(v, i, l, image.as_deref()))
+            Some(partition(v, i, l))
         })
         .collect();
     t

@@ -186,7 +186,10 @@ pub async fn handle(
                                     format!("this broker does not lead {}-{}", topic.name, pd.index)
                                 };
                                 Err(Refusal {
-                                    leader: m.leader.map(|(l, _)| (l.leader, l.leader_epoch)),
+                                    leader: m
+                                        .leader
+                                        .as_deref()
+                                        .map(|(l, _)| (l.leader, l.leader_epoch)),
                                     ..Refusal::new(code(m.error), message)
                                 })
                             }

@@ -44,7 +44,7 @@ pub struct Routed {
 pub struct Misrouted {
     pub error: ResponseError,
     /// The leader and its endpoint, for NOT_LEADER_OR_FOLLOWER.
-    pub leader: Option<(Leadership, NodeEndpoint)>,
+    pub leader: Option<Box<(Leadership, NodeEndpoint)>>,
 }
 
 impl Misrouted {
@@ -83,13 +83,13 @@ pub fn route(
     };
     let not_leader = || Misrouted {
         error: ResponseError::NotLeaderOrFollower,
-        leader: b.leader_hint(image, &topic.name, partition),
+        leader: b.leader_hint(image, &topic.name, partition).map(Box::new),
     };
     let Some(slot) = topic.partition(partition) else {
         return Err(not_leader());
     };
-    let l = b.leadership(image, &topic.name, partition);
-    let leader_epoch = l.as_ref().map_or(0, |l| l.leader_epoch);
+    let l = b.leader_and_epoch(image, &topic.name, partition);
+    let leader_epoch = l.map_or(0, |(_, epoch)| epoch);
     if current_leader_epoch != NO_EPOCH {
         if current_leader_epoch < leader_epoch {
             return Err(Misrouted::new(ResponseError::FencedLeaderEpoch));
@@ -98,7 +98,7 @@ pub fn route(
             return Err(Misrouted::new(ResponseError::UnknownLeaderEpoch));
         }
     }
-    if l.is_some_and(|l| l.leader != b.node_id()) {
+    if l.is_some_and(|(leader, _)| leader != b.node_id()) {
         return Err(not_leader());
     }
     Ok(Routed { slot, leader_epoch })
@@ -112,7 +112,7 @@ pub struct LeaderEndpoints(BTreeMap<i32, NodeEndpoint>);
 impl LeaderEndpoints {
     /// Notes the leader of a misrouted partition.
     pub fn note(&mut self, m: &Misrouted) {
-        if let Some((_, e)) = &m.leader {
+        if let Some((_, e)) = m.leader.as_deref() {
             self.0.insert(e.id, e.clone());
         }
     }

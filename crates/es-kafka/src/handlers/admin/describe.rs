@@ -244,16 +244,7 @@ pub fn describe_topic_partitions(
             dp.partition_index = index;
             dp.leader_id = BrokerId(l.leader);
             dp.leader_epoch = l.leader_epoch;
-            dp.offline_replicas = l
-                .replicas
-                .iter()
-                .filter(|r| {
-                    image
-                        .as_deref()
-                        .is_some_and(|i| i.brokers.get(r).is_none_or(|b| b.fenced))
-                })
-                .map(|r| BrokerId(*r))
-                .collect();
+            dp.offline_replicas = l.offline.into_iter().map(BrokerId).collect();
             dp.replica_nodes = l.replicas.into_iter().map(BrokerId).collect();
             dp.isr_nodes = l.isr.into_iter().map(BrokerId).collect();
             dp.eligible_leader_replicas = Some(Vec::new());

@@ -318,7 +318,7 @@ pub async fn handle(ctx: &Ctx, req: FetchRequest) -> Result<Option<ResponseFrame
                     log_start_offset: -1,
                     aborted_transactions: Some(Vec::new()),
                     records: Bytes::new(),
-                    current_leader: m.leader.map(|(l, _)| (l.leader, l.leader_epoch)),
+                    current_leader: m.leader.as_deref().map(|(l, _)| (l.leader, l.leader_epoch)),
                 };
                 erroneous.push((key, p));
                 continue;
