@@ -280,7 +280,7 @@ def client_compatibility_test():
     create_topic(topic, 1)
     # It creates a topic named "newtopic": on a broker that is reused, delete an earlier one.
     tool("TopicCommand", "--bootstrap-server", B, "--delete", "--if-exists", "--topic", "newtopic", ok=False)
-    p = tool("ClientCompatibilityTest", "--bootstrap-server", B, "--topic", topic, "--num-cluster-nodes", "1",
+    p = tool("ClientCompatibilityTest", "--bootstrap-server", B, "--topic", topic, "--num-cluster-nodes", str(suite.nodes),
              "--create-topics-supported", "true", "--offsets-for-times-supported", "true",
              "--cluster-id-supported", "true", "--expect-record-too-large-exception", "false",
              "--describe-acls-supported", "true", "--describe-configs-supported", "true",
@@ -300,7 +300,7 @@ def junit():
     reports = os.path.join(suite.work, "junit")
     for f in glob.glob(os.path.join(reports, "*.xml")):
         os.remove(f)
-    args = ["java", "-Xmx1G", f"-Dcompat.bootstrap={B}", f"-Dlog4j2.configurationFile={LOG4J}",
+    args = ["java", "-Xmx1G", f"-Dcompat.bootstrap={B}", f"-Dcompat.nodes={suite.nodes}", f"-Dlog4j2.configurationFile={LOG4J}",
             "-Dkafka.ref.log.level=WARN", "-cp", ":".join([classes, *lib]),
             "org.junit.platform.console.ConsoleLauncher", "execute", "--disable-banner",
             "--details=tree", f"--reports-dir={reports}"]

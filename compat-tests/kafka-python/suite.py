@@ -51,7 +51,7 @@ def main():
             run.append(os.path.join(integ, f))
     junit = os.path.join(suite.work, "junit.xml")
     log = os.path.join(suite.work, "pytest.log")
-    env = {**os.environ, "KAFKA_VERSION": KAFKA_VERSION, "KAFKA_URI": f"tcp://{suite.bootstrap}",
+    env = {**os.environ, "KAFKA_VERSION": KAFKA_VERSION, "KAFKA_URI": f"tcp://{suite.bootstrap_one}",
            "KAFKA_ROOT": suite.work}
     args = [PY, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-rN", f"--junitxml={junit}",
             "-o", "log_level=INFO", "--timeout=120", "--timeout-method=signal", *run]

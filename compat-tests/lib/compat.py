@@ -1,8 +1,11 @@
 """Helpers shared by the compat-tests suite runners (compat-tests/<suite>/suite.py).
 
 A suite runner is started by compat-tests/run with these environment variables:
-  COMPAT_BOOTSTRAP  host:port of the broker under test (es or Apache Kafka)
-  COMPAT_AGAINST    "es" or "kafka"
+  COMPAT_BOOTSTRAP  host:port of the broker under test (es or Apache Kafka); against a cluster,
+                    the comma-separated list of every node (a client that takes one host:port
+                    uses Suite.bootstrap_one, the first, and discovers the rest from Metadata)
+  COMPAT_AGAINST    "es", "es-cluster" or "kafka"
+  COMPAT_NODES      how many brokers the cluster under test has (1 but against es-cluster)
   COMPAT_QUICK      "1" for the quick subset / smaller record counts
   COMPAT_RESULTS    the JSON file the runner writes its results to
   COMPAT_WORK       a scratch directory for this suite (kept for inspection)
@@ -67,7 +70,9 @@ class Suite:
         self.name = name
         self.version = version
         self.bootstrap = os.environ.get("COMPAT_BOOTSTRAP", "127.0.0.1:9092")
+        self.bootstrap_one = self.bootstrap.split(",")[0]
         self.against = os.environ.get("COMPAT_AGAINST", "es")
+        self.nodes = int(os.environ.get("COMPAT_NODES", "1"))
         self.quick = os.environ.get("COMPAT_QUICK") == "1"
         self.work = os.environ.get("COMPAT_WORK") or os.path.join(REPO, "target", "compat", name)
         os.makedirs(self.work, exist_ok=True)

@@ -40,14 +40,14 @@ class AdminTest {
     private static final long S = 60;
 
     @Test
-    void describeClusterHasIdControllerAndOneNode() throws Exception {
+    void describeClusterHasIdControllerAndEveryNode() throws Exception {
         try (Admin a = Env.admin()) {
             DescribeClusterResult r = a.describeCluster();
             String id = r.clusterId().get(S, TimeUnit.SECONDS);
             assertNotNull(id);
             assertFalse(id.isEmpty());
             Collection<Node> nodes = r.nodes().get(S, TimeUnit.SECONDS);
-            assertEquals(1, nodes.size(), "nodes " + nodes);
+            assertEquals(Env.NODES, nodes.size(), "nodes " + nodes);
             Node controller = r.controller().get(S, TimeUnit.SECONDS);
             assertNotNull(controller);
             assertTrue(controller.id() >= 0, "controller " + controller);

@@ -22,12 +22,13 @@ import org.apache.kafka.common.serialization.StringSerializer;
 
 /**
  * What every scenario shares: the broker under test (system property compat.bootstrap, set by
- * compat-tests/java/suite.py), unique topic and group names, and client factories with the
+ * compat-tests/java/suite.py, and compat.nodes, how many brokers it has), unique topic and group names, and client factories with the
  * Kafka 4.4 defaults (the producer is idempotent with acks=all unless a test says otherwise).
  * Every wait is bounded: a hung broker fails a test, it never hangs the run.
  */
 final class Env {
     static final String BOOTSTRAP = System.getProperty("compat.bootstrap", "127.0.0.1:9092");
+    static final int NODES = Integer.getInteger("compat.nodes", 1);
     static final Duration WAIT = Duration.ofSeconds(60);
     private static final String RUN = UUID.randomUUID().toString().substring(0, 8);
 
