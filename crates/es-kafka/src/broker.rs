@@ -44,6 +44,8 @@ use crate::txn::{Partitions, TxnConfig, TxnCoordinator};
 mod quorum;
 #[path = "broker_routing.rs"]
 mod routing;
+#[path = "broker_txn.rs"]
+pub mod txn_cluster;
 pub use quorum::BrokerFiles;
 pub use routing::{key_partition, CoordinatorPlace, Leadership, NodeEndpoint};
 

@@ -32,11 +32,13 @@ use parking_lot::{Condvar, Mutex, RwLock};
 
 use super::error::TxnError;
 use super::log::{LogEntry, TxnLog};
+use super::pid_blocks::{adopt_block, next_block, PidBlocks};
+use super::remote_offsets::RemoteOffsets;
 use super::state::{
     epoch_exhausted, InitStep, TopicPartition, Transition, TxnOffset, TxnRecord, TxnState, Txns,
     NO_PRODUCER_EPOCH, NO_PRODUCER_ID,
 };
-use super::{TxnConfig, COORDINATOR_EPOCH, PID_BLOCK_SIZE};
+use super::{TxnConfig, COORDINATOR_EPOCH};
 
 /// Where the coordinator finds partitions (the broker's topic registry; a
 /// plain map in tests).
@@ -132,6 +134,12 @@ pub struct TxnCoordinator {
     log: TxnLog,
     core: Mutex<Core>,
     sink: RwLock<Option<Arc<dyn TxnOffsetSink>>>,
+    /// Where producer-id blocks come from (the metadata quorum); without
+    /// one, the journal's own counter ([`super::pid_blocks`]).
+    pids: RwLock<Option<Arc<dyn PidBlocks>>>,
+    /// TxnOffsetCommits this broker took as group coordinator for
+    /// transactions coordinated elsewhere ([`super::remote_offsets`]).
+    pub(super) remote_offsets: RemoteOffsets,
     last_id_expiry_ms: AtomicI64,
     last_producer_expiry_ms: AtomicI64,
     /// Where transaction deadlines and producer-id expiry read the time.
@@ -167,6 +175,8 @@ impl TxnCoordinator {
                 inflight: HashMap::new(),
             }),
             sink: RwLock::new(None),
+            pids: RwLock::new(None),
+            remote_offsets: RemoteOffsets::default(),
             last_id_expiry_ms: AtomicI64::new(now),
             last_producer_expiry_ms: AtomicI64::new(now),
             clock,
@@ -177,9 +187,19 @@ impl TxnCoordinator {
         &self.config
     }
 
+    /// The group coordinator that receives committed offsets, if registered.
+    pub(super) fn offset_sink(&self) -> Option<Arc<dyn TxnOffsetSink>> {
+        self.sink.read().clone()
+    }
+
     /// Registers the group coordinator that receives committed offsets.
     pub fn set_offset_sink(&self, sink: Arc<dyn TxnOffsetSink>) {
         *self.sink.write() = Some(sink);
+    }
+
+    /// Takes producer-id blocks from `source` from now on.
+    pub fn set_pid_blocks(&self, source: Arc<dyn PidBlocks>) {
+        *self.pids.write() = Some(source);
     }
 
     /// Completes every transaction a crash left in a Prepare state (startup).
@@ -194,10 +214,11 @@ impl TxnCoordinator {
 
     // ----- producer ids --------------------------------------------------
 
-    /// A producer id never handed out before, in this run or any earlier one.
+    /// A producer id never handed out before, in this run or any earlier
+    /// one, by this broker or (with a [`PidBlocks`] source) any other.
     pub fn allocate_producer_id(&self) -> Result<i64, TxnError> {
         for _ in 0..4 {
-            let until = {
+            let floor = {
                 let mut c = self.core.lock();
                 if c.next_pid < c.reserved_until {
                     let p = c.next_pid;
@@ -205,9 +226,9 @@ impl TxnCoordinator {
                     return Ok(p);
                 }
                 c.reserved_until
-                    .checked_add(PID_BLOCK_SIZE)
-                    .ok_or(TxnError::ProducerIdsExhausted)?
             };
+            let source = self.pids.read().clone();
+            let (first, until) = next_block(source.as_deref(), floor)?;
             // Reserve the block durably before handing out any id from it.
             self.log
                 .append(&[LogEntry::ReservePids { until }])
@@ -215,8 +236,8 @@ impl TxnCoordinator {
                     tracing::error!(error = %e, "cannot reserve producer ids");
                     TxnError::CoordinatorNotAvailable
                 })?;
-            let mut c = self.core.lock();
-            c.reserved_until = c.reserved_until.max(until);
+            let c = &mut *self.core.lock();
+            adopt_block(&mut c.next_pid, &mut c.reserved_until, first, until);
         }
         Err(TxnError::CoordinatorNotAvailable)
     }
@@ -499,6 +520,7 @@ impl TxnCoordinator {
             .lock()
             .txns
             .has_pending_offset(group, topic, partition)
+            || self.remote_offsets.has(group, topic, partition)
     }
 
     // ----- periodic work --------------------------------------------------
@@ -720,6 +742,7 @@ pub const NO_EPOCH: i16 = NO_PRODUCER_EPOCH;
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::txn::PID_BLOCK_SIZE;
     use es_storage::partition::PartitionConfig;
     use es_storage::record::RecordIter;
     use es_storage::{Partition, ProducerAppend, RealFs, RecordBatchBuf, RecordMeta, Storage};

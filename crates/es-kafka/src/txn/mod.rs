@@ -19,6 +19,9 @@
 //!   the periodic work: aborting transactions past their timeout, finishing
 //!   transactions a crash left in a Prepare state, expiring idle
 //!   transactional ids and producers, and folding the journal.
+//! - [`pid_blocks`]: producer-id blocks, granted by the metadata quorum.
+//! - [`remote_offsets`]: TxnOffsetCommits taken as group coordinator for a
+//!   transaction coordinated by another broker, settled by WriteTxnMarkers.
 //! - [`groups`]: the group coordinator seen as the receiver of transactional
 //!   offsets (member checks for TxnOffsetCommit, the commit on EndTxn).
 //!
@@ -30,11 +33,14 @@ pub mod coordinator;
 pub mod error;
 pub mod groups;
 pub mod log;
+pub mod pid_blocks;
+pub mod remote_offsets;
 pub mod state;
 #[cfg(test)]
 mod wire_tests;
 
 pub use coordinator::{Partitions, ProduceGuard, TxnCoordinator, TxnOffsetSink};
+pub use pid_blocks::PidBlocks;
 pub use state::{TopicPartition, TxnOffset, TxnRecord, TxnState};
 
 /// The coordinator's settings, named after Kafka's broker configs, with
