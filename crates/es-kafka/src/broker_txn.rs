@@ -8,16 +8,27 @@
 //! waits for its answer with a timeout, so a lost quorum or a silent peer
 //! costs a bounded wait and an error the caller retries, never a hang.
 
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
+use es_meta::image::NO_LEADER;
 use es_meta::records::MetaResponse;
+use kafka_protocol::messages::write_txn_markers_request::{
+    WritableTxnMarker, WritableTxnMarkerTopic,
+};
+use kafka_protocol::messages::{ProducerId, TopicName, WriteTxnMarkersRequest};
+use kafka_protocol::protocol::StrBytes;
 use tokio::runtime::Handle;
 
+use super::routing::{key_partition, CoordinatorPlace};
 use super::Broker;
+use crate::interbroker::InterBrokerClient;
+use crate::topics::CONSUMER_OFFSETS_TOPIC;
 use crate::txn::error::TxnError;
-use crate::txn::{PidBlocks, PID_BLOCK_SIZE};
+use crate::txn::markers::{GroupTarget, MarkerBatch, MarkerTarget};
+use crate::txn::{PidBlocks, TopicPartition, PID_BLOCK_SIZE};
 
 /// How long a producer-id block may take to be granted (one Raft round
 /// trip; longer means the quorum has no leader).
@@ -85,6 +96,161 @@ impl PidBlocks for QuorumPids {
                 Err(TxnError::CoordinatorNotAvailable)
             }
         }
+    }
+}
+
+/// How long one WriteTxnMarkers round trip to a leader may take before the
+/// coordinator gives up for this round (the next tick retries).
+pub const MARKERS_TIMEOUT_MS: u64 = 15_000;
+/// The WriteTxnMarkers version sent (flexible; Kafka 4's brokers send 1+).
+pub const WRITE_TXN_MARKERS_VERSION: i16 = 1;
+
+impl Broker {
+    /// Where the marker of `topic`-`partition` goes, from the applied
+    /// metadata: written here when this broker leads it, sent to its
+    /// leader otherwise.
+    pub(super) fn txn_marker_target(&self, topic: &str, partition: i32) -> MarkerTarget {
+        let local = || self.topic(topic).and_then(|t| t.partition(partition));
+        let Some(image) = self.image() else {
+            // Before the quorum has started (recovery at open): a partition
+            // hosted elsewhere waits until the metadata says who leads it.
+            return match self.topic(topic) {
+                None => MarkerTarget::Gone,
+                Some(t) if !t.has_partition(partition) => MarkerTarget::Gone,
+                Some(_) => local().map_or(MarkerTarget::Unavailable, |s| {
+                    MarkerTarget::Local(s.log.clone())
+                }),
+            };
+        };
+        match self.leadership(Some(&image), topic, partition) {
+            None => MarkerTarget::Gone,
+            Some(l) if l.leader == self.node_id() => local()
+                .map_or(MarkerTarget::Unavailable, |s| {
+                    MarkerTarget::Local(s.log.clone())
+                }),
+            Some(l) if l.leader == NO_LEADER => MarkerTarget::Unavailable,
+            Some(l) => MarkerTarget::Remote(l.leader),
+        }
+    }
+
+    /// Which broker settles `group`'s transactional offsets: the leader of
+    /// its `__consumer_offsets` partition.
+    pub(super) fn txn_group_target(&self, group: &str) -> GroupTarget {
+        let Some(image) = self.image() else {
+            return GroupTarget::Here;
+        };
+        let Some(count) = image
+            .topics
+            .get(CONSUMER_OFFSETS_TOPIC)
+            .map(|t| t.partitions.len())
+        else {
+            return GroupTarget::Here;
+        };
+        let partition = key_partition(group, i32::try_from(count).unwrap_or(i32::MAX));
+        match self.coordinator_place(CONSUMER_OFFSETS_TOPIC, group) {
+            None | Some(CoordinatorPlace::Here) => GroupTarget::Here,
+            Some(CoordinatorPlace::Elsewhere(e)) => GroupTarget::Remote {
+                broker: e.id,
+                partition,
+            },
+            Some(CoordinatorPlace::Unavailable) => GroupTarget::Unavailable,
+        }
+    }
+
+    /// Sends one WriteTxnMarkers to broker `broker`; the partitions it
+    /// wrote (answered NONE). Blocking, bounded by [`MARKERS_TIMEOUT_MS`].
+    pub(super) fn txn_send_markers(
+        &self,
+        broker: i32,
+        batch: &MarkerBatch,
+    ) -> Result<Vec<TopicPartition>, String> {
+        let rt = Handle::try_current().map_err(|_| "no runtime to send markers on".to_string())?;
+        let image = self.image();
+        let e = self
+            .endpoint_of(image.as_deref(), broker)
+            .ok_or_else(|| format!("broker {broker} has no endpoint"))?;
+        let addr = format!("{}:{}", e.host, e.port);
+        let req = write_txn_markers_request(batch);
+        let client = self.extension(InterBrokerClient::default);
+        let sent = run_on(
+            &rt,
+            async move {
+                client
+                    .send(broker, &addr, WRITE_TXN_MARKERS_VERSION, &req)
+                    .await
+            },
+            Duration::from_millis(MARKERS_TIMEOUT_MS),
+        );
+        let resp = match sent {
+            None => return Err("timed out".into()),
+            Some(Err(e)) => return Err(e.to_string()),
+            Some(Ok(r)) => r,
+        };
+        let mut done = Vec::new();
+        for m in resp.markers {
+            if m.producer_id.0 != batch.producer_id {
+                continue;
+            }
+            for t in m.topics {
+                for p in t.partitions {
+                    if p.error_code == 0 {
+                        done.push(TopicPartition::new(t.name.0.as_str(), p.partition_index));
+                    } else {
+                        tracing::warn!(
+                            broker,
+                            topic = %t.name.0,
+                            partition = p.partition_index,
+                            error = p.error_code,
+                            "a leader refused a transaction marker"
+                        );
+                    }
+                }
+            }
+        }
+        Ok(done)
+    }
+}
+
+/// The WriteTxnMarkers request of one batch.
+pub fn write_txn_markers_request(batch: &MarkerBatch) -> WriteTxnMarkersRequest {
+    let mut by_topic: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
+    for tp in &batch.partitions {
+        by_topic
+            .entry(tp.topic.as_str())
+            .or_default()
+            .push(tp.partition);
+    }
+    let mut m = WritableTxnMarker::default();
+    m.producer_id = ProducerId(batch.producer_id);
+    m.producer_epoch = batch.producer_epoch;
+    m.transaction_result = batch.commit;
+    m.coordinator_epoch = batch.coordinator_epoch;
+    m.topics = by_topic
+        .into_iter()
+        .map(|(name, partitions)| {
+            let mut t = WritableTxnMarkerTopic::default();
+            t.name = TopicName(StrBytes::from_string(name.to_string()));
+            t.partition_indexes = partitions;
+            t
+        })
+        .collect();
+    let mut r = WriteTxnMarkersRequest::default();
+    r.markers = vec![m];
+    r
+}
+
+/// The topic whose partitions place transactional ids (Kafka's
+/// transaction log).
+pub const TRANSACTION_STATE_TOPIC: &str = "__transaction_state";
+
+impl Broker {
+    /// Whether another broker coordinates transactional id `id` (false when
+    /// this one does, or when nothing places it yet: a single node).
+    pub fn txn_coordinated_elsewhere(&self, id: &str) -> bool {
+        matches!(
+            self.coordinator_place(TRANSACTION_STATE_TOPIC, id),
+            Some(CoordinatorPlace::Elsewhere(_))
+        )
     }
 }
 

@@ -86,6 +86,12 @@ pub fn check_transactional(
             "transactional records need the request's transactional id".to_string(),
         ));
     };
+    if broker.txn_coordinated_elsewhere(id) {
+        // The coordinator is another broker: the batch is appended
+        // unverified, as before KIP-890 (the partition's producer state
+        // still fences stale epochs). See docs/cluster.md.
+        return Ok(None);
+    }
     broker
         .txn()
         .verify_produce(id, p.producer_id, p.producer_epoch, topic, partition)
@@ -162,7 +168,8 @@ struct AddTxn {
 type AddResult = Vec<(TopicName, Vec<(i32, i16)>)>;
 
 fn add_one(b: &Broker, version: i16, t: &AddTxn) -> AddResult {
-    let exists = |topic: &str, p: i32| b.topic(topic).and_then(|t| t.partition(p)).is_some();
+    // The partition may be hosted by another broker: it must exist.
+    let exists = |topic: &str, p: i32| b.topic(topic).is_some_and(|t| t.has_partition(p));
     let all = |code: &mut dyn FnMut(&str, i32) -> i16| -> AddResult {
         t.topics
             .iter()
@@ -342,7 +349,7 @@ pub async fn txn_offset_commit(
         for p in &t.partitions {
             let known = topic
                 .as_ref()
-                .is_some_and(|tp| tp.partition(p.partition_index).is_some());
+                .is_some_and(|tp| tp.has_partition(p.partition_index));
             if !known {
                 parts.push((
                     p.partition_index,
@@ -386,6 +393,19 @@ pub async fn txn_offset_commit(
         let id = req.transactional_id.0.to_string();
         let (pid, epoch, generation) = (req.producer_id.0, req.producer_epoch, req.generation_id);
         let res = blocking(move || {
+            if b.txn_coordinated_elsewhere(&id) {
+                // This broker is the group's coordinator only: it keeps the
+                // offsets until the coordinator's marker settles them.
+                return b.txn().txn_offset_commit_remote(
+                    pid,
+                    epoch,
+                    &group,
+                    &member_id,
+                    instance_id.as_deref(),
+                    generation,
+                    offsets,
+                );
+            }
             b.txn().txn_offset_commit(
                 &id,
                 pid,

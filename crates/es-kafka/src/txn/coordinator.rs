@@ -32,6 +32,7 @@ use parking_lot::{Condvar, Mutex, RwLock};
 
 use super::error::TxnError;
 use super::log::{LogEntry, TxnLog};
+use super::markers::{send_remote, GroupTarget, MarkerBatch, MarkerTarget, RemotePlan};
 use super::pid_blocks::{adopt_block, next_block, PidBlocks};
 use super::remote_offsets::RemoteOffsets;
 use super::state::{
@@ -46,6 +47,30 @@ pub trait Partitions: Send + Sync {
     fn partition(&self, topic: &str, partition: i32) -> Option<PartitionLog>;
     /// Calls `f` with every open partition.
     fn for_each_partition(&self, f: &mut dyn FnMut(&PartitionLog));
+
+    /// Where the marker of a partition goes ([`super::markers`]); by
+    /// default a partition that is not open here is gone.
+    fn marker_target(&self, topic: &str, partition: i32) -> MarkerTarget {
+        self.partition(topic, partition)
+            .map_or(MarkerTarget::Gone, MarkerTarget::Local)
+    }
+
+    /// Which broker settles a group's transactional offsets; by default
+    /// this one.
+    fn group_target(&self, _group: &str) -> GroupTarget {
+        GroupTarget::Here
+    }
+
+    /// Sends `batch` to broker `broker` (WriteTxnMarkers) and returns the
+    /// partitions whose markers it wrote. Blocking, bounded by a timeout.
+    fn send_markers(
+        &self,
+        broker: i32,
+        batch: &MarkerBatch,
+    ) -> Result<Vec<TopicPartition>, String> {
+        let _ = batch;
+        Err(format!("no route to broker {broker}"))
+    }
 }
 
 /// The group coordinator's side of transactional offsets. The group
@@ -667,11 +692,23 @@ impl TxnCoordinator {
         let mut written: Vec<TopicPartition> = Vec::with_capacity(rec.partitions.len());
         let mut to_sync = Vec::with_capacity(rec.partitions.len());
         let mut failure: Option<String> = None;
+        let mut remote = RemotePlan::default();
         for tp in &rec.partitions {
-            let Some(p) = parts.partition(&tp.topic, tp.partition) else {
-                // The topic is gone: nothing to mark.
-                written.push(tp.clone());
-                continue;
+            let p = match parts.marker_target(&tp.topic, tp.partition) {
+                MarkerTarget::Local(p) => p,
+                MarkerTarget::Gone => {
+                    // The topic is gone: nothing to mark.
+                    written.push(tp.clone());
+                    continue;
+                }
+                MarkerTarget::Remote(broker) => {
+                    remote.add(broker, tp.clone());
+                    continue;
+                }
+                MarkerTarget::Unavailable => {
+                    failure = Some(format!("{}-{} has no leader now", tp.topic, tp.partition));
+                    continue;
+                }
             };
             match p.append_marker(
                 rec.producer_id,
@@ -689,6 +726,9 @@ impl TxnCoordinator {
                 Ok(()) => written.push(tp),
                 Err(e) => failure = Some(format!("marker for {}-{}: {e}", tp.topic, tp.partition)),
             }
+        }
+        if let Err(why) = send_remote(parts, &rec, commit, remote, &mut written) {
+            failure = Some(why);
         }
         if let Some(why) = failure {
             let mut c = self.core.lock();

@@ -19,8 +19,10 @@
 //!   the periodic work: aborting transactions past their timeout, finishing
 //!   transactions a crash left in a Prepare state, expiring idle
 //!   transactional ids and producers, and folding the journal.
+//! - [`markers`]: where a completing transaction's markers go (this
+//!   broker's partitions, or WriteTxnMarkers to their leaders).
 //! - [`pid_blocks`]: producer-id blocks, granted by the metadata quorum.
-//! - [`remote_offsets`]: TxnOffsetCommits taken as group coordinator for a
+//! - [`cluster`] and [`remote_offsets`]: TxnOffsetCommits taken as group coordinator for a
 //!   transaction coordinated by another broker, settled by WriteTxnMarkers.
 //! - [`groups`]: the group coordinator seen as the receiver of transactional
 //!   offsets (member checks for TxnOffsetCommit, the commit on EndTxn).
@@ -29,10 +31,12 @@
 //! stable offset and aborted transactions) lives in es-storage, checked and
 //! updated atomically with each append and rebuilt from the log itself.
 
+pub mod cluster;
 pub mod coordinator;
 pub mod error;
 pub mod groups;
 pub mod log;
+pub mod markers;
 pub mod pid_blocks;
 pub mod remote_offsets;
 pub mod state;

@@ -21,7 +21,6 @@ use std::collections::{BTreeMap, HashMap};
 
 use parking_lot::Mutex;
 
-use super::coordinator::TxnCoordinator;
 use super::error::TxnError;
 use super::state::TxnOffset;
 
@@ -46,7 +45,12 @@ pub struct RemoteOffsets {
 impl RemoteOffsets {
     /// Adds offsets of producer (`producer_id`, `epoch`). A newer epoch
     /// replaces what an older one left; an older epoch is fenced.
-    fn add(&self, producer_id: i64, epoch: i16, offsets: Vec<TxnOffset>) -> Result<(), TxnError> {
+    pub fn add(
+        &self,
+        producer_id: i64,
+        epoch: i16,
+        offsets: Vec<TxnOffset>,
+    ) -> Result<(), TxnError> {
         let mut m = self.inner.lock();
         let held: usize = m.values().map(|p| p.offsets.len()).sum();
         if held.saturating_add(offsets.len()) > REMOTE_OFFSETS_MAX {
@@ -72,7 +76,7 @@ impl RemoteOffsets {
 
     /// Removes the offsets of `producer_id` (epoch at most `epoch`) whose
     /// group `owns` says the marker's partition covers, by group.
-    fn take(
+    pub fn take(
         &self,
         producer_id: i64,
         epoch: i16,
@@ -96,7 +100,7 @@ impl RemoteOffsets {
     }
 
     /// Puts offsets back after a failed commit (the marker is resent).
-    fn restore(&self, producer_id: i64, epoch: i16, offsets: Vec<TxnOffset>) {
+    pub fn restore(&self, producer_id: i64, epoch: i16, offsets: Vec<TxnOffset>) {
         let mut m = self.inner.lock();
         let p = m.entry(producer_id).or_insert_with(|| Pending {
             epoch,
@@ -118,64 +122,6 @@ impl RemoteOffsets {
                 .keys()
                 .any(|k| k.0 == group && k.1 == topic && k.2 == partition)
         })
-    }
-}
-
-impl TxnCoordinator {
-    /// TxnOffsetCommit at the group's coordinator for a transaction another
-    /// broker coordinates: checks the member, keeps the offsets until the
-    /// transaction's marker for the group's offsets partition arrives.
-    #[allow(clippy::too_many_arguments)]
-    pub fn txn_offset_commit_remote(
-        &self,
-        producer_id: i64,
-        epoch: i16,
-        group: &str,
-        member_id: &str,
-        instance_id: Option<&str>,
-        generation_id: i32,
-        offsets: Vec<TxnOffset>,
-    ) -> Result<(), TxnError> {
-        if producer_id < 0 || epoch < 0 {
-            return Err(TxnError::InvalidProducerIdMapping);
-        }
-        if let Some(sink) = self.offset_sink() {
-            sink.validate_member(group, member_id, instance_id, generation_id)?;
-        }
-        self.remote_offsets.add(producer_id, epoch, offsets)
-    }
-
-    /// WriteTxnMarkers for an offsets partition: commits (durably, before
-    /// returning) or drops the pending offsets of the groups `owns` covers.
-    pub fn settle_remote_offsets(
-        &self,
-        producer_id: i64,
-        epoch: i16,
-        commit: bool,
-        owns: &dyn Fn(&str) -> bool,
-    ) -> Result<(), TxnError> {
-        let by_group = self.remote_offsets.take(producer_id, epoch, owns);
-        if !commit || by_group.is_empty() {
-            return Ok(());
-        }
-        let Some(sink) = self.offset_sink() else {
-            tracing::warn!(
-                producer_id,
-                "no group coordinator registered; offsets dropped"
-            );
-            return Ok(());
-        };
-        let mut failed: Option<TxnError> = None;
-        for (group, offsets) in by_group {
-            if failed.is_none() {
-                match sink.commit_offsets(&group, &offsets) {
-                    Ok(()) => continue,
-                    Err(e) => failed = Some(e),
-                }
-            }
-            self.remote_offsets.restore(producer_id, epoch, offsets);
-        }
-        failed.map_or(Ok(()), Err)
     }
 }
 
