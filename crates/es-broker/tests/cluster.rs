@@ -509,11 +509,14 @@ mod txn {
     fn batches(mut buf: &[u8]) -> Vec<Batch> {
         let mut out = Vec::new();
         while buf.len() >= 61 {
-            let base_offset = i64::from_be_bytes(buf[0..8].try_into().unwrap());
-            let len = i32::from_be_bytes(buf[8..12].try_into().unwrap()) as usize;
+            let base_offset = i64::from_be_bytes(buf[0..8].try_into().expect("a fixed-size field"));
+            let len =
+                i32::from_be_bytes(buf[8..12].try_into().expect("a fixed-size field")) as usize;
             let batch = &buf[..12 + len];
-            let attributes = i16::from_be_bytes(batch[21..23].try_into().unwrap());
-            let producer_id = i64::from_be_bytes(batch[43..51].try_into().unwrap());
+            let attributes =
+                i16::from_be_bytes(batch[21..23].try_into().expect("a fixed-size field"));
+            let producer_id =
+                i64::from_be_bytes(batch[43..51].try_into().expect("a fixed-size field"));
             let control = (attributes & 0x20 != 0).then(|| {
                 let mut at = 61;
                 let _len = varint(batch, &mut at);
@@ -522,7 +525,11 @@ mod txn {
                 let _od = varint(batch, &mut at);
                 let key_len = varint(batch, &mut at);
                 assert_eq!(key_len, 4, "a control record's key");
-                i16::from_be_bytes(batch[at + 2..at + 4].try_into().unwrap())
+                i16::from_be_bytes(
+                    batch[at + 2..at + 4]
+                        .try_into()
+                        .expect("a fixed-size field"),
+                )
             });
             out.push(Batch {
                 base_offset,
