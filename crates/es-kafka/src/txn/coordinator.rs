@@ -201,7 +201,7 @@ impl TxnCoordinator {
             }),
             sink: RwLock::new(None),
             pids: RwLock::new(None),
-            remote_offsets: RemoteOffsets::default(),
+            remote_offsets: RemoteOffsets::from_log(&state.remote_offsets),
             last_id_expiry_ms: AtomicI64::new(now),
             last_producer_expiry_ms: AtomicI64::new(now),
             clock,
@@ -210,6 +210,13 @@ impl TxnCoordinator {
 
     pub fn config(&self) -> &TxnConfig {
         &self.config
+    }
+
+    /// Journals one entry (fsync); refused entries change nothing.
+    pub(super) fn journal_entry(&self, e: LogEntry) -> Result<(), TxnError> {
+        self.log
+            .append(&[e])
+            .map_err(|e| storage_failed("transactional offsets", &e))
     }
 
     /// The group coordinator that receives committed offsets, if registered.
