@@ -701,6 +701,26 @@ mod txn {
             (committed_offset(&c.addr(group_node)) == 17).then_some(())
         });
 
+        // A leader on another node than the coordinator asks it first
+        // (AddPartitionsToTxn verify_only): a partition not in the open
+        // transaction is refused (INVALID_TXN_STATE at Produce v9).
+        let (remote_p, _) = *parts
+            .iter()
+            .find(|&&(_, n)| n != txn_node)
+            .expect("a remote leader");
+        assert_eq!(
+            produce(
+                &leader_addr(remote_p),
+                remote_p,
+                pid,
+                epoch,
+                1,
+                "unverified"
+            ),
+            48,
+            "a partition outside the transaction"
+        );
+
         // Transaction 2: a record on every node; abort.
         add_partitions(&mut coord, pid, epoch, &ps);
         for &p in &ps {

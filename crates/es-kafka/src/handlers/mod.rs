@@ -23,6 +23,7 @@ pub mod offset_for_leader_epoch;
 pub mod past_crate;
 pub mod produce;
 pub mod txn;
+pub mod txn_verify;
 pub mod unsupported;
 pub mod write_txn_markers;
 

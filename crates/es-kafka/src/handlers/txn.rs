@@ -87,9 +87,8 @@ pub fn check_transactional(
         ));
     };
     if broker.txn_coordinated_elsewhere(id) {
-        // The coordinator is another broker: the batch is appended
-        // unverified, as before KIP-890 (the partition's producer state
-        // still fences stale epochs). See docs/cluster.md.
+        // The coordinator is another broker: the produce handler verified
+        // the batch with it already (handlers/txn_verify.rs).
         return Ok(None);
     }
     broker
