@@ -137,7 +137,20 @@ impl Broker {
     /// its `__consumer_offsets` partition.
     pub(super) fn txn_group_target(&self, group: &str) -> GroupTarget {
         let Some(image) = self.image() else {
-            return GroupTarget::Here;
+            // Before the quorum has started (recovery at open): a group
+            // whose offsets partition is hosted elsewhere waits until the
+            // metadata says who leads it.
+            return match self.topic(CONSUMER_OFFSETS_TOPIC) {
+                Some(t) => {
+                    let p = key_partition(group, t.partition_count());
+                    if t.partition(p).is_some() || !t.has_partition(p) {
+                        GroupTarget::Here
+                    } else {
+                        GroupTarget::Unavailable
+                    }
+                }
+                None => GroupTarget::Here,
+            };
         };
         let Some(count) = image
             .topics

@@ -137,3 +137,109 @@ pub(super) fn send_remote(
     }
     failure.map_or(Ok(()), Err)
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use es_storage::RealFs;
+    use parking_lot::Mutex;
+
+    use super::*;
+    use crate::txn::{Partitions, TxnConfig, TxnCoordinator, TxnState};
+
+    /// Every partition of topic "r" is led by broker 2 and group "g" is
+    /// coordinated by broker 3, whose links fail while `down` is set.
+    #[derive(Default)]
+    struct Remote {
+        down: Mutex<bool>,
+        sent: Mutex<Vec<(i32, MarkerBatch)>>,
+    }
+
+    impl Partitions for Remote {
+        fn partition(&self, _: &str, _: i32) -> Option<PartitionLog> {
+            None
+        }
+        fn for_each_partition(&self, _: &mut dyn FnMut(&PartitionLog)) {}
+        fn marker_target(&self, topic: &str, _: i32) -> MarkerTarget {
+            if topic == "r" {
+                MarkerTarget::Remote(2)
+            } else {
+                MarkerTarget::Gone
+            }
+        }
+        fn group_target(&self, _: &str) -> GroupTarget {
+            GroupTarget::Remote {
+                broker: 3,
+                partition: 0,
+            }
+        }
+        fn send_markers(
+            &self,
+            broker: i32,
+            batch: &MarkerBatch,
+        ) -> Result<Vec<TopicPartition>, String> {
+            if *self.down.lock() {
+                return Err("connection refused".into());
+            }
+            self.sent.lock().push((broker, batch.clone()));
+            Ok(batch.partitions.clone())
+        }
+    }
+
+    fn open(dir: &std::path::Path) -> TxnCoordinator {
+        TxnCoordinator::open(
+            Arc::new(RealFs),
+            dir,
+            TxnConfig::default(),
+            es_storage::clock::system(),
+        )
+        .expect("open")
+    }
+
+    fn state(c: &TxnCoordinator) -> TxnState {
+        c.describe("x").expect("x").state
+    }
+
+    #[test]
+    fn remote_markers_are_resent_until_written_and_after_a_restart() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let remote = Remote::default();
+        let c = open(dir.path());
+        let (pid, epoch) = c
+            .init_producer_id(&remote, Some("x"), 60_000, None)
+            .expect("init");
+        let tps = [TopicPartition::new("r", 0), TopicPartition::new("r", 1)];
+        c.add_partitions("x", pid, epoch, &tps, &["g".to_string()])
+            .expect("add");
+        *remote.down.lock() = true;
+        // The outcome is decided (NONE) but the markers are not written.
+        c.end_txn(&remote, "x", pid, epoch, true).expect("end");
+        assert_eq!(state(&c), TxnState::PrepareCommit);
+        c.tick(&remote);
+        assert_eq!(state(&c), TxnState::PrepareCommit, "still unreachable");
+        // A restart: recovery tries again, and so does every tick.
+        drop(c);
+        let c = open(dir.path());
+        c.recover(&remote);
+        assert_eq!(state(&c), TxnState::PrepareCommit);
+        *remote.down.lock() = false;
+        c.tick(&remote);
+        assert_eq!(state(&c), TxnState::CompleteCommit);
+        let sent = remote.sent.lock().clone();
+        let to = |b: i32| -> Vec<MarkerBatch> {
+            sent.iter()
+                .filter(|(x, _)| *x == b)
+                .map(|(_, m)| m.clone())
+                .collect()
+        };
+        assert_eq!(to(2).len(), 1, "one request per leader");
+        assert_eq!(to(2)[0].partitions, tps.to_vec());
+        assert!(to(2)[0].commit && to(2)[0].producer_id == pid);
+        assert_eq!(
+            to(3)[0].partitions,
+            vec![TopicPartition::new(CONSUMER_OFFSETS_TOPIC, 0)],
+            "the group's offsets partition gets the marker too"
+        );
+    }
+}
