@@ -12,9 +12,10 @@
 //!   appends sharing one fsync) folded periodically into
 //!   `data/producers.json` (atomic replace) and truncated.
 //! - [`coordinator`]: the blocking shell. It allocates producer ids from
-//!   journaled blocks, runs each transition through the journal, writes the
-//!   commit/abort markers into every partition of a transaction
-//!   (`Partition::append_marker` + `wait_durable`), hands transactional
+//!   journaled blocks (granted by the metadata quorum), runs each transition
+//!   through the journal, writes the commit/abort markers into every
+//!   partition of a transaction it leads (`Partition::append_marker` +
+//!   `wait_durable`) and has the other leaders write theirs ([`markers`]), hands transactional
 //!   offsets to the group coordinator when a transaction commits, and runs
 //!   the periodic work: aborting transactions past their timeout, finishing
 //!   transactions a crash left in a Prepare state, expiring idle
