@@ -203,6 +203,7 @@ fn a_pre_quorum_data_directory_opens_unchanged() {
         defaults,
     )
     .expect("config");
+    // A single node hosts every partition.
     let t = es_kafka::topics::create_topic(
         &storage,
         &data.join("topics"),
@@ -897,4 +898,409 @@ fn txn_api_codes(addr: &str, id: &str) -> Vec<(&'static str, i16)> {
     let r: DescribeTransactionsResponse = c.call(ApiKey::DescribeTransactions, 0, &req);
     out.push(("DescribeTransactions", r.transaction_states[0].error_code));
     out
+}
+// ----- transactions across brokers ------------------------------------------
+
+mod txn {
+    use super::*;
+    use es_kafka::broker::key_partition;
+    use es_test_support::batch::{producer_meta, KafkaBatch};
+    use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
+    use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+    use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
+    use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+    use kafka_protocol::messages::txn_offset_commit_request::{
+        TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic,
+    };
+    use kafka_protocol::messages::{
+        AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, AddPartitionsToTxnRequest,
+        AddPartitionsToTxnResponse, BrokerId, EndTxnRequest, EndTxnResponse, FetchRequest,
+        FetchResponse, GroupId, InitProducerIdRequest, InitProducerIdResponse, OffsetFetchRequest,
+        OffsetFetchResponse, ProduceRequest, ProduceResponse, ProducerId, TransactionalId,
+        TxnOffsetCommitRequest, TxnOffsetCommitResponse,
+    };
+
+    const TOPIC: &str = "txn-spread";
+    const TXN_ID: &str = "spread-1";
+    const GROUP: &str = "spread-group";
+    /// Enough partitions that the quorum's placement puts some on each node.
+    const PARTITIONS: i32 = 6;
+
+    fn s(v: &str) -> StrBytes {
+        StrBytes::from_string(v.to_string())
+    }
+
+    fn client(addr: &str) -> KafkaClient {
+        KafkaClient::connect_with_timeout(addr, "cluster-txn-test", Duration::from_secs(60))
+    }
+
+    /// Creates `name` with `n` partitions placed by the quorum; the error
+    /// code.
+    fn create_spread(addr: &str, name: &str, n: i32) -> i16 {
+        let mut t = CreatableTopic::default();
+        t.name = TopicName(s(name));
+        t.num_partitions = n;
+        t.replication_factor = -1;
+        let mut req = CreateTopicsRequest::default();
+        req.topics = vec![t];
+        req.timeout_ms = 30_000;
+        let r: CreateTopicsResponse = client(addr).call(ApiKey::CreateTopics, 7, &req);
+        r.topics[0].error_code
+    }
+
+    /// The error of a read_uncommitted Fetch of `topic`-`partition` from
+    /// `addr` (NONE only where the partition is hosted).
+    fn fetch_error(addr: &str, topic: &str, partition: i32) -> i16 {
+        let mut p = FetchPartition::default();
+        p.partition = partition;
+        p.partition_max_bytes = 1024;
+        let mut t = FetchTopic::default();
+        t.topic = TopicName(s(topic));
+        t.partitions = vec![p];
+        let mut req = FetchRequest::default();
+        req.replica_id = BrokerId(-1);
+        req.max_bytes = 1024;
+        req.topics = vec![t];
+        let r: FetchResponse = client(addr).call(ApiKey::Fetch, 11, &req);
+        r.responses
+            .first()
+            .and_then(|t| t.partitions.first())
+            .map_or(-1, |p| p.error_code)
+    }
+
+    fn produce(addr: &str, partition: i32, pid: i64, epoch: i16, seq: i32, value: &str) -> i16 {
+        let mut b = KafkaBatch::new();
+        b.record(
+            1_700_000_000_000,
+            None,
+            Some(value.as_bytes()),
+            &[],
+            &producer_meta(pid, epoch, seq, true),
+        );
+        let mut pd = PartitionProduceData::default();
+        pd.index = partition;
+        pd.records = Some(b.encode().into());
+        let mut td = TopicProduceData::default();
+        td.name = TopicName(s(TOPIC));
+        td.partition_data = vec![pd];
+        let mut req = ProduceRequest::default();
+        req.transactional_id = Some(TransactionalId(s(TXN_ID)));
+        req.acks = -1;
+        req.timeout_ms = 30_000;
+        req.topic_data = vec![td];
+        let r: ProduceResponse = client(addr).call(ApiKey::Produce, 9, &req);
+        r.responses[0].partition_responses[0].error_code
+    }
+
+    fn add_partitions(c: &mut KafkaClient, pid: i64, epoch: i16, ps: &[i32]) {
+        let mut t = AddPartitionsToTxnTopic::default();
+        t.name = TopicName(s(TOPIC));
+        t.partitions = ps.to_vec();
+        let mut req = AddPartitionsToTxnRequest::default();
+        req.v3_and_below_transactional_id = TransactionalId(s(TXN_ID));
+        req.v3_and_below_producer_id = ProducerId(pid);
+        req.v3_and_below_producer_epoch = epoch;
+        req.v3_and_below_topics = vec![t];
+        let r: AddPartitionsToTxnResponse = c.call(ApiKey::AddPartitionsToTxn, 3, &req);
+        for t in &r.results_by_topic_v3_and_below {
+            for p in &t.results_by_partition {
+                assert_eq!(
+                    p.partition_error_code, 0,
+                    "AddPartitionsToTxn {}",
+                    p.partition_index
+                );
+            }
+        }
+    }
+
+    fn end_txn(c: &mut KafkaClient, pid: i64, epoch: i16, commit: bool) {
+        let mut req = EndTxnRequest::default();
+        req.transactional_id = TransactionalId(s(TXN_ID));
+        req.producer_id = ProducerId(pid);
+        req.producer_epoch = epoch;
+        req.committed = commit;
+        let r: EndTxnResponse = c.call(ApiKey::EndTxn, 3, &req);
+        assert_eq!(r.error_code, 0, "EndTxn commit={commit}");
+    }
+
+    /// One batch of a fetched partition.
+    #[derive(Debug)]
+    struct Batch {
+        base_offset: i64,
+        producer_id: i64,
+        /// For a control batch: 1 COMMIT, 0 ABORT.
+        control: Option<i16>,
+    }
+
+    fn varint(buf: &[u8], at: &mut usize) -> i64 {
+        let mut v: u64 = 0;
+        let mut shift = 0;
+        loop {
+            let b = buf[*at];
+            *at += 1;
+            v |= u64::from(b & 0x7f) << shift;
+            if b & 0x80 == 0 {
+                return ((v >> 1) as i64) ^ -((v & 1) as i64);
+            }
+            shift += 7;
+        }
+    }
+
+    /// The batches of a v2 record set (header fields and, for control
+    /// batches, the marker type from the first record's key).
+    fn batches(mut buf: &[u8]) -> Vec<Batch> {
+        let mut out = Vec::new();
+        while buf.len() >= 61 {
+            let base_offset = i64::from_be_bytes(buf[0..8].try_into().expect("a fixed-size field"));
+            let len =
+                i32::from_be_bytes(buf[8..12].try_into().expect("a fixed-size field")) as usize;
+            let batch = &buf[..12 + len];
+            let attributes =
+                i16::from_be_bytes(batch[21..23].try_into().expect("a fixed-size field"));
+            let producer_id =
+                i64::from_be_bytes(batch[43..51].try_into().expect("a fixed-size field"));
+            let control = (attributes & 0x20 != 0).then(|| {
+                let mut at = 61;
+                let _len = varint(batch, &mut at);
+                at += 1; // attributes
+                let _ts = varint(batch, &mut at);
+                let _od = varint(batch, &mut at);
+                let key_len = varint(batch, &mut at);
+                assert_eq!(key_len, 4, "a control record's key");
+                i16::from_be_bytes(
+                    batch[at + 2..at + 4]
+                        .try_into()
+                        .expect("a fixed-size field"),
+                )
+            });
+            out.push(Batch {
+                base_offset,
+                producer_id,
+                control,
+            });
+            buf = &buf[12 + len..];
+        }
+        out
+    }
+
+    /// A read_committed fetch of `partition` from its leader: (last stable
+    /// offset, batches, first offsets of aborted transactions).
+    fn fetch_committed(addr: &str, partition: i32) -> (i64, Vec<Batch>, Vec<(i64, i64)>) {
+        let mut p = FetchPartition::default();
+        p.partition = partition;
+        p.fetch_offset = 0;
+        p.partition_max_bytes = 1 << 20;
+        let mut t = FetchTopic::default();
+        t.topic = TopicName(s(TOPIC));
+        t.partitions = vec![p];
+        let mut req = FetchRequest::default();
+        req.replica_id = BrokerId(-1);
+        req.max_wait_ms = 0;
+        req.max_bytes = 1 << 20;
+        req.isolation_level = 1;
+        req.topics = vec![t];
+        let r: FetchResponse = client(addr).call(ApiKey::Fetch, 11, &req);
+        let p = &r.responses[0].partitions[0];
+        assert_eq!(p.error_code, 0, "fetch {TOPIC}-{partition} from {addr}");
+        let aborted = p
+            .aborted_transactions
+            .iter()
+            .flatten()
+            .map(|a| (a.producer_id.0, a.first_offset))
+            .collect();
+        let records = p.records.clone().unwrap_or_default();
+        (p.last_stable_offset, batches(&records), aborted)
+    }
+
+    fn committed_offset(addr: &str) -> i64 {
+        let mut t = OffsetFetchRequestTopic::default();
+        t.name = TopicName(s(TOPIC));
+        t.partition_indexes = vec![0];
+        let mut req = OffsetFetchRequest::default();
+        req.group_id = GroupId(s(GROUP));
+        req.topics = Some(vec![t]);
+        let r: OffsetFetchResponse = client(addr).call(ApiKey::OffsetFetch, 7, &req);
+        r.topics[0].partitions[0].committed_offset
+    }
+
+    #[test]
+    fn a_transaction_spans_partitions_on_every_node() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let c = Cluster::start(dir.path(), 3, 3);
+        c.leader();
+        let any = c.addr(1);
+        // The coordinators' topics (one partition each) and the data
+        // topic (three), placed by the quorum, which balances partitions by
+        // count: the coordinators land on two different nodes and the data
+        // topic on all three. Replication factor 1: a partition's only
+        // replica leads it. Retried until all three brokers are registered.
+        let created = |name: &str, n: i32| {
+            eventually(Duration::from_secs(30), &format!("{name} created"), || {
+                let e = create_spread(&any, name, n);
+                (e == 0 || e == 36).then_some(())
+            })
+        };
+        created("__transaction_state", 1);
+        created("__consumer_offsets", 1);
+        created(TOPIC, PARTITIONS);
+        let host = |topic: &str, p: i32| -> i32 {
+            eventually(
+                Duration::from_secs(30),
+                &format!("the host of {topic}-{p}"),
+                || {
+                    let on: Vec<i32> = (1..=3)
+                        .filter(|&n| fetch_error(&c.addr(n), topic, p) == 0)
+                        .collect();
+                    (on.len() == 1).then(|| on[0])
+                },
+            )
+        };
+        let placement: Vec<i32> = (0..PARTITIONS).map(|p| host(TOPIC, p)).collect();
+        // One partition on each node: the transaction writes to these.
+        let parts: Vec<(i32, i32)> = (1..=3)
+            .filter_map(|n| {
+                placement
+                    .iter()
+                    .position(|&h| h == n)
+                    .map(|p| (p as i32, n))
+            })
+            .collect();
+        assert_eq!(parts.len(), 3, "a partition on every node: {placement:?}");
+        let txn_node = host("__transaction_state", key_partition(TXN_ID, 1));
+        let group_node = host("__consumer_offsets", key_partition(GROUP, 1));
+        assert_ne!(
+            txn_node, group_node,
+            "the coordinators are on different nodes"
+        );
+        let leader_addr = |p: i32| c.addr(placement[p as usize]);
+        let ps: Vec<i32> = parts.iter().map(|&(p, _)| p).collect();
+
+        let mut coord = client(&c.addr(txn_node));
+        let mut req = InitProducerIdRequest::default();
+        req.transactional_id = Some(TransactionalId(s(TXN_ID)));
+        req.transaction_timeout_ms = 60_000;
+        let r: InitProducerIdResponse = coord.call(ApiKey::InitProducerId, 4, &req);
+        assert_eq!(r.error_code, 0);
+        let (pid, epoch) = (r.producer_id.0, r.producer_epoch);
+
+        // Transaction 1: a record on every node and the group's offset; commit.
+        add_partitions(&mut coord, pid, epoch, &ps);
+        let mut req = AddOffsetsToTxnRequest::default();
+        req.transactional_id = TransactionalId(s(TXN_ID));
+        req.producer_id = ProducerId(pid);
+        req.producer_epoch = epoch;
+        req.group_id = GroupId(s(GROUP));
+        let r: AddOffsetsToTxnResponse = coord.call(ApiKey::AddOffsetsToTxn, 3, &req);
+        assert_eq!(r.error_code, 0);
+        for &p in &ps {
+            assert_eq!(
+                produce(&leader_addr(p), p, pid, epoch, 0, "committed"),
+                0,
+                "produce {p}"
+            );
+        }
+        let mut part = TxnOffsetCommitRequestPartition::default();
+        part.partition_index = 0;
+        part.committed_offset = 17;
+        part.committed_leader_epoch = -1;
+        let mut t = TxnOffsetCommitRequestTopic::default();
+        t.name = TopicName(s(TOPIC));
+        t.partitions = vec![part];
+        let mut req = TxnOffsetCommitRequest::default();
+        req.transactional_id = TransactionalId(s(TXN_ID));
+        req.group_id = GroupId(s(GROUP));
+        req.producer_id = ProducerId(pid);
+        req.producer_epoch = epoch;
+        req.generation_id = -1;
+        req.topics = vec![t];
+        let r: TxnOffsetCommitResponse =
+            client(&c.addr(group_node)).call(ApiKey::TxnOffsetCommit, 3, &req);
+        assert_eq!(r.topics[0].partitions[0].error_code, 0, "TxnOffsetCommit");
+        assert!(
+            committed_offset(&c.addr(group_node)) < 0,
+            "not before the commit"
+        );
+        end_txn(&mut coord, pid, epoch, true);
+        for &p in &ps {
+            let (lso, bs, aborted) = eventually(Duration::from_secs(30), "commit marker", || {
+                let f = fetch_committed(&leader_addr(p), p);
+                (f.0 == 2).then_some(f)
+            });
+            assert_eq!(lso, 2);
+            assert!(aborted.is_empty(), "{aborted:?}");
+            assert_eq!(bs.len(), 2, "partition {p}: {bs:?}");
+            assert_eq!(
+                (bs[0].base_offset, bs[0].producer_id, bs[0].control),
+                (0, pid, None)
+            );
+            assert_eq!(
+                (bs[1].base_offset, bs[1].control),
+                (1, Some(1)),
+                "a COMMIT marker"
+            );
+        }
+        eventually(Duration::from_secs(30), "the transaction's offset", || {
+            (committed_offset(&c.addr(group_node)) == 17).then_some(())
+        });
+
+        // A leader on another node than the coordinator asks it first
+        // (AddPartitionsToTxn verify_only): a partition not in the open
+        // transaction is refused (INVALID_TXN_STATE at Produce v9).
+        let (remote_p, _) = *parts
+            .iter()
+            .find(|&&(_, n)| n != txn_node)
+            .expect("a remote leader");
+        assert_eq!(
+            produce(
+                &leader_addr(remote_p),
+                remote_p,
+                pid,
+                epoch,
+                1,
+                "unverified"
+            ),
+            48,
+            "a partition outside the transaction"
+        );
+
+        // Transaction 2: a record on every node; abort.
+        add_partitions(&mut coord, pid, epoch, &ps);
+        for &p in &ps {
+            assert_eq!(produce(&leader_addr(p), p, pid, epoch, 1, "aborted"), 0);
+        }
+        end_txn(&mut coord, pid, epoch, false);
+        for &p in &ps {
+            let (_, bs, aborted) = eventually(Duration::from_secs(30), "abort marker", || {
+                let f = fetch_committed(&leader_addr(p), p);
+                (f.0 == 4).then_some(f)
+            });
+            // The aborted record is either left out or listed as aborted
+            // (the client drops it): read_committed never shows it.
+            let visible: Vec<i64> = bs
+                .iter()
+                .filter(|b| b.control.is_none())
+                .filter(|b| {
+                    !aborted
+                        .iter()
+                        .any(|&(q, first)| q == b.producer_id && first <= b.base_offset)
+                })
+                .map(|b| b.base_offset)
+                .collect();
+            assert_eq!(visible, vec![0], "partition {p}: {bs:?} {aborted:?}");
+            let markers: Vec<(i64, Option<i16>)> = bs
+                .iter()
+                .filter(|b| b.control.is_some())
+                .map(|b| (b.base_offset, b.control))
+                .collect();
+            assert_eq!(markers, vec![(1, Some(1)), (3, Some(0))], "partition {p}");
+        }
+        assert_eq!(
+            committed_offset(&c.addr(group_node)),
+            17,
+            "the abort left the offset"
+        );
+        for (_, n) in c.nodes {
+            n.stop();
+        }
+    }
 }

@@ -38,7 +38,8 @@ use crate::groups::{Coordinator, GroupConfig};
 use crate::partition_log::PartitionLog;
 use crate::topics::{self, PartitionSlot, Topic};
 use crate::txn::groups::{GroupsSink, TopicIds};
-use crate::txn::{Partitions, TxnConfig, TxnCoordinator};
+use crate::txn::markers::{GroupTarget, MarkerBatch, MarkerTarget};
+use crate::txn::{Partitions, TopicPartition, TxnConfig, TxnCoordinator};
 
 #[path = "broker_coordinators.rs"]
 mod coordinators;
@@ -47,6 +48,8 @@ mod quorum;
 #[path = "broker_routing.rs"]
 mod routing;
 pub use coordinators::NotHere;
+#[path = "broker_txn.rs"]
+pub mod txn_cluster;
 pub use quorum::BrokerFiles;
 pub use routing::{key_partition, CoordinatorPlace, Leadership, NodeEndpoint};
 
@@ -682,6 +685,22 @@ impl Partitions for Broker {
                 f(&s.log);
             }
         }
+    }
+
+    fn marker_target(&self, topic: &str, partition: i32) -> MarkerTarget {
+        self.txn_marker_target(topic, partition)
+    }
+
+    fn group_target(&self, group: &str) -> GroupTarget {
+        self.txn_group_target(group)
+    }
+
+    fn send_markers(
+        &self,
+        broker: i32,
+        batch: &MarkerBatch,
+    ) -> Result<Vec<TopicPartition>, String> {
+        self.txn_send_markers(broker, batch)
     }
 }
 

@@ -122,6 +122,13 @@ impl Broker {
         )
         .await?;
         node.wait_unfenced(self.node_id(), epoch).await?;
+        // From now on producer ids come from the quorum: no two brokers
+        // hand out the same one.
+        self.txn()
+            .set_pid_blocks(Arc::new(super::txn_cluster::QuorumPids::new(
+                self,
+                tokio::runtime::Handle::current(),
+            )));
         if fresh {
             self.import(&node).await?;
         }
@@ -224,6 +231,21 @@ impl Broker {
             .await?;
         }
         Ok(())
+    }
+
+    /// A block of `count` producer ids for this broker, starting at or
+    /// after `at_least` (one entry; [`crate::txn::pid_blocks`]).
+    pub(crate) async fn allocate_producer_ids(
+        &self,
+        count: i32,
+        at_least: i64,
+    ) -> Result<MetaResponse, AdminError> {
+        self.propose(MetaRequest::AllocateProducerIdsFrom {
+            broker_id: self.node_id(),
+            count,
+            at_least,
+        })
+        .await
     }
 
     /// Proposes one entry; its answer once applied here too.

@@ -56,6 +56,10 @@ pub const SUPPORTED: &[ApiRange] = &[
     // EndTxn and TxnOffsetCommit stop at v4: v5 is transaction version 2,
     // which es does not finalize (see handlers/txn.rs).
     r(ApiKey::EndTxn, 0, 4),
+    // Inter-broker: a transaction coordinator's markers for partitions
+    // another broker leads (handlers/write_txn_markers.rs). v2 adds the
+    // transaction version (2), which es does not finalize.
+    r(ApiKey::WriteTxnMarkers, 1, 1),
     r(ApiKey::TxnOffsetCommit, 0, 4),
     // ACL APIs answer as Kafka does without an authorizer (handlers/acls.rs).
     r(ApiKey::DescribeAcls, 1, 3),

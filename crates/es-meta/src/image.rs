@@ -208,27 +208,47 @@ impl MetaImage {
                     .collect(),
             },
             MetaRequest::AllocateProducerIds { broker_id, count } => {
-                if !self.brokers.contains_key(broker_id) {
-                    MetaResponse::Error {
-                        error_code: code::BROKER_ID_NOT_REGISTERED,
-                        message: format!("broker {broker_id} is not registered"),
-                    }
-                } else if *count < 1 || *count > PRODUCER_ID_BLOCK_MAX {
-                    MetaResponse::Error {
-                        error_code: code::INVALID_REQUEST,
-                        message: format!("a block of {count} producer ids"),
-                    }
-                } else {
-                    let first = self.next_producer_id;
-                    self.next_producer_id += i64::from(*count);
-                    MetaResponse::ProducerIds {
-                        first,
-                        count: *count,
-                    }
-                }
+                self.allocate_producer_ids(*broker_id, *count, 0)
             }
+            MetaRequest::AllocateProducerIdsFrom {
+                broker_id,
+                count,
+                at_least,
+            } => self.allocate_producer_ids(*broker_id, *count, *at_least),
         };
         (resp, ev)
+    }
+
+    /// The block `[first, first + count)` for `broker_id`, starting at the
+    /// counter or at `at_least`, whichever is later; the counter moves past
+    /// it. Blocks never overlap, whoever asks.
+    fn allocate_producer_ids(
+        &mut self,
+        broker_id: BrokerId,
+        count: i32,
+        at_least: i64,
+    ) -> MetaResponse {
+        if !self.brokers.contains_key(&broker_id) {
+            return MetaResponse::Error {
+                error_code: code::BROKER_ID_NOT_REGISTERED,
+                message: format!("broker {broker_id} is not registered"),
+            };
+        }
+        if !(1..=PRODUCER_ID_BLOCK_MAX).contains(&count) || at_least < 0 {
+            return MetaResponse::Error {
+                error_code: code::INVALID_REQUEST,
+                message: format!("a block of {count} producer ids from {at_least}"),
+            };
+        }
+        let first = self.next_producer_id.max(at_least);
+        let Some(next) = first.checked_add(i64::from(count)) else {
+            return MetaResponse::Error {
+                error_code: code::INVALID_REQUEST,
+                message: "producer ids exhausted".into(),
+            };
+        };
+        self.next_producer_id = next;
+        MetaResponse::ProducerIds { first, count }
     }
 
     fn register(

@@ -284,6 +284,56 @@ fn producer_id_blocks_do_not_overlap() {
 }
 
 #[test]
+fn producer_id_blocks_honour_a_floor_and_never_go_back() {
+    let mut img = MetaImage::default();
+    broker(&mut img, 10, 1, None);
+    broker(&mut img, 11, 2, None);
+    let from = |broker_id, at_least| MetaRequest::AllocateProducerIdsFrom {
+        broker_id,
+        count: 1000,
+        at_least,
+    };
+    // Broker 1's journal already handed out ids below 5000.
+    let (a, _) = img.apply(20, &from(1, 5000));
+    assert_eq!(
+        a,
+        MetaResponse::ProducerIds {
+            first: 5000,
+            count: 1000
+        }
+    );
+    // A lower floor does not move the counter back.
+    let (b, _) = img.apply(21, &from(2, 0));
+    assert_eq!(
+        b,
+        MetaResponse::ProducerIds {
+            first: 6000,
+            count: 1000
+        }
+    );
+    assert_eq!(img.next_producer_id, 7000);
+    let (c, _) = img.apply(22, &from(3, 0));
+    assert!(matches!(
+        c,
+        MetaResponse::Error {
+            error_code: code::BROKER_ID_NOT_REGISTERED,
+            ..
+        }
+    ));
+    let (d, _) = img.apply(23, &from(1, i64::MAX - 10));
+    assert!(matches!(
+        d,
+        MetaResponse::Error {
+            error_code: code::INVALID_REQUEST,
+            ..
+        }
+    ));
+    assert_eq!(img.next_producer_id, 7000, "refused entries change nothing");
+    let s = serde_json::to_string(&from(1, 7)).unwrap();
+    assert!(s.contains(r#""kind":"producer_ids.v2""#), "{s}");
+}
+
+#[test]
 fn entries_keep_their_versioned_tags() {
     let r = MetaRequest::DeleteTopics {
         names: vec!["a".into()],

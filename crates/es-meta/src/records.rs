@@ -154,6 +154,17 @@ pub enum MetaRequest {
     /// A block of producer ids for one broker (InitProducerId).
     #[serde(rename = "producer_ids.v1")]
     AllocateProducerIds { broker_id: BrokerId, count: i32 },
+    /// A block of producer ids for one broker that starts at `at_least` or
+    /// later: a broker whose own journal already handed out ids (a data
+    /// directory from before the quorum) names its high mark, and the
+    /// quorum's counter jumps past it. Kafka's AllocateProducerIds, plus
+    /// that floor.
+    #[serde(rename = "producer_ids.v2")]
+    AllocateProducerIdsFrom {
+        broker_id: BrokerId,
+        count: i32,
+        at_least: i64,
+    },
 }
 
 /// The outcome of one item of a request (a topic, a resource).

@@ -24,7 +24,9 @@ pub mod past_crate;
 pub mod produce;
 pub mod route;
 pub mod txn;
+pub mod txn_verify;
 pub mod unsupported;
+pub mod write_txn_markers;
 
 #[cfg(test)]
 mod internal_topics_tests;
@@ -402,6 +404,10 @@ async fn served_encoded(
                     txn::txn_offset_commit(&ctx, decode_body(&mut body, key, v)?).await
                 }
                 ApiKey::EndTxn => txn::end_txn(&ctx, decode_body(&mut body, key, v)?).await,
+                ApiKey::WriteTxnMarkers => {
+                    write_txn_markers::write_txn_markers(&ctx, decode_body(&mut body, key, v)?)
+                        .await
+                }
                 ApiKey::DescribeTransactions => {
                     txn::describe_transactions(&ctx, decode_body(&mut body, key, v)?)
                 }

@@ -37,7 +37,7 @@ use kafka_protocol::protocol::StrBytes;
 
 use super::durable::Durable;
 use super::route::{route, LeaderEndpoints, Routed, NO_EPOCH};
-use super::{blocking, txn, Ctx, RequestError};
+use super::{blocking, txn, txn_verify, Ctx, RequestError};
 use crate::codec::batch::{check_produce_compression, BatchDecoder, BatchSummary, DecodeLimits};
 use crate::config::{TimestampType, TopicRules};
 use crate::errors::{batch_error_code, code, storage_error_code, ResponseError, NONE};
@@ -244,6 +244,25 @@ pub async fn handle(
     } else {
         blocking(move || decode_all(items)).await?
     };
+
+    // Phase 2b: transactional batches of a transaction another broker
+    // coordinates are verified with it (handlers/txn_verify.rs).
+    let mut items = items;
+    if transactional_id.is_some() {
+        let asked = items
+            .iter()
+            .map(|(h, s)| {
+                let p = s.as_ref().ok().and_then(|d| d.producer);
+                p.map(|p| (h.topic_name.clone(), h.partition, p))
+            })
+            .collect();
+        let refused = txn_verify::verify_remote(b, v, transactional_id.as_deref(), asked).await;
+        for ((_, step), r) in items.iter_mut().zip(refused) {
+            if let Some((c, m)) = r {
+                *step = Err(Refusal::new(c, m));
+            }
+        }
+    }
 
     // Phase 3: append in connection order: here, when an append is only
     // writes into the page cache (a roll onto the prepared segment

@@ -94,6 +94,11 @@ pub fn check_transactional(
             "transactional records need the request's transactional id".to_string(),
         ));
     };
+    if broker.txn_coordinated_elsewhere(id) {
+        // The coordinator is another broker: the produce handler verified
+        // the batch with it already (handlers/txn_verify.rs).
+        return Ok(None);
+    }
     broker
         .txn()
         .verify_produce(id, p.producer_id, p.producer_epoch, topic, partition)
@@ -176,7 +181,7 @@ struct AddTxn {
 type AddResult = Vec<(TopicName, Vec<(i32, i16)>)>;
 
 fn add_one(b: &Broker, version: i16, t: &AddTxn) -> AddResult {
-    // Known to the cluster; the partition need not be hosted here.
+    // The partition may be hosted by another broker: it must exist.
     let exists = |topic: &str, p: i32| b.topic(topic).is_some_and(|t| t.has_partition(p));
     let all = |code: &mut dyn FnMut(&str, i32) -> i16| -> AddResult {
         t.topics
@@ -411,6 +416,19 @@ pub async fn txn_offset_commit(
         let id = req.transactional_id.0.to_string();
         let (pid, epoch, generation) = (req.producer_id.0, req.producer_epoch, req.generation_id);
         let res = blocking(move || {
+            if b.txn_coordinated_elsewhere(&id) {
+                // This broker is the group's coordinator only: it keeps the
+                // offsets until the coordinator's marker settles them.
+                return b.txn().txn_offset_commit_remote(
+                    pid,
+                    epoch,
+                    &group,
+                    &member_id,
+                    instance_id.as_deref(),
+                    generation,
+                    offsets,
+                );
+            }
             b.txn().txn_offset_commit(
                 &id,
                 pid,

@@ -32,11 +32,14 @@ use parking_lot::{Condvar, Mutex, RwLock};
 
 use super::error::TxnError;
 use super::log::{LogEntry, TxnLog};
+use super::markers::{send_remote, GroupTarget, MarkerBatch, MarkerTarget, RemotePlan};
+use super::pid_blocks::{adopt_block, next_block, PidBlocks};
+use super::remote_offsets::RemoteOffsets;
 use super::state::{
     epoch_exhausted, InitStep, TopicPartition, Transition, TxnOffset, TxnRecord, TxnState, Txns,
     NO_PRODUCER_EPOCH, NO_PRODUCER_ID,
 };
-use super::{TxnConfig, COORDINATOR_EPOCH, PID_BLOCK_SIZE};
+use super::{TxnConfig, COORDINATOR_EPOCH};
 
 /// Where the coordinator finds partitions (the broker's topic registry; a
 /// plain map in tests).
@@ -44,6 +47,30 @@ pub trait Partitions: Send + Sync {
     fn partition(&self, topic: &str, partition: i32) -> Option<PartitionLog>;
     /// Calls `f` with every open partition.
     fn for_each_partition(&self, f: &mut dyn FnMut(&PartitionLog));
+
+    /// Where the marker of a partition goes ([`super::markers`]); by
+    /// default a partition that is not open here is gone.
+    fn marker_target(&self, topic: &str, partition: i32) -> MarkerTarget {
+        self.partition(topic, partition)
+            .map_or(MarkerTarget::Gone, MarkerTarget::Local)
+    }
+
+    /// Which broker settles a group's transactional offsets; by default
+    /// this one.
+    fn group_target(&self, _group: &str) -> GroupTarget {
+        GroupTarget::Here
+    }
+
+    /// Sends `batch` to broker `broker` (WriteTxnMarkers) and returns the
+    /// partitions whose markers it wrote. Blocking, bounded by a timeout.
+    fn send_markers(
+        &self,
+        broker: i32,
+        batch: &MarkerBatch,
+    ) -> Result<Vec<TopicPartition>, String> {
+        let _ = batch;
+        Err(format!("no route to broker {broker}"))
+    }
 }
 
 /// The group coordinator's side of transactional offsets. The group
@@ -132,6 +159,12 @@ pub struct TxnCoordinator {
     log: TxnLog,
     core: Mutex<Core>,
     sink: RwLock<Option<Arc<dyn TxnOffsetSink>>>,
+    /// Where producer-id blocks come from (the metadata quorum); without
+    /// one, the journal's own counter ([`super::pid_blocks`]).
+    pids: RwLock<Option<Arc<dyn PidBlocks>>>,
+    /// TxnOffsetCommits this broker took as group coordinator for
+    /// transactions coordinated elsewhere ([`super::remote_offsets`]).
+    pub(super) remote_offsets: RemoteOffsets,
     last_id_expiry_ms: AtomicI64,
     last_producer_expiry_ms: AtomicI64,
     /// Where transaction deadlines and producer-id expiry read the time.
@@ -167,6 +200,8 @@ impl TxnCoordinator {
                 inflight: HashMap::new(),
             }),
             sink: RwLock::new(None),
+            pids: RwLock::new(None),
+            remote_offsets: RemoteOffsets::from_log(&state.remote_offsets),
             last_id_expiry_ms: AtomicI64::new(now),
             last_producer_expiry_ms: AtomicI64::new(now),
             clock,
@@ -177,9 +212,26 @@ impl TxnCoordinator {
         &self.config
     }
 
+    /// Journals one entry (fsync); refused entries change nothing.
+    pub(super) fn journal_entry(&self, e: LogEntry) -> Result<(), TxnError> {
+        self.log
+            .append(&[e])
+            .map_err(|e| storage_failed("transactional offsets", &e))
+    }
+
+    /// The group coordinator that receives committed offsets, if registered.
+    pub(super) fn offset_sink(&self) -> Option<Arc<dyn TxnOffsetSink>> {
+        self.sink.read().clone()
+    }
+
     /// Registers the group coordinator that receives committed offsets.
     pub fn set_offset_sink(&self, sink: Arc<dyn TxnOffsetSink>) {
         *self.sink.write() = Some(sink);
+    }
+
+    /// Takes producer-id blocks from `source` from now on.
+    pub fn set_pid_blocks(&self, source: Arc<dyn PidBlocks>) {
+        *self.pids.write() = Some(source);
     }
 
     /// Completes every transaction a crash left in a Prepare state (startup).
@@ -194,10 +246,11 @@ impl TxnCoordinator {
 
     // ----- producer ids --------------------------------------------------
 
-    /// A producer id never handed out before, in this run or any earlier one.
+    /// A producer id never handed out before, in this run or any earlier
+    /// one, by this broker or (with a [`PidBlocks`] source) any other.
     pub fn allocate_producer_id(&self) -> Result<i64, TxnError> {
         for _ in 0..4 {
-            let until = {
+            let floor = {
                 let mut c = self.core.lock();
                 if c.next_pid < c.reserved_until {
                     let p = c.next_pid;
@@ -205,9 +258,9 @@ impl TxnCoordinator {
                     return Ok(p);
                 }
                 c.reserved_until
-                    .checked_add(PID_BLOCK_SIZE)
-                    .ok_or(TxnError::ProducerIdsExhausted)?
             };
+            let source = self.pids.read().clone();
+            let (first, until) = next_block(source.as_deref(), floor)?;
             // Reserve the block durably before handing out any id from it.
             self.log
                 .append(&[LogEntry::ReservePids { until }])
@@ -215,8 +268,8 @@ impl TxnCoordinator {
                     tracing::error!(error = %e, "cannot reserve producer ids");
                     TxnError::CoordinatorNotAvailable
                 })?;
-            let mut c = self.core.lock();
-            c.reserved_until = c.reserved_until.max(until);
+            let c = &mut *self.core.lock();
+            adopt_block(&mut c.next_pid, &mut c.reserved_until, first, until);
         }
         Err(TxnError::CoordinatorNotAvailable)
     }
@@ -499,6 +552,7 @@ impl TxnCoordinator {
             .lock()
             .txns
             .has_pending_offset(group, topic, partition)
+            || self.remote_offsets.has(group, topic, partition)
     }
 
     // ----- periodic work --------------------------------------------------
@@ -645,11 +699,23 @@ impl TxnCoordinator {
         let mut written: Vec<TopicPartition> = Vec::with_capacity(rec.partitions.len());
         let mut to_sync = Vec::with_capacity(rec.partitions.len());
         let mut failure: Option<String> = None;
+        let mut remote = RemotePlan::default();
         for tp in &rec.partitions {
-            let Some(p) = parts.partition(&tp.topic, tp.partition) else {
-                // The topic is gone: nothing to mark.
-                written.push(tp.clone());
-                continue;
+            let p = match parts.marker_target(&tp.topic, tp.partition) {
+                MarkerTarget::Local(p) => p,
+                MarkerTarget::Gone => {
+                    // The topic is gone: nothing to mark.
+                    written.push(tp.clone());
+                    continue;
+                }
+                MarkerTarget::Remote(broker) => {
+                    remote.add(broker, tp.clone());
+                    continue;
+                }
+                MarkerTarget::Unavailable => {
+                    failure = Some(format!("{}-{} has no leader now", tp.topic, tp.partition));
+                    continue;
+                }
             };
             match p.append_marker(
                 rec.producer_id,
@@ -667,6 +733,9 @@ impl TxnCoordinator {
                 Ok(()) => written.push(tp),
                 Err(e) => failure = Some(format!("marker for {}-{}: {e}", tp.topic, tp.partition)),
             }
+        }
+        if let Err(why) = send_remote(parts, &rec, commit, remote, &mut written) {
+            failure = Some(why);
         }
         if let Some(why) = failure {
             let mut c = self.core.lock();
@@ -720,6 +789,7 @@ pub const NO_EPOCH: i16 = NO_PRODUCER_EPOCH;
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::txn::PID_BLOCK_SIZE;
     use es_storage::partition::PartitionConfig;
     use es_storage::record::RecordIter;
     use es_storage::{Partition, ProducerAppend, RealFs, RecordBatchBuf, RecordMeta, Storage};

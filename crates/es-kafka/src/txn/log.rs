@@ -4,8 +4,9 @@
 //! atomically) and then truncated.
 //!
 //! Entries are JSON documents ([`LogEntry`]): a reserved block of producer
-//! ids, the whole record of one transactional id after a change, or the
-//! removal of an expired id. Folding them in order gives a [`LogState`]; the
+//! ids, the whole record of one transactional id after a change, the
+//! removal of an expired id, or the offsets held for one producer of a
+//! transaction another broker coordinates. Folding them in order gives a [`LogState`]; the
 //! snapshot is a `LogState` plus the sequence of the last entry it folds.
 //!
 //! Invariants:
@@ -31,7 +32,7 @@ use es_storage::{meta, Fs, SharedClock, StorageError};
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 
-use super::state::TxnRecord;
+use super::state::{TxnOffset, TxnRecord};
 
 /// The journal file under the data directory.
 pub const JOURNAL_FILE: &str = "producers.journal";
@@ -52,6 +53,22 @@ pub enum LogEntry {
     Txn { id: String, txn: TxnRecord },
     /// Transactional id `id` expired.
     Remove { id: String },
+    /// The transactional offsets this broker holds, as a group's
+    /// coordinator, for producer `producer_id` of a transaction another
+    /// broker coordinates, after a change ([`super::remote_offsets`]); no
+    /// offsets: none left.
+    RemoteOffsets {
+        producer_id: i64,
+        epoch: i16,
+        offsets: Vec<TxnOffset>,
+    },
+}
+
+/// Offsets held for one producer of a transaction coordinated elsewhere.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RemotePending {
+    pub epoch: i16,
+    pub offsets: Vec<TxnOffset>,
 }
 
 /// The fold of every entry so far.
@@ -60,6 +77,9 @@ pub struct LogState {
     /// Producer ids below this are reserved (maybe handed out).
     pub pids_reserved_until: i64,
     pub txns: BTreeMap<String, TxnRecord>,
+    /// By producer id.
+    #[serde(default)]
+    pub remote_offsets: BTreeMap<i64, RemotePending>,
 }
 
 impl LogState {
@@ -73,6 +93,21 @@ impl LogState {
             }
             LogEntry::Remove { id } => {
                 self.txns.remove(id);
+            }
+            LogEntry::RemoteOffsets {
+                producer_id,
+                epoch,
+                offsets,
+            } => {
+                if offsets.is_empty() {
+                    self.remote_offsets.remove(producer_id);
+                } else {
+                    let p = RemotePending {
+                        epoch: *epoch,
+                        offsets: offsets.clone(),
+                    };
+                    self.remote_offsets.insert(*producer_id, p);
+                }
             }
         }
     }

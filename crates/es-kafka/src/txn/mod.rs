@@ -12,13 +12,19 @@
 //!   appends sharing one fsync) folded periodically into
 //!   `data/producers.json` (atomic replace) and truncated.
 //! - [`coordinator`]: the blocking shell. It allocates producer ids from
-//!   journaled blocks, runs each transition through the journal, writes the
-//!   commit/abort markers into every partition of a transaction
-//!   (`Partition::append_marker` + `wait_durable`), hands transactional
+//!   journaled blocks (granted by the metadata quorum), runs each transition
+//!   through the journal, writes the commit/abort markers into every
+//!   partition of a transaction it leads (`Partition::append_marker` +
+//!   `wait_durable`) and has the other leaders write theirs ([`markers`]), hands transactional
 //!   offsets to the group coordinator when a transaction commits, and runs
 //!   the periodic work: aborting transactions past their timeout, finishing
 //!   transactions a crash left in a Prepare state, expiring idle
 //!   transactional ids and producers, and folding the journal.
+//! - [`markers`]: where a completing transaction's markers go (this
+//!   broker's partitions, or WriteTxnMarkers to their leaders).
+//! - [`pid_blocks`]: producer-id blocks, granted by the metadata quorum.
+//! - [`cluster`] and [`remote_offsets`]: TxnOffsetCommits taken as group coordinator for a
+//!   transaction coordinated by another broker, settled by WriteTxnMarkers.
 //! - [`groups`]: the group coordinator seen as the receiver of transactional
 //!   offsets (member checks for TxnOffsetCommit, the commit on EndTxn).
 //!
@@ -26,15 +32,20 @@
 //! stable offset and aborted transactions) lives in es-storage, checked and
 //! updated atomically with each append and rebuilt from the log itself.
 
+pub mod cluster;
 pub mod coordinator;
 pub mod error;
 pub mod groups;
 pub mod log;
+pub mod markers;
+pub mod pid_blocks;
+pub mod remote_offsets;
 pub mod state;
 #[cfg(test)]
 mod wire_tests;
 
 pub use coordinator::{Partitions, ProduceGuard, TxnCoordinator, TxnOffsetSink};
+pub use pid_blocks::PidBlocks;
 pub use state::{TopicPartition, TxnOffset, TxnRecord, TxnState};
 
 /// The coordinator's settings, named after Kafka's broker configs, with

@@ -34,6 +34,7 @@ macro_rules! served_types {
         OffsetForLeaderEpoch => OffsetForLeaderEpochRequest,
         AddPartitionsToTxn => AddPartitionsToTxnRequest,
         AddOffsetsToTxn => AddOffsetsToTxnRequest, EndTxn => EndTxnRequest,
+        WriteTxnMarkers => WriteTxnMarkersRequest,
         TxnOffsetCommit => TxnOffsetCommitRequest, DescribeAcls => DescribeAclsRequest,
         CreateAcls => CreateAclsRequest, DeleteAcls => DeleteAclsRequest,
         DescribeConfigs => DescribeConfigsRequest, AlterConfigs => AlterConfigsRequest,
