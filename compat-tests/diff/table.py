@@ -136,14 +136,17 @@ ALLOWED = [
      "and still finds the topic (run alone, Kafka answers as es does)"),
     (r"^(Metadata\.v\d+\.topics(=(null|empty)|\.name=internal)"
      r"|DescribeTopicPartitions\.v\d+\.topics(=empty|\.name=internal))$",
-     r"^\.body\.topics\[0\]\.partitions(\.length|\[\d+:\])$",
-     "__consumer_offsets (the first topic by name) has 1 partition on es "
-     "(offsets.topic.num.partitions=1: es keeps committed offsets in the group coordinator's "
-     "files, the topic exists so that clients see it), 50 on Kafka"),
+     r"^\.body\.topics\[[01]\]\.partitions(\.length|\[\d+:\])$",
+     "__consumer_offsets and __transaction_state (the first topics by name) have 1 partition "
+     "each on es (offsets.topic.num.partitions=1, transaction.state.log.num.partitions=1: es "
+     "keeps committed offsets and transactions in its coordinators' files, the topics exist "
+     "so that clients see them and so that coordinators are placed over their partitions), "
+     "50 each on Kafka"),
     (r"^DescribeLogDirs\.v\d+\.topics(=null|\.topic=internal)$",
-     r"^\.body\.results\[0\]\.topics\[0\]\.partitions(\.length|\[\d+:\])$",
-     "__consumer_offsets has 1 partition on es (offsets.topic.num.partitions=1: es keeps "
-     "committed offsets in the group coordinator's files), 50 on Kafka"),
+     r"^\.body\.results\[0\]\.topics\[[01]\]\.partitions(\.length|\[\d+:\])$",
+     "__consumer_offsets and __transaction_state have 1 partition each on es "
+     "(offsets.topic.num.partitions=1, transaction.state.log.num.partitions=1: es keeps "
+     "committed offsets and transactions in its coordinators' files), 50 each on Kafka"),
     (r"^CreatePartitions\.v\d+\.topics\.name=internal$", r"^\.body\.results\[0\]\.error_code$",
      "__consumer_offsets has 1 partition on es, 50 on Kafka: the count the case asks for grows "
      "es's and is fewer than Kafka's (INVALID_PARTITIONS)"),
@@ -198,8 +201,9 @@ ALLOWED = [
 ABSENT = [
     ("Metadata|DescribeTopicPartitions", "topics", "name", "__transaction_state",
      "es keeps transaction state in its own files (data/producers.json and producers.journal, "
-     "docs/storage.md), not in a __transaction_state "
-     "topic, so all-topics listings have no such topic"),
+     "docs/storage.md); its __transaction_state topic, which places transactional ids, is "
+     "created by the first transactional FindCoordinator (or InitProducerId's lookup), so "
+     "listings made before any transaction have no such topic"),
     ("ListConfigResources", "config_resources", "resource_name", "__transaction_state",
      "likewise (no __transaction_state topic in es)"),
     ("ElectLeaders", "replica_election_results", "topic", "__transaction_state",
