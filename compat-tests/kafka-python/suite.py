@@ -35,6 +35,52 @@ RUN_TIMEOUT_S = {True: 900, False: 1800}
 suite = Suite("kafka-python", f"kafka-python {PIN}")
 
 
+def env_for(suite):
+    return {**os.environ, "KAFKA_VERSION": KAFKA_VERSION, "KAFKA_URI": f"tcp://{suite.bootstrap_one}",
+            "KAFKA_ROOT": suite.work}
+
+
+def run_pytest(env, targets, junit_name, log_name):
+    """Runs pytest on `targets` (files or test node ids); the cases of its JUnit XML as dicts
+    (name, node, status, detail, secs), or None when it wrote none."""
+    junit = os.path.join(suite.work, junit_name)
+    log = os.path.join(suite.work, log_name)
+    args = [PY, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-rN", f"--junitxml={junit}",
+            "-o", "log_level=INFO", "--timeout=120", "--timeout-method=signal", *targets]
+    if suite.only:
+        args += ["-k", " or ".join(sorted(suite.only))]
+    if os.path.exists(junit):
+        os.remove(junit)
+    with open(log, "w") as out:
+        try:
+            subprocess.run(args, cwd=SRC, env=env, stdout=out, stderr=subprocess.STDOUT,
+                           timeout=RUN_TIMEOUT_S[suite.quick])
+        except subprocess.TimeoutExpired:
+            suite.add_result(f"pytest ({log_name})", "failed",
+                             f"timed out after {RUN_TIMEOUT_S[suite.quick]}s (log {log})")
+    if not os.path.exists(junit):
+        return None
+    cases = []
+    for case in ET.parse(junit).getroot().iter("testcase"):
+        classname = case.get("classname", "")
+        name = f"{os.path.basename(classname.replace('.', '/'))}::{case.get('name')}"
+        node = f"{classname.replace('.', '/')}.py::{case.get('name')}"
+        secs = round(float(case.get("time", 0)), 2)
+        failure = case.find("failure")
+        if failure is None:
+            failure = case.find("error")
+        skipped = case.find("skipped")
+        if failure is not None:
+            msg = failure.get("message") or (failure.text or "").strip().splitlines()[-1:]
+            cases.append({"name": name, "node": node, "status": "failed", "detail": str(msg)[:400], "secs": secs})
+        elif skipped is not None:
+            cases.append({"name": name, "node": node, "status": "skipped",
+                          "detail": (skipped.get("message") or "")[:200], "secs": secs})
+        else:
+            cases.append({"name": name, "node": node, "status": "passed", "detail": "", "secs": secs})
+    return cases
+
+
 def main():
     if not os.path.exists(PY) or not os.path.isdir(SRC):
         suite.add_result("setup", "failed", "run compat-tests/kafka-python/prepare first")
@@ -49,39 +95,28 @@ def main():
             suite.add_result(f, "skipped", "not in --quick")
         else:
             run.append(os.path.join(integ, f))
-    junit = os.path.join(suite.work, "junit.xml")
-    log = os.path.join(suite.work, "pytest.log")
-    env = {**os.environ, "KAFKA_VERSION": KAFKA_VERSION, "KAFKA_URI": f"tcp://{suite.bootstrap_one}",
-           "KAFKA_ROOT": suite.work}
-    args = [PY, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-rN", f"--junitxml={junit}",
-            "-o", "log_level=INFO", "--timeout=120", "--timeout-method=signal", *run]
-    if suite.only:
-        args += ["-k", " or ".join(sorted(suite.only))]
-    if os.path.exists(junit):
-        os.remove(junit)
-    with open(log, "w") as out:
-        try:
-            subprocess.run(args, cwd=SRC, env=env, stdout=out, stderr=subprocess.STDOUT,
-                           timeout=RUN_TIMEOUT_S[suite.quick])
-        except subprocess.TimeoutExpired:
-            suite.add_result("pytest", "failed", f"timed out after {RUN_TIMEOUT_S[suite.quick]}s (log {log})")
-    if os.path.exists(junit):
-        for case in ET.parse(junit).getroot().iter("testcase"):
-            name = f"{os.path.basename(case.get('classname', '').replace('.', '/'))}::{case.get('name')}"
-            secs = round(float(case.get("time", 0)), 2)
-            failure = case.find("failure")
-            if failure is None:
-                failure = case.find("error")
-            skipped = case.find("skipped")
-            if failure is not None:
-                msg = failure.get("message") or (failure.text or "").strip().splitlines()[-1:]
-                suite.add_result(name, "failed", str(msg)[:400], secs)
-            elif skipped is not None:
-                suite.add_result(name, "skipped", (skipped.get("message") or "")[:200], secs)
-            else:
-                suite.add_result(name, "passed", "", secs)
-    elif not suite.results or all(r["status"] != "failed" for r in suite.results):
-        suite.add_result("pytest", "failed", f"no JUnit XML written (log {log})")
+    first = run_pytest(env_for(suite), run, "junit.xml", "pytest.log")
+    if first is None:
+        if not suite.results or all(r["status"] != "failed" for r in suite.results):
+            suite.add_result("pytest", "failed", f"no JUnit XML written (log {suite.work}/pytest.log)")
+        return suite.main()
+    # A failed test gets one more attempt, as librdkafka's do (compat-tests/librdkafka/suite.py):
+    # some upstream tests race the client's own metadata refresh (FINDINGS.md, 2.). A test that
+    # passes on the second attempt is reported passed, with the first failure in its detail.
+    failed = [c for c in first if c["status"] == "failed"]
+    second = {}
+    if failed:
+        again = run_pytest(env_for(suite), [c["node"] for c in failed], "junit.attempt2.xml",
+                           "pytest.attempt2.log") or []
+        second = {c["name"]: c for c in again}
+    for c in first:
+        retry = second.get(c["name"])
+        if c["status"] == "failed" and retry and retry["status"] == "passed":
+            suite.add_result(c["name"], "passed",
+                             f"passed on the second attempt; the first failed: {c['detail'][:300]}",
+                             retry["secs"])
+        else:
+            suite.add_result(c["name"], c["status"], c["detail"], c["secs"])
     suite.main()
 
 
