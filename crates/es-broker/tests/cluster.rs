@@ -543,6 +543,44 @@ fn partitions_are_spread_over_the_brokers_and_served_by_their_leaders() {
         "{parts:?}"
     );
 
+    // A manual assignment is kept as given, through any node; a broker that
+    // is not registered, or two replicas (no replication yet), are refused.
+    let assign = |name: &str, lists: &[&[i32]]| -> i16 {
+        use kafka_protocol::messages::create_topics_request::CreatableReplicaAssignment;
+        let mut t = CreatableTopic::default();
+        t.name = TopicName(StrBytes::from_string(name.to_string()));
+        t.num_partitions = -1;
+        t.replication_factor = -1;
+        t.assignments = lists
+            .iter()
+            .enumerate()
+            .map(|(i, l)| {
+                let mut a = CreatableReplicaAssignment::default();
+                a.partition_index = i as i32;
+                a.broker_ids = l
+                    .iter()
+                    .map(|b| kafka_protocol::messages::BrokerId(*b))
+                    .collect();
+                a
+            })
+            .collect();
+        let mut req = CreateTopicsRequest::default();
+        req.topics = vec![t];
+        req.timeout_ms = 30_000;
+        let mut client = KafkaClient::connect(&c.addr(1), "cluster-test");
+        let r: CreateTopicsResponse = client.call(ApiKey::CreateTopics, 7, &req);
+        r.topics[0].error_code
+    };
+    const INVALID_REPLICA_ASSIGNMENT: i16 = 39;
+    assert_eq!(assign("manual", &[&[3], &[2], &[3]]), 0);
+    assert_eq!(assign("nobody", &[&[9]]), INVALID_REPLICA_ASSIGNMENT);
+    assert_eq!(assign("two", &[&[1, 2]]), INVALID_REPLICA_ASSIGNMENT);
+    let leaders: Vec<i32> = eventually(Duration::from_secs(20), "the manual topic", || {
+        let (_, p) = placement(&c.addr(2), "manual");
+        (p.len() == 3).then(|| p.iter().map(|p| p.1).collect())
+    });
+    assert_eq!(leaders, vec![3, 2, 3]);
+
     // Partition 0 through a broker that does not lead it: refused with the
     // leader named (KIP-951); through its leader: stored.
     let (leader, epoch) = (parts[0].1, parts[0].2);

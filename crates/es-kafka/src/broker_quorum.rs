@@ -366,11 +366,27 @@ impl Broker {
     }
 
     /// Creates a topic (or only validates the request). `partitions` of -1
-    /// means the broker default.
+    /// means the broker default; the partitions are placed over the brokers.
     pub async fn create_topic(
         &self,
         name: &str,
         partitions: i32,
+        overrides: BTreeMap<String, String>,
+        validate_only: bool,
+    ) -> Result<Option<Arc<Topic>>, AdminError> {
+        self.create_topic_assigned(name, partitions, Vec::new(), overrides, validate_only)
+            .await
+    }
+
+    /// [`Broker::create_topic`] with a manual assignment: one replica list
+    /// per partition (empty: placed over the brokers). The metadata
+    /// validates the lists as Kafka's controller does (registered brokers,
+    /// not all fenced).
+    pub async fn create_topic_assigned(
+        &self,
+        name: &str,
+        partitions: i32,
+        assignments: Vec<Vec<i32>>,
         overrides: BTreeMap<String, String>,
         validate_only: bool,
     ) -> Result<Option<Arc<Topic>>, AdminError> {
@@ -415,7 +431,7 @@ impl Broker {
                 id: id.clone(),
                 partitions,
                 replication_factor: 1,
-                assignments: vec![],
+                assignments,
                 configs: overrides,
             }],
         };
@@ -451,6 +467,7 @@ impl Broker {
         &self,
         name: &str,
         count: i32,
+        assignments: Vec<Vec<i32>>,
         validate_only: bool,
     ) -> Result<(), AdminError> {
         let topic = self.topic(name).ok_or_else(|| {
@@ -476,7 +493,7 @@ impl Broker {
             topics: vec![NewPartitions {
                 name: name.to_string(),
                 count,
-                assignments: vec![],
+                assignments,
             }],
         };
         answer(self.propose(req).await?)

@@ -16,7 +16,7 @@ use kafka_protocol::messages::{
 };
 
 use super::s;
-use crate::broker::AdminError;
+use crate::broker::{AdminError, Broker};
 use crate::config::{validate_topic_config, TopicConfig};
 use crate::errors::{code, ResponseError};
 use crate::handlers::{controller_deadline_passed, Ctx, RequestError};
@@ -29,23 +29,51 @@ const CLUSTER_METADATA_TOPIC: &str = "__cluster_metadata";
 /// with POLICY_VIOLATION.
 const MAX_RECORDS_PER_USER_OP: i64 = 10_000;
 
-fn check_replication(rf: i16) -> Result<(), AdminError> {
-    if rf == -1 || rf == 1 {
-        Ok(())
-    } else {
-        Err(AdminError::new(ResponseError::InvalidReplicationFactor, format!("Unable to replicate the partition {rf} time(s): The target replication factor of {rf} cannot be reached because only 1 broker(s) are registered.")))
+/// The brokers registered in the metadata (this broker alone before the
+/// quorum has started).
+fn registered(b: &Broker) -> Vec<i32> {
+    match b.image() {
+        Some(img) => img.brokers.keys().copied().collect(),
+        None => vec![b.node_id()],
     }
 }
 
-fn check_assignment(node: i32, ids: &[BrokerId]) -> Result<(), AdminError> {
-    if ids.len() == 1 && ids[0].0 == node {
-        Ok(())
-    } else {
-        Err(AdminError::new(
-            ResponseError::InvalidReplicaAssignment,
-            format!("every partition must be assigned to broker {node} alone"),
-        ))
+/// es keeps one replica per partition until partition data is replicated:
+/// any other replication factor is refused, with Kafka's message when the
+/// brokers are too few and es's reason otherwise.
+fn check_replication(b: &Broker, rf: i16) -> Result<(), AdminError> {
+    if rf == -1 || rf == 1 {
+        return Ok(());
     }
+    let brokers = registered(b).len();
+    let message = if usize::try_from(rf).is_ok_and(|n| n > brokers) || rf < 1 {
+        format!("Unable to replicate the partition {rf} time(s): The target replication factor of {rf} cannot be reached because only {brokers} broker(s) are registered.")
+    } else {
+        format!("Unable to replicate the partition {rf} time(s): es keeps one replica per partition (partition data is not replicated yet).")
+    };
+    Err(AdminError::new(
+        ResponseError::InvalidReplicationFactor,
+        message,
+    ))
+}
+
+/// A manual assignment's replica list: one registered broker (one replica
+/// per partition, as [`check_replication`] says).
+fn check_assignment(b: &Broker, ids: &[BrokerId]) -> Result<Vec<i32>, AdminError> {
+    let bad = |m: String| AdminError::new(ResponseError::InvalidReplicaAssignment, m);
+    let [id] = ids else {
+        return Err(bad(format!(
+            "es keeps one replica per partition (partition data is not replicated yet), so each partition is assigned to one broker, not {}.",
+            ids.len()
+        )));
+    };
+    if !registered(b).contains(&id.0) {
+        return Err(bad(format!(
+            "The manual partition assignment includes broker {}, but no such broker is registered.",
+            id.0
+        )));
+    }
+    Ok(vec![id.0])
 }
 
 pub async fn create_topics(
@@ -112,6 +140,7 @@ pub async fn create_topics(
         res.error_message = None;
         let outcome: Result<Option<TopicConfig>, AdminError> = async {
             let mut partitions = t.num_partitions;
+            let mut assigned: Vec<Vec<i32>> = Vec::new();
             if !t.assignments.is_empty() {
                 if t.num_partitions != -1 || t.replication_factor != -1 {
                     return Err(AdminError::new(ResponseError::InvalidRequest, "Both numPartitions or replicationFactor and replicasAssignments were set. Both cannot be used at the same time."));
@@ -121,12 +150,14 @@ pub async fn create_topics(
                 if idx.iter().enumerate().any(|(i, p)| *p != i as i32) {
                     return Err(AdminError::new(ResponseError::InvalidReplicaAssignment, "partitions must be numbered 0..n without gaps"));
                 }
-                for a in &t.assignments {
-                    check_assignment(b.node_id(), &a.broker_ids)?;
+                let mut by_index: Vec<&_> = t.assignments.iter().collect();
+                by_index.sort_by_key(|a| a.partition_index);
+                for a in by_index {
+                    assigned.push(check_assignment(b, &a.broker_ids)?);
                 }
                 partitions = t.assignments.len() as i32;
             } else {
-                check_replication(t.replication_factor)?;
+                check_replication(b, t.replication_factor)?;
                 if partitions == 0 || partitions < -1 {
                     return Err(AdminError::new(ResponseError::InvalidPartitions, "Number of partitions must be larger than 0."));
                 }
@@ -140,7 +171,7 @@ pub async fn create_topics(
                     overrides.insert(key, v);
                 }
             }
-            let created = b.create_topic(&name, partitions, overrides.clone(), req.validate_only).await?;
+            let created = b.create_topic_assigned(&name, partitions, assigned, overrides.clone(), req.validate_only).await?;
             let config = match created {
                 Some(topic) => {
                     res.topic_id = topic.id;
@@ -390,6 +421,7 @@ pub async fn create_partitions(
             let additional = b
                 .topic(&name)
                 .map_or(0, |x| i64::from(t.count) - i64::from(x.partition_count()));
+            let mut assigned: Vec<Vec<i32>> = Vec::new();
             if let Some(assignments) = t.assignments.as_ref().filter(|_| additional > 0) {
                 if assignments.len() as i64 != additional {
                     return Err(AdminError::new(
@@ -398,10 +430,10 @@ pub async fn create_partitions(
                     ));
                 }
                 for a in assignments {
-                    check_assignment(b.node_id(), &a.broker_ids)?;
+                    assigned.push(check_assignment(b, &a.broker_ids)?);
                 }
             }
-            b.create_partitions(&name, t.count, req.validate_only).await
+            b.create_partitions(&name, t.count, assigned, req.validate_only).await
         }
         .await;
         if let Err(e) = outcome {
