@@ -168,6 +168,30 @@ mod tests {
         r.topics[0].partitions[0].committed_offset
     }
 
+    /// The group's broker takes a TxnOffsetCommit of `g`'s offset of t-0
+    /// for producer `pid`, whose transaction another broker coordinates.
+    async fn hold_offset(b: &std::sync::Arc<Broker>, pid: i64, offset: i64) {
+        let b = b.clone();
+        tokio::task::spawn_blocking(move || {
+            let o = TxnOffset {
+                group: "g".into(),
+                topic: "t".into(),
+                partition: 0,
+                offset,
+                leader_epoch: -1,
+                metadata: None,
+                member_id: String::new(),
+                generation_id: -1,
+                instance_id: None,
+            };
+            b.txn()
+                .txn_offset_commit_remote(pid, 0, "g", "", None, -1, vec![o])
+        })
+        .await
+        .expect("join")
+        .expect("offsets kept");
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn markers_are_written_here_and_offsets_settled() {
         let dir = tempfile::tempdir().expect("tmp");
@@ -179,25 +203,7 @@ mod tests {
         let op = key_partition("g", offsets.partition_count());
         // The group's broker took a TxnOffsetCommit for producer 5 whose
         // transaction another broker coordinates.
-        let b2 = b.clone();
-        tokio::task::spawn_blocking(move || {
-            let o = TxnOffset {
-                group: "g".into(),
-                topic: "t".into(),
-                partition: 0,
-                offset: 3,
-                leader_epoch: -1,
-                metadata: None,
-                member_id: String::new(),
-                generation_id: -1,
-                instance_id: None,
-            };
-            b2.txn()
-                .txn_offset_commit_remote(5, 0, "g", "", None, -1, vec![o])
-        })
-        .await
-        .expect("join")
-        .expect("offsets kept");
+        hold_offset(&b, 5, 3).await;
         assert!(b.txn().has_pending_offset("g", "t", 0));
         assert!(committed(&b, "g").await < 0);
         let req = markers(
@@ -226,25 +232,7 @@ mod tests {
         assert!(!b.txn().has_pending_offset("g", "t", 0));
         assert_eq!(committed(&b, "g").await, 3, "COMMIT made them the group's");
         // An ABORT drops what is pending.
-        let b2 = b.clone();
-        tokio::task::spawn_blocking(move || {
-            let o = TxnOffset {
-                group: "g".into(),
-                topic: "t".into(),
-                partition: 0,
-                offset: 9,
-                leader_epoch: -1,
-                metadata: None,
-                member_id: String::new(),
-                generation_id: -1,
-                instance_id: None,
-            };
-            b2.txn()
-                .txn_offset_commit_remote(6, 0, "g", "", None, -1, vec![o])
-        })
-        .await
-        .expect("join")
-        .expect("offsets kept");
+        hold_offset(&b, 6, 9).await;
         let req = markers(6, false, &[(CONSUMER_OFFSETS_TOPIC, op)]);
         let r: WriteTxnMarkersResponse = call(&b, ApiKey::WriteTxnMarkers, 1, &req).await;
         assert_eq!(
