@@ -10,8 +10,9 @@
 //! `__transaction_state` (transactional ids) coordinates the key.
 //!
 //! Before the metadata quorum has started (a broker opened for a tool or a
-//! test without it), this broker is the whole cluster: it leads every
-//! partition at leader epoch 0.
+//! test without it, or recovery at open), this broker leads, at leader
+//! epoch 0, every partition it hosts; one hosted elsewhere (a directory it
+//! does not have) has no known leader until the metadata says who leads it.
 
 use std::sync::Arc;
 
@@ -131,6 +132,17 @@ impl Broker {
         }
     }
 
+    /// (leader, epoch) before the quorum has started: this broker at epoch
+    /// 0 for a partition it hosts, none for one hosted elsewhere.
+    fn unplaced_leader(&self, topic: &str, partition: i32) -> Option<(i32, i32)> {
+        let t = self.topic(topic)?;
+        if !t.has_partition(partition) {
+            return None;
+        }
+        let hosted = t.partition(partition).is_some();
+        Some((if hosted { self.node_id() } else { NO_LEADER }, 0))
+    }
+
     /// Partition `partition` of `topic`'s leadership, or `None` when the
     /// metadata has no such partition.
     pub fn leadership(
@@ -140,10 +152,10 @@ impl Broker {
         partition: i32,
     ) -> Option<Leadership> {
         let Some(image) = image else {
-            let t = self.topic(topic)?;
-            return t.has_partition(partition).then(|| Leadership {
-                leader: self.node_id(),
-                leader_epoch: 0,
+            let (leader, leader_epoch) = self.unplaced_leader(topic, partition)?;
+            return Some(Leadership {
+                leader,
+                leader_epoch,
                 replicas: vec![self.node_id()],
                 isr: vec![self.node_id()],
                 offline: Vec::new(),
@@ -177,8 +189,7 @@ impl Broker {
         partition: i32,
     ) -> Option<(i32, i32)> {
         let Some(image) = image else {
-            let t = self.topic(topic)?;
-            return t.has_partition(partition).then(|| (self.node_id(), 0));
+            return self.unplaced_leader(topic, partition);
         };
         let p = image
             .topics

@@ -22,10 +22,10 @@ use kafka_protocol::messages::{ProducerId, TopicName, WriteTxnMarkersRequest};
 use kafka_protocol::protocol::StrBytes;
 use tokio::runtime::Handle;
 
-use super::routing::{key_partition, CoordinatorPlace};
+use super::routing::CoordinatorPlace;
 use super::Broker;
 use crate::interbroker::InterBrokerClient;
-use crate::topics::CONSUMER_OFFSETS_TOPIC;
+use crate::topics::{CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC};
 use crate::txn::error::TxnError;
 use crate::txn::markers::{GroupTarget, MarkerBatch, MarkerTarget};
 use crate::txn::{PidBlocks, TopicPartition, PID_BLOCK_SIZE};
@@ -110,24 +110,17 @@ impl Broker {
     /// metadata: written here when this broker leads it, sent to its
     /// leader otherwise.
     pub(super) fn txn_marker_target(&self, topic: &str, partition: i32) -> MarkerTarget {
-        let local = || self.topic(topic).and_then(|t| t.partition(partition));
-        let Some(image) = self.image() else {
-            // Before the quorum has started (recovery at open): a partition
-            // hosted elsewhere waits until the metadata says who leads it.
-            return match self.topic(topic) {
-                None => MarkerTarget::Gone,
-                Some(t) if !t.has_partition(partition) => MarkerTarget::Gone,
-                Some(_) => local().map_or(MarkerTarget::Unavailable, |s| {
-                    MarkerTarget::Local(s.log.clone())
-                }),
-            };
-        };
-        match self.leadership(Some(&image), topic, partition) {
+        let image = self.image();
+        match self.leadership(image.as_deref(), topic, partition) {
             None => MarkerTarget::Gone,
-            Some(l) if l.leader == self.node_id() => local()
+            Some(l) if l.leader == self.node_id() => self
+                .topic(topic)
+                .and_then(|t| t.partition(partition))
                 .map_or(MarkerTarget::Unavailable, |s| {
                     MarkerTarget::Local(s.log.clone())
                 }),
+            // No leader now, or (before the quorum has started) hosted
+            // elsewhere: wait until the metadata says who leads it.
             Some(l) if l.leader == NO_LEADER => MarkerTarget::Unavailable,
             Some(l) => MarkerTarget::Remote(l.leader),
         }
@@ -136,35 +129,11 @@ impl Broker {
     /// Which broker settles `group`'s transactional offsets: the leader of
     /// its `__consumer_offsets` partition.
     pub(super) fn txn_group_target(&self, group: &str) -> GroupTarget {
-        let Some(image) = self.image() else {
-            // Before the quorum has started (recovery at open): a group
-            // whose offsets partition is hosted elsewhere waits until the
-            // metadata says who leads it.
-            return match self.topic(CONSUMER_OFFSETS_TOPIC) {
-                Some(t) => {
-                    let p = key_partition(group, t.partition_count());
-                    if t.partition(p).is_some() || !t.has_partition(p) {
-                        GroupTarget::Here
-                    } else {
-                        GroupTarget::Unavailable
-                    }
-                }
-                None => GroupTarget::Here,
-            };
-        };
-        let Some(count) = image
-            .topics
-            .get(CONSUMER_OFFSETS_TOPIC)
-            .map(|t| t.partitions.len())
-        else {
-            return GroupTarget::Here;
-        };
-        let partition = key_partition(group, i32::try_from(count).unwrap_or(i32::MAX));
         match self.coordinator_place(CONSUMER_OFFSETS_TOPIC, group) {
             None | Some(CoordinatorPlace::Here) => GroupTarget::Here,
             Some(CoordinatorPlace::Elsewhere(e)) => GroupTarget::Remote {
                 broker: e.id,
-                partition,
+                partition: self.offsets_partition(group),
             },
             Some(CoordinatorPlace::Unavailable) => GroupTarget::Unavailable,
         }
@@ -251,10 +220,6 @@ pub fn write_txn_markers_request(batch: &MarkerBatch) -> WriteTxnMarkersRequest 
     r.markers = vec![m];
     r
 }
-
-/// The topic whose partitions place transactional ids (Kafka's
-/// transaction log).
-pub const TRANSACTION_STATE_TOPIC: &str = "__transaction_state";
 
 impl Broker {
     /// Whether another broker coordinates transactional id `id` (false when

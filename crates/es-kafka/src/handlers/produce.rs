@@ -38,10 +38,11 @@ use kafka_protocol::protocol::StrBytes;
 use super::durable::Durable;
 use super::route::{route, LeaderEndpoints, Routed, NO_EPOCH};
 use super::{blocking, txn, txn_verify, Ctx, RequestError};
+use crate::broker::CoordinatorPlace;
 use crate::codec::batch::{check_produce_compression, BatchDecoder, BatchSummary, DecodeLimits};
 use crate::config::{TimestampType, TopicRules};
 use crate::errors::{batch_error_code, code, storage_error_code, ResponseError, NONE};
-use crate::topics::{is_internal, PartitionSlot};
+use crate::topics::{is_internal, PartitionSlot, TRANSACTION_STATE_TOPIC};
 use crate::turn::Turn;
 
 /// Requests with at most this many record bytes are decoded on the runtime
@@ -248,7 +249,13 @@ pub async fn handle(
     // Phase 2b: transactional batches of a transaction another broker
     // coordinates are verified with it (handlers/txn_verify.rs).
     let mut items = items;
-    if transactional_id.is_some() {
+    let remote_coordinator = transactional_id.as_deref().and_then(|id| {
+        match b.coordinator_place(TRANSACTION_STATE_TOPIC, id) {
+            Some(CoordinatorPlace::Elsewhere(coord)) => Some((id, coord)),
+            _ => None,
+        }
+    });
+    if let Some((id, coord)) = remote_coordinator {
         let asked = items
             .iter()
             .map(|(h, s)| {
@@ -256,7 +263,7 @@ pub async fn handle(
                 p.map(|p| (h.topic_name.clone(), h.partition, p))
             })
             .collect();
-        let refused = txn_verify::verify_remote(b, v, transactional_id.as_deref(), asked).await;
+        let refused = txn_verify::verify_remote(b, v, id, coord, asked).await;
         for ((_, step), r) in items.iter_mut().zip(refused) {
             if let Some((c, m)) = r {
                 *step = Err(Refusal::new(c, m));

@@ -45,6 +45,10 @@ pub struct Misrouted {
     pub error: ResponseError,
     /// The leader and its endpoint, for NOT_LEADER_OR_FOLLOWER.
     pub leader: Option<Box<(Leadership, NodeEndpoint)>>,
+    /// The partition, hosted here, when only the request's leader epoch was
+    /// wrong (FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH): Fetch still
+    /// answers its offsets.
+    pub hosted: Option<Arc<PartitionSlot>>,
 }
 
 impl Misrouted {
@@ -52,21 +56,20 @@ impl Misrouted {
         Misrouted {
             error,
             leader: None,
+            hosted: None,
+        }
+    }
+
+    fn epoch(error: ResponseError, slot: Arc<PartitionSlot>) -> Self {
+        Misrouted {
+            hosted: Some(slot),
+            ..Misrouted::new(error)
         }
     }
 
     /// A partition the metadata does not have.
     pub fn unknown() -> Self {
         Misrouted::new(ResponseError::UnknownTopicOrPartition)
-    }
-
-    /// The request's leader epoch is stale or from the future: the
-    /// partition is here and led here.
-    pub fn is_epoch_error(&self) -> bool {
-        matches!(
-            self.error,
-            ResponseError::FencedLeaderEpoch | ResponseError::UnknownLeaderEpoch
-        )
     }
 }
 
@@ -82,8 +85,8 @@ pub fn route(
         return Err(Misrouted::new(ResponseError::UnknownTopicOrPartition));
     };
     let not_leader = || Misrouted {
-        error: ResponseError::NotLeaderOrFollower,
         leader: b.leader_hint(image, &topic.name, partition).map(Box::new),
+        ..Misrouted::new(ResponseError::NotLeaderOrFollower)
     };
     let Some(slot) = topic.partition(partition) else {
         return Err(not_leader());
@@ -92,10 +95,10 @@ pub fn route(
     let leader_epoch = l.map_or(0, |(_, epoch)| epoch);
     if current_leader_epoch != NO_EPOCH {
         if current_leader_epoch < leader_epoch {
-            return Err(Misrouted::new(ResponseError::FencedLeaderEpoch));
+            return Err(Misrouted::epoch(ResponseError::FencedLeaderEpoch, slot));
         }
         if current_leader_epoch > leader_epoch {
-            return Err(Misrouted::new(ResponseError::UnknownLeaderEpoch));
+            return Err(Misrouted::epoch(ResponseError::UnknownLeaderEpoch, slot));
         }
     }
     if l.is_some_and(|(leader, _)| leader != b.node_id()) {

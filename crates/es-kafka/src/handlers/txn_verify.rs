@@ -14,7 +14,6 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Duration;
 
 use kafka_protocol::messages::add_partitions_to_txn_request::{
     AddPartitionsToTxnTopic, AddPartitionsToTxnTransaction,
@@ -24,31 +23,26 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
-use crate::broker::txn_cluster::TRANSACTION_STATE_TOPIC;
-use crate::broker::{Broker, CoordinatorPlace};
+use crate::broker::{Broker, NodeEndpoint};
 use crate::errors::{code, txn_error_for_version, ResponseError, NONE};
 use crate::interbroker::InterBrokerClient;
 use es_storage::ProducerAppend;
 
 /// The AddPartitionsToTxn version sent (v4: batched, with `verify_only`).
 pub const VERIFY_VERSION: i16 = 4;
-/// How long a verification may take.
-pub const VERIFY_TIMEOUT_MS: u64 = 10_000;
 
 /// For each item (`(topic, partition, producer fields)` of a decoded
 /// batch, None for the others): None when it may be appended, else the
-/// produce error and message. Only transactional batches of a transaction
-/// coordinated elsewhere are asked about.
+/// produce error and message. Only transactional batches are asked about,
+/// of transaction `id`, which broker `coord` coordinates.
 pub async fn verify_remote(
     broker: &Arc<Broker>,
     produce_version: i16,
-    transactional_id: Option<&str>,
+    id: &str,
+    coord: NodeEndpoint,
     items: Vec<Option<(String, i32, ProducerAppend)>>,
 ) -> Vec<Option<(i16, String)>> {
     let mut out = vec![None; items.len()];
-    let Some(id) = transactional_id else {
-        return out;
-    };
     let asked: Vec<(usize, String, i32, ProducerAppend)> = items
         .into_iter()
         .enumerate()
@@ -56,11 +50,6 @@ pub async fn verify_remote(
         .filter(|(_, _, _, a)| a.transactional)
         .collect();
     let Some(first) = asked.first() else {
-        return out;
-    };
-    let Some(CoordinatorPlace::Elsewhere(coord)) =
-        broker.coordinator_place(TRANSACTION_STATE_TOPIC, id)
-    else {
         return out;
     };
     let (pid, epoch) = (first.3.producer_id, first.3.producer_epoch);
@@ -89,15 +78,12 @@ pub async fn verify_remote(
     req.transactions = vec![txn];
     let client = broker.extension(InterBrokerClient::default);
     let addr = format!("{}:{}", coord.host, coord.port);
-    let sent = tokio::time::timeout(
-        Duration::from_millis(VERIFY_TIMEOUT_MS),
-        client.send(coord.id, &addr, VERIFY_VERSION, &req),
-    )
-    .await;
+    // The client bounds the connect and the exchange with its timeouts.
+    let sent = client.send(coord.id, &addr, VERIFY_VERSION, &req).await;
     // (topic, partition) -> the coordinator's code.
     let mut codes: BTreeMap<(String, i32), i16> = BTreeMap::new();
     let unreachable = match sent {
-        Ok(Ok(resp)) => {
+        Ok(resp) => {
             for t in resp
                 .results_by_transaction
                 .iter()
@@ -112,8 +98,7 @@ pub async fn verify_remote(
             }
             None
         }
-        Ok(Err(e)) => Some(e.to_string()),
-        Err(_) => Some("timed out".to_string()),
+        Err(e) => Some(e.to_string()),
     };
     for (i, t, p, a) in asked {
         let got = match &unreachable {

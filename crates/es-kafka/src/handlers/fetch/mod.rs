@@ -293,16 +293,19 @@ pub async fn handle(ctx: &Ctx, req: FetchRequest) -> Result<Option<ResponseFrame
             key.partition,
             rd.current_leader_epoch,
         );
-        // A stale or future leader epoch is answered like a readable
-        // partition (with its offsets), as before the epochs moved.
-        let epoch_slot = match &routed {
-            Err(m) if m.is_epoch_error() => topic.as_ref().and_then(|t| t.partition(key.partition)),
-            _ => None,
-        };
-        let (topic, slot, error) = match (topic, routed, epoch_slot) {
-            (Some(topic), Ok(r), _) => (topic, r.slot, NONE),
-            (Some(topic), Err(m), Some(slot)) => (topic, slot, code(m.error)),
-            (_, routed, _) => {
+        let (topic, slot, error) = match (topic, routed) {
+            (Some(topic), Ok(r)) => (topic, r.slot, NONE),
+            // A stale or future leader epoch is answered like a readable
+            // partition (with its offsets).
+            (
+                Some(topic),
+                Err(Misrouted {
+                    error,
+                    hosted: Some(slot),
+                    ..
+                }),
+            ) => (topic, slot, code(error)),
+            (_, routed) => {
                 let m = routed.err().unwrap_or_else(Misrouted::unknown);
                 let error = if unknown_id {
                     ResponseError::UnknownTopicId
