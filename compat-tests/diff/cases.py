@@ -570,9 +570,14 @@ def prepare(t):
                                             producer_epoch=c["txn_epoch"], base_sequence=seq,
                                             transactional=True), txn_id=TXN_ID)(c)))
         seq += 3
+        # Kafka answers EndTxn before its markers are written; the next step waits for them
+        # (the transaction Complete*), or a later batch could land before the marker on one
+        # broker and after it on the other.
         cs.append(Case(f"prepare.txn.{i}.end", 26, 3, lambda c, commit=commit: {
             "transactional_id": TXN_ID, "producer_id": c["txn_pid"], "producer_epoch": c["txn_epoch"],
-            "committed": commit}))
+            "committed": commit}, then=Case(f"prepare.txn.{i}.markers", 65, 0,
+                                            lambda c: {"transactional_ids": [TXN_ID]},
+                                            until=txn_complete)))
     cs.append(Case("prepare.txn.plain", 0, 11, produce_body(11, TXN, 0, records.build_batch(sample_records(2, "plain")))))
     # Committed offsets of GROUP (a group with no members: generation -1) and of GROUP-del.
     for g in (GROUP, f"{GROUP}-del"):
@@ -587,6 +592,12 @@ def prepare(t):
     for c in cs:
         c.retry = c.retry or True  # a case's own codes to wait out stay
     return cs
+
+
+def txn_complete(body):
+    """True once a DescribeTransactions answer shows the transaction's markers written."""
+    states = body.get("transaction_states") or [{}]
+    return states[0].get("transaction_state") in ("CompleteCommit", "CompleteAbort", "Empty")
 
 
 # ---- stateful sequences --------------------------------------------------------------------
@@ -699,7 +710,8 @@ def transactions():
           Case("seq.txn.end_wrong_epoch", 26, 3, lambda c: {"transactional_id": tid, "producer_id": c["tp"],
                                                             "producer_epoch": c["te"] + 1, "committed": True}),
           Case("seq.txn.end_commit", 26, 3, lambda c: {"transactional_id": tid, "producer_id": c["tp"],
-                                                       "producer_epoch": c["te"], "committed": True}),
+                                                       "producer_epoch": c["te"], "committed": True},
+               then=Case("seq.txn.markers", 65, 0, lambda c: {"transactional_ids": [tid]}, until=txn_complete)),
           Case("seq.txn.end_again", 26, 3, lambda c: {"transactional_id": tid, "producer_id": c["tp"],
                                                       "producer_epoch": c["te"], "committed": True}),
           Case("seq.txn.end_abort_after_commit", 26, 3, lambda c: {"transactional_id": tid, "producer_id": c["tp"],

@@ -162,15 +162,17 @@ class Case:
     """One request. body(ctx) builds the body from what this broker's ctx knows (its topic ids,
     producer ids, member ids); raw(ctx, frame_of) builds a malformed frame instead; after(ctx,
     body) records what later cases need. retry: True (wait out RETRIABLE codes) or a set of
-    error codes to wait out. then: a case run on both brokers after this one, retried, neither
-    compared nor reported: it waits until what this case started (an auto-created topic) is
-    done on both, so that later cases compare settled state."""
+    error codes to wait out. until(body): the case is also repeated while this is false (a
+    state that settles in the background). then: a case run on both brokers after this one,
+    retried, neither compared nor reported: it waits until what this case started (an
+    auto-created topic, a transaction's markers) is done on both, so that later cases compare
+    settled state."""
 
     def __init__(self, name, api, version, body=None, raw=None, after=None, timeout=READ_TIMEOUT_S,
                  extra_tags=None, header_tags=None, expect_answer=True, pause=0.0, quick=True,
-                 retry=False, then=None):
+                 retry=False, then=None, until=None):
         self.name, self.api, self.version = name, api, version
-        self.retry = retry
+        self.retry, self.until = retry, until
         self.then = then
         self.body, self.raw, self.after = body, raw, after
         self.timeout, self.extra_tags, self.header_tags = timeout, extra_tags, header_tags
@@ -230,9 +232,12 @@ class Tester:
         (a coordinator still loading, a leader not yet elected): state set up for later
         cases must be set up, however long each broker takes to be ready for it."""
         codes = RETRIABLE if case.retry is True else set(case.retry or ())
-        for _ in range(RETRIES if codes else 1):
+        for _ in range(RETRIES if codes or case.until else 1):
             out = self.run_on(conn, case)
-            if out["status"] != "answered" or not (set(error_codes(out["body"])) & codes):
+            if out["status"] != "answered":
+                return out
+            settled = case.until is None or case.until(out["body"])
+            if settled and not (set(error_codes(out["body"])) & codes):
                 return out
             time.sleep(RETRY_PAUSE_S)
         return out
