@@ -167,6 +167,16 @@ impl RecordBatchBuf {
         &self.buf
     }
 
+    /// [`RecordBatchBuf::seal`] with explicit offsets, one per record,
+    /// strictly increasing (a follower appending its leader's records: the
+    /// leader's offsets, gaps allowed). Checked by the caller
+    /// ([`crate::Partition::append_replica`]).
+    pub(crate) fn seal_at(&mut self, offsets: &[u64]) -> &[u8] {
+        self.end_batch();
+        record::seal_all_at(&mut self.buf, &self.starts, offsets);
+        &self.buf
+    }
+
     /// Makes room for `records` more records whose keys, values and headers
     /// come to about `payload_bytes`, so that a batch of known size is
     /// pushed without growing the buffer step by step. A hint: each record

@@ -7,7 +7,8 @@
 //! callbacks of the waiters it hands back, with success or with the fence).
 //!
 //! Invariants:
-//! - `durable <= written`, both only move forward.
+//! - `durable <= written`, both only move forward, except at a truncation
+//!   ([`CommitCore::truncated`]), which moves both back to the cut.
 //! - At most one sync runs at a time ([`CommitCore::begin_sync`] and
 //!   [`CommitCore::try_begin_sync`] claim it, [`CommitCore::sync_done`] and
 //!   [`CommitCore::sync_failed`] release it). A sync covers the written
@@ -84,6 +85,9 @@ pub struct CommitCore<M, W> {
     waiters: Vec<(u64, W)>,
     /// Whether the partition is queued on (or being served by) the sync pool.
     queued: bool,
+    /// The lowest cut ([`CommitCore::truncated`]) made while the running
+    /// sync ran: that sync covers at most up to it.
+    cut_while_syncing: Option<M>,
 }
 
 impl<M: Position, W> CommitCore<M, W> {
@@ -97,6 +101,7 @@ impl<M: Position, W> CommitCore<M, W> {
             closed: false,
             waiters: Vec::new(),
             queued: false,
+            cut_while_syncing: None,
         }
     }
 
@@ -245,6 +250,12 @@ impl<M: Position, W> CommitCore<M, W> {
             "a sync ends only after it was claimed"
         );
         self.syncing = None;
+        // A cut while it ran: what it covered above the cut is gone, and
+        // what is written there now was written after it started.
+        let covered = match self.cut_while_syncing.take() {
+            Some(cut) if cut.offset() < covered.offset() => cut,
+            _ => covered,
+        };
         self.advance_durable(covered)
     }
 
@@ -256,6 +267,7 @@ impl<M: Position, W> CommitCore<M, W> {
             "a sync fails only after it was claimed"
         );
         self.syncing = None;
+        self.cut_while_syncing = None;
         self.fence(why)
     }
 
@@ -284,6 +296,38 @@ impl<M: Position, W> CommitCore<M, W> {
             "a roll starts after the written end"
         );
         self.written = at;
+    }
+
+    /// The log was cut back to `at` (a follower truncating to its leader),
+    /// or, with `emptied`, all of it removed and restarted empty at `at`.
+    /// The one move backwards: the written mark becomes `at`, the durable
+    /// mark at most `at` (exactly `at` when emptied: an empty log has
+    /// nothing to sync). The waiters whose records are gone (target above
+    /// `at`; every waiter when emptied) are handed back to fail; the others
+    /// stay. A sync running meanwhile covers at most the cut when it ends
+    /// (it was claimed above the cut, or before records written after it).
+    pub fn truncated(&mut self, at: M, emptied: bool) -> Vec<W> {
+        if self.syncing.is_some() {
+            let lowest = match self.cut_while_syncing.take() {
+                Some(prev) if prev.offset() <= at.offset() => prev,
+                _ => at.clone(),
+            };
+            self.cut_while_syncing = Some(lowest);
+        }
+        assert!(
+            emptied || at.offset() <= self.written.offset(),
+            "a truncation cuts the log back"
+        );
+        let keep_below = if emptied { 0 } else { at.offset() };
+        if emptied || self.durable.offset() > at.offset() {
+            self.durable = at.clone();
+        }
+        self.written = at;
+        let (gone, keep): (Vec<_>, Vec<_>) = std::mem::take(&mut self.waiters)
+            .into_iter()
+            .partition(|w| w.0 > keep_below);
+        self.waiters = keep;
+        gone.into_iter().map(|w| w.1).collect()
     }
 
     /// The partition closes: later appends are refused; waiters still

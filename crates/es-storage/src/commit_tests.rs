@@ -88,6 +88,50 @@ fn a_roll_moves_only_the_written_mark() {
 }
 
 #[test]
+fn a_truncation_fails_the_waiters_above_the_cut_and_keeps_the_others() {
+    let mut c = Core::new(0);
+    c.appended(10);
+    assert_eq!(c.begin_sync(10), Begin::Start(10));
+    c.sync_done(10);
+    c.appended(20);
+    assert_eq!(c.register(12, 1, 1), Registered::Waiting { submit: true });
+    assert_eq!(c.register(18, 1, 2), Registered::Waiting { submit: false });
+    assert_eq!(c.truncated(15, false), vec![2], "offset 17 is gone");
+    assert_eq!((*c.written(), *c.durable()), (15, 10));
+    assert_eq!(c.waiting(), 1);
+    // Below the durable mark, the durable mark comes back too.
+    assert_eq!(c.truncated(8, false), vec![1]);
+    assert_eq!((*c.written(), *c.durable()), (8, 8));
+    assert_eq!(c.begin_sync(8), Begin::Covered);
+    c.appended(9);
+    c.register(9, 1, 3);
+    // Emptied and restarted further on: every waiter fails, all durable.
+    assert_eq!(c.truncated(100, true), vec![3]);
+    assert_eq!((*c.written(), *c.durable()), (100, 100));
+    assert_eq!(c.pending(), 0);
+}
+
+#[test]
+fn a_sync_running_across_a_truncation_covers_at_most_the_cut() {
+    let mut c = Core::new(0);
+    c.appended(10);
+    assert_eq!(c.begin_sync(10), Begin::Start(10));
+    c.register(10, 1, 1);
+    assert!(c.truncated(6, false).contains(&1));
+    // Records written after the cut are not covered by the running sync.
+    c.appended(12);
+    c.register(12, 1, 2);
+    let s = c.sync_done(10);
+    assert_eq!(
+        s.durable, 6,
+        "the sync covered the old bytes below the cut only"
+    );
+    assert!(s.completed.is_empty());
+    assert_eq!(c.begin_sync(12), Begin::Start(12));
+    assert_eq!(c.sync_done(12).completed, vec![2]);
+}
+
+#[test]
 fn close_refuses_appends() {
     let mut c = Core::new(0);
     assert!(c.close().is_empty());

@@ -288,6 +288,7 @@ impl Partition {
         st.log_start_offset = Some(offset);
         self.store_state(&st)?;
         self.set_log_start_offset(&w, offset);
+        self.epochs_start_moved(&w, offset)?;
         tracing::info!(partition = %self.name(), log_start_offset = offset, "records deleted");
         Ok(offset)
     }
@@ -381,6 +382,7 @@ impl Partition {
             report.deleted_bytes += seg.valid_len();
         }
         self.fs().sync_dir(self.dir())?;
+        self.epochs_start_moved(&w, new_start)?;
         report.log_start_offset = new_start;
         tracing::info!(partition = %self.name(), segments = ?report.deleted_segments, bytes = report.deleted_bytes, log_start_offset = new_start, "retention deleted segments");
         Ok(report)

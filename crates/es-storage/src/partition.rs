@@ -23,13 +23,13 @@ use std::time::{Duration, Instant};
 use parking_lot::{Condvar, Mutex, RwLock};
 
 use crate::batch::RecordBatchBuf;
-use crate::batch_marks::BatchMark;
 use crate::clock::SharedClock;
-use crate::commit::{CommitCore, Fence, Position, Refused};
+use crate::commit::{CommitCore, Fence, Position};
 use crate::context::Storage;
+use crate::epochs::{EpochEntry, EpochHistory};
 use crate::error::{Result, StorageError};
 use crate::fs::Fs;
-use crate::index::{IndexEntry, IndexPolicy, INDEX_INTERVAL_BYTES};
+use crate::index::INDEX_INTERVAL_BYTES;
 use crate::producers::{
     AbortedTxn, ProducerAppend, ProducerState, SeqCheck, CONTROL_ABORT, CONTROL_COMMIT,
     SNAPSHOT_FILE,
@@ -149,9 +149,12 @@ fn recover_producers(
     Ok(st)
 }
 
+mod append;
 mod durability;
 mod read;
+pub mod replica;
 mod roll;
+mod truncate;
 
 pub use read::{Isolation, LogSnapshot, ReadBuf, ReadChunk, ReadView};
 
@@ -206,6 +209,9 @@ impl Position for Mark {
 struct CommitState {
     core: CommitCore<Mark, DurableCallback>,
     last_sync: Instant,
+    /// Replicated ([`Partition::set_replicated`]): the high watermark the
+    /// replication layer set, at most the durable end.
+    replicated_hw: Option<u64>,
 }
 
 /// Called once records are durable, or with the error that prevents it.
@@ -239,6 +245,10 @@ pub struct Partition {
     listener: RwLock<Option<Listener>>,
     /// Producer sequence and transaction state; locked under `writer` when changed.
     producers: Mutex<ProducerState>,
+    /// The leader-epoch history ([`replica`]); changed under `writer`.
+    epochs: Mutex<EpochHistory>,
+    /// A copy of its entries for snapshots, replaced at every change.
+    epoch_list: RwLock<Arc<[EpochEntry]>>,
     /// The next segment's files, prepared ahead, and the last roll if it is
     /// not sealed yet ([`roll`]).
     rolls: Mutex<roll::Rolls>,
@@ -373,6 +383,7 @@ impl Partition {
             pos: active.valid_len(),
         };
         let producers = recover_producers(&*fs, &dir, &segs, start, next, now)?;
+        let epochs = replica::recover_epochs(&*fs, &dir, start, next)?;
         // The first roll's files (stale ones from before a crash are replaced).
         let prepared = Segment::prepare(&*fs, &dir)
             .inspect_err(|e| {
@@ -393,11 +404,14 @@ impl Partition {
             commit: Mutex::new(CommitState {
                 core: CommitCore::new(mark),
                 last_sync: Instant::now(),
+                replicated_hw: None,
             }),
             synced: Condvar::new(),
             log_start: std::sync::atomic::AtomicU64::new(start),
             listener: RwLock::new(None),
             producers: Mutex::new(producers),
+            epoch_list: RwLock::new(epochs.entries().into()),
+            epochs: Mutex::new(epochs),
             rolls: Mutex::new(roll::Rolls::new(prepared)),
             intents: [AtomicUsize::new(0), AtomicUsize::new(0)],
             intent_side: AtomicUsize::new(0),
@@ -504,14 +518,32 @@ impl Partition {
         self.commit.lock().core.written().offset
     }
 
-    /// The offset up to which records are visible to readers.
+    /// The offset up to which records are visible to readers: the durable
+    /// end (`every_records == 1`) or the written end; when replicated, the
+    /// high watermark the replication layer set ([`Partition::set_replicated`]).
     pub fn high_watermark(&self) -> u64 {
         let c = self.commit.lock();
         self.visible(&c).offset
     }
 
-    fn visible<'a>(&self, c: &'a CommitState) -> &'a Mark {
-        c.core.visible(self.config.read().flush.every_records)
+    /// The mark readers may read up to (see [`Partition::high_watermark`]).
+    /// Replicated, it is the durable mark's position with the offset
+    /// lowered to the high watermark: readers stop at the first record at
+    /// or above a mark's offset.
+    fn visible(&self, c: &CommitState) -> Mark {
+        match c.replicated_hw {
+            None => c
+                .core
+                .visible(self.config.read().flush.every_records)
+                .clone(),
+            Some(hw) => {
+                let d = c.core.durable();
+                Mark {
+                    offset: hw.min(d.offset),
+                    ..d.clone()
+                }
+            }
+        }
     }
 
     fn fence_error(&self, f: &Fence) -> StorageError {
@@ -610,7 +642,7 @@ impl Partition {
                 Err(e) => return Err(StorageError::Sequence(e)),
             }
         }
-        let (info, hw) = self.append_locked(&mut w, batch)?;
+        let (info, hw) = self.append_locked(&mut w, batch, None)?;
         if let Some(p) = producer {
             self.producers.lock().apply_append(
                 p,
@@ -687,7 +719,7 @@ impl Partition {
             &meta,
         );
         let mut w = self.writer.lock();
-        let (info, hw) = self.append_locked(&mut w, &mut batch)?;
+        let (info, hw) = self.append_locked(&mut w, &mut batch, None)?;
         self.producers.lock().apply_marker(
             producer_id,
             producer_epoch,
@@ -763,115 +795,6 @@ impl Partition {
         let mut st = self.producers.lock().clone();
         st.applied_up_to = st.applied_up_to.max(written);
         crate::meta::write_json(&*self.fs, &self.dir.join(SNAPSHOT_FILE), &st)
-    }
-
-    fn append_locked(
-        &self,
-        w: &mut parking_lot::MutexGuard<'_, Writer>,
-        batch: &mut RecordBatchBuf,
-    ) -> Result<(AppendInfo, Option<u64>)> {
-        let count = batch.len() as u64;
-        let bytes_len = batch.bytes_len() as u64;
-        let config = self.config();
-        let (base_offset, mut active) = {
-            let c = self.commit.lock();
-            match c.core.writable() {
-                Ok(()) => {}
-                Err(Refused::Fenced(f)) => return Err(self.fence_error(&f)),
-                Err(Refused::Closed) => return Err(StorageError::Closed),
-            }
-            let w = c.core.written();
-            (w.offset, w.segment.clone())
-        };
-        if self.wants_roll(w, &active, bytes_len, &config) {
-            active = self.roll(w, base_offset)?;
-        }
-        let pos0 = active.valid_len();
-        batch.seal(base_offset);
-        // Index entries for this append.
-        let policy = IndexPolicy {
-            interval_bytes: config.index_interval_bytes,
-        };
-        let mut last = active.last_index_entry();
-        let mut entries: Vec<IndexEntry> = Vec::new();
-        for i in 0..count as usize {
-            let at = pos0 + batch.record_start(i) as u64;
-            if policy.wants_entry(last, at) {
-                let e = IndexEntry {
-                    relative_offset: base_offset + i as u64 - active.base_offset,
-                    position: at,
-                };
-                entries.push(e);
-                last = Some(e);
-            }
-        }
-        let data = batch.as_bytes();
-        if let Err(e) = active.log.write_all_at(data, pos0) {
-            self.undo_write(&active, pos0, None, &e);
-            return Err(e.into());
-        }
-        if !entries.is_empty() {
-            let mut ib = Vec::with_capacity(entries.len() * crate::index::ENTRY_BYTES);
-            for e in &entries {
-                e.encode(&mut ib);
-            }
-            let ipos = active.index_bytes();
-            if let Err(e) = active.index_file.write_all_at(&ib, ipos) {
-                self.undo_write(&active, pos0, Some(ipos), &e);
-                return Err(e.into());
-            }
-        }
-        if !batch.produced().is_empty() {
-            let marks: Vec<BatchMark> = batch
-                .produced()
-                .iter()
-                .map(|&(i, b)| BatchMark {
-                    offset: base_offset + u64::from(i),
-                    batch: b,
-                })
-                .collect();
-            active.append_marks(&*self.fs, &marks);
-        }
-        let new_len = pos0 + bytes_len;
-        let last_offset = base_offset + count - 1;
-        active.note_append(new_len, last_offset + 1, batch.max_timestamp_ms(), &entries);
-        let hw = {
-            let mut c = self.commit.lock();
-            c.core.appended(Mark {
-                offset: last_offset + 1,
-                segment: active,
-                pos: new_len,
-            });
-            (config.flush.every_records > 1).then_some(last_offset + 1)
-        };
-        Ok((
-            AppendInfo {
-                base_offset,
-                last_offset,
-            },
-            hw,
-        ))
-    }
-
-    /// Cuts a failed write's partial bytes off the files; fences the partition
-    /// if that is impossible.
-    fn undo_write(
-        &self,
-        seg: &Segment,
-        log_len: u64,
-        index_len: Option<u64>,
-        err: &std::io::Error,
-    ) {
-        let mut ok = seg.log.set_len(log_len).is_ok();
-        if let Some(il) = index_len {
-            ok &= seg.index_file.set_len(il).is_ok();
-        }
-        if ok {
-            tracing::warn!(partition = %self.name, error = %err, "append failed; partial bytes cut off");
-        } else {
-            tracing::error!(partition = %self.name, error = %err, "append failed and partial bytes could not be cut off; partition fenced until restart");
-            self.fence(format!("write failed and could not be undone: {err}"));
-        }
     }
 
     /// The file system holding the partition's directory (see [`Fs::device`]).

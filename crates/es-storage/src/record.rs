@@ -818,6 +818,18 @@ pub fn seal(rec: &mut [u8], offset: u64) {
 /// `base_offset + i`. The CRCs of three records at a time are computed
 /// together, as [`Checker`] checks them.
 pub fn seal_all(buf: &mut [u8], starts: &[u32], base_offset: u64) {
+    seal_all_by(buf, starts, |i| base_offset + i as u64)
+}
+
+/// [`seal_all`] with explicit offsets: record `i` gets `offsets[i]` (a
+/// follower appending its leader's records, gaps and all). `offsets` has
+/// one entry per record.
+pub fn seal_all_at(buf: &mut [u8], starts: &[u32], offsets: &[u64]) {
+    assert_eq!(offsets.len(), starts.len(), "one offset per record");
+    seal_all_by(buf, starts, |i| offsets[i])
+}
+
+fn seal_all_by(buf: &mut [u8], starts: &[u32], offset_of: impl Fn(usize) -> u64) {
     let len = buf.len();
     let bounds = |i: usize| {
         let s = starts[i] as usize;
@@ -827,7 +839,7 @@ pub fn seal_all(buf: &mut [u8], starts: &[u32], base_offset: u64) {
     while i + CHECK_GROUP <= starts.len() {
         let recs = [bounds(i), bounds(i + 1), bounds(i + 2)];
         for (k, &(s, _)) in recs.iter().enumerate() {
-            let offset = base_offset + (i + k) as u64;
+            let offset = offset_of(i + k);
             buf[s + OFFSET_FIELD_POS..s + OFFSET_FIELD_POS + 8]
                 .copy_from_slice(&offset.to_be_bytes());
         }
@@ -845,7 +857,7 @@ pub fn seal_all(buf: &mut [u8], starts: &[u32], base_offset: u64) {
     }
     for j in i..starts.len() {
         let (s, e) = bounds(j);
-        seal(&mut buf[s..e], base_offset + j as u64);
+        seal(&mut buf[s..e], offset_of(j));
     }
 }
 

@@ -661,6 +661,50 @@ impl Segment {
         self.valid_len.store(new_len, Ordering::Release);
     }
 
+    /// Cuts this segment at byte `pos`, the start of its first record at or
+    /// above the cut (or its end): the log ends there, index entries at or
+    /// after it and batch marks reaching `end_offset` (the offset after the
+    /// last record kept) go, and all three files are fsynced. Writer only,
+    /// under the partition's write lock, after the partition's marks have
+    /// moved below the cut (see `partition/truncate.rs`).
+    pub(crate) fn truncate_at(&self, pos: u64, end_offset: u64) -> Result<()> {
+        debug_assert!(pos <= self.valid_len());
+        self.log.set_len(pos)?;
+        self.log.sync_data()?;
+        let keep: Vec<IndexEntry> = self
+            .index
+            .read()
+            .iter()
+            .take_while(|e| e.position < pos)
+            .copied()
+            .collect();
+        let index_len = (keep.len() * ENTRY_BYTES) as u64;
+        self.index_file.set_len(index_len)?;
+        self.index_file.sync_data()?;
+        self.index_bytes.store(index_len, Ordering::Release);
+        *self.index.write() = keep;
+        {
+            let mut marks = self.marks.write();
+            marks.retain(|m| m.last_offset() < end_offset);
+            let mut bf = self.batches_file.lock();
+            let len = (marks.len() * MARK_BYTES) as u64;
+            if let Some(f) = &bf.file {
+                if bf.len > len {
+                    f.set_len(len)?;
+                }
+                f.sync_data()?;
+            }
+            bf.len = len;
+            bf.dirty = false;
+        }
+        self.end_offset.store(end_offset, Ordering::Release);
+        self.valid_len.store(pos, Ordering::Release);
+        // Recomputed from what is left when next asked.
+        self.max_timestamp_ms.store(i64::MIN, Ordering::Release);
+        self.max_timestamp_exact.store(false, Ordering::Release);
+        Ok(())
+    }
+
     /// Calls `f` for every record below byte `limit`, in order, until it returns
     /// false. Reads in windows of [`SCAN_WINDOW_BYTES`].
     pub fn for_each_record(

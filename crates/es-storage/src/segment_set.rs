@@ -98,6 +98,29 @@ impl SegmentSet {
         Ok(list.clone())
     }
 
+    /// A truncation: keeps the first `keep` segments (at least one; the
+    /// last of them becomes the active segment) and returns the ones it
+    /// dropped. Under the partition's writer lock.
+    pub fn truncate_to(&self, keep: usize) -> Vec<Arc<Segment>> {
+        let mut list = self.list.write();
+        assert!(
+            keep >= 1 && keep <= list.len(),
+            "a partition keeps a segment"
+        );
+        let dropped = list[keep..].to_vec();
+        *list = Arc::new(list[..keep].to_vec());
+        dropped
+    }
+
+    /// A truncation of everything: `seg` becomes the only segment.
+    /// Returns the ones it replaced.
+    pub fn replace_all(&self, seg: Arc<Segment>) -> Vec<Arc<Segment>> {
+        let mut list = self.list.write();
+        let old = list.to_vec();
+        *list = Arc::new(vec![seg]);
+        old
+    }
+
     /// Retention: drops the oldest segments `doomed` (a prefix of the list,
     /// never the active segment). Fails, changing nothing, if the list no
     /// longer starts with them.

@@ -182,9 +182,15 @@ impl Partition {
             None => {
                 let settled = c.core.sync_done(goal);
                 c.last_sync = Instant::now();
+                let replicated_hw = c.replicated_hw;
                 drop(c);
                 self.synced.notify_all();
-                if self.config().flush.every_records <= 1 {
+                // Replicated, the durable end is what followers report and
+                // the leader's high watermark waits for: tell the listener
+                // (with the high watermark) either way.
+                if let Some(hw) = replicated_hw {
+                    self.notify(hw);
+                } else if self.config().flush.every_records <= 1 {
                     self.notify(settled.durable);
                 }
                 for done in settled.completed {

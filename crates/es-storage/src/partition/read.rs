@@ -14,6 +14,7 @@ use bytes::Bytes;
 
 use super::{Mark, Partition};
 use crate::batch_marks::BatchMark;
+use crate::epochs::EpochEntry;
 use crate::error::{Result, StorageError};
 use crate::producers::AbortedTxn;
 use crate::record::{self, DecodeError, ProducedBatch};
@@ -125,7 +126,18 @@ pub enum Isolation {
 /// One moment of a partition, for reading; see the module documentation.
 #[derive(Debug)]
 pub struct LogSnapshot {
-    hw: Mark,
+    hw: u64,
+    /// Reads stop before the first record at or above this mark's offset
+    /// and never read past its position in its segment: the high watermark
+    /// for a consumer, the log end for a follower
+    /// ([`Partition::replica_snapshot`]).
+    limit: Mark,
+    /// A read from beyond this is out of range: the high watermark (as
+    /// before replication), or the log end when replicated or for a
+    /// follower (an offset between the two has nothing to read yet).
+    range_end: u64,
+    /// The leader-epoch history at this moment ([`LogSnapshot::epoch_at`]).
+    epochs: Arc<[EpochEntry]>,
     log_end: u64,
     log_start: u64,
     lso: u64,
@@ -157,16 +169,38 @@ impl Partition {
     /// acquisition of the commit lock and, inside it, of the producer-state
     /// lock (lock order: writer, commit, producers).
     pub fn snapshot(&self, offset: u64, isolation: Isolation) -> LogSnapshot {
-        self.snapshot_of(offset, Some(isolation))
+        self.snapshot_of(offset, Some(isolation), false)
+    }
+
+    /// The snapshot a follower's fetch from `offset` reads through: like
+    /// [`Partition::snapshot`] with read_uncommitted, but its reads go up
+    /// to the log end (what has been written, durable or not, as Kafka's
+    /// leader serves its followers up to its log end offset), while it
+    /// reports the high watermark. Reads start at `offset` itself.
+    pub fn replica_snapshot(&self, offset: u64) -> LogSnapshot {
+        self.snapshot_of(offset, None, true)
     }
 
     /// A snapshot; without an isolation the producer state is not read (the
-    /// LSO is then the high watermark, and no transaction is listed).
-    fn snapshot_of(&self, offset: u64, isolation: Option<Isolation>) -> LogSnapshot {
+    /// LSO is then the high watermark, and no transaction is listed);
+    /// `to_log_end`: reads go to the log end (a follower's fetch).
+    fn snapshot_of(
+        &self,
+        offset: u64,
+        isolation: Option<Isolation>,
+        to_log_end: bool,
+    ) -> LogSnapshot {
         let config = self.config();
         let c = self.commit.lock();
-        let hw = c.core.visible(config.flush.every_records).clone();
-        let log_end = c.core.written().offset;
+        let hw = self.visible(&c);
+        let written = c.core.written().clone();
+        let log_end = written.offset;
+        let range_end = if to_log_end || c.replicated_hw.is_some() {
+            log_end
+        } else {
+            hw.offset
+        };
+        let epochs = self.epoch_list.read().clone();
         let log_start = self.log_start_offset();
         let segments = self.segments.snapshot();
         let start = match isolation {
@@ -191,7 +225,10 @@ impl Partition {
         };
         drop(c);
         LogSnapshot {
-            hw,
+            hw: hw.offset,
+            limit: if to_log_end { written } else { hw },
+            range_end,
+            epochs,
             log_end,
             log_start,
             lso,
@@ -207,7 +244,7 @@ impl Partition {
     pub fn read(&self, offset: u64, max_bytes: usize) -> Result<ReadChunk> {
         let mut rb = ReadBuf::new();
         let span = self
-            .snapshot_of(offset, None)
+            .snapshot_of(offset, None, false)
             .read_range(offset, max_bytes, &mut rb)?;
         Ok(ReadChunk {
             data: Bytes::from(rb.buf).slice(span.range),
@@ -235,14 +272,35 @@ impl Partition {
         max_bytes: usize,
         rb: &'b mut ReadBuf,
     ) -> Result<ReadView<'b>> {
-        self.snapshot_of(offset, None)
+        self.snapshot_of(offset, None, false)
             .read_into(offset, max_bytes, rb)
     }
 }
 
 impl LogSnapshot {
     pub fn high_watermark(&self) -> u64 {
-        self.hw.offset
+        self.hw
+    }
+
+    /// The leader epoch the record at `offset` was written in, from the
+    /// leader-epoch history taken with the snapshot; None below its first
+    /// entry (records written before epochs were kept).
+    pub fn epoch_at(&self, offset: u64) -> Option<i32> {
+        let i = self.epochs.partition_point(|e| e.start_offset <= offset);
+        i.checked_sub(1).map(|i| self.epochs[i].epoch)
+    }
+
+    /// Where the next epoch after the one holding `offset` starts: a batch
+    /// stamped with one epoch must end before it. None when no later epoch
+    /// is known.
+    pub fn next_epoch_start(&self, offset: u64) -> Option<u64> {
+        let i = self.epochs.partition_point(|e| e.start_offset <= offset);
+        self.epochs.get(i).map(|e| e.start_offset)
+    }
+
+    /// The leader-epoch history taken with the snapshot, oldest first.
+    pub fn leader_epochs(&self) -> &[EpochEntry] {
+        &self.epochs
     }
 
     pub fn log_start_offset(&self) -> u64 {
@@ -301,24 +359,25 @@ impl LogSnapshot {
     /// start, the high watermark, the log end and the produced batches
     /// noted from `offset` on, all as of this snapshot.
     fn read_range(&self, offset: u64, max_bytes: usize, rb: &mut ReadBuf) -> Result<ReadSpan> {
-        let hw = &self.hw;
+        // `hw` below is the read limit; `self.hw` is what is reported.
+        let hw = &self.limit;
         let log_end = self.log_end;
         let log_start = self.log_start;
-        if offset < log_start || offset > hw.offset {
+        if offset < log_start || offset > self.range_end {
             return Err(StorageError::OffsetOutOfRange {
                 offset,
                 log_start,
-                log_end: hw.offset,
+                log_end: self.range_end,
             });
         }
         let none = ReadSpan {
             range: 0..0,
             log_start,
-            hw: hw.offset,
+            hw: self.hw,
             log_end,
             batches: Vec::new(),
         };
-        if offset == hw.offset {
+        if offset >= hw.offset {
             return Ok(none);
         }
         let segs = &self.segments;
@@ -342,7 +401,7 @@ impl LogSnapshot {
                 return Ok(ReadSpan {
                     range,
                     log_start,
-                    hw: hw.offset,
+                    hw: self.hw,
                     log_end,
                     batches,
                 });
