@@ -9,6 +9,9 @@
 //! from for `broker.session.timeout.ms` (9 s): its partitions get new
 //! leaders from their ISR, or none. A new leader counts every broker as
 //! heard at the moment it took over, so a change of leader fences nobody.
+//! A broker in controlled shutdown is never unfenced (only registering
+//! again ends it), and its heartbeats are answered with whether it may
+//! exit yet.
 //! Times are tokio's monotonic clock (paused and advanced by hand in the
 //! simulation).
 
@@ -68,6 +71,16 @@ impl Sessions {
             },
         );
         self.beat.notify_one();
+    }
+
+    /// How far `broker_id`, at `epoch`, has applied the log, as its last
+    /// heartbeat said; None if not heard at that epoch.
+    pub(crate) fn applied_index(&self, broker_id: BrokerId, epoch: i64) -> Option<u64> {
+        self.heard
+            .lock()
+            .get(&broker_id)
+            .filter(|h| h.epoch == epoch)
+            .map(|h| h.applied_index)
     }
 }
 
@@ -141,6 +154,7 @@ async fn check_sessions(node: &MetaNode) -> Result<(), MetaError> {
                     epoch: b.epoch,
                 });
             } else if b.fenced
+                && b.shutdown_index.is_none()
                 && !expired
                 && h.is_some_and(|h| h.applied_index >= u64::try_from(b.epoch).unwrap_or(0))
             {
