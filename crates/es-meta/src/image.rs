@@ -824,3 +824,6 @@ impl MetaImage {
 #[cfg(test)]
 #[path = "image_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+mod test_util;

@@ -202,3 +202,7 @@ impl MetaImage {
         out
     }
 }
+
+#[cfg(test)]
+#[path = "reassign_tests.rs"]
+mod tests;

@@ -581,3 +581,7 @@ impl MetaImage {
             })
     }
 }
+
+#[cfg(test)]
+#[path = "replication_tests.rs"]
+mod tests;
