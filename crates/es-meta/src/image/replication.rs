@@ -51,6 +51,10 @@ pub(crate) fn unclean_enabled(configs: &BTreeMap<String, String>, default: bool)
         .unwrap_or(default)
 }
 
+/// Of one preferred broker: how many partitions it is preferred for, and
+/// those of them it does not lead.
+type Preferred<'a> = (u64, Vec<(&'a str, i32)>);
+
 /// Partitions that changed, by topic name, turned into Leadership events.
 #[derive(Default)]
 pub(crate) struct Changed(BTreeMap<String, Vec<i32>>);
@@ -507,7 +511,7 @@ impl MetaImage {
     pub fn preferred_leader_imbalance(&self, percentage: u32) -> Vec<TopicPartitions> {
         // Per preferred broker: partitions it is preferred for, and those
         // it does not lead.
-        let mut per: BTreeMap<BrokerId, (u64, Vec<(&str, i32)>)> = BTreeMap::new();
+        let mut per: BTreeMap<BrokerId, Preferred> = BTreeMap::new();
         for t in self.topics.values() {
             for (i, p) in t.partitions.iter().enumerate() {
                 let Some(&first) = p.replicas.first() else {
