@@ -590,10 +590,7 @@ impl MetaImage {
             if let Some(b) = list.iter().find(|b| !self.brokers.contains_key(b)) {
                 return Err(format!("The manual partition assignment includes broker {b}, but no such broker is registered."));
             }
-            if list
-                .iter()
-                .all(|b| self.brokers.get(b).is_some_and(|x| x.fenced))
-            {
+            if list.iter().all(|b| !self.is_active(*b)) {
                 return Err(format!("All brokers specified in the manual partition assignment for partition {p} are fenced or in controlled shutdown."));
             }
         }

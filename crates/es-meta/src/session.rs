@@ -29,6 +29,8 @@ use crate::records::{BrokerId, MetaRequest, MetaResponse, RegisterBroker};
 
 /// Kafka's `broker.heartbeat.interval.ms` default.
 pub const HEARTBEAT_INTERVAL: Duration = Duration::from_secs(2);
+/// How often a broker in controlled shutdown asks whether it may exit.
+const SHUTDOWN_POLL_INTERVAL: Duration = Duration::from_millis(250);
 /// How often the leader looks for expired sessions.
 const FENCE_CHECK_INTERVAL: Duration = Duration::from_millis(500);
 
@@ -213,4 +215,57 @@ pub async fn register_broker(
         }
     });
     Ok(epoch)
+}
+
+/// A broker's controlled shutdown (on SIGTERM): proposes its
+/// `controlled_shutdown.v1` entry (it then leads nothing and leaves the
+/// ISRs it is not the last member of), then asks the leader with
+/// heartbeats until it answers that the broker may exit (every other
+/// active broker has applied the entry: the new leaders know) or until
+/// `timeout` passes. `Ok(true)`: exit now; `Ok(false)`: the wait timed out
+/// (exit anyway, as Kafka does after its controlled shutdown retries).
+pub async fn controlled_shutdown(
+    node: &MetaNode,
+    broker_id: BrokerId,
+    broker_epoch: i64,
+    timeout: Duration,
+) -> Result<bool, MetaError> {
+    let deadline = Instant::now() + timeout;
+    let (_, answer) = node
+        .write(MetaRequest::ControlledShutdown {
+            broker_id,
+            broker_epoch,
+        })
+        .await?;
+    match answer {
+        MetaResponse::ShuttingDown { since_index } => {
+            tracing::info!(
+                broker = broker_id,
+                since_index,
+                "controlled shutdown: leading nothing"
+            )
+        }
+        MetaResponse::Error { message, .. } => return Err(MetaError::Config(message)),
+        other => return Err(MetaError::Fatal(format!("unexpected answer {other:?}"))),
+    }
+    loop {
+        let applied_index = node.applied().borrow().last_applied.map_or(0, |l| l.index);
+        let beat = ControlRequest::Heartbeat {
+            broker_id,
+            broker_epoch,
+            applied_index,
+        };
+        match node.forward(beat).await {
+            Ok(ControlReply::Heartbeat {
+                may_shut_down: true,
+                ..
+            }) => return Ok(true),
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "controlled shutdown heartbeat"),
+        }
+        if Instant::now() >= deadline {
+            return Ok(false);
+        }
+        tokio::time::sleep(SHUTDOWN_POLL_INTERVAL).await;
+    }
 }

@@ -59,23 +59,28 @@ impl MetaImage {
     fn reassign_one(&mut self, r: &Reassignment, changed: &mut Changed) -> PartitionResult {
         let fail =
             |error_code, why: String| election_result(&r.topic, r.partition, error_code, Some(why));
-        let election = self.election_for_reassignment(&r.topic);
-        let unclean_allowed = self.unclean_election_enabled(&r.topic);
-        if let Some(target) = &r.replicas {
-            if let Err(why) = self.check_target(target) {
-                return fail(code::INVALID_REPLICA_ASSIGNMENT, why);
-            }
-        }
-        let active: Vec<BrokerId> = self.active().map(|b| b.id).collect();
-        let Some(topic) = self.topics.get_mut(&r.topic) else {
+        let Some(topic) = self.topics.get(&r.topic) else {
             return fail(
                 code::UNKNOWN_TOPIC_OR_PARTITION,
                 format!("Unable to find a topic named {}.", r.topic),
             );
         };
-        let Some(p) = usize::try_from(r.partition)
-            .ok()
-            .and_then(|i| topic.partitions.get_mut(i))
+        let index = usize::try_from(r.partition).ok();
+        if index.and_then(|i| topic.partitions.get(i)).is_none() {
+            return fail(
+                code::UNKNOWN_TOPIC_OR_PARTITION,
+                format!("Unable to find partition {}:{}.", r.topic, r.partition),
+            );
+        }
+        if let Some(target) = &r.replicas {
+            if let Err(why) = self.check_target(target) {
+                return fail(code::INVALID_REPLICA_ASSIGNMENT, why);
+            }
+        }
+        let election = self.election_for_reassignment(&r.topic);
+        let unclean_allowed = self.unclean_election_enabled(&r.topic);
+        let active: Vec<BrokerId> = self.active().map(|b| b.id).collect();
+        let Some(p) = index.and_then(|i| self.topics.get_mut(&r.topic)?.partitions.get_mut(i))
         else {
             return fail(
                 code::UNKNOWN_TOPIC_OR_PARTITION,
