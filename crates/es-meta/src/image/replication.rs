@@ -546,6 +546,34 @@ impl MetaImage {
             .collect()
     }
 
+    /// Partitions without a leader, of topics that allow unclean
+    /// elections, that have an active replica to elect: what a periodic
+    /// task proposes an ElectLeaders (unclean) for, after the topic's
+    /// config was switched on (KRaft's `maybeElectUncleanLeaders`; a
+    /// fenced or returning broker triggers the election itself).
+    pub fn unclean_election_candidates(&self) -> Vec<TopicPartitions> {
+        let default = self.cluster_unclean_default();
+        self.topics
+            .values()
+            .filter(|t| unclean_enabled(&t.configs, default))
+            .filter_map(|t| {
+                let partitions: Vec<i32> = t
+                    .partitions
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, p)| {
+                        p.leader == NO_LEADER && p.replicas.iter().any(|r| self.is_active(*r))
+                    })
+                    .map(|(i, _)| i as i32)
+                    .collect();
+                (!partitions.is_empty()).then(|| TopicPartitions {
+                    topic: t.name.clone(),
+                    partitions,
+                })
+            })
+            .collect()
+    }
+
     /// The replication factor of a new topic whose request says
     /// `requested`: itself unless it is -1, else the broker config
     /// `default.replication.factor` (dynamic for `broker`, then the

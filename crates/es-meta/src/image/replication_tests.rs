@@ -452,13 +452,20 @@ fn preferred_election_moves_leadership_back_to_the_first_replica() {
 }
 
 #[test]
-fn unclean_election_by_request_elects_a_live_replica_outside_the_isr() {
+fn unclean_election_by_request_elects_a_live_replica_outside_the_isr_whatever_the_config() {
     let mut l = Log::with_brokers(2);
     l.topic("t", vec![vec![1, 2]]);
+    l.topic("u", vec![vec![1, 2]]);
     l.topic("one", vec![vec![1]]);
-    assert_eq!(l.alter(1, l.isr_item("t", 0, &[1])).error_code, 0);
+    for name in ["t", "u"] {
+        assert_eq!(l.alter(1, l.isr_item(name, 0, &[1])).error_code, 0);
+    }
     l.fence(1);
     assert_eq!(l.part("t", 0).leader, NO_LEADER);
+    assert!(
+        l.img.unclean_election_candidates().is_empty(),
+        "not allowed"
+    );
     let r = elect(&mut l, ElectionType::Unclean, "t", &[0]);
     assert_eq!((r[0].error_code, r[0].leader, r[0].unclean), (0, 2, true));
     let t = l.part("t", 0);
@@ -470,6 +477,20 @@ fn unclean_election_by_request_elects_a_live_replica_outside_the_isr() {
     assert_eq!(r[0].error_code, code::ELECTION_NOT_NEEDED);
     let r = elect(&mut l, ElectionType::Unclean, "one", &[0]);
     assert_eq!(r[0].error_code, code::ELIGIBLE_LEADERS_NOT_AVAILABLE);
+    // What a periodic task elects once a topic allows it.
+    l.topic_config("one", UNCLEAN_LEADER_ELECTION_ENABLE, "true");
+    assert!(
+        l.img.unclean_election_candidates().is_empty(),
+        "nobody live"
+    );
+    l.topic_config("u", UNCLEAN_LEADER_ELECTION_ENABLE, "true");
+    assert_eq!(
+        l.img.unclean_election_candidates(),
+        vec![TopicPartitions {
+            topic: "u".into(),
+            partitions: vec![0]
+        }]
+    );
 }
 
 #[test]
