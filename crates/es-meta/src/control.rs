@@ -44,8 +44,14 @@ pub enum ControlReply {
     Written { index: u64, response: MetaResponse },
     /// The receiver is not the leader; this one is, if known.
     NotLeader { leader: Option<(NodeId, NodeAddr)> },
-    /// The heartbeat was taken; whether the broker is fenced now.
-    Heartbeat { fenced: bool },
+    /// The heartbeat was taken; whether the broker is fenced now, and,
+    /// after its controlled shutdown entry, whether it may exit
+    /// ([`crate::MetaImage::controlled_shutdown_done`]).
+    Heartbeat {
+        fenced: bool,
+        #[serde(default)]
+        may_shut_down: bool,
+    },
     /// The receiver's identity, and the quorum's members as it knows them
     /// (empty when it was never initialized).
     Hello {

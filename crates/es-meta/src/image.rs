@@ -10,14 +10,29 @@
 //! Placement of new partitions ([`MetaImage::place`]) balances replicas by
 //! count over the unfenced brokers and spreads each partition's replicas over
 //! racks when racks are given (as Kafka's StripedReplicaPlacer aims to).
+//!
+//! The replication rules (AlterPartition, controlled shutdown, leader
+//! elections, unclean election, reassignments, the default replication
+//! factor) live in the submodules [`change`] (one partition's change, as
+//! KRaft's PartitionChangeBuilder), `replication` and `reassign`.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
 use crate::records::{
-    code, BrokerId, ConfigAlteration, ConfigResource, Endpoint, ItemResult, MetaRequest,
-    MetaResponse, NewPartitions, NewTopic, PartitionChange, RegisterBroker,
+    code, BrokerId, ConfigAlteration, ConfigResource, Endpoint, ItemResult, LeaderRecovery,
+    MetaRequest, MetaResponse, NewPartitions, NewTopic, PartitionChange, RegisterBroker,
+};
+
+pub(crate) mod change;
+mod reassign;
+mod replication;
+
+pub use reassign::OngoingReassignment;
+pub use replication::{
+    AUTO_LEADER_REBALANCE_ENABLE, DEFAULT_REPLICATION_FACTOR, DEFAULT_REPLICATION_FACTOR_MAX,
+    LEADER_IMBALANCE_PER_BROKER_PERCENTAGE, UNCLEAN_LEADER_ELECTION_ENABLE,
 };
 
 /// Kafka's "no leader".
@@ -36,6 +51,10 @@ pub struct BrokerInfo {
     pub rack: Option<String>,
     /// A fenced broker leads nothing and is out of every ISR it can leave.
     pub fenced: bool,
+    /// The index of its controlled shutdown entry, if it asked to stop: it
+    /// then leads nothing and joins no ISR until it registers again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shutdown_index: Option<u64>,
 }
 
 /// One partition's replicas and leadership.
@@ -48,6 +67,16 @@ pub struct PartitionInfo {
     pub leader_epoch: i32,
     /// Bumped by every change of the partition.
     pub partition_epoch: i32,
+    /// Replicas an ongoing reassignment adds (they are in `replicas` too).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub adding: Vec<BrokerId>,
+    /// Replicas an ongoing reassignment removes (still in `replicas`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub removing: Vec<BrokerId>,
+    /// `Recovering` after an unclean election, until the leader says it
+    /// has recovered (an AlterPartition).
+    #[serde(default, skip_serializing_if = "LeaderRecovery::is_recovered")]
+    pub leader_recovery: LeaderRecovery,
 }
 
 /// A topic.
@@ -123,9 +152,24 @@ impl MetaImage {
         self.topics.values().find(|t| t.id == id)
     }
 
-    /// Brokers that may lead and host new replicas.
+    /// Brokers that are not fenced (they may be shutting down).
     pub fn unfenced(&self) -> impl Iterator<Item = &BrokerInfo> {
         self.brokers.values().filter(|b| !b.fenced)
+    }
+
+    /// Brokers that may lead, join ISRs and host new replicas: unfenced and
+    /// not in controlled shutdown (Kafka's `isActive`).
+    pub fn active(&self) -> impl Iterator<Item = &BrokerInfo> {
+        self.brokers
+            .values()
+            .filter(|b| !b.fenced && b.shutdown_index.is_none())
+    }
+
+    /// Whether `id` is registered, unfenced and not shutting down.
+    pub fn is_active(&self, id: BrokerId) -> bool {
+        self.brokers
+            .get(&id)
+            .is_some_and(|b| !b.fenced && b.shutdown_index.is_none())
     }
 
     /// Applies one entry at log index `index`: the answer and what changed.
@@ -215,6 +259,22 @@ impl MetaImage {
                 count,
                 at_least,
             } => self.allocate_producer_ids(*broker_id, *count, *at_least),
+            MetaRequest::AlterPartition {
+                broker_id,
+                broker_epoch,
+                partitions,
+            } => self.alter_partition(*broker_id, *broker_epoch, partitions, &mut ev),
+            MetaRequest::ControlledShutdown {
+                broker_id,
+                broker_epoch,
+            } => self.controlled_shutdown(index, *broker_id, *broker_epoch, &mut ev),
+            MetaRequest::ElectLeaders {
+                election,
+                partitions,
+            } => self.elect_leaders(*election, partitions.as_deref(), &mut ev),
+            MetaRequest::AlterReassignments { partitions } => {
+                self.alter_reassignments(partitions, &mut ev)
+            }
         };
         (resp, ev)
     }
@@ -295,6 +355,7 @@ impl MetaImage {
                 endpoints: r.endpoints.clone(),
                 rack: r.rack.clone(),
                 fenced: true,
+                shutdown_index: None,
             },
         );
         // A new incarnation starts fenced: it leads nothing until unfenced.
@@ -327,6 +388,13 @@ impl MetaImage {
         if b.fenced == fenced {
             return MetaResponse::None;
         }
+        if !fenced && b.shutdown_index.is_some() {
+            // Only a new registration ends a controlled shutdown.
+            return MetaResponse::Error {
+                error_code: code::INVALID_REQUEST,
+                message: format!("broker {id} is in controlled shutdown: it must register again"),
+            };
+        }
         b.fenced = fenced;
         if fenced {
             self.leave_partitions(id, ev);
@@ -339,10 +407,14 @@ impl MetaImage {
 
     /// A broker became unavailable: it leaves every ISR it is not the last
     /// member of, and every partition it led gets a new leader from the
-    /// ISR, or none.
+    /// ISR, or none; or, when the topic allows unclean elections, any
+    /// available replica, which becomes the ISR alone (`Recovering`). A
+    /// reassignment the smaller ISR lets complete completes.
     fn leave_partitions(&mut self, id: BrokerId, ev: &mut Vec<MetaEvent>) {
-        let available: BTreeSet<BrokerId> = self.unfenced().map(|b| b.id).collect();
+        let available: BTreeSet<BrokerId> = self.active().map(|b| b.id).collect();
+        let unclean_default = self.cluster_unclean_default();
         for t in self.topics.values_mut() {
+            let unclean = replication::unclean_enabled(&t.configs, unclean_default);
             let mut changed = Vec::new();
             for (i, p) in t.partitions.iter_mut().enumerate() {
                 let in_isr = p.isr.contains(&id);
@@ -353,18 +425,42 @@ impl MetaImage {
                     p.isr.retain(|r| *r != id);
                 }
                 if p.leader == id || p.leader == NO_LEADER {
-                    let next = p
+                    let mut next = p
                         .isr
                         .iter()
                         .copied()
                         .find(|r| *r != id && available.contains(r))
                         .unwrap_or(NO_LEADER);
+                    if next == NO_LEADER && unclean {
+                        // Only a replicated partition has someone to elect:
+                        // logs from before replication (one replica per
+                        // partition) apply as they always did.
+                        if let Some(r) = p
+                            .replicas
+                            .iter()
+                            .copied()
+                            .find(|r| *r != id && available.contains(r))
+                        {
+                            next = r;
+                            p.isr = vec![r];
+                            p.leader_recovery = LeaderRecovery::Recovering;
+                        }
+                    }
                     if next != p.leader {
                         p.leader = next;
                         p.leader_epoch += 1;
                     }
                 }
                 p.partition_epoch += 1;
+                if !p.adding.is_empty() || !p.removing.is_empty() {
+                    let election = if unclean {
+                        change::Election::Unclean
+                    } else {
+                        change::Election::Online
+                    };
+                    let target = change::Target::of(p, election);
+                    change::settle(p, target, &|r| r != id && available.contains(&r));
+                }
                 changed.push(i as i32);
             }
             leadership_event(&t.name, changed, ev);
@@ -372,16 +468,29 @@ impl MetaImage {
     }
 
     /// A broker is available again: partitions without a leader whose ISR
-    /// holds it are led by it.
+    /// holds it are led by it; those whose ISR does not, of topics that
+    /// allow unclean elections, are led by their first available replica
+    /// (`Recovering`, the ISR that replica alone).
     fn return_to_partitions(&mut self, id: BrokerId, ev: &mut Vec<MetaEvent>) {
+        let available: BTreeSet<BrokerId> = self.active().map(|b| b.id).collect();
+        let unclean_default = self.cluster_unclean_default();
         for t in self.topics.values_mut() {
+            let unclean = replication::unclean_enabled(&t.configs, unclean_default);
             let mut changed = Vec::new();
             for (i, p) in t.partitions.iter_mut().enumerate() {
-                if p.leader == NO_LEADER && p.isr.contains(&id) {
+                if p.leader != NO_LEADER {
+                    continue;
+                }
+                if p.isr.contains(&id) {
                     p.leader = id;
                     p.leader_epoch += 1;
                     p.partition_epoch += 1;
                     changed.push(i as i32);
+                } else if unclean && p.replicas.contains(&id) {
+                    let target = change::Target::of(p, change::Election::Unclean);
+                    if change::settle(p, target, &|r| available.contains(&r)).changed {
+                        changed.push(i as i32);
+                    }
                 }
             }
             leadership_event(&t.name, changed, ev);
@@ -446,7 +555,7 @@ impl MetaImage {
         let isr: Vec<BrokerId> = replicas
             .iter()
             .copied()
-            .filter(|r| self.brokers.get(r).is_some_and(|b| !b.fenced))
+            .filter(|r| self.is_active(*r))
             .collect();
         PartitionInfo {
             leader: isr.first().copied().unwrap_or(NO_LEADER),
@@ -454,6 +563,9 @@ impl MetaImage {
             replicas,
             leader_epoch: 0,
             partition_epoch: 0,
+            adding: Vec::new(),
+            removing: Vec::new(),
+            leader_recovery: LeaderRecovery::Recovered,
         }
     }
 
@@ -478,10 +590,7 @@ impl MetaImage {
             if let Some(b) = list.iter().find(|b| !self.brokers.contains_key(b)) {
                 return Err(format!("The manual partition assignment includes broker {b}, but no such broker is registered."));
             }
-            if list
-                .iter()
-                .all(|b| self.brokers.get(b).is_some_and(|x| x.fenced))
-            {
+            if list.iter().all(|b| !self.is_active(*b)) {
                 return Err(format!("All brokers specified in the manual partition assignment for partition {p} are fenced or in controlled shutdown."));
             }
         }
@@ -489,12 +598,13 @@ impl MetaImage {
     }
 
     /// Replica lists for `count` new partitions of `rf` replicas each, over
-    /// the unfenced brokers: each partition's leader is the broker leading
+    /// the active brokers (unfenced, not shutting down), distinct within a
+    /// partition: each partition's leader is the broker leading
     /// fewest partitions so far, its followers the least-loaded brokers on
     /// racks the partition does not use yet (then any rack). Ties go to the
     /// lower id, rotated by partition so equal brokers take turns.
     pub fn place(&self, count: usize, rf: i16) -> Result<Vec<Vec<BrokerId>>, String> {
-        let live: Vec<&BrokerInfo> = self.unfenced().collect();
+        let live: Vec<&BrokerInfo> = self.active().collect();
         if rf < 1 {
             return Err(
                 "Replication factor must be larger than 0, or -1 to use the default value.".into(),
@@ -711,3 +821,6 @@ impl MetaImage {
 #[cfg(test)]
 #[path = "image_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+mod test_util;

@@ -13,7 +13,8 @@
 //! directory keeps the layout of the storage document.
 //!
 //! Modules: [`records`] (the entry kinds), [`image`] (the state and its
-//! apply), [`store`] (the Raft log, vote and snapshots on disk under
+//! apply, with the replication rules: ISR changes, elections, controlled
+//! shutdown, reassignments, as KRaft's ReplicationControlManager), [`store`] (the Raft log, vote and snapshots on disk under
 //! `data/meta/`), [`net`] (Raft RPCs between nodes on their own listener),
 //! [`rt`] (the runtime openraft runs on, seedable for the simulation),
 //! [`session`] (broker registration, heartbeats, fencing),

@@ -503,12 +503,19 @@ impl MetaNode {
                     return self.not_leader();
                 }
                 self.sessions.heard(broker_id, broker_epoch, applied_index);
-                let fenced = self
-                    .image()
+                let image = self.image();
+                let fenced = image
                     .brokers
                     .get(&broker_id)
                     .is_none_or(|b| b.fenced || b.epoch != broker_epoch);
-                ControlReply::Heartbeat { fenced }
+                let may_shut_down = image.controlled_shutdown_done(broker_id, |b| {
+                    let epoch = image.brokers.get(&b).map(|b| b.epoch)?;
+                    self.sessions.applied_index(b, epoch)
+                });
+                ControlReply::Heartbeat {
+                    fenced,
+                    may_shut_down,
+                }
             }
             ControlRequest::DescribeQuorum => {
                 let m = self.raft.metrics().borrow().clone();

@@ -22,6 +22,15 @@ pub type BrokerId = i32;
 pub mod code {
     pub const NONE: i16 = 0;
     pub const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
+    pub const NOT_LEADER_OR_FOLLOWER: i16 = 6;
+    pub const NOT_CONTROLLER: i16 = 41;
+    pub const FENCED_LEADER_EPOCH: i16 = 74;
+    pub const PREFERRED_LEADER_NOT_AVAILABLE: i16 = 80;
+    pub const ELIGIBLE_LEADERS_NOT_AVAILABLE: i16 = 83;
+    pub const ELECTION_NOT_NEEDED: i16 = 84;
+    pub const NO_REASSIGNMENT_IN_PROGRESS: i16 = 85;
+    pub const INELIGIBLE_REPLICA: i16 = 107;
+    pub const NEW_LEADER_ELECTED: i16 = 108;
     pub const TOPIC_ALREADY_EXISTS: i16 = 36;
     pub const INVALID_PARTITIONS: i16 = 37;
     pub const INVALID_REPLICATION_FACTOR: i16 = 38;
@@ -118,6 +127,77 @@ pub struct PartitionChange {
     pub isr: Option<Vec<BrokerId>>,
 }
 
+/// Whether a partition's leader came from its ISR (Kafka's LeaderRecoveryState,
+/// KIP-704): after an unclean election the leader is `Recovering` until it
+/// says otherwise in an AlterPartition, and its ISR stays itself alone.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LeaderRecovery {
+    #[default]
+    Recovered,
+    /// Elected uncleanly: records the ISR had may be lost.
+    Recovering,
+}
+
+impl LeaderRecovery {
+    pub fn is_recovered(&self) -> bool {
+        *self == LeaderRecovery::Recovered
+    }
+}
+
+/// One member of a proposed ISR (AlterPartition v3's BrokerState).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IsrMember {
+    pub broker_id: BrokerId,
+    /// The broker epoch the leader knows this follower by; -1 skips the check.
+    #[serde(default = "no_epoch")]
+    pub broker_epoch: i64,
+}
+
+fn no_epoch() -> i64 {
+    -1
+}
+
+/// One partition of an AlterPartition: the ISR its leader wants.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AlterPartitionItem {
+    pub topic_id: String,
+    pub partition: i32,
+    /// The leader epoch and partition epoch the leader holds.
+    pub leader_epoch: i32,
+    pub partition_epoch: i32,
+    pub new_isr: Vec<IsrMember>,
+    #[serde(default)]
+    pub leader_recovery: LeaderRecovery,
+}
+
+/// Kafka's ElectLeaders election types.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ElectionType {
+    /// The first replica, if it is live and in the ISR.
+    Preferred,
+    /// Any live replica for a partition without a leader, ISR or not.
+    Unclean,
+}
+
+/// Partitions of one topic, by name.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TopicPartitions {
+    pub topic: String,
+    pub partitions: Vec<i32>,
+}
+
+/// One partition of an AlterPartitionReassignments.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Reassignment {
+    pub topic: String,
+    pub partition: i32,
+    /// The target replicas, the first preferred; `None` cancels the
+    /// ongoing reassignment.
+    pub replicas: Option<Vec<BrokerId>>,
+}
+
 /// One Raft entry of the metadata log.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind")]
@@ -165,6 +245,31 @@ pub enum MetaRequest {
         count: i32,
         at_least: i64,
     },
+    /// A partition leader changes its ISR (Kafka's AlterPartition).
+    #[serde(rename = "alter_partition.v1")]
+    AlterPartition {
+        broker_id: BrokerId,
+        broker_epoch: i64,
+        partitions: Vec<AlterPartitionItem>,
+    },
+    /// A broker asks to stop (SIGTERM): it leads nothing afterwards, leaves
+    /// the ISRs it is not the last member of, and may neither lead nor join
+    /// an ISR until it registers again (Kafka's BrokerHeartbeat with
+    /// `want_shut_down`).
+    #[serde(rename = "controlled_shutdown.v1")]
+    ControlledShutdown {
+        broker_id: BrokerId,
+        broker_epoch: i64,
+    },
+    /// Kafka's ElectLeaders; `partitions: None` is every partition.
+    #[serde(rename = "elect_leaders.v1")]
+    ElectLeaders {
+        election: ElectionType,
+        partitions: Option<Vec<TopicPartitions>>,
+    },
+    /// Kafka's AlterPartitionReassignments (KIP-455).
+    #[serde(rename = "alter_reassignments.v1")]
+    AlterReassignments { partitions: Vec<Reassignment> },
 }
 
 /// The outcome of one item of a request (a topic, a resource).
@@ -207,4 +312,42 @@ pub enum MetaResponse {
     Registered { broker_epoch: i64 },
     /// A block of producer ids: `first .. first + count`.
     ProducerIds { first: i64, count: i32 },
+    /// One result per partition of an AlterPartition, in request order.
+    AlterPartition { results: Vec<PartitionState> },
+    /// One result per partition of an ElectLeaders or an
+    /// AlterReassignments, in request order.
+    Partitions { results: Vec<PartitionResult> },
+    /// A controlled shutdown began at this index: the broker may exit once
+    /// it leads nothing and every other live broker has applied this index
+    /// ([`crate::MetaImage::controlled_shutdown_done`]).
+    ShuttingDown { since_index: u64 },
+}
+
+/// A partition's state after an AlterPartition, or why it was refused
+/// (then only `error_code` and `message` mean something).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PartitionState {
+    pub topic_id: String,
+    pub partition: i32,
+    pub error_code: i16,
+    pub message: Option<String>,
+    pub leader: BrokerId,
+    pub leader_epoch: i32,
+    pub isr: Vec<BrokerId>,
+    pub partition_epoch: i32,
+    pub leader_recovery: LeaderRecovery,
+}
+
+/// The outcome of one partition of an ElectLeaders or AlterReassignments.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PartitionResult {
+    pub topic: String,
+    pub partition: i32,
+    pub error_code: i16,
+    pub message: Option<String>,
+    /// The leader afterwards ([`crate::image::NO_LEADER`] if none).
+    pub leader: BrokerId,
+    /// The leader was elected from outside the ISR: records may be lost.
+    #[serde(default)]
+    pub unclean: bool,
 }

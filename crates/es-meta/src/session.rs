@@ -9,6 +9,9 @@
 //! from for `broker.session.timeout.ms` (9 s): its partitions get new
 //! leaders from their ISR, or none. A new leader counts every broker as
 //! heard at the moment it took over, so a change of leader fences nobody.
+//! A broker in controlled shutdown is never unfenced (only registering
+//! again ends it), and its heartbeats are answered with whether it may
+//! exit yet.
 //! Times are tokio's monotonic clock (paused and advanced by hand in the
 //! simulation).
 
@@ -26,6 +29,8 @@ use crate::records::{BrokerId, MetaRequest, MetaResponse, RegisterBroker};
 
 /// Kafka's `broker.heartbeat.interval.ms` default.
 pub const HEARTBEAT_INTERVAL: Duration = Duration::from_secs(2);
+/// How often a broker in controlled shutdown asks whether it may exit.
+const SHUTDOWN_POLL_INTERVAL: Duration = Duration::from_millis(250);
 /// How often the leader looks for expired sessions.
 const FENCE_CHECK_INTERVAL: Duration = Duration::from_millis(500);
 
@@ -68,6 +73,16 @@ impl Sessions {
             },
         );
         self.beat.notify_one();
+    }
+
+    /// How far `broker_id`, at `epoch`, has applied the log, as its last
+    /// heartbeat said; None if not heard at that epoch.
+    pub(crate) fn applied_index(&self, broker_id: BrokerId, epoch: i64) -> Option<u64> {
+        self.heard
+            .lock()
+            .get(&broker_id)
+            .filter(|h| h.epoch == epoch)
+            .map(|h| h.applied_index)
     }
 }
 
@@ -141,6 +156,7 @@ async fn check_sessions(node: &MetaNode) -> Result<(), MetaError> {
                     epoch: b.epoch,
                 });
             } else if b.fenced
+                && b.shutdown_index.is_none()
                 && !expired
                 && h.is_some_and(|h| h.applied_index >= u64::try_from(b.epoch).unwrap_or(0))
             {
@@ -199,4 +215,57 @@ pub async fn register_broker(
         }
     });
     Ok(epoch)
+}
+
+/// A broker's controlled shutdown (on SIGTERM): proposes its
+/// `controlled_shutdown.v1` entry (it then leads nothing and leaves the
+/// ISRs it is not the last member of), then asks the leader with
+/// heartbeats until it answers that the broker may exit (every other
+/// active broker has applied the entry: the new leaders know) or until
+/// `timeout` passes. `Ok(true)`: exit now; `Ok(false)`: the wait timed out
+/// (exit anyway, as Kafka does after its controlled shutdown retries).
+pub async fn controlled_shutdown(
+    node: &MetaNode,
+    broker_id: BrokerId,
+    broker_epoch: i64,
+    timeout: Duration,
+) -> Result<bool, MetaError> {
+    let deadline = Instant::now() + timeout;
+    let (_, answer) = node
+        .write(MetaRequest::ControlledShutdown {
+            broker_id,
+            broker_epoch,
+        })
+        .await?;
+    match answer {
+        MetaResponse::ShuttingDown { since_index } => {
+            tracing::info!(
+                broker = broker_id,
+                since_index,
+                "controlled shutdown: leading nothing"
+            )
+        }
+        MetaResponse::Error { message, .. } => return Err(MetaError::Config(message)),
+        other => return Err(MetaError::Fatal(format!("unexpected answer {other:?}"))),
+    }
+    loop {
+        let applied_index = node.applied().borrow().last_applied.map_or(0, |l| l.index);
+        let beat = ControlRequest::Heartbeat {
+            broker_id,
+            broker_epoch,
+            applied_index,
+        };
+        match node.forward(beat).await {
+            Ok(ControlReply::Heartbeat {
+                may_shut_down: true,
+                ..
+            }) => return Ok(true),
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "controlled shutdown heartbeat"),
+        }
+        if Instant::now() >= deadline {
+            return Ok(false);
+        }
+        tokio::time::sleep(SHUTDOWN_POLL_INTERVAL).await;
+    }
 }

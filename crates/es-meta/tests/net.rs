@@ -247,6 +247,7 @@ impl ControlHandler for TestControl {
                 },
                 ControlRequest::Heartbeat { broker_id, .. } => ControlReply::Heartbeat {
                     fenced: broker_id % 2 == 1,
+                    may_shut_down: false,
                 },
                 ControlRequest::Join { .. }
                 | ControlRequest::DescribeQuorum
@@ -447,7 +448,13 @@ async fn control_requests_round_trip() {
             )
             .await
             .unwrap();
-        assert_eq!(reply, ControlReply::Heartbeat { fenced });
+        assert_eq!(
+            reply,
+            ControlReply::Heartbeat {
+                fenced,
+                may_shut_down: false
+            }
+        );
     }
     // Unknown directory ("" = not known yet) is accepted.
     let blank = NodeAddr {

@@ -2,7 +2,9 @@
 //! flags, writes sent to any node are forwarded to the leader and answered
 //! once applied, a learner joins and follows, the quorum survives the loss
 //! of its leader, a restarted node catches up (by snapshot once the log it
-//! missed is purged), and a node whose data directory was wiped is refused.
+//! missed is purged), a node whose data directory was wiped is refused, and
+//! a broker's controlled shutdown hands its leadership over before it is
+//! told it may exit.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -252,6 +254,41 @@ async fn a_learner_joins_and_a_wiped_voter_is_refused() {
     .expect_err("a wiped node must be refused");
     assert!(matches!(err, MetaError::Wiped { node_id: 2, .. }), "{err}");
     learner.shutdown().await;
+    for n in nodes.values() {
+        n.shutdown().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broker_in_controlled_shutdown_hands_over_its_leadership_before_it_may_exit() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let ports: BTreeMap<u64, u16> = (1..=3).map(|id| (id, free_port())).collect();
+    let voters: BTreeMap<u64, String> = ports
+        .iter()
+        .map(|(id, p)| (*id, format!("127.0.0.1:{p}")))
+        .collect();
+    let nodes = start_all(dir.path(), &ports, &voters).await;
+    leader_of(&nodes).await;
+    let (_stop_tx, stop) = tokio::sync::watch::channel(false);
+    for (id, n) in &nodes {
+        broker(n, *id as i32, &stop).await;
+    }
+    let mut t = topic("r");
+    if let MetaRequest::CreateTopics { topics } = &mut t {
+        topics[0].assignments = vec![vec![2, 1, 3]];
+    }
+    let (_, resp) = nodes[&1].write(t).await.expect("create");
+    assert!(matches!(&resp, MetaResponse::Items { results } if results[0].error_code == 0));
+    let node = &nodes[&2];
+    let epoch = node.image().brokers[&2].epoch;
+    let may_exit = es_meta::session::controlled_shutdown(node, 2, epoch, Duration::from_secs(20))
+        .await
+        .expect("controlled shutdown");
+    assert!(may_exit);
+    let image = node.image();
+    let p = &image.topics["r"].partitions[0];
+    assert_eq!((p.leader, p.isr.clone()), (1, vec![1, 3]));
+    assert_eq!(image.leaderships(2), 0);
     for n in nodes.values() {
         n.shutdown().await;
     }

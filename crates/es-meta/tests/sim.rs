@@ -13,7 +13,9 @@
 //! - at most one leader per term (every node's state changes are watched);
 //! - a committed (acknowledged) entry is never lost: every acknowledged
 //!   CreateTopics is in every node's image at the end, and no topic twice;
-//! - at the same applied index, every node's image is the same.
+//! - at the same applied index, every node's image is the same (the
+//!   workload mixes in reassignments, ISR changes and preferred elections,
+//!   so their rules are held to it too).
 //!
 //! `ES_SIM_SEEDS=N` runs seeds 1..=N (default 20); `ES_SIM_SEED=S` runs one,
 //! for replaying a failure. A failing seed is printed; `ES_SIM_DEBUG=1` also
@@ -24,7 +26,10 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use es_meta::records::{MetaRequest, MetaResponse, NewTopic, RegisterBroker};
+use es_meta::records::{
+    AlterPartitionItem, ElectionType, IsrMember, MetaRequest, MetaResponse, NewTopic, Reassignment,
+    RegisterBroker,
+};
 use es_meta::store::{self, Applied};
 use es_meta::{MetaTypes, NoFiles, NodeAddr};
 use es_storage::simfs::{SimFs, Tear};
@@ -309,6 +314,60 @@ fn states(nodes: &BTreeMap<u64, Node>) -> Vec<String> {
         .collect()
 }
 
+/// A random reassignment, ISR change by a partition's leader, or
+/// preferred election, of a random topic of `img`.
+fn replication_entry(rng: &mut StdRng, img: &es_meta::MetaImage) -> MetaRequest {
+    let topics: Vec<&es_meta::image::TopicInfo> = img.topics.values().collect();
+    if topics.is_empty() || rng.gen_range(0..4) == 0 {
+        return MetaRequest::ElectLeaders {
+            election: ElectionType::Preferred,
+            partitions: None,
+        };
+    }
+    let t = topics[rng.gen_range(0..topics.len())];
+    let p = &t.partitions[0];
+    if rng.gen_bool(0.5) {
+        let mut brokers: Vec<i32> = (1..=NODES as i32).collect();
+        let n = rng.gen_range(1..=brokers.len());
+        let mut target = Vec::new();
+        for _ in 0..n {
+            target.push(brokers.remove(rng.gen_range(0..brokers.len())));
+        }
+        return MetaRequest::AlterReassignments {
+            partitions: vec![Reassignment {
+                topic: t.name.clone(),
+                partition: 0,
+                replicas: if rng.gen_range(0..5) == 0 {
+                    None
+                } else {
+                    Some(target)
+                },
+            }],
+        };
+    }
+    let isr: Vec<IsrMember> = p
+        .replicas
+        .iter()
+        .filter(|r| **r == p.leader || rng.gen_bool(0.7))
+        .map(|r| IsrMember {
+            broker_id: *r,
+            broker_epoch: -1,
+        })
+        .collect();
+    MetaRequest::AlterPartition {
+        broker_id: p.leader,
+        broker_epoch: img.brokers.get(&p.leader).map_or(-1, |b| b.epoch),
+        partitions: vec![AlterPartitionItem {
+            topic_id: t.id.clone(),
+            partition: 0,
+            leader_epoch: p.leader_epoch,
+            partition_epoch: p.partition_epoch,
+            new_isr: isr,
+            leader_recovery: p.leader_recovery,
+        }],
+    }
+}
+
 fn leader(nodes: &BTreeMap<u64, Node>) -> Option<Raft<MetaTypes>> {
     nodes
         .values()
@@ -404,7 +463,27 @@ async fn run(seed: u64) -> Result<Outcome, Vec<String>> {
     let (mut crashes, mut partitions) = (0usize, 0usize);
     for _ in 0..STEPS {
         match rng.gen_range(0..100) {
-            0..=49 => {
+            40..=49 => {
+                // A replication decision (reassignment, ISR change,
+                // preferred election) against the leader's latest image:
+                // whatever it answers, every node must apply it alike.
+                let Some(l) = leader(&nodes) else {
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                    continue;
+                };
+                let id = l.metrics().borrow().id;
+                let json = seen
+                    .lock()
+                    .images
+                    .get(&id)
+                    .and_then(|m| m.values().next_back().cloned());
+                let Some(img) = json.and_then(|j| serde_json::from_str(&j).ok()) else {
+                    continue;
+                };
+                let req = replication_entry(&mut rng, &img);
+                let _ = tokio::time::timeout(Duration::from_secs(2), l.client_write(req)).await;
+            }
+            0..=39 => {
                 let Some(l) = leader(&nodes) else {
                     tokio::time::sleep(Duration::from_millis(200)).await;
                     continue;
