@@ -728,13 +728,23 @@ fn a_replicated_high_watermark_gates_what_readers_see() {
             .map(|r| r.expect("valid").offset)
             .collect()
     };
+    let told = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let t = told.clone();
+    p.set_listener(Box::new(move |hw| t.lock().expect("lock").push(hw)));
+    let told_since = |n: usize| -> Vec<u64> { told.lock().expect("lock")[n..].to_vec() };
     append(10, true);
     assert_eq!(p.set_high_watermark(3), 10, "not replicated: unchanged");
     p.set_replicated(true);
+    let n = told.lock().expect("lock").len();
     assert!(p.is_replicated());
     assert_eq!(p.high_watermark(), 10, "starts at what readers saw");
     append(5, true);
     assert_eq!((p.durable_end(), p.high_watermark()), (15, 10));
+    assert_eq!(
+        told_since(n),
+        vec![10, 10],
+        "replicated, the listener hears of the append and of its fsync"
+    );
     let snap = p.snapshot(0, Isolation::ReadUncommitted);
     assert_eq!(snap.high_watermark(), 10);
     assert_eq!(visible(&snap, 0), (0..10).collect::<Vec<_>>());
@@ -758,8 +768,10 @@ fn a_replicated_high_watermark_gates_what_readers_see() {
     assert_eq!(visible(&rs, 10), (10..15).collect::<Vec<_>>());
     assert_eq!(rs.high_watermark(), 10);
     // Monotone, clamped to the durable end.
+    let n = told.lock().expect("lock").len();
     assert_eq!(p.set_high_watermark(13), 13);
     assert_eq!(p.set_high_watermark(12), 13, "never back");
+    assert_eq!(told_since(n), vec![13], "and of the watermark's move");
     let end = append(3, false);
     assert_eq!((p.log_end_offset(), p.durable_end()), (18, 15));
     assert_eq!(p.set_high_watermark(end), 15, "clamped to the durable end");
@@ -846,4 +858,28 @@ fn waiters_for_records_a_truncation_removes_fail() {
     assert_eq!((p.log_end_offset(), p.durable_end()), (12, 12));
     let offsets: Vec<u64> = record_bytes(&p).iter().map(|r| r.0).collect();
     assert_eq!(offsets, (0..12).collect::<Vec<_>>());
+}
+
+#[test]
+fn a_damaged_epoch_history_refuses_the_open() {
+    let sim = SimFs::new();
+    let fs: Arc<dyn Fs> = Arc::new(sim.clone());
+    let dir = Path::new("/d/t/0");
+    let p = open(&fs, dir);
+    p.assign_leader_epoch(2).expect("epoch");
+    p.close().expect("close");
+    drop(p);
+    es_storage::meta::write_atomic(
+        &*fs,
+        &dir.join(es_storage::epochs::EPOCHS_FILE),
+        br#"{"version":1,"epochs":[{"epoch":3,"start_offset":0},{"epoch":2,"start_offset":5}]}"#,
+    )
+    .expect("write");
+    let err = Partition::open(&storage(fs.clone()), dir.to_path_buf(), cfg())
+        .map(|_| ())
+        .expect_err("refused");
+    assert!(
+        matches!(err, StorageError::Metadata { .. }),
+        "a metadata error naming the file: {err}"
+    );
 }
