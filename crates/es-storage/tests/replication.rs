@@ -883,3 +883,109 @@ fn a_damaged_epoch_history_refuses_the_open() {
         "a metadata error naming the file: {err}"
     );
 }
+
+#[derive(Clone, Debug)]
+enum Op {
+    /// `gaps[i]` offsets skipped before record i; a newer epoch if `bump`.
+    Append { gaps: Vec<u8>, bump: bool },
+    /// Truncate `back` offsets below the log end (at or past it: a no-op).
+    Truncate { back: u8 },
+    /// Close and reopen, or lose power and recover.
+    Reopen { crash: bool },
+}
+
+fn op() -> impl proptest::strategy::Strategy<Value = Op> {
+    use proptest::prelude::*;
+    prop_oneof![
+        4 => (proptest::collection::vec(0u8..3, 1..6), any::<bool>())
+            .prop_map(|(gaps, bump)| Op::Append { gaps, bump }),
+        2 => (0u8..25).prop_map(|back| Op::Truncate { back }),
+        1 => any::<bool>().prop_map(|crash| Op::Reopen { crash }),
+    ]
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(48))]
+
+    /// Replica appends with gaps, truncations and restarts against a model:
+    /// a list of (offset, value), the log end and the epoch history.
+    #[test]
+    fn replica_appends_and_truncations_agree_with_a_model(ops in proptest::collection::vec(op(), 1..40)) {
+        let sim = SimFs::new();
+        let dir = Path::new("/m/t/0");
+        let small = PartitionConfig { segment_bytes: 1024, ..cfg() };
+        let reopen = |fs: SimFs| {
+            Partition::open(&storage(Arc::new(fs)), dir.to_path_buf(), small).expect("open")
+        };
+        let mut fs = sim.clone();
+        let mut p = reopen(fs.clone());
+        let mut model: Vec<(u64, Vec<u8>)> = Vec::new();
+        let mut log_end = 0u64;
+        let mut epochs: Vec<EpochEntry> = Vec::new();
+        let mut epoch = 0i32;
+        for (step, op) in ops.into_iter().enumerate() {
+            match op {
+                Op::Append { gaps, bump } => {
+                    if bump || epochs.is_empty() {
+                        epoch += 1;
+                    }
+                    let mut b = RecordBatchBuf::new();
+                    let mut offsets = Vec::new();
+                    let mut next = log_end;
+                    for g in gaps {
+                        let o = next + u64::from(g);
+                        let v = format!("{step}-{o}-{}", "v".repeat((o % 90) as usize)).into_bytes();
+                        b.push(1, Some(b"k"), Some(&v), [], &plain());
+                        offsets.push(o);
+                        model.push((o, v));
+                        next = o + 1;
+                    }
+                    let info = p.append_replica(&mut b, &offsets, epoch).expect("append");
+                    p.wait_durable(info.last_offset + 1).expect("durable");
+                    if epochs.last().is_none_or(|l| l.epoch < epoch) {
+                        epochs.push(e(epoch, offsets[0]));
+                    }
+                    log_end = next;
+                }
+                Op::Truncate { back } => {
+                    let end = log_end.saturating_sub(u64::from(back));
+                    p.truncate_to(end).expect("truncate");
+                    if end < log_end {
+                        model.retain(|r| r.0 < end);
+                        epochs.retain(|x| x.start_offset < end);
+                        log_end = end;
+                    }
+                }
+                Op::Reopen { crash } => {
+                    let active_base = p.segments().last().map_or(0, |s| s.base_offset);
+                    if crash {
+                        let img = fs.crash_image(Tear::None);
+                        drop(p);
+                        fs = img;
+                    } else {
+                        p.close().expect("close");
+                        drop(p);
+                    }
+                    p = reopen(fs.clone());
+                    log_end = model.last().map_or(0, |r| r.0 + 1).max(active_base);
+                    epochs.retain(|x| x.start_offset <= log_end);
+                }
+            }
+            proptest::prop_assert_eq!(p.log_end_offset(), log_end, "step {}", step);
+            proptest::prop_assert_eq!(p.durable_end(), log_end);
+            let got: Vec<(u64, Vec<u8>)> = {
+                let mut out = Vec::new();
+                common::read_from_start(&p, 1 << 20, |r, _| {
+                    out.push((r.offset, r.value.expect("value").to_vec()))
+                });
+                out
+            };
+            proptest::prop_assert_eq!(&got, &model, "step {}", step);
+            proptest::prop_assert_eq!(p.leader_epochs(), epochs.clone(), "step {}", step);
+            for s in p.segments().iter().filter(|s| !s.is_empty()) {
+                let first = model.iter().find(|r| r.0 >= s.base_offset).map(|r| r.0);
+                proptest::prop_assert_eq!(first, Some(s.base_offset), "segments start with their base");
+            }
+        }
+    }
+}
