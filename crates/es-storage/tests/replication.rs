@@ -640,6 +640,46 @@ fn the_epoch_history_survives_a_reopen_and_recovery_cuts_it() {
     p.close().expect("close");
     let p = open(&img, dir);
     assert_eq!(p.leader_epochs(), vec![e(2, 12), e(3, 15)]);
+    // Retention by size deletes whole segments: the history follows.
+    let small = PartitionConfig {
+        segment_bytes: 1024,
+        ..cfg()
+    };
+    let q = Partition::open(&storage(img.clone()), PathBuf::from("/r/t/0"), small).expect("open");
+    let big = |p: &Partition, n: usize| {
+        let mut b = RecordBatchBuf::new();
+        for _ in 0..n {
+            b.push(1, None, Some(&[b'b'; 100]), [], &plain());
+        }
+        durable(p, p.append(&mut b).expect("append"));
+    };
+    q.assign_leader_epoch(1).expect("epoch 1");
+    for _ in 0..40 {
+        big(&q, 1);
+    }
+    q.assign_leader_epoch(2).expect("epoch 2");
+    for _ in 0..10 {
+        big(&q, 1);
+    }
+    let report = q
+        .enforce_retention(
+            &es_storage::RetentionPolicy {
+                retention_ms: None,
+                retention_bytes: Some(3000),
+                cold_dir: None,
+            },
+            NOW_MS,
+        )
+        .expect("retention");
+    let start = report.log_start_offset;
+    assert!(start > 0, "deleted segments: {report:?}");
+    assert_eq!(q.log_start_offset(), start);
+    let want = if start < 40 {
+        vec![e(1, start), e(2, 40)]
+    } else {
+        vec![e(2, start)]
+    };
+    assert_eq!(q.leader_epochs(), want, "{report:?}");
 }
 
 /// Kafka's LeaderEpochFileCacheTest cases, through a partition: epochs are
