@@ -157,7 +157,7 @@ fn recover_producers(
 mod append;
 mod durability;
 mod read;
-pub mod replica;
+mod replica;
 mod roll;
 mod truncate;
 
