@@ -5,7 +5,10 @@
 //! of 16-byte sparse entries (and a `.batches` file noting the batches
 //! producers compressed, see [`batch_marks`]). This crate owns the disk format, group-commit
 //! durability, crash recovery, retention and compaction, and atomic metadata
-//! files. It knows nothing of Kafka and nothing of tokio: its API is blocking
+//! files, and what Kafka-style replication needs of a log (leader epochs,
+//! appends at a leader's offsets, truncation, an externally set high
+//! watermark: see `partition/replica.rs`). It knows nothing of Kafka's wire
+//! format and nothing of tokio: its API is blocking
 //! and thread-safe, and callers on an async runtime call it from blocking threads.
 
 pub mod batch;
@@ -23,6 +26,7 @@ pub mod record;
 pub use batch::RecordBatchBuf;
 pub use clock::{Clock, ManualClock, SharedClock, SystemClock};
 pub use context::Storage;
+pub use epochs::EpochEntry;
 pub use error::{Result, StorageError};
 pub use fs::{FileHandle, Fs, RealFs};
 pub use producers::{AbortedTxn, ProducerAppend, ProducerState, SeqCheck, SeqError};

@@ -5,7 +5,11 @@
 //! - *durable*: covered by an fsync;
 //! - *high watermark*: what readers may see and producers have been told.
 //!   With `flush.every_records == 1` it is the durable mark (nothing is shown
-//!   that a crash could take back); otherwise it is the written mark.
+//!   that a crash could take back); otherwise it is the written mark. A
+//!   replicated partition shows what the replication layer sets instead,
+//!   never above the durable mark ([`replica`]).
+//!
+//! Only a truncation ([`truncate`]) moves the marks back.
 //!
 //! Locks: `writer` (a mutex) serialises appends, rolls and segment-list
 //! changes. `commit` (a mutex + condvar) holds the watermarks and the group
@@ -13,7 +17,8 @@
 //! shell carries out; an fsync runs with neither lock held, so appends continue
 //! while it runs and the next fsync covers all of them. Readers take a
 //! snapshot of the segment list and the high watermark and never block the
-//! writer. Lock order: writer, then `rolls` (see [`roll`]), then commit.
+//! writer. Lock order: writer, then `epochs` (see [`replica`]), then
+//! `rolls` (see [`roll`]), then commit, then producers.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -152,7 +157,7 @@ fn recover_producers(
 mod append;
 mod durability;
 mod read;
-pub mod replica;
+mod replica;
 mod roll;
 mod truncate;
 

@@ -640,6 +640,46 @@ fn the_epoch_history_survives_a_reopen_and_recovery_cuts_it() {
     p.close().expect("close");
     let p = open(&img, dir);
     assert_eq!(p.leader_epochs(), vec![e(2, 12), e(3, 15)]);
+    // Retention by size deletes whole segments: the history follows.
+    let small = PartitionConfig {
+        segment_bytes: 1024,
+        ..cfg()
+    };
+    let q = Partition::open(&storage(img.clone()), PathBuf::from("/r/t/0"), small).expect("open");
+    let big = |p: &Partition, n: usize| {
+        let mut b = RecordBatchBuf::new();
+        for _ in 0..n {
+            b.push(1, None, Some(&[b'b'; 100]), [], &plain());
+        }
+        durable(p, p.append(&mut b).expect("append"));
+    };
+    q.assign_leader_epoch(1).expect("epoch 1");
+    for _ in 0..40 {
+        big(&q, 1);
+    }
+    q.assign_leader_epoch(2).expect("epoch 2");
+    for _ in 0..10 {
+        big(&q, 1);
+    }
+    let report = q
+        .enforce_retention(
+            &es_storage::RetentionPolicy {
+                retention_ms: None,
+                retention_bytes: Some(3000),
+                cold_dir: None,
+            },
+            NOW_MS,
+        )
+        .expect("retention");
+    let start = report.log_start_offset;
+    assert!(start > 0, "deleted segments: {report:?}");
+    assert_eq!(q.log_start_offset(), start);
+    let want = if start < 40 {
+        vec![e(1, start), e(2, 40)]
+    } else {
+        vec![e(2, start)]
+    };
+    assert_eq!(q.leader_epochs(), want, "{report:?}");
 }
 
 /// Kafka's LeaderEpochFileCacheTest cases, through a partition: epochs are
@@ -728,13 +768,23 @@ fn a_replicated_high_watermark_gates_what_readers_see() {
             .map(|r| r.expect("valid").offset)
             .collect()
     };
+    let told = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let t = told.clone();
+    p.set_listener(Box::new(move |hw| t.lock().expect("lock").push(hw)));
+    let told_since = |n: usize| -> Vec<u64> { told.lock().expect("lock")[n..].to_vec() };
     append(10, true);
     assert_eq!(p.set_high_watermark(3), 10, "not replicated: unchanged");
     p.set_replicated(true);
+    let n = told.lock().expect("lock").len();
     assert!(p.is_replicated());
     assert_eq!(p.high_watermark(), 10, "starts at what readers saw");
     append(5, true);
     assert_eq!((p.durable_end(), p.high_watermark()), (15, 10));
+    assert_eq!(
+        told_since(n),
+        vec![10, 10],
+        "replicated, the listener hears of the append and of its fsync"
+    );
     let snap = p.snapshot(0, Isolation::ReadUncommitted);
     assert_eq!(snap.high_watermark(), 10);
     assert_eq!(visible(&snap, 0), (0..10).collect::<Vec<_>>());
@@ -758,8 +808,10 @@ fn a_replicated_high_watermark_gates_what_readers_see() {
     assert_eq!(visible(&rs, 10), (10..15).collect::<Vec<_>>());
     assert_eq!(rs.high_watermark(), 10);
     // Monotone, clamped to the durable end.
+    let n = told.lock().expect("lock").len();
     assert_eq!(p.set_high_watermark(13), 13);
     assert_eq!(p.set_high_watermark(12), 13, "never back");
+    assert_eq!(told_since(n), vec![13], "and of the watermark's move");
     let end = append(3, false);
     assert_eq!((p.log_end_offset(), p.durable_end()), (18, 15));
     assert_eq!(p.set_high_watermark(end), 15, "clamped to the durable end");
@@ -846,4 +898,134 @@ fn waiters_for_records_a_truncation_removes_fail() {
     assert_eq!((p.log_end_offset(), p.durable_end()), (12, 12));
     let offsets: Vec<u64> = record_bytes(&p).iter().map(|r| r.0).collect();
     assert_eq!(offsets, (0..12).collect::<Vec<_>>());
+}
+
+#[test]
+fn a_damaged_epoch_history_refuses_the_open() {
+    let sim = SimFs::new();
+    let fs: Arc<dyn Fs> = Arc::new(sim.clone());
+    let dir = Path::new("/d/t/0");
+    let p = open(&fs, dir);
+    p.assign_leader_epoch(2).expect("epoch");
+    p.close().expect("close");
+    drop(p);
+    es_storage::meta::write_atomic(
+        &*fs,
+        &dir.join(es_storage::epochs::EPOCHS_FILE),
+        br#"{"version":1,"epochs":[{"epoch":3,"start_offset":0},{"epoch":2,"start_offset":5}]}"#,
+    )
+    .expect("write");
+    let err = Partition::open(&storage(fs.clone()), dir.to_path_buf(), cfg())
+        .map(|_| ())
+        .expect_err("refused");
+    assert!(
+        matches!(err, StorageError::Metadata { .. }),
+        "a metadata error naming the file: {err}"
+    );
+}
+
+#[derive(Clone, Debug)]
+enum Op {
+    /// `gaps[i]` offsets skipped before record i; a newer epoch if `bump`.
+    Append { gaps: Vec<u8>, bump: bool },
+    /// Truncate `back` offsets below the log end (at or past it: a no-op).
+    Truncate { back: u8 },
+    /// Close and reopen, or lose power and recover.
+    Reopen { crash: bool },
+}
+
+fn op() -> impl proptest::strategy::Strategy<Value = Op> {
+    use proptest::prelude::*;
+    prop_oneof![
+        4 => (proptest::collection::vec(0u8..3, 1..6), any::<bool>())
+            .prop_map(|(gaps, bump)| Op::Append { gaps, bump }),
+        2 => (0u8..25).prop_map(|back| Op::Truncate { back }),
+        1 => any::<bool>().prop_map(|crash| Op::Reopen { crash }),
+    ]
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(48))]
+
+    /// Replica appends with gaps, truncations and restarts against a model:
+    /// a list of (offset, value), the log end and the epoch history.
+    #[test]
+    fn replica_appends_and_truncations_agree_with_a_model(ops in proptest::collection::vec(op(), 1..40)) {
+        let sim = SimFs::new();
+        let dir = Path::new("/m/t/0");
+        let small = PartitionConfig { segment_bytes: 1024, ..cfg() };
+        let reopen = |fs: SimFs| {
+            Partition::open(&storage(Arc::new(fs)), dir.to_path_buf(), small).expect("open")
+        };
+        let mut fs = sim.clone();
+        let mut p = reopen(fs.clone());
+        let mut model: Vec<(u64, Vec<u8>)> = Vec::new();
+        let mut log_end = 0u64;
+        let mut epochs: Vec<EpochEntry> = Vec::new();
+        let mut epoch = 0i32;
+        for (step, op) in ops.into_iter().enumerate() {
+            match op {
+                Op::Append { gaps, bump } => {
+                    if bump || epochs.is_empty() {
+                        epoch += 1;
+                    }
+                    let mut b = RecordBatchBuf::new();
+                    let mut offsets = Vec::new();
+                    let mut next = log_end;
+                    for g in gaps {
+                        let o = next + u64::from(g);
+                        let v = format!("{step}-{o}-{}", "v".repeat((o % 90) as usize)).into_bytes();
+                        b.push(1, Some(b"k"), Some(&v), [], &plain());
+                        offsets.push(o);
+                        model.push((o, v));
+                        next = o + 1;
+                    }
+                    let info = p.append_replica(&mut b, &offsets, epoch).expect("append");
+                    p.wait_durable(info.last_offset + 1).expect("durable");
+                    if epochs.last().is_none_or(|l| l.epoch < epoch) {
+                        epochs.push(e(epoch, offsets[0]));
+                    }
+                    log_end = next;
+                }
+                Op::Truncate { back } => {
+                    let end = log_end.saturating_sub(u64::from(back));
+                    p.truncate_to(end).expect("truncate");
+                    if end < log_end {
+                        model.retain(|r| r.0 < end);
+                        epochs.retain(|x| x.start_offset < end);
+                        log_end = end;
+                    }
+                }
+                Op::Reopen { crash } => {
+                    let active_base = p.segments().last().map_or(0, |s| s.base_offset);
+                    if crash {
+                        let img = fs.crash_image(Tear::None);
+                        drop(p);
+                        fs = img;
+                    } else {
+                        p.close().expect("close");
+                        drop(p);
+                    }
+                    p = reopen(fs.clone());
+                    log_end = model.last().map_or(0, |r| r.0 + 1).max(active_base);
+                    epochs.retain(|x| x.start_offset <= log_end);
+                }
+            }
+            proptest::prop_assert_eq!(p.log_end_offset(), log_end, "step {}", step);
+            proptest::prop_assert_eq!(p.durable_end(), log_end);
+            let got: Vec<(u64, Vec<u8>)> = {
+                let mut out = Vec::new();
+                common::read_from_start(&p, 1 << 20, |r, _| {
+                    out.push((r.offset, r.value.expect("value").to_vec()))
+                });
+                out
+            };
+            proptest::prop_assert_eq!(&got, &model, "step {}", step);
+            proptest::prop_assert_eq!(p.leader_epochs(), epochs.clone(), "step {}", step);
+            for s in p.segments().iter().filter(|s| !s.is_empty()) {
+                let first = model.iter().find(|r| r.0 >= s.base_offset).map(|r| r.0);
+                proptest::prop_assert_eq!(first, Some(s.base_offset), "segments start with their base");
+            }
+        }
+    }
 }

@@ -194,13 +194,18 @@ impl Partition {
 
     /// Replicated (`on`): readers see the high watermark the replication
     /// layer sets ([`Partition::set_high_watermark`]) instead of the durable
-    /// end; it starts at what readers saw when this is switched on. Off:
-    /// back to the single-node rule.
+    /// end; it starts at what readers saw when this is switched on (at most
+    /// the durable end). Off: back to the single-node rule.
     pub fn set_replicated(&self, on: bool) {
         let hw = {
             let mut c = self.commit.lock();
             match (on, c.replicated_hw) {
-                (true, None) => c.replicated_hw = Some(self.visible(&c).offset),
+                (true, None) => {
+                    // Never above the durable end (with `every_records > 1`
+                    // readers saw the written end).
+                    let hw = self.visible(&c).offset.min(c.core.durable().offset);
+                    c.replicated_hw = Some(hw);
+                }
                 (false, Some(_)) => c.replicated_hw = None,
                 _ => return,
             }

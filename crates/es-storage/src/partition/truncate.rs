@@ -175,11 +175,18 @@ impl Partition {
         gone
     }
 
+    /// Fails the waiters whose records a cut at `at` removed. With an I/O
+    /// error (KAFKA_STORAGE_ERROR, which clients retry), not `Invalid`
+    /// (INVALID_REQUEST, which they do not): the request was fine, the
+    /// replica lost its leadership. A variant of its own would say it
+    /// better; es-kafka matches every variant, so it waits for a change
+    /// there.
     fn fail_truncated(&self, gone: Vec<super::DurableCallback>, at: u64) {
         for done in gone {
-            done(Err(StorageError::Invalid(format!(
-                "the log was truncated at offset {at} before these records became durable"
-            ))));
+            done(Err(StorageError::Io(std::io::Error::other(format!(
+                "{}: the log was truncated at offset {at} before these records became durable",
+                self.name
+            )))));
         }
     }
 
