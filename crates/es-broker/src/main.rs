@@ -117,6 +117,15 @@ struct Args {
     /// prepared while it handles the last one (0: off).
     #[arg(long, default_value_t = 64)]
     fetch_read_ahead_mb: usize,
+    /// Kafka's `replica.lag.time.max.ms`: a follower that has not caught
+    /// up with its partition's leader for this long leaves the ISR.
+    #[arg(long, default_value_t = 30_000)]
+    replica_lag_time_max_ms: i64,
+    /// Kafka's `default.replication.factor`: the replication factor of a
+    /// topic created with -1 (and of auto-created topics). Default:
+    /// min(3, brokers available).
+    #[arg(long)]
+    default_replication_factor: Option<i16>,
     /// Log level or tracing filter (error, warn, info, debug, trace).
     #[arg(long, default_value = "info")]
     log_level: String,
@@ -338,6 +347,8 @@ async fn run(args: Args, storage: Storage) -> anyhow::Result<()> {
     config.offsets_topic_partitions = args.offsets_topic_num_partitions;
     config.transaction_state_partitions = args.transaction_state_log_num_partitions;
     config.fetch_read_ahead_bytes = args.fetch_read_ahead_mb.saturating_mul(1024 * 1024);
+    config.replica_lag_time_max_ms = args.replica_lag_time_max_ms.max(1);
+    config.default_replication_factor = args.default_replication_factor;
     if args.node_id < 0 {
         bail!("--node-id must not be negative");
     }

@@ -28,7 +28,7 @@
 //! measurement, not an assertion.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use es_test_support::process::BrokerProcess;
@@ -36,7 +36,6 @@ use es_test_support::wait::eventually;
 use es_test_support::wire::KafkaClient;
 use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
-use kafka_protocol::messages::describe_quorum_request::{PartitionData, TopicData};
 use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
 use kafka_protocol::messages::leave_group_request::MemberIdentity;
 use kafka_protocol::messages::offset_commit_request::{
@@ -52,15 +51,9 @@ use kafka_protocol::messages::txn_offset_commit_request::{
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 
-const EXE: &str = env!("CARGO_BIN_EXE_es-broker");
+mod common;
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .expect("bind")
-        .local_addr()
-        .expect("addr")
-        .port()
-}
+use common::cluster::{quorum, topics, Cluster, EXE};
 
 /// Creates one topic through `addr`; the error code.
 fn create_topic(addr: &str, name: &str) -> Option<i16> {
@@ -77,110 +70,6 @@ fn create_topic(addr: &str, name: &str) -> Option<i16> {
     let r: CreateTopicsResponse =
         es_test_support::wire::decode_response(ApiKey::CreateTopics, 7, 7, 1, &buf);
     r.topics.first().map(|t| t.error_code)
-}
-
-/// Topic names and ids a node lists.
-fn topics(addr: &str) -> BTreeMap<String, uuid::Uuid> {
-    let mut c = KafkaClient::connect(addr, "cluster-test");
-    let mut req = MetadataRequest::default();
-    req.topics = None;
-    let r: MetadataResponse = c.call(ApiKey::Metadata, 12, &req);
-    r.topics
-        .into_iter()
-        .filter_map(|t| t.name.map(|n| (n.0.to_string(), t.topic_id)))
-        .collect()
-}
-
-/// (leader id, leader epoch, voters) from DescribeQuorum, if a leader is known.
-fn quorum(addr: &str) -> Option<(i32, i32, Vec<i32>)> {
-    let mut c = KafkaClient::connect(addr, "cluster-test");
-    let mut p = PartitionData::default();
-    p.partition_index = 0;
-    let mut t = TopicData::default();
-    t.topic_name = TopicName(StrBytes::from_static_str("__cluster_metadata"));
-    t.partitions = vec![p];
-    let mut req = DescribeQuorumRequest::default();
-    req.topics = vec![t];
-    let r: DescribeQuorumResponse = c.call(ApiKey::DescribeQuorum, 2, &req);
-    let p = r.topics.first()?.partitions.first()?;
-    (p.error_code == 0).then(|| {
-        (
-            p.leader_id.0,
-            p.leader_epoch,
-            p.current_voters.iter().map(|v| v.replica_id.0).collect(),
-        )
-    })
-}
-
-struct Cluster {
-    dir: PathBuf,
-    voters: String,
-    raft_ports: BTreeMap<i32, u16>,
-    nodes: BTreeMap<i32, BrokerProcess>,
-    /// Flags every node gets besides its identity and the quorum's.
-    extra: Vec<String>,
-}
-
-impl Cluster {
-    fn args(&self, id: i32) -> Vec<String> {
-        vec![
-            "--node-id".into(),
-            id.to_string(),
-            "--controller-listen".into(),
-            format!("127.0.0.1:{}", self.raft_ports[&id]),
-            "--controller-quorum-voters".into(),
-            self.voters.clone(),
-        ]
-        .into_iter()
-        .chain(self.extra.iter().cloned())
-        .collect()
-    }
-
-    fn spawn(&self, id: i32) -> BrokerProcess {
-        let args = self.args(id);
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        BrokerProcess::spawn(Path::new(EXE), self.dir.join(format!("node-{id}")), &args)
-    }
-
-    /// `n` nodes, the first `voters` of them voters, the others learners.
-    fn start(dir: &Path, n: i32, voters: i32) -> Cluster {
-        Cluster::start_with(dir, n, voters, &[])
-    }
-
-    /// As [`Cluster::start`], every node also given the flags `extra`.
-    fn start_with(dir: &Path, n: i32, voters: i32, extra: &[&str]) -> Cluster {
-        let raft_ports: BTreeMap<i32, u16> = (1..=n).map(|id| (id, free_port())).collect();
-        let voters = raft_ports
-            .iter()
-            .filter(|(id, _)| **id <= voters)
-            .map(|(id, p)| format!("{id}@127.0.0.1:{p}"))
-            .collect::<Vec<_>>()
-            .join(",");
-        let mut c = Cluster {
-            dir: dir.to_path_buf(),
-            voters,
-            raft_ports,
-            nodes: BTreeMap::new(),
-            extra: extra.iter().map(|x| x.to_string()).collect(),
-        };
-        let spawned: Vec<(i32, BrokerProcess)> = (1..=n).map(|id| (id, c.spawn(id))).collect();
-        for (id, mut p) in spawned {
-            p.wait_listening();
-            c.nodes.insert(id, p);
-        }
-        c
-    }
-
-    fn addr(&self, id: i32) -> String {
-        self.nodes[&id].addr.clone()
-    }
-
-    fn leader(&self) -> i32 {
-        let any = *self.nodes.keys().next().expect("a node");
-        eventually(Duration::from_secs(30), "a quorum leader", || {
-            quorum(&self.addr(any)).map(|q| q.0)
-        })
-    }
 }
 
 #[test]
@@ -391,12 +280,14 @@ fn a_learner_is_made_a_voter_and_back_with_the_quorum_subcommand() {
 }
 
 /// Creates `name` with `partitions` partitions through `addr`; the error code.
+/// One replica per partition: what this file's placement and fencing
+/// checks are about (tests/replication.rs covers replicated partitions).
 fn create_spread_topic(addr: &str, name: &str, partitions: i32) -> i16 {
     let mut c = KafkaClient::connect_with_timeout(addr, "cluster-test", Duration::from_secs(40));
     let mut t = CreatableTopic::default();
     t.name = TopicName(StrBytes::from_string(name.to_string()));
     t.num_partitions = partitions;
-    t.replication_factor = -1;
+    t.replication_factor = 1;
     let mut req = CreateTopicsRequest::default();
     req.topics = vec![t];
     req.timeout_ms = 30_000;
@@ -544,7 +435,8 @@ fn partitions_are_spread_over_the_brokers_and_served_by_their_leaders() {
     );
 
     // A manual assignment is kept as given, through any node; a broker that
-    // is not registered, or two replicas (no replication yet), are refused.
+    // is not registered, one named twice, or lists of different lengths are
+    // refused.
     let assign = |name: &str, lists: &[&[i32]]| -> i16 {
         use kafka_protocol::messages::create_topics_request::CreatableReplicaAssignment;
         let mut t = CreatableTopic::default();
@@ -574,7 +466,12 @@ fn partitions_are_spread_over_the_brokers_and_served_by_their_leaders() {
     const INVALID_REPLICA_ASSIGNMENT: i16 = 39;
     assert_eq!(assign("manual", &[&[3], &[2], &[3]]), 0);
     assert_eq!(assign("nobody", &[&[9]]), INVALID_REPLICA_ASSIGNMENT);
-    assert_eq!(assign("two", &[&[1, 2]]), INVALID_REPLICA_ASSIGNMENT);
+    assert_eq!(assign("twice", &[&[1, 1]]), INVALID_REPLICA_ASSIGNMENT);
+    assert_eq!(
+        assign("uneven", &[&[1, 2], &[3]]),
+        INVALID_REPLICA_ASSIGNMENT
+    );
+    assert_eq!(assign("two", &[&[1, 2]]), 0);
     let leaders: Vec<i32> = eventually(Duration::from_secs(20), "the manual topic", || {
         let (_, p) = placement(&c.addr(2), "manual");
         (p.len() == 3).then(|| p.iter().map(|p| p.1).collect())

@@ -45,6 +45,8 @@ use crate::txn::{Partitions, TopicPartition, TxnConfig, TxnCoordinator};
 mod coordinators;
 #[path = "broker_quorum.rs"]
 mod quorum;
+#[path = "broker_replicas.rs"]
+mod replicas;
 #[path = "broker_routing.rs"]
 mod routing;
 pub use coordinators::NotHere;
@@ -105,10 +107,19 @@ pub struct BrokerConfig {
     /// Bytes of fetches read and encoded ahead, all partitions together
     /// (`--fetch-read-ahead-mb`; 0: none). See the fetch handler's read-ahead.
     pub fetch_read_ahead_bytes: usize,
+    /// Kafka's `replica.lag.time.max.ms`: a follower that has not caught up
+    /// with its leader for this long leaves the ISR.
+    pub replica_lag_time_max_ms: i64,
+    /// Kafka's `default.replication.factor` for topics created with -1;
+    /// None: min(3, live brokers).
+    pub default_replication_factor: Option<i16>,
     /// The file system, sync pool, reclaimer and clock partitions are
     /// opened with (`--sync-mode` chooses the pool's mode).
     pub storage: Storage,
 }
+
+/// Default of [`BrokerConfig::replica_lag_time_max_ms`] (Kafka's, 30 s).
+pub const REPLICA_LAG_TIME_MAX_MS_DEFAULT: i64 = 30_000;
 
 /// Default of [`BrokerConfig::fetch_read_ahead_bytes`] (64 MiB).
 pub const FETCH_READ_AHEAD_BYTES_DEFAULT: usize = 64 * 1024 * 1024;
@@ -139,6 +150,8 @@ impl BrokerConfig {
             offsets_topic_partitions: OFFSETS_TOPIC_PARTITIONS_DEFAULT,
             transaction_state_partitions: TRANSACTION_STATE_PARTITIONS_DEFAULT,
             fetch_read_ahead_bytes: FETCH_READ_AHEAD_BYTES_DEFAULT,
+            replica_lag_time_max_ms: REPLICA_LAG_TIME_MAX_MS_DEFAULT,
+            default_replication_factor: None,
             storage: Storage::new(Arc::new(RealFs)),
         }
     }
@@ -557,7 +570,11 @@ impl Broker {
         self.get_or_create_with(name, -1, BTreeMap::new()).await
     }
 
-    /// Returns the topic, creating it with these settings if it does not exist.
+    /// Returns the topic, creating it with these settings if it does not
+    /// exist. The coordinators' internal topics get one replica: their
+    /// state is not yet taken over by another broker when leadership moves
+    /// (docs/replication.md, "Not there yet"), so a second copy would only
+    /// let a broker lead a partition whose coordinator state it lacks.
     async fn get_or_create_with(
         &self,
         name: &str,
@@ -567,7 +584,11 @@ impl Broker {
         if let Some(t) = self.topic(name) {
             return Ok(t);
         }
-        match self.create_topic(name, partitions, overrides, false).await {
+        let rf = if topics::is_internal(name) { 1 } else { -1 };
+        match self
+            .create_topic_assigned(name, partitions, rf, Vec::new(), overrides, false)
+            .await
+        {
             Ok(Some(t)) => Ok(t),
             Ok(None) => Err(AdminError::new(
                 ResponseError::UnknownServerError,

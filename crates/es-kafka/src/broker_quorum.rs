@@ -46,6 +46,7 @@ impl Materializer for BrokerFiles {
         for e in events {
             b.materialize(image, e)
                 .map_err(|e| std::io::Error::other(e.to_string()))?;
+            b.reconcile_event(image, e);
         }
         Ok(())
     }
@@ -72,6 +73,14 @@ fn answer(resp: MetaResponse) -> Result<(), AdminError> {
             error_code,
             message,
         } => Some((error_code, message)),
+        MetaResponse::AlterPartition { results } => results
+            .into_iter()
+            .find(|r| r.error_code != meta_code::NONE)
+            .map(|r| (r.error_code, r.message.unwrap_or_default())),
+        MetaResponse::Partitions { results } => results
+            .into_iter()
+            .find(|r| r.error_code != meta_code::NONE)
+            .map(|r| (r.error_code, r.message.unwrap_or_default())),
         _ => None,
     };
     match failed {
@@ -85,6 +94,9 @@ impl Broker {
     /// broker, and imports a pre-quorum data directory on first start.
     /// Returns once the broker is registered and unfenced.
     pub async fn start_metadata(self: &Arc<Self>, opts: MetaOptions) -> Result<(), MetaError> {
+        // Fetch loops start as the log is applied, replay included.
+        self.fetchers()
+            .set_runtime(tokio::runtime::Handle::current());
         let files = Arc::new(BrokerFiles::default());
         let _ = files.broker.set(Arc::downgrade(self));
         let node = MetaNode::start(opts, files).await?;
@@ -133,10 +145,17 @@ impl Broker {
             self.import(&node).await?;
         }
         let me = self.clone();
-        tokio::task::spawn_blocking(move || me.host_placed())
-            .await
-            .map_err(|e| MetaError::Fatal(e.to_string()))?
-            .map_err(|e| MetaError::Io(std::io::Error::other(e.to_string())))?;
+        tokio::task::spawn_blocking(move || {
+            me.host_placed()?;
+            if let Some(image) = me.image() {
+                me.reconcile_all(&image);
+            }
+            Ok::<(), StorageError>(())
+        })
+        .await
+        .map_err(|e| MetaError::Fatal(e.to_string()))?
+        .map_err(|e| MetaError::Io(std::io::Error::other(e.to_string())))?;
+        tokio::spawn(Broker::isr_shrink_task(Arc::downgrade(self)));
         Ok(())
     }
 
@@ -246,6 +265,11 @@ impl Broker {
             at_least,
         })
         .await
+    }
+
+    /// Proposes one entry; Ok once applied here too without a failed item.
+    pub(crate) async fn propose_checked(&self, req: MetaRequest) -> Result<(), AdminError> {
+        answer(self.propose(req).await?)
     }
 
     /// Proposes one entry; its answer once applied here too.
@@ -374,8 +398,20 @@ impl Broker {
         overrides: BTreeMap<String, String>,
         validate_only: bool,
     ) -> Result<Option<Arc<Topic>>, AdminError> {
-        self.create_topic_assigned(name, partitions, Vec::new(), overrides, validate_only)
+        self.create_topic_assigned(name, partitions, -1, Vec::new(), overrides, validate_only)
             .await
+    }
+
+    /// The replication factor a topic created with -1 gets: Kafka's
+    /// `default.replication.factor` when set (`--default-replication-factor`),
+    /// else min(3, brokers available), so that a cluster replicates by
+    /// default and a single node keeps one copy.
+    pub fn default_replication_factor(&self) -> i16 {
+        if let Some(rf) = self.config.default_replication_factor {
+            return rf;
+        }
+        let live = self.image().map_or(1, |i| i.unfenced().count()).clamp(1, 3);
+        live as i16
     }
 
     /// [`Broker::create_topic`] with a manual assignment: one replica list
@@ -386,6 +422,7 @@ impl Broker {
         &self,
         name: &str,
         partitions: i32,
+        replication_factor: i16,
         assignments: Vec<Vec<i32>>,
         overrides: BTreeMap<String, String>,
         validate_only: bool,
@@ -430,7 +467,11 @@ impl Broker {
                 name: name.to_string(),
                 id: id.clone(),
                 partitions,
-                replication_factor: 1,
+                replication_factor: if replication_factor == -1 {
+                    self.default_replication_factor()
+                } else {
+                    replication_factor
+                },
                 assignments,
                 configs: overrides,
             }],

@@ -23,6 +23,7 @@ pub mod groups;
 pub mod handlers;
 pub mod interbroker;
 pub mod partition_log;
+pub mod replica;
 pub mod server;
 pub mod topics;
 pub mod turn;

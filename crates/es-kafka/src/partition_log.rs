@@ -4,12 +4,12 @@
 //! moving the log's start (DeleteRecords). Handlers and coordinators reach a
 //! partition only through [`PartitionLog`].
 //!
-//! Today a `PartitionLog` is one local es-storage [`Partition`]: its high
-//! watermark is what that partition has made durable, and "durable" is its
-//! group-commit fsync. A replicated partition (a leader and its followers)
-//! stands behind the same type: the high watermark and durability then
-//! become the in-sync replicas', and appends are refused on a follower,
-//! while the handlers stay as they are. The maintenance the broker itself
+//! A `PartitionLog` is the local es-storage [`Partition`] and its
+//! replication state ([`Replica`]): alone in its ISR, the high watermark is
+//! what the local partition has made durable (its group-commit fsync); with
+//! followers in the ISR, it is the smallest fsynced end over the ISR, and
+//! acks=all waits for it ([`PartitionLog::when_replicated`]). The
+//! maintenance the broker itself
 //! runs on its local copy (retention, compaction, the periodic flush,
 //! configs, close) goes through [`PartitionLog::storage`], which handlers do
 //! not use.
@@ -21,14 +21,50 @@ use es_storage::{
     ProducerAppend, ProducerState, RecordBatchBuf, Result,
 };
 
+use crate::replica::{Replica, WaitDone, WaitError};
+
 /// See the module documentation.
 #[derive(Clone, Debug)]
-pub struct PartitionLog(Arc<Partition>);
+pub struct PartitionLog(Arc<Partition>, Arc<Replica>);
 
 impl PartitionLog {
-    /// A partition whose only copy is the local one.
+    /// A partition that leads alone until the metadata assigns it replicas.
     pub fn local(partition: Arc<Partition>) -> PartitionLog {
-        PartitionLog(partition)
+        PartitionLog(partition, Arc::new(Replica::solo()))
+    }
+
+    /// Its replication state.
+    pub fn replica(&self) -> &Arc<Replica> {
+        &self.1
+    }
+
+    /// The committed ISR (this broker alone before any assignment).
+    pub fn isr(&self) -> Vec<i32> {
+        self.1.assignment().map_or_else(Vec::new, |a| a.isr)
+    }
+
+    /// The committed ISR's size (1 before any assignment: a partition that
+    /// leads alone).
+    pub fn isr_size(&self) -> usize {
+        self.1.assignment().map_or(1, |a| a.isr.len())
+    }
+
+    /// Runs `done` once the records below `end_offset` are on every
+    /// in-sync replica's disk (acks=all): the local fsync while the ISR is
+    /// this broker alone, the high watermark otherwise. `min_isr` is
+    /// checked again when the wait completes (Kafka's
+    /// NOT_ENOUGH_REPLICAS_AFTER_APPEND).
+    pub fn when_replicated(&self, end_offset: u64, min_isr: usize, done: WaitDone) {
+        if !self.1.replicated() {
+            self.0.when_durable(
+                end_offset,
+                Box::new(move |r| done(r.map_err(WaitError::Storage))),
+            );
+            return;
+        }
+        if let Some((d, r)) = self.1.wait_replicated(end_offset, min_isr, done) {
+            d(r);
+        }
     }
 
     /// The local storage, for the broker's own maintenance (retention,

@@ -343,13 +343,41 @@ impl BatchDecoder {
             let batch_bytes = frame_batch(rest, limits)?;
             let batch = &rest[..batch_bytes];
             rest = &rest[batch_bytes..];
-            let summary =
-                self.decode_one(batch, out, limits, records_bytes_max - records_bytes_used)?;
+            let summary = self.decode_one(
+                batch,
+                out,
+                limits,
+                records_bytes_max - records_bytes_used,
+                None,
+            )?;
             records_bytes_used += summary.records_bytes;
             summaries.push(summary);
             batches += 1;
         }
         Ok(())
+    }
+
+    /// Decodes one whole batch a leader served to this follower (framed by
+    /// [`whole_batch_len`]): its records go into `out` with their timestamps
+    /// as the leader stored them, and their offsets (the batch's base offset
+    /// plus each record's delta) into `offsets`. Structural checks only.
+    pub fn decode_replica(
+        &mut self,
+        batch: &[u8],
+        out: &mut RecordBatchBuf,
+        offsets: &mut Vec<u64>,
+        limits: &DecodeLimits,
+    ) -> Result<BatchSummary, BatchError> {
+        let limits = DecodeLimits {
+            produce_rules: false,
+            ..*limits
+        };
+        let bytes = frame_batch(batch, &limits)?;
+        if bytes != batch.len() {
+            return Err(BatchError::CorruptMessage("not exactly one record batch"));
+        }
+        let left = limits.records_bytes_max.min(RECORDS_BYTES_HARD_MAX);
+        self.decode_one(batch, out, &limits, left, Some(offsets))
     }
 
     fn decode_one(
@@ -358,6 +386,7 @@ impl BatchDecoder {
         out: &mut RecordBatchBuf,
         limits: &DecodeLimits,
         records_bytes_left: usize,
+        offsets: Option<&mut Vec<u64>>,
     ) -> Result<BatchSummary, BatchError> {
         let h = Header::parse(batch);
         let compression = Compression::from_id(h.attributes & COMPRESSION_ATTR_MASK)
@@ -424,15 +453,7 @@ impl BatchDecoder {
         // Room for the stored records in one step rather than a doubling
         // per growth; bounded by the checked section size and count.
         out.reserve_records(records.len(), count);
-        let max_timestamp = decode_records(
-            records,
-            &h,
-            log_append_time,
-            transactional,
-            control,
-            compression,
-            out,
-        )?;
+        let max_timestamp = decode_records(records, &h, compression, out, offsets)?;
         Ok(BatchSummary {
             base_offset: h.base_offset,
             partition_leader_epoch: h.partition_leader_epoch,
@@ -455,6 +476,18 @@ impl BatchDecoder {
             records_bytes: records.len(),
         })
     }
+}
+
+/// The size of the whole batch at the start of `buf` (log overhead
+/// included), or None when `buf` holds only part of one (a fetch response
+/// may end with a partial batch) or too little to tell.
+pub fn whole_batch_len(buf: &[u8]) -> Option<usize> {
+    if buf.len() < LOG_OVERHEAD_BYTES {
+        return None;
+    }
+    let batch_length = usize::try_from(be_i32(buf, BATCH_LENGTH_POS)).ok()?;
+    let total = LOG_OVERHEAD_BYTES.checked_add(batch_length)?;
+    (total <= buf.len()).then_some(total)
 }
 
 /// Checks the framing of the batch at the start of `buf` (length, magic,
@@ -504,12 +537,16 @@ const BAD_RECORD: BatchError = BatchError::InvalidRecord("malformed record");
 fn decode_records(
     records: &[u8],
     h: &Header,
-    log_append_time: bool,
-    transactional: bool,
-    control: bool,
     compression: Compression,
     out: &mut RecordBatchBuf,
+    mut offsets: Option<&mut Vec<u64>>,
 ) -> Result<i64, BatchError> {
+    let transactional = h.attributes & ATTR_TRANSACTIONAL != 0;
+    let control = h.attributes & ATTR_CONTROL != 0;
+    let log_append_time = h.attributes & ATTR_LOG_APPEND_TIME != 0;
+    if offsets.is_some() && h.base_offset < 0 {
+        return Err(BatchError::InvalidRecord("negative base offset"));
+    }
     // Control batches are es's own (markers), never recorded as produced.
     let record_batch = compression != Compression::None && !control;
     let mut rest = records;
@@ -523,6 +560,13 @@ fn decode_records(
             .ok_or(BatchError::InvalidRecord("record length beyond the batch"))?;
         rest = &rest[used + body.len()..];
         let r = parse_record(body)?;
+        if let Some(o) = offsets.as_deref_mut() {
+            let at = u64::try_from(r.offset_delta)
+                .ok()
+                .and_then(|d| (h.base_offset as u64).checked_add(d))
+                .ok_or(BatchError::InvalidRecord("record offset out of range"))?;
+            o.push(at);
+        }
         let timestamp = if log_append_time {
             h.max_timestamp
         } else {

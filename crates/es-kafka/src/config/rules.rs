@@ -35,6 +35,9 @@ pub struct TopicRules {
     pub compression: Compression,
     /// `compression.type=producer`: batches are served as they were produced.
     pub compression_as_produced: bool,
+    /// `min.insync.replicas`: the smallest ISR an acks=all produce is
+    /// accepted with.
+    pub min_insync_replicas: usize,
 }
 
 /// Kafka's record timestamp type.

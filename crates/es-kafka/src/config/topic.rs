@@ -176,7 +176,14 @@ impl TopicConfig {
                 .find(|c| c.name() == compression)
                 .unwrap_or(Compression::None),
             compression_as_produced: compression == "producer",
+            min_insync_replicas: self.min_insync_replicas(),
         }
+    }
+
+    /// `min.insync.replicas` (at least 1).
+    pub fn min_insync_replicas(&self) -> usize {
+        self.parse_i64("min.insync.replicas")
+            .clamp(1, i64::from(i16::MAX)) as usize
     }
 
     /// `segment.bytes`, or Kafka's internal `internal.segment.bytes` when set.

@@ -1,4 +1,5 @@
-//! Waiting for group-commit fsyncs from async handlers.
+//! Waiting for group-commit fsyncs (acks=1) and for the in-sync replicas
+//! (acks=all) from async handlers.
 //!
 //! es-storage runs a fsync on a sync-pool thread and then calls the callback
 //! of every request it covered; here each callback completes its own oneshot,
@@ -16,11 +17,12 @@
 use es_storage::{DurableCallback, StorageError};
 
 use crate::partition_log::PartitionLog;
+use crate::replica::WaitError;
 use tokio::sync::oneshot;
 
 /// A registered wait for durability.
 pub struct Durable {
-    rx: oneshot::Receiver<Result<(), StorageError>>,
+    rx: oneshot::Receiver<Result<(), WaitError>>,
 }
 
 impl Durable {
@@ -31,17 +33,34 @@ impl Durable {
         Durable { rx }
     }
 
+    /// Registers interest in the records of `log` below `end_offset` being
+    /// on every in-sync replica's disk (acks=all), `min_isr` checked when
+    /// they are.
+    pub fn replicated(log: &PartitionLog, end_offset: u64, min_isr: usize) -> Durable {
+        let (tx, rx) = oneshot::channel();
+        log.when_replicated(
+            end_offset,
+            min_isr,
+            Box::new(move |r| {
+                let _ = tx.send(r);
+            }),
+        );
+        Durable { rx }
+    }
+
     /// Resolves once the records are durable, or with the error that
     /// prevents it (`Closed` if the partition dropped the callback unrun).
-    pub async fn wait(self) -> Result<(), StorageError> {
-        self.rx.await.unwrap_or(Err(StorageError::Closed))
+    pub async fn wait(self) -> Result<(), WaitError> {
+        self.rx
+            .await
+            .unwrap_or(Err(WaitError::Storage(StorageError::Closed)))
     }
 }
 
-fn callback(tx: oneshot::Sender<Result<(), StorageError>>) -> DurableCallback {
+fn callback(tx: oneshot::Sender<Result<(), WaitError>>) -> DurableCallback {
     Box::new(move |r| {
         // A receiver that is gone belongs to a request that was dropped.
-        let _ = tx.send(r);
+        let _ = tx.send(r.map_err(WaitError::Storage));
     })
 }
 
@@ -83,7 +102,7 @@ mod tests {
         drop(callback(tx));
         let d = Durable { rx };
         let r = block_on(d.wait());
-        assert!(matches!(r, Err(StorageError::Closed)));
+        assert!(matches!(r, Err(WaitError::Storage(StorageError::Closed))));
     }
 
     fn block_on<F: std::future::Future>(f: F) -> F::Output {

@@ -1,13 +1,16 @@
-//! OffsetForLeaderEpoch (v2-4). With one replica per partition a log is
-//! never truncated, so every record is stamped with epoch 0 and every epoch
-//! from 0 to the partition's current leader epoch ends at the log end
-//! offset: an epoch in that range is answered with epoch 0 and the log end
-//! offset; a later epoch and -1 are unknown (Kafka answers those with
-//! UNDEFINED, -1/-1), and an epoch below -1 precedes epoch 0 (Kafka answers
-//! it with itself and the start offset of epoch 0, the log start).
-//! Clients use it after a leader change to detect truncation; here there is
-//! never any. A partition led elsewhere, or a stale or future current
-//! leader epoch, is answered as [`super::route`] says.
+//! OffsetForLeaderEpoch (v2-4): where a leader epoch ends in this leader's
+//! log, from the partition's leader-epoch history (Kafka's
+//! `LeaderEpochFileCache.endOffsetFor`): followers truncate by it before
+//! fetching from a new leader, consumers use it after a leader change to
+//! detect truncation. A partition whose history is empty (written before
+//! any leader epoch was recorded, or on a node without the metadata quorum)
+//! has all its records in epoch 0: an epoch from 0 to the partition's
+//! current leader epoch is answered with epoch 0 and the log end offset; a
+//! later epoch and -1 are unknown (UNDEFINED, -1/-1), and an epoch below -1
+//! precedes epoch 0 (itself and the log start). A partition led elsewhere,
+//! or a stale or future current leader epoch, is answered as
+//! [`super::route`] says; a follower asking (replica_id >= 0) gets the same
+//! answer.
 
 use bytes::Bytes;
 use kafka_protocol::messages::offset_for_leader_epoch_response::{
@@ -44,15 +47,23 @@ pub fn handle(ctx: &Ctx, req: OffsetForLeaderEpochRequest) -> Result<Option<Byte
                 Ok(r) => {
                     let s = r.slot;
                     e.error_code = NONE;
-                    // Kafka's LeaderEpochFileCache.endOffsetFor: -1 is
-                    // UNDEFINED; an epoch below every known one gets itself
-                    // and the start of the first epoch (the log start).
-                    if (0..=r.leader_epoch).contains(&p.leader_epoch) {
-                        e.leader_epoch = 0;
-                        e.end_offset = s.log.log_end_offset() as i64;
-                    } else if p.leader_epoch < -1 {
-                        e.leader_epoch = p.leader_epoch;
-                        e.end_offset = s.log.log_start_offset() as i64;
+                    let storage = s.log.storage();
+                    if storage.leader_epochs().is_empty() {
+                        // Kafka's LeaderEpochFileCache.endOffsetFor: -1 is
+                        // UNDEFINED; an epoch below every known one gets
+                        // itself and the start of the first epoch (the log
+                        // start).
+                        if (0..=r.leader_epoch).contains(&p.leader_epoch) {
+                            e.leader_epoch = 0;
+                            e.end_offset = s.log.log_end_offset() as i64;
+                        } else if p.leader_epoch < -1 {
+                            e.leader_epoch = p.leader_epoch;
+                            e.end_offset = s.log.log_start_offset() as i64;
+                        }
+                    } else {
+                        let (epoch, end) = storage.end_offset_for_epoch(p.leader_epoch);
+                        e.leader_epoch = epoch;
+                        e.end_offset = end;
                     }
                 }
             }

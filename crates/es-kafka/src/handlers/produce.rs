@@ -42,6 +42,7 @@ use crate::broker::CoordinatorPlace;
 use crate::codec::batch::{check_produce_compression, BatchDecoder, BatchSummary, DecodeLimits};
 use crate::config::{TimestampType, TopicRules};
 use crate::errors::{batch_error_code, code, storage_error_code, ResponseError, NONE};
+use crate::replica::WaitError;
 use crate::topics::{is_internal, PartitionSlot, TRANSACTION_STATE_TOPIC};
 use crate::turn::Turn;
 
@@ -112,6 +113,9 @@ struct Decoded {
 /// for durability when `end` is set.
 struct Appended {
     slot: Arc<PartitionSlot>,
+    /// The topic's `min.insync.replicas`, checked again when acks=all
+    /// completes.
+    min_insync_replicas: usize,
     base_offset: i64,
     log_append_time: i64,
     log_start_offset: i64,
@@ -136,6 +140,7 @@ pub async fn handle(
 ) -> Result<Option<Bytes>, RequestError> {
     let v = ctx.version;
     let acks = req.acks;
+    let timeout_ms = req.timeout_ms;
     let transactional_id = req.transactional_id.as_ref().map(|t| t.0.to_string());
     let b = &ctx.broker;
     let topic_data = merge_repeats(v, req.topic_data);
@@ -201,6 +206,21 @@ pub async fn handle(
                                 code(ResponseError::InvalidTopicException),
                                 format!("Cannot append to internal topic {}", topic.name),
                             )),
+                            Ok(Routed { slot, .. })
+                                if acks == -1
+                                    && slot.log.isr_size() < topic.rules().min_insync_replicas =>
+                            {
+                                Err(Refusal::new(
+                                    code(ResponseError::NotEnoughReplicas),
+                                    format!(
+                                        "The size of the current ISR {:?} is insufficient to satisfy the min.isr requirement of {} for partition {}-{}",
+                                        slot.log.isr(),
+                                        topic.rules().min_insync_replicas,
+                                        topic.name,
+                                        pd.index
+                                    ),
+                                ))
+                            }
                             Ok(Routed { slot, .. }) => {
                                 head.topic_name = topic.name.clone();
                                 Ok(Resolved {
@@ -324,22 +344,40 @@ pub async fn handle(
         .iter()
         .map(|(_, step)| {
             let a = step.as_ref().ok()?;
-            Some(Durable::register(&a.slot.log, a.end?))
+            Some(if acks == -1 {
+                Durable::replicated(&a.slot.log, a.end?, a.min_insync_replicas)
+            } else {
+                Durable::register(&a.slot.log, a.end?)
+            })
         })
         .collect();
     let mut items = items;
+    // acks=all waits at most the request's timeout for the in-sync
+    // replicas (Kafka's delayed produce), then answers REQUEST_TIMED_OUT.
+    let deadline = tokio::time::Instant::now()
+        + std::time::Duration::from_millis(u64::try_from(timeout_ms).unwrap_or(0));
     for ((head, step), wait) in items.iter_mut().zip(waits) {
         let Some(wait) = wait else {
             continue;
         };
-        if let Err(e) = wait.wait().await {
-            tracing::error!(partition = head.partition, error = %e, "waiting for durability failed");
-            let log_start_offset = step.as_ref().map_or(-1, |a| a.log_start_offset);
-            *step = Err(Refusal {
-                log_start_offset,
-                ..Refusal::new(storage_error_code(&e), e.to_string())
-            });
-        }
+        let waited = if acks == -1 {
+            tokio::time::timeout_at(deadline, wait.wait()).await
+        } else {
+            Ok(wait.wait().await)
+        };
+        let refusal = match waited {
+            Ok(Ok(())) => continue,
+            Ok(Err(e)) => wait_refusal(head.partition, e),
+            Err(_) => Refusal::new(
+                code(ResponseError::RequestTimedOut),
+                "the in-sync replicas did not have the records within the request's timeout",
+            ),
+        };
+        let log_start_offset = step.as_ref().map_or(-1, |a| a.log_start_offset);
+        *step = Err(Refusal {
+            log_start_offset,
+            ..refusal
+        });
     }
 
     if acks == 0 {
@@ -387,6 +425,24 @@ pub async fn handle(
             .collect();
     }
     ctx.respond(&r)
+}
+
+/// A failed wait for durability or replication as a partition's refusal.
+fn wait_refusal(partition: i32, e: WaitError) -> Refusal {
+    match e {
+        WaitError::Storage(e) => {
+            tracing::error!(partition, error = %e, "waiting for durability failed");
+            Refusal::new(storage_error_code(&e), e.to_string())
+        }
+        WaitError::NotLeader => Refusal::new(
+            code(ResponseError::NotLeaderOrFollower),
+            "leadership moved before the records were replicated",
+        ),
+        WaitError::NotEnoughReplicasAfterAppend => Refusal::new(
+            code(ResponseError::NotEnoughReplicasAfterAppend),
+            "the records were written, but the ISR shrank below min.insync.replicas",
+        ),
+    }
 }
 
 /// The request's partitions as Kafka's KafkaApis takes them: into a map
@@ -478,6 +534,7 @@ fn append_one(
 ) -> Attempt {
     if d.buf.is_empty() {
         return Attempt::Done(Ok(Appended {
+            min_insync_replicas: d.rules.min_insync_replicas,
             slot: d.slot,
             base_offset: -1,
             log_append_time: -1,
@@ -539,6 +596,7 @@ fn append_one(
     drop(intent);
     Attempt::Done(match appended {
         Ok(AppendOutcome::Appended(info)) => Ok(Appended {
+            min_insync_replicas: rules.min_insync_replicas,
             base_offset: info.base_offset as i64,
             log_append_time,
             log_start_offset: slot.log.log_start_offset() as i64,
@@ -561,6 +619,7 @@ fn append_one(
                 max_timestamp
             };
             Ok(Appended {
+                min_insync_replicas: rules.min_insync_replicas,
                 base_offset: info.base_offset as i64,
                 log_append_time: batch_time,
                 log_start_offset: slot.log.log_start_offset() as i64,

@@ -25,11 +25,10 @@ use crate::topics::{PartitionSlot, Topic};
 
 /// The leader epoch that means "not given" in a request.
 pub const NO_EPOCH: i32 = -1;
-/// The leader epoch every record batch is stamped with. A partition has
-/// one replica, so its log is never truncated and needs no history of
-/// epochs: every record belongs to epoch 0 (OffsetForLeaderEpoch answers
-/// accordingly), while the partition's current leader epoch, which clients
-/// send back, moves with the metadata.
+/// The leader epoch of records written before the partition's leader-epoch
+/// history has an entry (a node without the metadata quorum, or data from
+/// before the cluster): epoch 0, as Kafka stamps a new partition's first
+/// leader's batches.
 pub const RECORD_LEADER_EPOCH: i32 = 0;
 
 /// A partition this broker leads, with its current leader epoch.

@@ -1,6 +1,7 @@
 //! CreateTopics, DeleteTopics and CreatePartitions: the APIs that add and
-//! remove topics and partitions, with the single-node replication checks
-//! (a replication factor of -1 or 1, every replica on this node) they share.
+//! remove topics and partitions, with the replication checks they share (a
+//! replication factor the available brokers can hold; manual assignments
+//! of distinct registered brokers).
 
 use std::collections::{BTreeMap, HashSet};
 
@@ -38,42 +39,59 @@ fn registered(b: &Broker) -> Vec<i32> {
     }
 }
 
-/// es keeps one replica per partition until partition data is replicated:
-/// any other replication factor is refused, with Kafka's message when the
-/// brokers are too few and es's reason otherwise.
-fn check_replication(b: &Broker, rf: i16) -> Result<(), AdminError> {
-    if rf == -1 || rf == 1 {
-        return Ok(());
-    }
-    let brokers = registered(b).len();
-    let message = if usize::try_from(rf).is_ok_and(|n| n > brokers) || rf < 1 {
-        format!("Unable to replicate the partition {rf} time(s): The target replication factor of {rf} cannot be reached because only {brokers} broker(s) are registered.")
+/// The replication factor a topic gets: -1 is the broker default; others
+/// must be positive and at most the brokers available (Kafka's messages).
+fn check_replication(b: &Broker, rf: i16) -> Result<i16, AdminError> {
+    let rf = if rf == -1 {
+        b.default_replication_factor()
     } else {
-        format!("Unable to replicate the partition {rf} time(s): es keeps one replica per partition (partition data is not replicated yet).")
+        rf
     };
-    Err(AdminError::new(
-        ResponseError::InvalidReplicationFactor,
-        message,
-    ))
+    if rf < 1 {
+        return Err(AdminError::new(
+            ResponseError::InvalidReplicationFactor,
+            "Replication factor must be larger than 0, or -1 to use the default value.",
+        ));
+    }
+    let brokers = match b.image() {
+        Some(img) => img.unfenced().count(),
+        None => 1,
+    };
+    if rf as usize > brokers {
+        return Err(AdminError::new(
+            ResponseError::InvalidReplicationFactor,
+            format!("Unable to replicate the partition {rf} time(s): The target replication factor of {rf} cannot be reached because only {brokers} broker(s) are registered."),
+        ));
+    }
+    Ok(rf)
 }
 
-/// A manual assignment's replica list: one registered broker (one replica
-/// per partition, as [`check_replication`] says).
+/// A manual assignment's replica list: distinct registered brokers.
 fn check_assignment(b: &Broker, ids: &[BrokerId]) -> Result<Vec<i32>, AdminError> {
     let bad = |m: String| AdminError::new(ResponseError::InvalidReplicaAssignment, m);
-    let [id] = ids else {
-        return Err(bad(format!(
-            "es keeps one replica per partition (partition data is not replicated yet), so each partition is assigned to one broker, not {}.",
-            ids.len()
-        )));
-    };
-    if !registered(b).contains(&id.0) {
-        return Err(bad(format!(
-            "The manual partition assignment includes broker {}, but no such broker is registered.",
-            id.0
-        )));
+    if ids.is_empty() {
+        return Err(bad(
+            "The manual partition assignment includes an empty replica list.".into(),
+        ));
     }
-    Ok(vec![id.0])
+    let known = registered(b);
+    let mut out: Vec<i32> = Vec::with_capacity(ids.len());
+    for id in ids {
+        if out.contains(&id.0) {
+            return Err(bad(format!(
+                "The manual partition assignment includes the broker {} more than once.",
+                id.0
+            )));
+        }
+        if !known.contains(&id.0) {
+            return Err(bad(format!(
+                "The manual partition assignment includes broker {}, but no such broker is registered.",
+                id.0
+            )));
+        }
+        out.push(id.0);
+    }
+    Ok(out)
 }
 
 pub async fn create_topics(
@@ -140,6 +158,7 @@ pub async fn create_topics(
         res.error_message = None;
         let outcome: Result<Option<TopicConfig>, AdminError> = async {
             let mut partitions = t.num_partitions;
+            let rf: i16;
             let mut assigned: Vec<Vec<i32>> = Vec::new();
             if !t.assignments.is_empty() {
                 if t.num_partitions != -1 || t.replication_factor != -1 {
@@ -156,8 +175,12 @@ pub async fn create_topics(
                     assigned.push(check_assignment(b, &a.broker_ids)?);
                 }
                 partitions = t.assignments.len() as i32;
+                rf = assigned.first().map_or(1, |a| a.len() as i16);
+                if assigned.iter().any(|a| a.len() as i16 != rf) {
+                    return Err(AdminError::new(ResponseError::InvalidReplicaAssignment, "All partitions in the manual partition assignment must have the same number of replicas."));
+                }
             } else {
-                check_replication(b, t.replication_factor)?;
+                rf = check_replication(b, t.replication_factor)?;
                 if partitions == 0 || partitions < -1 {
                     return Err(AdminError::new(ResponseError::InvalidPartitions, "Number of partitions must be larger than 0."));
                 }
@@ -171,7 +194,7 @@ pub async fn create_topics(
                     overrides.insert(key, v);
                 }
             }
-            let created = b.create_topic_assigned(&name, partitions, assigned, overrides.clone(), req.validate_only).await?;
+            let created = b.create_topic_assigned(&name, partitions, rf, assigned, overrides.clone(), req.validate_only).await?;
             let config = match created {
                 Some(topic) => {
                     res.topic_id = topic.id;
@@ -185,6 +208,7 @@ pub async fn create_topics(
                 }
             };
             res.num_partitions = if partitions == -1 { b.config().default_partitions } else { partitions };
+            res.replication_factor = rf;
             Ok(Some(config))
         }
         .await;
@@ -194,7 +218,6 @@ pub async fn create_topics(
                     res.topic_id = uuid::Uuid::nil();
                 }
                 if v >= 5 {
-                    res.replication_factor = 1;
                     res.configs = config.map(|c| {
                         c.describe(None)
                             .into_iter()
@@ -209,6 +232,7 @@ pub async fn create_topics(
                     });
                 } else {
                     res.num_partitions = -1;
+                    res.replication_factor = -1;
                 }
                 if !req.validate_only {
                     tracing::debug!(topic = %name, "CreateTopics ok");

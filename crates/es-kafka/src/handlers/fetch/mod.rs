@@ -59,6 +59,7 @@ use kafka_protocol::protocol::StrBytes;
 use tokio::sync::Notify;
 
 pub mod read_ahead;
+pub mod replica;
 pub mod session;
 #[cfg(test)]
 mod session_tests;
@@ -193,6 +194,14 @@ fn compression_for(rules: Option<&TopicRules>) -> (Compression, CodecRules) {
 pub async fn handle(ctx: &Ctx, req: FetchRequest) -> Result<Option<ResponseFrame>, RequestError> {
     let v = ctx.version;
     let b = &ctx.broker;
+    let follower = if v >= 15 {
+        req.replica_state.replica_id.0
+    } else {
+        req.replica_id.0
+    };
+    if follower >= 0 {
+        return replica::serve(ctx, req, follower).await;
+    }
     let by_id = v >= 13;
     let topic_key = |name: &TopicName, id: uuid::Uuid| {
         if by_id {
@@ -335,7 +344,14 @@ pub async fn handle(ctx: &Ctx, req: FetchRequest) -> Result<Option<ResponseFrame
             // A replica's fetch: this broker is the partition's only replica,
             // so the fetcher is no follower of it.
             code(ResponseError::NotLeaderOrFollower)
-        } else if rd.fetch_offset < 0 || rd.last_fetched_epoch > RECORD_LEADER_EPOCH {
+        } else if rd.fetch_offset < 0
+            || rd.last_fetched_epoch
+                > slot
+                    .log
+                    .storage()
+                    .latest_leader_epoch()
+                    .unwrap_or(RECORD_LEADER_EPOCH)
+        {
             // Kafka cannot find the end of a leader epoch newer than its own.
             code(ResponseError::OffsetOutOfRange)
         } else {
@@ -830,10 +846,14 @@ fn read_fresh(
     // consumers see only what is below it.
     let lso = snap.last_stable_offset();
     let limit = if w.read_committed { lso } else { hw };
+    // Batches carry the leader epoch their records were written in; a read
+    // stops where the next epoch starts (the next fetch goes on from there).
+    let epoch = snap.epoch_at(start).unwrap_or(RECORD_LEADER_EPOCH);
+    let epoch_end = snap.next_epoch_start(start).unwrap_or(u64::MAX);
     let corrupt = Cell::new(false);
     let records = Servable {
         records: RecordIter::read_checked(chunk.data),
-        limit,
+        limit: limit.min(epoch_end),
         chunk: &chunk,
         corrupt: &corrupt,
         partition: w.partition,
@@ -842,7 +862,7 @@ fn read_fresh(
     let opts = EncodeOptions {
         compression: w.compression,
         log_append_time: w.log_append_time,
-        partition_leader_epoch: RECORD_LEADER_EPOCH,
+        partition_leader_epoch: epoch,
         max_bytes: budget,
     };
     let mut buf = Vec::with_capacity(chunk.data.len().min(budget.max(1)) + 128);
@@ -921,7 +941,7 @@ impl<'a> Iterator for Servable<'a> {
 /// `chunk` starts, when `chunk` does not: its stored size, bounded by
 /// [`PRODUCED_BATCH_READ_BYTES_MAX`]. The size is a hint from storage
 /// (compaction can only shrink the batch); reads never trust it for bounds.
-fn produced_batch_window(chunk: &ReadView<'_>) -> Option<usize> {
+pub(super) fn produced_batch_window(chunk: &ReadView<'_>) -> Option<usize> {
     let data = chunk.data;
     let first = RecordIter::read_checked(data).next()?.ok()?;
     let batch = first.batch.or_else(|| chunk.batch_at(first.offset))?;

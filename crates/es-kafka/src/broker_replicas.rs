@@ -1,0 +1,621 @@
+//! This broker's part in replicating partition data: taking the roles the
+//! metadata assigns (leader, follower, neither) and the followers' fetch
+//! loops.
+//!
+//! Roles come from the applied metadata image only ([`Broker::reconcile_topic`],
+//! run as each entry is applied): becoming leader of a new leader epoch
+//! writes the epoch into the partition's leader-epoch history at the log end
+//! before anything is appended in it; becoming a follower fails the acks=all
+//! waits still open, and hands the partition to the fetch loop for its
+//! leader. No broker decides a role on its own.
+//!
+//! A fetch loop ([`fetch_loop`]) runs per leader this broker follows. Each
+//! round it first truncates partitions that have just started following
+//! (OffsetForLeaderEpoch with their latest local epoch, as Kafka's followers
+//! do), then sends one replica Fetch (Kafka's, `replica_id` = this broker)
+//! from each partition's fsynced end, appends what comes back at the
+//! leader's offsets with the leader's epochs, and waits for the group-commit
+//! fsync before the next round: so the offset of every fetch is what the
+//! follower has on disk, which is what the leader's high watermark is made
+//! of.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, OnceLock, Weak};
+use std::time::Duration;
+
+use es_meta::image::MetaEvent;
+use es_meta::records::{AlterPartitionItem, IsrMember, LeaderRecovery, MetaRequest};
+use es_meta::MetaImage;
+use es_storage::RecordBatchBuf;
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::offset_for_leader_epoch_request::{
+    OffsetForLeaderPartition, OffsetForLeaderTopic,
+};
+use kafka_protocol::messages::{BrokerId, FetchRequest, OffsetForLeaderEpochRequest, TopicName};
+use kafka_protocol::protocol::StrBytes;
+use parking_lot::Mutex;
+use tokio::sync::Notify;
+
+use super::Broker;
+use crate::codec::batch::{whole_batch_len, BatchDecoder, DecodeLimits};
+use crate::interbroker::InterBrokerClient;
+use crate::replica::{Assignment, Role, WaitError};
+use crate::topics::{PartitionSlot, Topic};
+
+/// Fetch version the followers send (topic names, diverging epochs).
+const FETCH_VERSION: i16 = 12;
+/// OffsetForLeaderEpoch version the followers send.
+const EPOCHS_VERSION: i16 = 4;
+/// How long a leader may hold a follower's fetch with nothing new.
+const FETCH_MAX_WAIT_MS: i32 = 500;
+/// Bytes one replica fetch asks for, in all and per partition.
+const FETCH_MAX_BYTES: i32 = 8 << 20;
+const FETCH_PARTITION_MAX_BYTES: i32 = 1 << 20;
+/// Kafka's OFFSET_OUT_OF_RANGE.
+const OFFSET_OUT_OF_RANGE: i16 = 1;
+/// Pause after a failed round (leader unreachable, an error).
+const RETRY_BACKOFF: Duration = Duration::from_millis(200);
+
+/// One partition a fetch loop replicates.
+#[derive(Clone, Debug)]
+struct Following {
+    topic: Arc<Topic>,
+    slot: Arc<PartitionSlot>,
+    leader_epoch: i32,
+    /// Truncate by OffsetForLeaderEpoch before the next fetch.
+    truncate: bool,
+}
+
+/// The fetch loop of one leader.
+#[derive(Debug, Default)]
+struct Loop {
+    parts: Mutex<BTreeMap<(String, i32), Following>>,
+    wake: Notify,
+}
+
+/// The fetch loops, by leader.
+#[derive(Debug, Default)]
+pub(crate) struct Fetchers {
+    runtime: OnceLock<tokio::runtime::Handle>,
+    loops: Mutex<HashMap<i32, Arc<Loop>>>,
+}
+
+impl Fetchers {
+    /// Remembers the runtime fetch loops run on (applied entries arrive on
+    /// other threads).
+    pub(crate) fn set_runtime(&self, h: tokio::runtime::Handle) {
+        let _ = self.runtime.set(h);
+    }
+
+    fn stop_following(&self, topic: &str, partition: i32) {
+        for l in self.loops.lock().values() {
+            l.parts.lock().remove(&(topic.to_string(), partition));
+        }
+    }
+
+    fn follow(&self, b: &Arc<Broker>, leader: i32, f: Following) {
+        let key = (f.topic.name.clone(), f.slot.index);
+        self.stop_following(&key.0, key.1);
+        let mut loops = self.loops.lock();
+        let l = match loops.get(&leader) {
+            Some(l) => l.clone(),
+            None => {
+                let Some(rt) = self.runtime.get() else {
+                    tracing::error!(leader, "no runtime for the fetch loop");
+                    return;
+                };
+                let l = Arc::new(Loop::default());
+                rt.spawn(fetch_loop(Arc::downgrade(b), leader, l.clone()));
+                loops.insert(leader, l.clone());
+                l
+            }
+        };
+        l.parts.lock().insert(key, f);
+        l.wake.notify_one();
+    }
+}
+
+impl Broker {
+    pub(crate) fn fetchers(&self) -> Arc<Fetchers> {
+        self.extension(Fetchers::default)
+    }
+
+    /// Whether shutdown has begun.
+    pub fn is_stopping(&self) -> bool {
+        *self.stopping.borrow()
+    }
+
+    /// Reacts to one applied metadata event: the roles of the partitions it
+    /// touches.
+    pub(crate) fn reconcile_event(self: &Arc<Self>, image: &MetaImage, e: &MetaEvent) {
+        match e {
+            MetaEvent::Leadership { name, .. }
+            | MetaEvent::TopicCreated(name)
+            | MetaEvent::PartitionsCreated { name, .. } => {
+                if let Some(t) = self.topic(name) {
+                    self.reconcile_topic(image, &t);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Proposes the ISR change the replica state of `slot` says is due (a
+    /// follower caught up, or followers lagging), unless one is in flight.
+    /// Returns at once; the applied entry brings the new ISR.
+    pub fn isr_change_due(self: &Arc<Self>, topic: &Topic, slot: &Arc<PartitionSlot>) {
+        let replica = slot.log.replica().clone();
+        let lag_max = self.config.replica_lag_time_max_ms;
+        let Some(isr) = replica
+            .expand_due()
+            .or_else(|| replica.shrink_due(self.clock().now_ms(), lag_max))
+        else {
+            return;
+        };
+        let Some(a) = replica.assignment() else {
+            return;
+        };
+        let Some(rt) = self.fetchers().runtime.get().cloned() else {
+            return;
+        };
+        let Some(broker_epoch) = self
+            .image()
+            .and_then(|i| i.brokers.get(&self.node_id()).map(|b| b.epoch))
+        else {
+            return;
+        };
+        replica.propose_isr(isr.clone());
+        let me = self.clone();
+        let (name, partition, topic_id) = (topic.name.clone(), slot.index, topic.id.to_string());
+        rt.spawn(async move {
+            tracing::info!(topic = %name, partition, from = ?a.isr, to = ?isr, "proposing an ISR change");
+            let req = MetaRequest::AlterPartition {
+                broker_id: me.node_id(),
+                broker_epoch,
+                partitions: vec![AlterPartitionItem {
+                    topic_id,
+                    partition,
+                    leader_epoch: a.leader_epoch,
+                    partition_epoch: a.partition_epoch,
+                    new_isr: isr
+                        .iter()
+                        .map(|r| IsrMember {
+                            broker_id: *r,
+                            broker_epoch: -1,
+                        })
+                        .collect(),
+                    leader_recovery: LeaderRecovery::Recovered,
+                }],
+            };
+            if let Err(e) = me.propose_checked(req).await {
+                tracing::info!(topic = %name, partition, error = %e.message, "ISR change refused");
+                replica.proposal_failed();
+            }
+        });
+    }
+
+    /// Every `replica.lag.time.max.ms / 2`, the ISR of each partition led
+    /// here loses the followers that have not caught up within it. Holds
+    /// the broker weakly: ends when it is gone or stopping.
+    pub(crate) async fn isr_shrink_task(b: Weak<Broker>) {
+        let Some(first) = b.upgrade() else {
+            return;
+        };
+        let period =
+            Duration::from_millis((first.config.replica_lag_time_max_ms / 2).max(100) as u64);
+        let mut stop = first.stopping.subscribe();
+        drop(first);
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep(period) => {}
+                _ = stop.changed() => return,
+            }
+            let Some(me) = b.upgrade() else {
+                return;
+            };
+            for (t, slot) in me.partitions_snapshot() {
+                let r = slot.log.replica();
+                if r.role() == Role::Leader && r.assignment().is_some() {
+                    me.isr_change_due(&t, &slot);
+                }
+            }
+        }
+    }
+
+    /// Takes the roles the applied metadata gives this broker for every
+    /// hosted partition.
+    pub(crate) fn reconcile_all(self: &Arc<Self>, image: &MetaImage) {
+        for t in self.topics() {
+            self.reconcile_topic(image, &t);
+        }
+    }
+
+    /// Takes the roles the applied metadata gives this broker for the
+    /// hosted partitions of `topic`.
+    pub(crate) fn reconcile_topic(self: &Arc<Self>, image: &MetaImage, topic: &Arc<Topic>) {
+        let Some(info) = image.topics.get(&topic.name) else {
+            return;
+        };
+        let me = self.node_id();
+        let now = self.clock().now_ms();
+        for slot in topic.partitions() {
+            let Some(p) = usize::try_from(slot.index)
+                .ok()
+                .and_then(|i| info.partitions.get(i))
+            else {
+                continue;
+            };
+            let a = Assignment {
+                leader: p.leader,
+                leader_epoch: p.leader_epoch,
+                partition_epoch: p.partition_epoch,
+                replicas: p.replicas.clone(),
+                isr: p.isr.clone(),
+            };
+            let storage = slot.log.storage().clone();
+            let replica = slot.log.replica().clone();
+            let t = replica.apply(me, a.clone(), storage.log_end_offset(), now);
+            for d in t.failed {
+                d(Err(WaitError::NotLeader));
+            }
+            match t.role {
+                Role::Leader => {
+                    self.fetchers().stop_following(&topic.name, slot.index);
+                    if t.changed {
+                        if let Err(e) = storage.assign_leader_epoch(a.leader_epoch) {
+                            tracing::error!(topic = %topic.name, partition = slot.index, error = %e, "recording the new leader epoch failed");
+                        }
+                        tracing::info!(topic = %topic.name, partition = slot.index, epoch = a.leader_epoch, "leading");
+                    }
+                    self.set_replicated(&slot);
+                }
+                Role::Follower { leader } => {
+                    storage.set_replicated(true);
+                    if t.changed {
+                        tracing::info!(topic = %topic.name, partition = slot.index, leader, epoch = a.leader_epoch, "following");
+                        self.fetchers().follow(
+                            self,
+                            leader,
+                            Following {
+                                topic: topic.clone(),
+                                slot: slot.clone(),
+                                leader_epoch: a.leader_epoch,
+                                truncate: true,
+                            },
+                        );
+                    }
+                }
+                Role::Offline => {
+                    self.fetchers().stop_following(&topic.name, slot.index);
+                    storage.set_replicated(true);
+                }
+            }
+            slot.waiters.wake_all();
+        }
+    }
+
+    /// A leader's storage mode: its own durable end is the high watermark
+    /// while it is alone in the ISR; with followers, the high watermark is
+    /// the one the replica state computes (seeded from storage's when the
+    /// mode changes, so it never goes back).
+    pub(crate) fn set_replicated(&self, slot: &PartitionSlot) {
+        let storage = slot.log.storage();
+        let replica = slot.log.replica();
+        if replica.replicated() {
+            replica.seed_high_watermark(storage.high_watermark());
+            storage.set_replicated(true);
+            storage.set_high_watermark(replica.high_watermark());
+            let (hw, done) = replica.recompute(storage.durable_end());
+            if let Some(hw) = hw {
+                storage.set_high_watermark(hw);
+            }
+            for (d, r) in done {
+                d(r);
+            }
+        } else {
+            storage.set_replicated(false);
+            // Waits registered while followers counted: the leader's own
+            // fsync now decides them.
+            let durable = storage.durable_end();
+            let (_, done) = replica.recompute(durable);
+            for (d, r) in done {
+                d(r);
+            }
+            for (end, d) in replica.take_waiters() {
+                storage.when_durable(end, Box::new(move |r| d(r.map_err(WaitError::Storage))));
+            }
+        }
+    }
+}
+
+/// One leader's fetch loop; ends when the broker is gone or no partition is
+/// left to follow from this leader.
+async fn fetch_loop(b: Weak<Broker>, leader: i32, l: Arc<Loop>) {
+    let client = InterBrokerClient::default();
+    let mut decoder = BatchDecoder::new();
+    loop {
+        let Some(broker) = b.upgrade() else {
+            return;
+        };
+        let parts: Vec<Following> = l.parts.lock().values().cloned().collect();
+        if parts.is_empty() {
+            drop(broker);
+            l.wake.notified().await;
+            continue;
+        }
+        let image = broker.image();
+        let Some(addr) = broker
+            .endpoint_of(image.as_deref(), leader)
+            .map(|e| format!("{}:{}", e.host, e.port))
+        else {
+            drop(broker);
+            tokio::time::sleep(RETRY_BACKOFF).await;
+            continue;
+        };
+        if parts.iter().any(|p| p.truncate) {
+            if let Err(e) = truncate(&broker, &client, leader, &addr, &l, &parts).await {
+                tracing::warn!(leader, error = %e, "truncation by leader epoch failed; retrying");
+                drop(broker);
+                tokio::time::sleep(RETRY_BACKOFF).await;
+                continue;
+            }
+            continue;
+        }
+        match fetch_round(&broker, &client, &mut decoder, leader, &addr, &parts).await {
+            Ok(true) => {}
+            // Every partition refused (the leader's metadata is behind or
+            // ahead of ours): wait for the metadata to settle.
+            Ok(false) => {
+                drop(broker);
+                tokio::time::sleep(RETRY_BACKOFF).await;
+            }
+            Err(e) => {
+                tracing::debug!(leader, error = %e, "replica fetch failed; retrying");
+                drop(broker);
+                tokio::time::sleep(RETRY_BACKOFF).await;
+            }
+        }
+    }
+}
+
+/// Truncates every partition marked so by OffsetForLeaderEpoch: to the
+/// end of the latest local epoch as the leader has it (Kafka's rules).
+async fn truncate(
+    b: &Arc<Broker>,
+    client: &InterBrokerClient,
+    leader: i32,
+    addr: &str,
+    l: &Loop,
+    parts: &[Following],
+) -> Result<(), String> {
+    let mut req = OffsetForLeaderEpochRequest::default();
+    req.replica_id = BrokerId(b.node_id());
+    let mut by_topic: BTreeMap<String, Vec<&Following>> = BTreeMap::new();
+    for p in parts.iter().filter(|p| p.truncate) {
+        by_topic.entry(p.topic.name.clone()).or_default().push(p);
+    }
+    for (name, ps) in &by_topic {
+        let mut t = OffsetForLeaderTopic::default();
+        t.topic = TopicName(StrBytes::from_string(name.clone()));
+        for p in ps {
+            let mut q = OffsetForLeaderPartition::default();
+            q.partition = p.slot.index;
+            q.current_leader_epoch = p.leader_epoch;
+            q.leader_epoch = p.slot.log.storage().latest_leader_epoch().unwrap_or(-1);
+            t.partitions.push(q);
+        }
+        req.topics.push(t);
+    }
+    let resp = client
+        .send(leader, addr, EPOCHS_VERSION, &req)
+        .await
+        .map_err(|e| e.to_string())?;
+    for t in resp.topics {
+        for r in t.partitions {
+            let name = t.topic.0.to_string();
+            let Some(p) = by_topic
+                .get(&name)
+                .and_then(|ps| ps.iter().find(|p| p.slot.index == r.partition))
+            else {
+                continue;
+            };
+            if r.error_code != 0 {
+                return Err(format!(
+                    "{name}-{}: OffsetForLeaderEpoch error {}",
+                    r.partition, r.error_code
+                ));
+            }
+            let storage = p.slot.log.storage().clone();
+            let log_end = storage.log_end_offset();
+            let cut = if r.leader_epoch < 0 || r.end_offset < 0 {
+                // The leader knows no epoch as old as ours: nothing it can
+                // vouch for past its own log start; keep what we have up
+                // to the high watermark.
+                storage.high_watermark()
+            } else {
+                let (ours, our_end) = storage.end_offset_for_epoch(r.leader_epoch);
+                let ours = if ours == r.leader_epoch {
+                    our_end.max(0) as u64
+                } else {
+                    log_end
+                };
+                ours.min(r.end_offset as u64)
+            }
+            .min(log_end);
+            if cut < log_end {
+                tracing::warn!(topic = %name, partition = r.partition, from = log_end, to = cut, "truncating the log to the leader's");
+                let s = storage.clone();
+                tokio::task::spawn_blocking(move || s.truncate_to(cut))
+                    .await
+                    .map_err(|e| e.to_string())?
+                    .map_err(|e| e.to_string())?;
+            }
+            if let Some(f) = l.parts.lock().get_mut(&(name.clone(), r.partition)) {
+                if f.leader_epoch == p.leader_epoch {
+                    f.truncate = false;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// One replica fetch from `leader` and the appends it brings. Ok(false)
+/// when the leader refused every partition.
+async fn fetch_round(
+    b: &Arc<Broker>,
+    client: &InterBrokerClient,
+    decoder: &mut BatchDecoder,
+    leader: i32,
+    addr: &str,
+    parts: &[Following],
+) -> Result<bool, String> {
+    let mut req = FetchRequest::default();
+    req.replica_id = BrokerId(b.node_id());
+    req.max_wait_ms = FETCH_MAX_WAIT_MS;
+    req.min_bytes = 1;
+    req.max_bytes = FETCH_MAX_BYTES;
+    req.isolation_level = 0;
+    req.session_id = 0;
+    req.session_epoch = -1;
+    let mut by_topic: BTreeMap<String, Vec<&Following>> = BTreeMap::new();
+    for p in parts {
+        by_topic.entry(p.topic.name.clone()).or_default().push(p);
+    }
+    for (name, ps) in &by_topic {
+        let mut t = FetchTopic::default();
+        t.topic = TopicName(StrBytes::from_string(name.clone()));
+        for p in ps {
+            let storage = p.slot.log.storage();
+            let mut q = FetchPartition::default();
+            q.partition = p.slot.index;
+            q.current_leader_epoch = p.leader_epoch;
+            q.fetch_offset = storage.durable_end() as i64;
+            q.last_fetched_epoch = storage.latest_leader_epoch().unwrap_or(-1);
+            q.log_start_offset = storage.log_start_offset() as i64;
+            q.partition_max_bytes = FETCH_PARTITION_MAX_BYTES;
+            t.partitions.push(q);
+        }
+        req.topics.push(t);
+    }
+    let resp = client
+        .send(leader, addr, FETCH_VERSION, &req)
+        .await
+        .map_err(|e| e.to_string())?;
+    if resp.error_code != 0 {
+        return Err(format!("fetch error {}", resp.error_code));
+    }
+    let mut appended: Vec<(Arc<PartitionSlot>, i64)> = Vec::new();
+    let mut served = 0usize;
+    for t in resp.responses {
+        let name = t.topic.0.to_string();
+        for r in t.partitions {
+            let Some(p) = by_topic
+                .get(&name)
+                .and_then(|ps| ps.iter().find(|p| p.slot.index == r.partition_index))
+            else {
+                continue;
+            };
+            let storage = p.slot.log.storage().clone();
+            if r.error_code == OFFSET_OUT_OF_RANGE {
+                // Below the leader's log start: start over at it; beyond
+                // its end: back to its high watermark (Kafka's follower).
+                let ours = storage.durable_end() as i64;
+                let s = storage.clone();
+                let (start, hw) = (r.log_start_offset, r.high_watermark);
+                tracing::warn!(topic = %name, partition = r.partition_index, ours, start, hw, "fetch offset out of the leader's range");
+                tokio::task::spawn_blocking(move || {
+                    if ours < start {
+                        s.truncate_fully_and_start_at(start.max(0) as u64)
+                    } else {
+                        s.truncate_to(hw.max(0) as u64)
+                    }
+                })
+                .await
+                .map_err(|e| e.to_string())?
+                .map_err(|e| e.to_string())?;
+                continue;
+            }
+            if r.error_code != 0 {
+                tracing::debug!(topic = %name, partition = r.partition_index, error = r.error_code, "replica fetch refused");
+                continue;
+            }
+            served += 1;
+            if r.diverging_epoch.epoch >= 0 {
+                let (ours, our_end) = storage.end_offset_for_epoch(r.diverging_epoch.epoch);
+                let mut cut = r.diverging_epoch.end_offset.max(0) as u64;
+                if ours == r.diverging_epoch.epoch {
+                    cut = cut.min(our_end.max(0) as u64);
+                }
+                let cut = cut.min(storage.log_end_offset());
+                tracing::warn!(topic = %name, partition = r.partition_index, to = cut, "the leader's log diverges; truncating");
+                let s = storage.clone();
+                tokio::task::spawn_blocking(move || s.truncate_to(cut))
+                    .await
+                    .map_err(|e| e.to_string())?
+                    .map_err(|e| e.to_string())?;
+                continue;
+            }
+            let records = r.records.unwrap_or_default();
+            if !records.is_empty() {
+                let limits = DecodeLimits::trusted(FETCH_MAX_BYTES as usize);
+                append_fetched(&storage, decoder, &records, &limits)
+                    .map_err(|e| format!("{name}-{}: {e}", r.partition_index))?;
+            }
+            appended.push((p.slot.clone(), r.high_watermark));
+        }
+    }
+    for (slot, leader_hw) in appended {
+        let storage = slot.log.storage().clone();
+        let end = storage.log_end_offset();
+        let s = storage.clone();
+        tokio::task::spawn_blocking(move || s.wait_durable(end))
+            .await
+            .map_err(|e| e.to_string())?
+            .map_err(|e| e.to_string())?;
+        let hw = u64::try_from(leader_hw)
+            .unwrap_or(0)
+            .min(storage.durable_end());
+        storage.set_high_watermark(hw);
+    }
+    Ok(served > 0)
+}
+
+/// Appends the whole batches of one partition's fetched records at the
+/// leader's offsets, one storage append per run of batches of one leader
+/// epoch. A partial batch at the end (a leader may cut one) is left for the
+/// next fetch.
+fn append_fetched(
+    storage: &es_storage::Partition,
+    decoder: &mut BatchDecoder,
+    records: &[u8],
+    limits: &DecodeLimits,
+) -> Result<(), String> {
+    let mut rest = records;
+    let mut buf = RecordBatchBuf::new();
+    let mut offsets: Vec<u64> = Vec::new();
+    let mut run_epoch: Option<i32> = None;
+    let flush = |buf: &mut RecordBatchBuf, offsets: &mut Vec<u64>, epoch: Option<i32>| {
+        if let Some(epoch) = epoch.filter(|_| !offsets.is_empty()) {
+            storage
+                .append_replica(buf, offsets, epoch)
+                .map_err(|e| e.to_string())?;
+        }
+        buf.clear();
+        offsets.clear();
+        Ok::<(), String>(())
+    };
+    while let Some(len) = whole_batch_len(rest) {
+        let (batch, tail) = rest.split_at(len);
+        rest = tail;
+        let epoch = i32::from_be_bytes([batch[12], batch[13], batch[14], batch[15]]);
+        if run_epoch.is_some_and(|e| e != epoch) {
+            flush(&mut buf, &mut offsets, run_epoch)?;
+        }
+        run_epoch = Some(epoch);
+        decoder
+            .decode_replica(batch, &mut buf, &mut offsets, limits)
+            .map_err(|e| e.to_string())?;
+    }
+    flush(&mut buf, &mut offsets, run_epoch)
+}
