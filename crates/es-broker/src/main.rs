@@ -25,6 +25,10 @@ use es_storage::{RealFs, Storage, SyncMode};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
+/// How long a controlled shutdown waits for the quorum to move this
+/// broker's leaderships (Kafka retries its controlled shutdown for about as
+/// long).
+const CONTROLLED_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long shutdown waits for open connections to finish their requests.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -412,8 +416,12 @@ async fn run(args: Args, storage: Storage) -> anyhow::Result<()> {
         )),
         tokio::spawn(background::coordinator_timers(timers, stop_rx.clone())),
     ];
+    let b = broker.clone();
     tokio::spawn(async move {
         wait_for_signal().await;
+        // Leaderships move to the other in-sync replicas while this broker
+        // still serves; then the listener closes.
+        b.controlled_shutdown(CONTROLLED_SHUTDOWN_TIMEOUT).await;
         let _ = stop_tx.send(true);
     });
 

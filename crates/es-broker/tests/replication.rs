@@ -10,6 +10,8 @@
 //!   they diverge, catches up and rejoins the ISR; afterwards the three
 //!   replicas' logs are byte for byte the same, and each passes the
 //!   independent format checker.
+//! - SIGTERM of a leader is a controlled shutdown: the leadership is
+//!   handed over before the process exits.
 //! - With min.insync.replicas 3 and one follower paused (SIGSTOP), the ISR
 //!   shrinks after replica.lag.time.max.ms and acks=all is refused with
 //!   NOT_ENOUGH_REPLICAS; once the follower runs again it rejoins the ISR
@@ -253,6 +255,23 @@ fn acknowledged_records_survive_the_loss_of_the_leader_and_replicas_stay_identic
         },
     );
     let end = acked.keys().next_back().copied().expect("acked") + 1;
+
+    // SIGTERM of the leader: a controlled shutdown hands the leadership to
+    // another in-sync replica before the process exits, so the metadata
+    // names the new leader as soon as it has gone (a crash leaves the
+    // partition led by the dead broker until its session expires).
+    let (leader_now, ..) = shown(&c.addr(new_leader), "r");
+    let log = c.nodes.remove(&leader_now).expect("leader").stop();
+    assert!(
+        log.contains("controlled shutdown: leaderships handed over"),
+        "{log}"
+    );
+    let other = *c.nodes.keys().next().expect("a broker");
+    let (after, ..) = shown(&c.addr(other), "r");
+    assert!(
+        after >= 0 && after != leader_now,
+        "led by {after} right after {leader_now} stopped"
+    );
     for (_, p) in std::mem::take(&mut c.nodes) {
         p.stop();
     }

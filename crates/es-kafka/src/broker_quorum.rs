@@ -202,6 +202,42 @@ impl Broker {
         Ok(())
     }
 
+    /// Kafka's controlled shutdown (on SIGTERM, before the listener
+    /// closes): this broker asks the quorum to move every leadership it
+    /// holds to another in-sync replica and to take it out of the ISRs, and
+    /// waits (at most `timeout`) until the other brokers have applied that,
+    /// so clients find the new leaders at once instead of after the
+    /// broker's session expires. Nothing to hand over on a single node, or
+    /// before the quorum has started.
+    pub async fn controlled_shutdown(&self, timeout: std::time::Duration) {
+        let (Some(node), Some(image)) = (self.meta.get(), self.image()) else {
+            return;
+        };
+        let me = self.node_id();
+        let Some(epoch) = image.brokers.get(&me).map(|b| b.epoch) else {
+            return;
+        };
+        if image.active().all(|b| b.id == me) {
+            return;
+        }
+        let started = std::time::Instant::now();
+        let done = tokio::time::timeout(
+            timeout,
+            es_meta::session::controlled_shutdown(node, me, epoch, timeout),
+        )
+        .await;
+        match done {
+            Ok(Ok(true)) => tracing::info!(
+                took_ms = started.elapsed().as_millis() as u64,
+                "controlled shutdown: leaderships handed over"
+            ),
+            Ok(Ok(false)) | Err(_) => {
+                tracing::warn!("controlled shutdown timed out; exiting anyway")
+            }
+            Ok(Err(e)) => tracing::warn!(error = %e, "controlled shutdown failed; exiting anyway"),
+        }
+    }
+
     /// Stops this broker's node of the metadata quorum.
     pub async fn stop_metadata(&self) {
         if let Some(m) = self.meta.get() {
@@ -407,11 +443,14 @@ impl Broker {
     /// else min(3, brokers available), so that a cluster replicates by
     /// default and a single node keeps one copy.
     pub fn default_replication_factor(&self) -> i16 {
-        if let Some(rf) = self.config.default_replication_factor {
-            return rf;
+        match self.image() {
+            Some(img) => img.resolve_replication_factor(
+                -1,
+                self.node_id(),
+                self.config.default_replication_factor,
+            ),
+            None => self.config.default_replication_factor.unwrap_or(1),
         }
-        let live = self.image().map_or(1, |i| i.unfenced().count()).clamp(1, 3);
-        live as i16
     }
 
     /// [`Broker::create_topic`] with a manual assignment: one replica list

@@ -54,7 +54,7 @@ fn check_replication(b: &Broker, rf: i16) -> Result<i16, AdminError> {
         ));
     }
     let brokers = match b.image() {
-        Some(img) => img.unfenced().count(),
+        Some(img) => img.active().count(),
         None => 1,
     };
     if rf as usize > brokers {

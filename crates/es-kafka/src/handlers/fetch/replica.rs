@@ -172,6 +172,8 @@ fn refused(partition: i32, e: ResponseError) -> PartitionData {
     d.last_stable_offset = -1;
     d.log_start_offset = -1;
     d.records = Some(Bytes::new());
+    // Kafka lists aborted transactions only for read_committed consumers.
+    d.aborted_transactions = None;
     d
 }
 
@@ -212,6 +214,7 @@ fn read_one(
     let mut d = PartitionData::default();
     d.partition_index = partition;
     d.records = Some(Bytes::new());
+    d.aborted_transactions = None;
     d.log_start_offset = storage.log_start_offset() as i64;
     if last_fetched_epoch >= 0 {
         let (epoch, end) = storage.end_offset_for_epoch(last_fetched_epoch);
