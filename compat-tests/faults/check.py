@@ -1,0 +1,183 @@
+#!/usr/bin/env python3
+"""check.py: judges one history written by the faults driver (docs/faults.md).
+
+usage: check.py HISTORY [--json]
+
+Reads the JSON lines of driver/main.go and counts, for the run:
+
+  acked         values acknowledged (acks=all) by a non-transactional producer, plus the
+                values of transactions whose commit was acknowledged; the sentinels the
+                final read writes are acked too (they are ordinary acks=all sends)
+  unknown       sends the client gave up on (error or timeout): outcome unknown
+  lost          acked values absent from the final read_uncommitted read (and, for
+                committed transactions, from the final read_committed read)
+  duplicated    values seen at more than one (partition, offset), by any observer: the
+                producer's acknowledgement, a live consumer or the final read
+  inconsistent  (partition, offset) pairs at which two observers saw different values
+  unacked-read  values read that were never acknowledged, but whose send failed or had
+                no answer (allowed: the outcome was unknown), or, read with
+                read_committed, whose transaction's commit had an unknown outcome
+  phantom       values read that no producer ever sent (never allowed)
+  aborted-read  values of transactions whose commit was never asked for (aborted on
+                purpose, or after an error) read by a read_committed consumer
+  unverified    partition reads of the final read that did not reach their sentinel: the
+                run cannot be judged (counted as a failure)
+
+Exit status 1 when lost, duplicated, inconsistent, phantom, aborted-read or unverified is
+above zero, 2 when the history is unusable, 0 otherwise.
+"""
+import collections
+import json
+import sys
+
+
+def load(path):
+    events = []
+    with open(path) as f:
+        for n, line in enumerate(f, 1):
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                events.append(json.loads(line))
+            except json.JSONDecodeError as e:
+                # A torn last line (the driver was killed) is reported, not hidden.
+                raise SystemExit(f"check: {path}:{n}: not JSON ({e})")
+    return events
+
+
+def check(events):
+    invoked = {}                    # value -> proc
+    txn_of = {}                     # value -> txn number
+    acks = {}                       # value -> (partition, offset)
+    failed = set()
+    txns = {}                       # txn -> (intent, ok)
+    observed = collections.defaultdict(set)   # (p, o) -> {values}
+    positions = collections.defaultdict(set)  # value -> {(p, o)}
+    read_values = set()
+    rc_values = set()
+    final = {"ru": {}, "rc": {}}   # iso -> {partition: {offset: value}}
+    final_complete = {"ru": {}, "rc": {}}
+    cerrors = collections.Counter()
+    meta = {}
+
+    def observe(p, o, v):
+        observed[(p, o)].add(v)
+        positions[v].add((p, o))
+
+    for e in events:
+        kind = e["type"]
+        if kind == "meta":
+            meta = e
+        elif kind == "invoke":
+            invoked[e["value"]] = e["proc"]
+            if "txn" in e:
+                txn_of[e["value"]] = e["txn"]
+        elif kind == "ack":
+            acks[e["value"]] = (e["partition"], e["offset"])
+            observe(e["partition"], e["offset"], e["value"])
+        elif kind == "fail":
+            failed.add(e["value"])
+        elif kind == "txn":
+            txns[e["txn"]] = (e["intent"], e["ok"])
+        elif kind == "poll":
+            for p, o, v in e["records"]:
+                observe(p, o, v)
+                read_values.add(v)
+                if e["iso"] == "rc":
+                    rc_values.add(v)
+        elif kind == "cerror":
+            cerrors[e["error"].split(":")[0][:80]] += 1
+        elif kind == "final":
+            iso, p = e["iso"], e["partition"]
+            final_complete[iso][p] = e["complete"]
+            got = final[iso].setdefault(p, {})
+            for o, v in e["records"] or []:
+                got[o] = v
+                observe(p, o, v)
+                read_values.add(v)
+                if iso == "rc":
+                    rc_values.add(v)
+
+    if not final_complete["ru"]:
+        raise SystemExit("check: the history has no final read")
+
+    def committed(v):
+        t = txn_of.get(v)
+        return t is None or txns.get(t) == ("commit", True)
+
+    def never_committed(v):
+        t = txn_of.get(v)
+        if t is None:
+            return False
+        # A transaction without an end event ended with the driver: never committed.
+        intent = txns.get(t, ("abort", False))[0]
+        return intent == "abort"
+
+    acked = {v for v in acks if committed(v)}
+    final_ru = {v for part in final["ru"].values() for v in part.values()}
+    final_rc = {v for part in final["rc"].values() for v in part.values()}
+    lost = sorted(v for v in acked if v not in final_ru or (v in txn_of and v not in final_rc))
+    duplicated = sorted(v for v, ps in positions.items() if len(ps) > 1)
+    inconsistent = sorted(k for k, vs in observed.items() if len(vs) > 1)
+    unacked = read_values - acked
+    phantom = sorted(v for v in unacked if v not in invoked)
+    # Records of transactions that did not commit are legitimately visible to a
+    # read_uncommitted reader: only a read_committed read of an unknown-outcome
+    # commit counts here (aborted ones are aborted-read below).
+    unacked_read = sorted(v for v in unacked if v in invoked
+                          and (v not in txn_of or (v in rc_values and not never_committed(v))))
+    aborted_read = sorted(v for v in rc_values if never_committed(v))
+    unverified = [f"{iso}/{p}" for iso in ("ru", "rc") for p, ok in final_complete[iso].items() if not ok]
+    unknown = {v for v in invoked if v not in acks} | failed
+
+    out = {
+        "topic": meta.get("topic"),
+        "acked": len(acked),
+        "unknown": len(unknown),
+        "lost": len(lost),
+        "duplicated": len(duplicated),
+        "inconsistent": len(inconsistent),
+        "unacked_read": len(unacked_read),
+        "phantom": len(phantom),
+        "aborted_read": len(aborted_read),
+        "unverified": len(unverified),
+        "txns_committed": sum(1 for i, ok in txns.values() if i == "commit" and ok),
+        "txns_aborted": sum(1 for i, _ in txns.values() if i == "abort"),
+        "txns_unknown": sum(1 for i, ok in txns.values() if i == "commit" and not ok),
+        "consumer_errors": dict(cerrors.most_common(8)),
+        "examples": {
+            "lost": lost[:10],
+            "duplicated": {v: sorted(positions[v]) for v in duplicated[:10]},
+            "inconsistent": {f"{p}/{o}": sorted(observed[(p, o)]) for p, o in inconsistent[:10]},
+            "phantom": phantom[:10],
+            "aborted_read": aborted_read[:10],
+            "unverified": unverified,
+        },
+    }
+    out["valid"] = not (lost or duplicated or inconsistent or phantom or aborted_read or unverified)
+    return out
+
+
+def main():
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    if len(args) != 1:
+        print(__doc__.strip().splitlines()[2], file=sys.stderr)
+        sys.exit(2)
+    try:
+        result = check(load(args[0]))
+    except SystemExit as e:
+        print(e, file=sys.stderr)
+        sys.exit(2)
+    if "--json" in sys.argv:
+        print(json.dumps(result, sort_keys=True))
+    else:
+        for k in ("acked", "unknown", "lost", "duplicated", "inconsistent", "unacked_read",
+                  "phantom", "aborted_read", "unverified"):
+            print(f"{k:14} {result[k]}")
+        print("valid" if result["valid"] else "INVALID", json.dumps(result["examples"]))
+    sys.exit(0 if result["valid"] else 1)
+
+
+if __name__ == "__main__":
+    main()
