@@ -350,8 +350,14 @@ func workload(args []string) {
 	h.emit("meta", map[string]any{"topic": c.topic, "partitions": c.parts, "producers": *nprod,
 		"txn": *txn, "seconds": seconds.Seconds(), "rate": *rate, "seed": *seed})
 
-	produceCtx, stopProducing := context.WithTimeout(context.Background(), *seconds)
+	// Producing stops -seconds after every producer has had its first send
+	// answered and the transactional producer its first transaction (the warm-up:
+	// producer ids, the transaction coordinator and __transaction_state exist before
+	// any fault). The driver then creates the file <history>.warm, from which the
+	// runner times the nemesis.
+	produceCtx, stopProducing := context.WithCancel(context.Background())
 	defer stopProducing()
+	var warm sync.WaitGroup
 	consumeCtx, stopConsuming := context.WithCancel(context.Background())
 	defer stopConsuming()
 
@@ -370,18 +376,31 @@ func workload(args []string) {
 	var acked, failed atomic.Int64
 	for i := 0; i < *nprod; i++ {
 		pwg.Add(1)
+		warm.Add(1)
 		go func(id int) {
 			defer pwg.Done()
-			produce(produceCtx, c, h, id, *rate, *flushFor, *delivery, &acked, &failed)
+			produce(produceCtx, c, h, id, *rate, *flushFor, *delivery, &acked, &failed, warm.Done)
 		}(i)
 	}
 	if *txn {
 		pwg.Add(1)
+		warm.Add(1)
 		go func() {
 			defer pwg.Done()
-			transact(produceCtx, c, h, rand.New(rand.NewSource(*seed)), *delivery)
+			transact(produceCtx, c, h, rand.New(rand.NewSource(*seed)), *delivery, warm.Done)
 		}()
 	}
+	warmed := make(chan struct{})
+	go func() { warm.Wait(); close(warmed) }()
+	select {
+	case <-warmed:
+	case <-time.After(60 * time.Second):
+		h.emit("warm-up", map[string]any{"complete": false})
+	}
+	if err := os.WriteFile(c.histPath+".warm", nil, 0o644); err != nil {
+		die("warm-up marker: %v", err)
+	}
+	time.AfterFunc(*seconds, stopProducing)
 	pwg.Wait()
 	// Consumers keep reading a little after the last outcome so that they see
 	// the tail; the final read (after healing) is what the checker relies on.
@@ -393,7 +412,7 @@ func workload(args []string) {
 	fmt.Printf("workload done: %d acknowledged, %d failed or unknown\n", acked.Load(), failed.Load())
 }
 
-func produce(ctx context.Context, c *common, h *history, id int, rate float64, flushFor, delivery time.Duration, acked, failed *atomic.Int64) {
+func produce(ctx context.Context, c *common, h *history, id int, rate float64, flushFor, delivery time.Duration, acked, failed *atomic.Int64, warmed func()) {
 	proc := fmt.Sprintf("p%d", id)
 	opts := append(c.baseOpts(),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
@@ -411,12 +430,21 @@ func produce(ctx context.Context, c *common, h *history, id int, rate float64, f
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	n := 0
-loop:
+	first := make(chan struct{})
+	var once sync.Once
 	for {
-		select {
-		case <-ctx.Done():
-			break loop
-		case <-tick.C:
+		if n == 1 {
+			<-first // the warm-up: the first send is answered before the second
+			warmed()
+		}
+		if n > 0 {
+			select {
+			case <-ctx.Done():
+			case <-tick.C:
+			}
+			if ctx.Err() != nil {
+				break
+			}
 		}
 		value := fmt.Sprintf("%s-%d", proc, n)
 		part := int32((n + id) % c.parts)
@@ -428,6 +456,7 @@ loop:
 		cl.Produce(context.Background(), &kgo.Record{Topic: c.topic, Partition: part, Value: []byte(value)},
 			func(r *kgo.Record, err error) {
 				defer p.wg.Done()
+				defer once.Do(func() { close(first) })
 				if err != nil {
 					failed.Add(1)
 					h.emit("fail", map[string]any{"proc": proc, "value": value, "partition": part, "error": errString(err)})
@@ -448,7 +477,7 @@ loop:
 // in three is aborted on purpose, and any transaction that saw an error is
 // aborted. "intent" is what was asked of EndTxn: a transaction whose commit
 // was never asked for must never be visible to a read_committed consumer.
-func transact(ctx context.Context, c *common, h *history, rng *rand.Rand, delivery time.Duration) {
+func transact(ctx context.Context, c *common, h *history, rng *rand.Rand, delivery time.Duration, warmed func()) {
 	txnID := "faults-txn-" + c.topic
 	newClient := func() *kgo.Client {
 		opts := append(c.baseOpts(),
@@ -467,8 +496,13 @@ func transact(ctx context.Context, c *common, h *history, rng *rand.Rand, delive
 	cl := newClient()
 	defer func() { cl.Close() }()
 	const perTxn = 4
-	for k := 0; ctx.Err() == nil; k++ {
-		time.Sleep(150 * time.Millisecond)
+	var once sync.Once
+	defer once.Do(warmed)
+	for k := 0; k == 0 || ctx.Err() == nil; k++ {
+		if k > 0 {
+			once.Do(warmed) // the first transaction has ended, however it ended
+			time.Sleep(150 * time.Millisecond)
+		}
 		values := make([]string, 0, perTxn)
 		if err := cl.BeginTransaction(); err != nil {
 			h.emit("txn", map[string]any{"txn": k, "values": values, "intent": "abort", "ok": false, "error": "begin: " + err.Error()})
