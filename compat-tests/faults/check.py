@@ -20,11 +20,16 @@ Reads the JSON lines of driver/main.go and counts, for the run:
   phantom       values read that no producer ever sent (never allowed)
   aborted-read  values of transactions whose commit was never asked for (aborted on
                 purpose, or after an error) read by a read_committed consumer
+  reordered     acknowledged values of one idempotent producer in one partition whose
+                offsets are not in the order the producer sent them
+  skipped       records a live consumer stepped over: between two offsets it read in a
+                row (or before its first), the final read has a record this consumer
+                should have been given (read_committed: not of an uncommitted transaction)
   unverified    partition reads of the final read that did not reach their sentinel: the
                 run cannot be judged (counted as a failure)
 
-Exit status 1 when lost, duplicated, inconsistent, phantom, aborted-read or unverified is
-above zero, 2 when the history is unusable, 0 otherwise.
+Exit status 1 when lost, duplicated, inconsistent, phantom, aborted-read, reordered,
+skipped or unverified is above zero, 2 when the history is unusable, 0 otherwise.
 """
 import collections
 import json
@@ -60,6 +65,7 @@ def check(events):
     final_complete = {"ru": {}, "rc": {}}
     cerrors = collections.Counter()
     meta = {}
+    streams = collections.defaultdict(list)   # (consumer, iso) -> [(p, o, v)] in read order
 
     def observe(p, o, v):
         observed[(p, o)].add(v)
@@ -81,6 +87,7 @@ def check(events):
         elif kind == "txn":
             txns[e["txn"]] = (e["intent"], e["ok"])
         elif kind == "poll":
+            streams[(e["consumer"], e["iso"])].extend(e["records"])
             for p, o, v in e["records"]:
                 observe(p, o, v)
                 read_values.add(v)
@@ -131,6 +138,34 @@ def check(events):
     unverified = [f"{iso}/{p}" for iso in ("ru", "rc") for p, ok in final_complete[iso].items() if not ok]
     unknown = {v for v in invoked if v not in acks} | failed
 
+    # Per producer and partition, acknowledged offsets rise with the producer's counter.
+    sent = collections.defaultdict(list)
+    for v, (p, o) in acks.items():
+        proc, _, n = v.rpartition("-")
+        if v not in txn_of and invoked.get(v) == proc and n.isdigit():
+            sent[(proc, p)].append((int(n), o, v))
+    reordered = []
+    for seq in sent.values():
+        seq.sort()
+        reordered += [b[2] for a, b in zip(seq, seq[1:]) if b[1] <= a[1]]
+
+    # A live consumer reads its partition from the start: every record the final read
+    # holds between two offsets it read in a row should have been among them.
+    final_offsets = {p: sorted(recs) for p, recs in final["ru"].items()}
+    skipped = set()
+    for (_, iso), recs in streams.items():
+        prev = {}
+        for p, o, _ in recs:
+            lo = prev.get(p, -1)
+            if o > lo + 1:
+                for fo in final_offsets.get(p, []):
+                    if lo < fo < o:
+                        v = final["ru"][p][fo]
+                        if iso == "ru" or committed(v):
+                            skipped.add((p, fo))
+            prev[p] = o
+    skipped = sorted(skipped)
+
     out = {
         "topic": meta.get("topic"),
         "acked": len(acked),
@@ -142,6 +177,8 @@ def check(events):
         "phantom": len(phantom),
         "aborted_read": len(aborted_read),
         "unverified": len(unverified),
+        "reordered": len(reordered),
+        "skipped": len(skipped),
         "txns_committed": sum(1 for i, ok in txns.values() if i == "commit" and ok),
         "txns_aborted": sum(1 for i, _ in txns.values() if i == "abort"),
         "txns_unknown": sum(1 for i, ok in txns.values() if i == "commit" and not ok),
@@ -153,9 +190,12 @@ def check(events):
             "phantom": phantom[:10],
             "aborted_read": aborted_read[:10],
             "unverified": unverified,
+            "reordered": sorted(reordered)[:10],
+            "skipped": [f"{p}/{o}" for p, o in skipped[:10]],
         },
     }
-    out["valid"] = not (lost or duplicated or inconsistent or phantom or aborted_read or unverified)
+    out["valid"] = not (lost or duplicated or inconsistent or phantom or aborted_read or unverified
+                        or reordered or skipped)
     return out
 
 
@@ -173,7 +213,7 @@ def main():
         print(json.dumps(result, sort_keys=True))
     else:
         for k in ("acked", "unknown", "lost", "duplicated", "inconsistent", "unacked_read",
-                  "phantom", "aborted_read", "unverified"):
+                  "phantom", "aborted_read", "reordered", "skipped", "unverified"):
             print(f"{k:14} {result[k]}")
         print("valid" if result["valid"] else "INVALID", json.dumps(result["examples"]))
     sys.exit(0 if result["valid"] else 1)

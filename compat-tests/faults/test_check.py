@@ -49,7 +49,8 @@ class CheckerTest(unittest.TestCase):
         r = check.check(clean())
         self.assertTrue(r["valid"], r)
         self.assertEqual(r["acked"], 8)  # 6 plain + the committed transaction's 2
-        for k in ("lost", "duplicated", "inconsistent", "unacked_read", "phantom", "aborted_read", "unverified"):
+        for k in ("lost", "duplicated", "inconsistent", "unacked_read", "phantom", "aborted_read",
+                  "unverified", "reordered", "skipped"):
             self.assertEqual(r[k], 0, k)
 
     def test_lost(self):
@@ -119,6 +120,41 @@ class CheckerTest(unittest.TestCase):
         r = check.check(ev)
         self.assertEqual(r["unverified"], 1)
         self.assertFalse(r["valid"])
+
+    def test_reordered(self):
+        ev = clean()
+        a = next(e for e in ev if e["type"] == "ack" and e["value"] == "p0-0")
+        b = next(e for e in ev if e["type"] == "ack" and e["value"] == "p0-2")
+        a["offset"], b["offset"] = b["offset"], a["offset"]
+        r = check.check(ev)
+        self.assertEqual(r["reordered"], 1)
+        self.assertFalse(r["valid"])
+
+    def test_skipped_by_a_live_consumer(self):
+        ev = clean()
+        poll = next(e for e in ev if e["type"] == "poll" and e["consumer"] == "c1-ru")
+        del poll["records"][1]  # read offsets 0 and 2 of partition 1, not 1
+        r = check.check(ev)
+        self.assertEqual(r["skipped"], 1)
+        self.assertEqual(r["examples"]["skipped"], ["1/1"])
+        self.assertFalse(r["valid"])
+
+    def test_read_committed_may_step_over_aborted_records(self):
+        ev = clean()  # partition 0: t1 (aborted) at offsets 6 and 7, its marker at 8
+        ev.append({"type": "invoke", "proc": "p1", "value": "p1-0", "partition": 0})
+        ev.append({"type": "ack", "proc": "p1", "value": "p1-0", "partition": 0, "offset": 9})
+        next(e for e in ev if e["type"] == "poll" and e["consumer"] == "c0-rc")["records"].append([0, 9, "p1-0"])
+        for iso in ("ru", "rc"):
+            final_of(ev, iso, 0)["records"].append([9, "p1-0"])
+        r = check.check(ev)
+        self.assertEqual(r["skipped"], 0)
+        self.assertTrue(r["valid"], r)
+
+    def test_a_consumer_that_starts_late_skipped(self):
+        ev = clean()
+        poll = next(e for e in ev if e["type"] == "poll" and e["consumer"] == "c0-rc")
+        poll["records"] = poll["records"][2:]
+        self.assertEqual(check.check(ev)["skipped"], 2)
 
 
 if __name__ == "__main__":
