@@ -219,34 +219,41 @@ func create(args []string) {
 	req.Topics = append(req.Topics, t)
 	req.TimeoutMillis = 30000
 	// CreateTopics is retried while the cluster is still settling (no
-	// controller yet, brokers not all registered); any other error is final.
+	// controller yet, brokers not all registered: INVALID_REPLICATION_FACTOR for
+	// up to 10 s); any other error is final. The last answer is what a failure
+	// reports, not the deadline.
+	settle := time.Now().Add(10 * time.Second)
+	var last string
 	for {
 		resp, err := req.RequestWith(ctx, cl)
-		if err == nil && len(resp.Topics) == 1 {
+		switch {
+		case err != nil:
+			if last == "" || ctx.Err() == nil {
+				last = err.Error()
+			}
+		case len(resp.Topics) != 1:
+			last = fmt.Sprintf("%d topics in the answer", len(resp.Topics))
+		default:
 			code := resp.Topics[0].ErrorCode
 			if code == 0 || code == kerr.TopicAlreadyExists.Code {
-				break
+				goto created
 			}
 			e := kerr.ErrorForCode(code)
-			msg := ""
-			if resp.Topics[0].ErrorMessage != nil {
-				msg = *resp.Topics[0].ErrorMessage
+			last = e.Error()
+			if m := resp.Topics[0].ErrorMessage; m != nil {
+				last += ": " + *m
 			}
-			if !kerr.IsRetriable(e) && code != kerr.InvalidReplicationFactor.Code {
-				die("CreateTopics %s (rf %d, min.insync.replicas %d): %v: %s", c.topic, *rf, *minISR, e, msg)
-			}
-			if code == kerr.InvalidReplicationFactor.Code && ctx.Err() == nil {
-				// Brokers may still be registering; give up only at the deadline.
-				err = fmt.Errorf("%v: %s", e, msg)
-			} else {
-				err = e
+			retry := kerr.IsRetriable(e) || (code == kerr.InvalidReplicationFactor.Code && time.Now().Before(settle))
+			if !retry {
+				die("CreateTopics %s (rf %d, min.insync.replicas %d): %s", c.topic, *rf, *minISR, last)
 			}
 		}
 		if ctx.Err() != nil {
-			die("CreateTopics %s: %v (gave up after %v)", c.topic, err, c.timeout)
+			die("CreateTopics %s (rf %d, min.insync.replicas %d): %s (gave up after %v)", c.topic, *rf, *minISR, last, c.timeout)
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
+created:
 	for {
 		_, parts, err := metadata(ctx, cl, c.topic)
 		ok := err == nil && len(parts) == c.parts
