@@ -66,6 +66,10 @@ def check(events):
     cerrors = collections.Counter()
     meta = {}
     streams = collections.defaultdict(list)   # (consumer, iso) -> [(p, o, v)] in read order
+    leader_of = {}                  # partition -> last leader Metadata named
+    leader_changes = 0
+    leaderless = set()
+    min_isr_seen = None
 
     def observe(p, o, v):
         observed[(p, o)].add(v)
@@ -93,6 +97,17 @@ def check(events):
                 read_values.add(v)
                 if e["iso"] == "rc":
                     rc_values.add(v)
+        elif kind == "leaders":
+            # What the faults did, as Metadata told the driver (not judged).
+            for p, leader in e["leaders"].items():
+                if leader < 0:
+                    leaderless.add(p)
+                elif p in leader_of and leader_of[p] != leader:
+                    leader_changes += 1
+                if leader >= 0:
+                    leader_of[p] = leader
+            for n in e["isr"].values():
+                min_isr_seen = n if min_isr_seen is None else min(min_isr_seen, n)
         elif kind == "cerror":
             cerrors[e["error"].split(":")[0][:80]] += 1
         elif kind == "final":
@@ -183,6 +198,9 @@ def check(events):
         "txns_aborted": sum(1 for i, _ in txns.values() if i == "abort"),
         "txns_unknown": sum(1 for i, ok in txns.values() if i == "commit" and not ok),
         "consumer_errors": dict(cerrors.most_common(8)),
+        "leader_changes": leader_changes,
+        "leaderless_partitions": len(leaderless),
+        "min_isr_seen": min_isr_seen,
         "examples": {
             "lost": lost[:10],
             "duplicated": {v: sorted(positions[v]) for v in duplicated[:10]},

@@ -29,6 +29,7 @@
 //	txn       {txn, values, intent, ok, error}    intent commit|abort; ok: EndTxn answered NONE
 //	poll      {consumer, iso, records: [[p, o, v]...]}
 //	cerror    {consumer, iso, error}              a fetch error handed to the application
+//	leaders   {leaders: {p: leader}, isr: {p: n}, error}   Metadata every 500 ms, when it changed
 //	final     {iso, partition, sentinel, records: [[o, v]...], complete, error}
 package main
 
@@ -379,6 +380,12 @@ func workload(args []string) {
 		}
 	}
 
+	cwg.Add(1)
+	go func() {
+		defer cwg.Done()
+		watchLeaders(consumeCtx, c, h)
+	}()
+
 	var pwg sync.WaitGroup
 	var acked, failed atomic.Int64
 	for i := 0; i < *nprod; i++ {
@@ -563,6 +570,43 @@ func transact(ctx context.Context, c *common, h *history, rng *rand.Rand, delive
 				cl.Close()
 				cl = newClient()
 			}
+		}
+	}
+}
+
+// watchLeaders records each partition's leader and in-sync count whenever a
+// Metadata answer differs from the last one: the history then shows what the
+// faults did (elections, partitions without a leader).
+func watchLeaders(ctx context.Context, c *common, h *history) {
+	cl, err := kgo.NewClient(c.baseOpts()...)
+	if err != nil {
+		die("metadata client: %v", err)
+	}
+	defer cl.Close()
+	last := ""
+	tick := time.NewTicker(500 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		_, parts, err := metadata(rctx, cl, c.topic)
+		cancel()
+		if ctx.Err() != nil {
+			return
+		}
+		leaders, isr := map[string]int32{}, map[string]int{}
+		for p, st := range parts {
+			leaders[strconv.Itoa(int(p))] = st.leader
+			isr[strconv.Itoa(int(p))] = st.isr
+		}
+		key := fmt.Sprint(leaders, isr, err != nil)
+		if key != last {
+			last = key
+			h.emit("leaders", map[string]any{"leaders": leaders, "isr": isr, "error": errString(err)})
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
 		}
 	}
 }
