@@ -350,13 +350,17 @@ func workload(args []string) {
 	flushFor := c.fs.Duration("flush", 45*time.Second, "bound on waiting for outstanding sends after -seconds")
 	delivery := c.fs.Duration("delivery-timeout", 30*time.Second, "franz-go RecordDeliveryTimeout (delivery.timeout.ms)")
 	seed := c.fs.Int64("seed", time.Now().UnixNano(), "random seed (partition choice, aborts)")
+	acks := c.fs.String("acks", "all", "all (idempotent, acks=all) or leader (acks=1, not idempotent: a negative control that may lose acknowledged records)")
 	c.parse(args)
+	if *acks != "all" && *acks != "leader" {
+		die("-acks must be all or leader")
+	}
 	if c.histPath == "" {
 		die("-history is required")
 	}
 	h := openHistory(c.histPath)
 	h.emit("meta", map[string]any{"topic": c.topic, "partitions": c.parts, "producers": *nprod,
-		"txn": *txn, "seconds": seconds.Seconds(), "rate": *rate, "seed": *seed})
+		"txn": *txn, "seconds": seconds.Seconds(), "rate": *rate, "seed": *seed, "acks": *acks})
 
 	// Producing stops -seconds after every producer has had its first send
 	// answered and the transactional producer its first transaction (the warm-up:
@@ -393,7 +397,7 @@ func workload(args []string) {
 		warm.Add(1)
 		go func(id int) {
 			defer pwg.Done()
-			produce(produceCtx, c, h, id, *rate, *flushFor, *delivery, &acked, &failed, warm.Done)
+			produce(produceCtx, c, h, id, *rate, *flushFor, *delivery, *acks, &acked, &failed, warm.Done)
 		}(i)
 	}
 	if *txn {
@@ -426,7 +430,7 @@ func workload(args []string) {
 	fmt.Printf("workload done: %d acknowledged, %d failed or unknown\n", acked.Load(), failed.Load())
 }
 
-func produce(ctx context.Context, c *common, h *history, id int, rate float64, flushFor, delivery time.Duration, acked, failed *atomic.Int64, warmed func()) {
+func produce(ctx context.Context, c *common, h *history, id int, rate float64, flushFor, delivery time.Duration, acks string, acked, failed *atomic.Int64, warmed func()) {
 	proc := fmt.Sprintf("p%d", id)
 	opts := append(c.baseOpts(),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
@@ -435,6 +439,9 @@ func produce(ctx context.Context, c *common, h *history, id int, rate float64, f
 		kgo.ProducerLinger(0),
 		kgo.MaxBufferedRecords(2000),
 	)
+	if acks == "leader" {
+		opts = append(opts, kgo.RequiredAcks(kgo.LeaderAck()), kgo.DisableIdempotentWrite())
+	}
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		die("producer client: %v", err)
