@@ -194,6 +194,51 @@ impl Broker {
         });
     }
 
+    /// After an unclean election: an AlterPartition with the ISR this
+    /// leader alone and the partition recovered (once; retried by the next
+    /// reconcile if refused).
+    fn propose_recovered(self: &Arc<Self>, topic: &Topic, slot: &Arc<PartitionSlot>) {
+        let replica = slot.log.replica().clone();
+        if replica.proposing() {
+            return;
+        }
+        let (Some(a), Some(rt)) = (replica.assignment(), self.fetchers().runtime.get().cloned())
+        else {
+            return;
+        };
+        let Some(broker_epoch) = self
+            .image()
+            .and_then(|i| i.brokers.get(&self.node_id()).map(|b| b.epoch))
+        else {
+            return;
+        };
+        let me = self.node_id();
+        replica.propose_isr(vec![me]);
+        let b = self.clone();
+        let (name, partition, topic_id) = (topic.name.clone(), slot.index, topic.id.to_string());
+        rt.spawn(async move {
+            let req = MetaRequest::AlterPartition {
+                broker_id: me,
+                broker_epoch,
+                partitions: vec![AlterPartitionItem {
+                    topic_id,
+                    partition,
+                    leader_epoch: a.leader_epoch,
+                    partition_epoch: a.partition_epoch,
+                    new_isr: vec![IsrMember {
+                        broker_id: me,
+                        broker_epoch: -1,
+                    }],
+                    leader_recovery: LeaderRecovery::Recovered,
+                }],
+            };
+            if let Err(e) = b.propose_checked(req).await {
+                tracing::info!(topic = %name, partition, error = %e.message, "leader recovery refused");
+                replica.proposal_failed();
+            }
+        });
+    }
+
     /// Every `replica.lag.time.max.ms / 2`, the ISR of each partition led
     /// here loses the followers that have not caught up within it. Holds
     /// the broker weakly: ends when it is gone or stopping.
@@ -268,6 +313,17 @@ impl Broker {
                         tracing::info!(topic = %topic.name, partition = slot.index, epoch = a.leader_epoch, "leading");
                     }
                     self.set_replicated(&slot);
+                    if !p.leader_recovery.is_recovered() {
+                        // Elected from outside the ISR (unclean.leader.election.enable):
+                        // this log is now the partition's, whatever the old ISR had
+                        // beyond it is gone. Nothing else to rebuild here, so the leader
+                        // says at once that it has recovered (KIP-704), after which the
+                        // ISR may grow again.
+                        if t.changed {
+                            tracing::warn!(topic = %topic.name, partition = slot.index, epoch = a.leader_epoch, log_end = storage.log_end_offset(), "elected leader from outside the ISR (unclean leader election): records the previous in-sync replicas had beyond this log end are lost");
+                        }
+                        self.propose_recovered(topic, &slot);
+                    }
                 }
                 Role::Follower { leader } => {
                     storage.set_replicated(true);

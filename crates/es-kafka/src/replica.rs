@@ -403,3 +403,7 @@ fn advance(i: &mut Inner, durable: u64) -> Advance {
     i.waiters = keep;
     (Some(hw), done)
 }
+
+#[cfg(test)]
+#[path = "replica_tests.rs"]
+mod tests;

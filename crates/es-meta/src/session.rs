@@ -174,6 +174,11 @@ async fn check_sessions(node: &MetaNode) -> Result<(), MetaError> {
     Ok(())
 }
 
+/// How many times a registration with an unknown outcome is sent again.
+const REGISTER_ATTEMPTS: u32 = 50;
+/// Pause between registration attempts.
+const REGISTER_RETRY_BACKOFF: Duration = Duration::from_millis(200);
+
 /// Registers this node's broker and heartbeats until `shutdown`. Returns
 /// once registered, with the broker epoch; the heartbeats run on a task.
 pub async fn register_broker(
@@ -182,9 +187,29 @@ pub async fn register_broker(
     mut shutdown: watch::Receiver<bool>,
 ) -> Result<i64, MetaError> {
     let broker_id = registration.broker_id;
-    let (_, answer) = node
-        .write(MetaRequest::RegisterBroker(registration))
-        .await?;
+    // A registration whose fate is unknown (the leader moved, a connection
+    // reset) is sent again: the same incarnation is answered with the epoch
+    // it was registered at, as Kafka's controller answers a retry.
+    let mut attempt = 0u32;
+    let answer = loop {
+        match node
+            .write(MetaRequest::RegisterBroker(registration.clone()))
+            .await
+        {
+            Ok((_, answer)) => break answer,
+            Err(e @ (MetaError::NoLeader(_) | MetaError::Uncertain(_)))
+                if attempt < REGISTER_ATTEMPTS && !*shutdown.borrow() =>
+            {
+                attempt += 1;
+                tracing::warn!(error = %e, attempt, "broker registration; retrying");
+                tokio::select! {
+                    _ = tokio::time::sleep(REGISTER_RETRY_BACKOFF) => {}
+                    _ = shutdown.changed() => return Err(e),
+                }
+            }
+            Err(e) => return Err(e),
+        }
+    };
     let epoch = match answer {
         MetaResponse::Registered { broker_epoch } => broker_epoch,
         MetaResponse::Error { message, .. } => return Err(MetaError::Config(message)),
@@ -202,10 +227,14 @@ pub async fn register_broker(
                 broker_epoch: epoch,
                 applied_index,
             };
-            match node.forward(beat).await {
-                Ok(ControlReply::Heartbeat { .. }) => {}
-                Ok(other) => tracing::debug!(?other, "heartbeat answer"),
-                Err(e) => tracing::warn!(error = %e, "broker heartbeat"),
+            // Each beat waits at most one interval: a beat stuck on a
+            // leader that is gone must not keep the next one from reaching
+            // the new leader before the session expires there.
+            match tokio::time::timeout(HEARTBEAT_INTERVAL, node.forward(beat)).await {
+                Ok(Ok(ControlReply::Heartbeat { .. })) => {}
+                Ok(Ok(other)) => tracing::debug!(?other, "heartbeat answer"),
+                Ok(Err(e)) => tracing::warn!(error = %e, "broker heartbeat"),
+                Err(_) => tracing::warn!("broker heartbeat: no answer within the interval"),
             }
             drop(node);
             tokio::select! {
