@@ -26,9 +26,10 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 /// How long a controlled shutdown waits for the quorum to move this
-/// broker's leaderships (Kafka retries its controlled shutdown for about as
-/// long).
-const CONTROLLED_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(30);
+/// broker's leaderships: well inside the grace period supervisors give a
+/// SIGTERM (scripts/cluster's 30 s), since a broker stopping with the rest
+/// of its cluster may find no quorum left to ask.
+const CONTROLLED_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long shutdown waits for open connections to finish their requests.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
 

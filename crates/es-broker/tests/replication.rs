@@ -12,6 +12,10 @@
 //!   independent format checker.
 //! - SIGTERM of a leader is a controlled shutdown: the leadership is
 //!   handed over before the process exits.
+//! - Unclean leader election (a topic that allows it): with its whole ISR
+//!   gone, a returning out-of-sync replica is elected, logs what may be
+//!   lost, and takes writes; the old leader, back, truncates the records
+//!   the new leader never had and rejoins the ISR with an identical log.
 //! - With min.insync.replicas 3 and one follower paused (SIGSTOP), the ISR
 //!   shrinks after replica.lag.time.max.ms and acks=all is refused with
 //!   NOT_ENOUGH_REPLICAS; once the follower runs again it rejoins the ISR
@@ -43,11 +47,31 @@ fn name(s: &str) -> TopicName {
 
 /// Creates `topic` (one partition, `rf` replicas, `configs`) through `addr`.
 fn create(addr: &str, topic: &str, rf: i16, configs: &[(&str, &str)]) -> i16 {
+    create_on(addr, topic, rf, None, configs)
+}
+
+/// As [`create`], partition 0's replicas given (`rf` then -1).
+fn create_on(
+    addr: &str,
+    topic: &str,
+    rf: i16,
+    replicas: Option<&[i32]>,
+    configs: &[(&str, &str)],
+) -> i16 {
+    use kafka_protocol::messages::create_topics_request::CreatableReplicaAssignment;
     let mut c = KafkaClient::connect_with_timeout(addr, "repl-test", Duration::from_secs(40));
     let mut t = CreatableTopic::default();
     t.name = name(topic);
     t.num_partitions = 1;
     t.replication_factor = rf;
+    if let Some(r) = replicas {
+        let mut a = CreatableReplicaAssignment::default();
+        a.partition_index = 0;
+        a.broker_ids = r.iter().map(|b| BrokerId(*b)).collect();
+        t.assignments = vec![a];
+        t.num_partitions = -1;
+        t.replication_factor = -1;
+    }
     t.configs = configs
         .iter()
         .map(|(k, v)| {
@@ -342,4 +366,81 @@ fn acks_all_is_refused_below_min_insync_replicas() {
     for (_, p) in std::mem::take(&mut c.nodes) {
         p.stop();
     }
+}
+
+#[test]
+fn an_unclean_election_takes_the_surviving_replica_and_the_old_leader_truncates() {
+    let dir = tempfile::tempdir().expect("tmp");
+    // Four nodes, three of them the quorum's voters, so that the quorum
+    // outlives both replicas of the topic (on nodes 3 and 4).
+    let mut c = Cluster::start_with(dir.path(), 4, 3, &["--replica-lag-time-max-ms", "4000"]);
+    c.leader();
+    let configs = [
+        ("unclean.leader.election.enable", "true"),
+        ("min.insync.replicas", "1"),
+    ];
+    assert_eq!(create_on(&c.addr(1), "u", -1, Some(&[4, 3]), &configs), 0);
+    eventually(Duration::from_secs(30), "both in sync", || {
+        let s = shown(&c.addr(1), "u");
+        (s.0 == 4 && s.3.len() == 2).then_some(())
+    });
+    // Node 4 (a learner) may apply the topic's creation a moment later.
+    let first = eventually(Duration::from_secs(30), "a write to node 4", || {
+        let r = produce(&c.addr(4), "u", "a");
+        (r.0 == 0).then_some(r)
+    });
+    assert_eq!(first, (0, 0));
+    // The follower dies; once fenced it leaves the ISR; the leader takes a
+    // record alone.
+    c.nodes.remove(&3).expect("node 3").kill();
+    eventually(Duration::from_secs(60), "ISR [4]", || {
+        (shown(&c.addr(1), "u").3 == vec![4]).then_some(())
+    });
+    assert_eq!(produce(&c.addr(4), "u", "b"), (0, 1));
+    // The leader dies too: no replica left to lead.
+    c.nodes.remove(&4).expect("node 4").kill();
+    eventually(Duration::from_secs(60), "no leader", || {
+        (shown(&c.addr(1), "u").0 == -1).then_some(())
+    });
+    // Node 3 returns, out of sync: elected uncleanly, it leads without "b".
+    let mut p = c.spawn(3);
+    p.wait_listening();
+    eventually(
+        Duration::from_secs(60),
+        "the unclean election logged",
+        || {
+            let log = p.log_text();
+            log.contains("unclean leader election")
+                .then_some(())
+                .filter(|_| log.contains("records the previous in-sync replicas had"))
+        },
+    );
+    c.nodes.insert(3, p);
+    eventually(Duration::from_secs(60), "node 3 leads", || {
+        let s = shown(&c.addr(1), "u");
+        (s.0 == 3 && s.3 == vec![3]).then_some(())
+    });
+    let (e, off) = eventually(Duration::from_secs(60), "a write to node 3", || {
+        let r = produce(&c.addr(3), "u", "c");
+        (r.0 == 0).then_some(r)
+    });
+    assert_eq!((e, off), (0, 1), "c takes the offset b had");
+    // Node 4 returns as a follower: truncates b, catches up, rejoins.
+    let mut p = c.spawn(4);
+    p.wait_listening();
+    c.nodes.insert(4, p);
+    eventually(Duration::from_secs(60), "node 4 back in sync", || {
+        (shown(&c.addr(1), "u").3.len() == 2).then_some(())
+    });
+    let read = read_all(&c.addr(3), "u");
+    assert_eq!(
+        read.values().cloned().collect::<Vec<_>>(),
+        vec!["a".to_string(), "c".to_string()]
+    );
+    for (_, p) in std::mem::take(&mut c.nodes) {
+        p.stop();
+    }
+    let l3 = log_bytes(&dir.path().join("node-3"), "u");
+    let l4 = log_bytes(&dir.path().join("node-4"), "u");
+    assert!(!l3.is_empty() && l3 == l4, "node 4's log is node 3's");
 }
