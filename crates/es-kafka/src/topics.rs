@@ -76,6 +76,10 @@ pub const PARTITIONS_MAX: i32 = 10_000;
 pub const TOPIC_FILE: &str = "topic.json";
 /// Suffix of a topic directory being deleted.
 pub const DELETED_SUFFIX: &str = ".deleted";
+/// A partition directory this broker no longer hosts is renamed to
+/// `<index>.removed` inside its topic's directory before it is removed;
+/// loading finishes an interrupted removal.
+pub const REMOVED_SUFFIX: &str = ".removed";
 
 /// Kafka's topic of committed offsets and group metadata.
 pub const CONSUMER_OFFSETS_TOPIC: &str = "__consumer_offsets";
@@ -323,6 +327,35 @@ impl Topic {
         Ok(())
     }
 
+    /// Closes partition `index` and removes its directory: this broker is
+    /// no longer one of its replicas. The directory is renamed out of the
+    /// way first (and the rename synced), so a crash mid-removal never
+    /// leaves a half-removed partition that loads. Excludes the background
+    /// cleaners as [`delete_topic`] does. Returns the closed slot (None if
+    /// it was not open here). Blocking.
+    pub fn unhost(
+        &self,
+        fs: &Arc<dyn Fs>,
+        index: i32,
+    ) -> Result<Option<Arc<PartitionSlot>>, StorageError> {
+        let _cleaning = self.cleaning.lock();
+        let Some(slot) = usize::try_from(index)
+            .ok()
+            .and_then(|i| self.partitions.write().slots.get_mut(i)?.take())
+        else {
+            return Ok(None);
+        };
+        if let Err(e) = slot.log.storage().close() {
+            tracing::warn!(topic = %self.name, partition = index, error = %e, "closing a removed replica failed; removing it anyway");
+        }
+        let tomb = self.dir.join(format!("{index}{REMOVED_SUFFIX}"));
+        fs.rename(&self.dir.join(index.to_string()), &tomb)?;
+        fs.sync_dir(&self.dir)?;
+        fs.remove_dir_all(&tomb)?;
+        slot.log.storage().reclaim_files();
+        Ok(Some(slot))
+    }
+
     fn meta(&self) -> TopicMeta {
         TopicMeta {
             name: self.name.clone(),
@@ -564,6 +597,12 @@ pub fn load_topics(
             continue;
         }
         meta::remove_temp_files(fs.as_ref(), &dir)?;
+        for e in fs.list(&dir)? {
+            if e.ends_with(REMOVED_SUFFIX) {
+                tracing::info!(topic = %entry, dir = %e, "finishing interrupted replica removal");
+                fs.remove_dir_all(&dir.join(&e))?;
+            }
+        }
         let Some(m) = meta::read_json::<TopicMeta>(fs.as_ref(), &dir.join(TOPIC_FILE))? else {
             tracing::warn!(dir = %dir.display(), "removing topic directory without topic.json (interrupted create)");
             fs.remove_dir_all(&dir)?;
