@@ -12,19 +12,21 @@
 use std::collections::{HashMap, HashSet};
 
 use bytes::Bytes;
+use es_meta::records::{code as meta_code, MetaRequest, Reassignment, TopicPartitions};
+use es_meta::MetaImage;
 use kafka_protocol::messages::alter_partition_reassignments_response::{
     ReassignablePartitionResponse, ReassignableTopicResponse,
 };
 use kafka_protocol::messages::alter_replica_log_dirs_response::{
     AlterReplicaLogDirPartitionResult, AlterReplicaLogDirTopicResult,
 };
-use kafka_protocol::messages::list_partition_reassignments_response::{
-    OngoingPartitionReassignment, OngoingTopicReassignment,
-};
 use kafka_protocol::messages::describe_quorum_response::{
     self as dq, Listener, Node, ReplicaState,
 };
 use kafka_protocol::messages::list_config_resources_response::ConfigResource;
+use kafka_protocol::messages::list_partition_reassignments_response::{
+    OngoingPartitionReassignment, OngoingTopicReassignment,
+};
 use kafka_protocol::messages::{
     AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse,
     AlterReplicaLogDirsRequest, AlterReplicaLogDirsResponse, BrokerId, DescribeQuorumRequest,
@@ -32,8 +34,6 @@ use kafka_protocol::messages::{
     ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
-use es_meta::records::{code as meta_code, MetaRequest, Reassignment, TopicPartitions};
-use es_meta::MetaImage;
 
 use super::admin::{RESOURCE_BROKER, RESOURCE_BROKER_LOGGER, RESOURCE_TOPIC};
 use super::{Ctx, RequestError};

@@ -385,7 +385,8 @@ async fn served_encoded(
                     cluster::list_partition_reassignments(&ctx, decode_body(&mut body, key, v)?)
                 }
                 ApiKey::AlterPartitionReassignments => {
-                    cluster::alter_partition_reassignments(&ctx, decode_body(&mut body, key, v)?).await
+                    cluster::alter_partition_reassignments(&ctx, decode_body(&mut body, key, v)?)
+                        .await
                 }
                 ApiKey::AlterReplicaLogDirs => {
                     cluster::alter_replica_log_dirs(&ctx, decode_body(&mut body, key, v)?)
