@@ -52,9 +52,12 @@ fn reassign(addr: &str, topic: &str, target: &[i32]) -> i16 {
     r.responses[0].partitions[0].error_code
 }
 
-/// ListPartitionReassignments (v0) of every partition: (topic, partition,
-/// replicas, adding, removing).
-fn ongoing(addr: &str) -> Vec<(String, i32, Vec<i32>, Vec<i32>, Vec<i32>)> {
+/// One partition ListPartitionReassignments lists: topic, partition,
+/// replicas, adding, removing.
+type Ongoing = (String, i32, Vec<i32>, Vec<i32>, Vec<i32>);
+
+/// ListPartitionReassignments (v0) of every partition.
+fn ongoing(addr: &str) -> Vec<Ongoing> {
     let mut c = KafkaClient::connect(addr, "reassign-test");
     let mut req = ListPartitionReassignmentsRequest::default();
     req.timeout_ms = 30_000;
