@@ -748,6 +748,54 @@ mod tests {
     }
 
     #[test]
+    fn a_replica_no_longer_placed_here_is_closed_and_its_directory_removed() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let storage = Storage::new(Arc::new(es_storage::RealFs));
+        let topics = dir.path().join("topics");
+        storage.fs.create_dir_all(&topics).expect("topics dir");
+        let t = create_topic(
+            &storage,
+            &topics,
+            "t",
+            Uuid::new_v4(),
+            3,
+            topic_config(&[]),
+            &host_all,
+        )
+        .expect("created");
+        let slot = t
+            .unhost(&storage.fs, 1)
+            .expect("unhosted")
+            .expect("was open");
+        assert_eq!(slot.index, 1);
+        assert!(t.unhost(&storage.fs, 1).expect("again").is_none());
+        assert!(t.unhost(&storage.fs, -1).expect("bad index").is_none());
+        assert!(t.partition(1).is_none() && t.has_partition(1));
+        assert!(!topics.join("t").join("1").exists());
+        assert!(!topics.join("t").join(format!("1{REMOVED_SUFFIX}")).exists());
+        assert_eq!(
+            t.partitions().iter().map(|p| p.index).collect::<Vec<_>>(),
+            vec![0, 2]
+        );
+        t.close().expect("closed");
+
+        // A crash between the rename and the removal: loading finishes it.
+        let tomb = topics.join("t").join(format!("2{REMOVED_SUFFIX}"));
+        std::fs::rename(topics.join("t").join("2"), &tomb).expect("rename");
+        let loaded = load_topics(&storage, &topics, BrokerTopicDefaults::default()).expect("load");
+        assert_eq!(
+            loaded[0]
+                .partitions()
+                .iter()
+                .map(|p| p.index)
+                .collect::<Vec<_>>(),
+            vec![0]
+        );
+        assert!(!tomb.exists());
+        loaded[0].close().expect("closed");
+    }
+
+    #[test]
     fn topic_meta_round_trips() {
         let m = TopicMeta {
             name: "t".into(),
