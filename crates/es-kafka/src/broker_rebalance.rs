@@ -30,7 +30,8 @@ pub const LEADER_IMBALANCE_PER_BROKER_PERCENTAGE_DEFAULT: u32 = 10;
 pub struct LeaderRebalance {
     /// Kafka's `auto.leader.rebalance.enable` (default true). The cluster
     /// default broker config of that name, when set to false, also turns
-    /// the task off.
+    /// the task off (the metadata honours it; es's AlterConfigs does not
+    /// accept the name yet).
     pub enable: bool,
     /// Kafka's `leader.imbalance.check.interval.seconds` (default 300 s).
     pub check_interval: Duration,
