@@ -131,6 +131,18 @@ struct Args {
     /// min(3, brokers available).
     #[arg(long)]
     default_replication_factor: Option<i16>,
+    /// Kafka's `auto.leader.rebalance.enable`: the quorum leader
+    /// periodically elects partitions' preferred leaders back.
+    #[arg(long, default_value_t = true, action = ArgAction::Set)]
+    auto_leader_rebalance_enable: bool,
+    /// Kafka's `leader.imbalance.check.interval.seconds`: how often the
+    /// automatic rebalance checks.
+    #[arg(long, default_value_t = 300)]
+    leader_imbalance_check_interval_seconds: u64,
+    /// Kafka's `leader.imbalance.per.broker.percentage`: the share of a
+    /// broker's preferred partitions it may not lead before a rebalance.
+    #[arg(long, default_value_t = 10)]
+    leader_imbalance_per_broker_percentage: u32,
     /// Log level or tracing filter (error, warn, info, debug, trace).
     #[arg(long, default_value = "info")]
     log_level: String,
@@ -354,6 +366,11 @@ async fn run(args: Args, storage: Storage) -> anyhow::Result<()> {
     config.fetch_read_ahead_bytes = args.fetch_read_ahead_mb.saturating_mul(1024 * 1024);
     config.replica_lag_time_max_ms = args.replica_lag_time_max_ms.max(1);
     config.default_replication_factor = args.default_replication_factor;
+    config.leader_rebalance = es_kafka::broker::LeaderRebalance {
+        enable: args.auto_leader_rebalance_enable,
+        check_interval: Duration::from_secs(args.leader_imbalance_check_interval_seconds.max(1)),
+        per_broker_percentage: args.leader_imbalance_per_broker_percentage,
+    };
     if args.node_id < 0 {
         bail!("--node-id must not be negative");
     }

@@ -43,8 +43,12 @@ use crate::txn::{Partitions, TopicPartition, TxnConfig, TxnCoordinator};
 
 #[path = "broker_coordinators.rs"]
 mod coordinators;
+#[path = "broker_placement.rs"]
+mod placement;
 #[path = "broker_quorum.rs"]
 mod quorum;
+#[path = "broker_rebalance.rs"]
+mod rebalance;
 #[path = "broker_replicas.rs"]
 mod replicas;
 #[path = "broker_routing.rs"]
@@ -53,6 +57,7 @@ pub use coordinators::NotHere;
 #[path = "broker_txn.rs"]
 pub mod txn_cluster;
 pub use quorum::BrokerFiles;
+pub use rebalance::LeaderRebalance;
 pub use routing::{key_partition, CoordinatorPlace, Leadership, NodeEndpoint};
 
 /// Kafka's `socket.request.max.bytes` default: the largest frame we read.
@@ -113,6 +118,8 @@ pub struct BrokerConfig {
     /// Kafka's `default.replication.factor` for topics created with -1;
     /// None: min(3, live brokers).
     pub default_replication_factor: Option<i16>,
+    /// The automatic preferred-leader rebalance (Kafka's `auto.leader.*`).
+    pub leader_rebalance: LeaderRebalance,
     /// The file system, sync pool, reclaimer and clock partitions are
     /// opened with (`--sync-mode` chooses the pool's mode).
     pub storage: Storage,
@@ -152,6 +159,7 @@ impl BrokerConfig {
             fetch_read_ahead_bytes: FETCH_READ_AHEAD_BYTES_DEFAULT,
             replica_lag_time_max_ms: REPLICA_LAG_TIME_MAX_MS_DEFAULT,
             default_replication_factor: None,
+            leader_rebalance: LeaderRebalance::default(),
             storage: Storage::new(Arc::new(RealFs)),
         }
     }

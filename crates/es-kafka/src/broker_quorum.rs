@@ -147,6 +147,7 @@ impl Broker {
         let me = self.clone();
         tokio::task::spawn_blocking(move || {
             me.host_placed()?;
+            me.sweep_placement()?;
             if let Some(image) = me.image() {
                 me.reconcile_all(&image);
             }
@@ -156,6 +157,7 @@ impl Broker {
         .map_err(|e| MetaError::Fatal(e.to_string()))?
         .map_err(|e| MetaError::Io(std::io::Error::other(e.to_string())))?;
         tokio::spawn(Broker::isr_shrink_task(Arc::downgrade(self)));
+        tokio::spawn(Broker::leader_rebalance_task(Arc::downgrade(self)));
         Ok(())
     }
 
@@ -303,13 +305,36 @@ impl Broker {
         .await
     }
 
+    /// Proposes an ElectLeaders or AlterReassignments entry: its
+    /// per-partition results, in request order, once applied here too. A
+    /// whole-request failure (no quorum, a refused entry) is the error.
+    pub(crate) async fn propose_partitions(
+        &self,
+        req: MetaRequest,
+    ) -> Result<Vec<es_meta::records::PartitionResult>, AdminError> {
+        match self.propose(req).await? {
+            MetaResponse::Partitions { results } => Ok(results),
+            MetaResponse::Error {
+                error_code,
+                message,
+            } => Err(AdminError {
+                code: error_code,
+                message,
+            }),
+            other => Err(AdminError::new(
+                ResponseError::UnknownServerError,
+                format!("unexpected metadata answer {other:?}"),
+            )),
+        }
+    }
+
     /// Proposes one entry; Ok once applied here too without a failed item.
     pub(crate) async fn propose_checked(&self, req: MetaRequest) -> Result<(), AdminError> {
         answer(self.propose(req).await?)
     }
 
     /// Proposes one entry; its answer once applied here too.
-    async fn propose(&self, req: MetaRequest) -> Result<MetaResponse, AdminError> {
+    pub(crate) async fn propose(&self, req: MetaRequest) -> Result<MetaResponse, AdminError> {
         let node = self.meta.get().ok_or_else(|| {
             AdminError::new(ResponseError::UnknownServerError, "metadata not started")
         })?;
@@ -409,7 +434,10 @@ impl Broker {
                 }
                 tracing::info!("altered dynamic broker configs");
             }
-            MetaEvent::ClusterId | MetaEvent::Broker(_) | MetaEvent::Leadership { .. } => {}
+            MetaEvent::Leadership { name, partitions } => {
+                self.place_partitions(image, name, partitions)?;
+            }
+            MetaEvent::ClusterId | MetaEvent::Broker(_) => {}
         }
         Ok(())
     }

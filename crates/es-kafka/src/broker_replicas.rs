@@ -87,7 +87,7 @@ impl Fetchers {
         let _ = self.runtime.set(h);
     }
 
-    fn stop_following(&self, topic: &str, partition: i32) {
+    pub(crate) fn stop_following(&self, topic: &str, partition: i32) {
         for l in self.loops.lock().values() {
             l.parts.lock().remove(&(topic.to_string(), partition));
         }

@@ -76,6 +76,10 @@ pub const PARTITIONS_MAX: i32 = 10_000;
 pub const TOPIC_FILE: &str = "topic.json";
 /// Suffix of a topic directory being deleted.
 pub const DELETED_SUFFIX: &str = ".deleted";
+/// A partition directory this broker no longer hosts is renamed to
+/// `<index>.removed` inside its topic's directory before it is removed;
+/// loading finishes an interrupted removal.
+pub const REMOVED_SUFFIX: &str = ".removed";
 
 /// Kafka's topic of committed offsets and group metadata.
 pub const CONSUMER_OFFSETS_TOPIC: &str = "__consumer_offsets";
@@ -323,6 +327,35 @@ impl Topic {
         Ok(())
     }
 
+    /// Closes partition `index` and removes its directory: this broker is
+    /// no longer one of its replicas. The directory is renamed out of the
+    /// way first (and the rename synced), so a crash mid-removal never
+    /// leaves a half-removed partition that loads. Excludes the background
+    /// cleaners as [`delete_topic`] does. Returns the closed slot (None if
+    /// it was not open here). Blocking.
+    pub fn unhost(
+        &self,
+        fs: &Arc<dyn Fs>,
+        index: i32,
+    ) -> Result<Option<Arc<PartitionSlot>>, StorageError> {
+        let _cleaning = self.cleaning.lock();
+        let Some(slot) = usize::try_from(index)
+            .ok()
+            .and_then(|i| self.partitions.write().slots.get_mut(i)?.take())
+        else {
+            return Ok(None);
+        };
+        if let Err(e) = slot.log.storage().close() {
+            tracing::warn!(topic = %self.name, partition = index, error = %e, "closing a removed replica failed; removing it anyway");
+        }
+        let tomb = self.dir.join(format!("{index}{REMOVED_SUFFIX}"));
+        fs.rename(&self.dir.join(index.to_string()), &tomb)?;
+        fs.sync_dir(&self.dir)?;
+        fs.remove_dir_all(&tomb)?;
+        slot.log.storage().reclaim_files();
+        Ok(Some(slot))
+    }
+
     fn meta(&self) -> TopicMeta {
         TopicMeta {
             name: self.name.clone(),
@@ -564,6 +597,12 @@ pub fn load_topics(
             continue;
         }
         meta::remove_temp_files(fs.as_ref(), &dir)?;
+        for e in fs.list(&dir)? {
+            if e.ends_with(REMOVED_SUFFIX) {
+                tracing::info!(topic = %entry, dir = %e, "finishing interrupted replica removal");
+                fs.remove_dir_all(&dir.join(&e))?;
+            }
+        }
         let Some(m) = meta::read_json::<TopicMeta>(fs.as_ref(), &dir.join(TOPIC_FILE))? else {
             tracing::warn!(dir = %dir.display(), "removing topic directory without topic.json (interrupted create)");
             fs.remove_dir_all(&dir)?;
@@ -706,6 +745,54 @@ mod tests {
         assert!(t.partition(1).is_some() && t.partition(3).is_none());
         assert!(topics.join("t").join("1").exists());
         t.close().expect("closed");
+    }
+
+    #[test]
+    fn a_replica_no_longer_placed_here_is_closed_and_its_directory_removed() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let storage = Storage::new(Arc::new(es_storage::RealFs));
+        let topics = dir.path().join("topics");
+        storage.fs.create_dir_all(&topics).expect("topics dir");
+        let t = create_topic(
+            &storage,
+            &topics,
+            "t",
+            Uuid::new_v4(),
+            3,
+            topic_config(&[]),
+            &host_all,
+        )
+        .expect("created");
+        let slot = t
+            .unhost(&storage.fs, 1)
+            .expect("unhosted")
+            .expect("was open");
+        assert_eq!(slot.index, 1);
+        assert!(t.unhost(&storage.fs, 1).expect("again").is_none());
+        assert!(t.unhost(&storage.fs, -1).expect("bad index").is_none());
+        assert!(t.partition(1).is_none() && t.has_partition(1));
+        assert!(!topics.join("t").join("1").exists());
+        assert!(!topics.join("t").join(format!("1{REMOVED_SUFFIX}")).exists());
+        assert_eq!(
+            t.partitions().iter().map(|p| p.index).collect::<Vec<_>>(),
+            vec![0, 2]
+        );
+        t.close().expect("closed");
+
+        // A crash between the rename and the removal: loading finishes it.
+        let tomb = topics.join("t").join(format!("2{REMOVED_SUFFIX}"));
+        std::fs::rename(topics.join("t").join("2"), &tomb).expect("rename");
+        let loaded = load_topics(&storage, &topics, BrokerTopicDefaults::default()).expect("load");
+        assert_eq!(
+            loaded[0]
+                .partitions()
+                .iter()
+                .map(|p| p.index)
+                .collect::<Vec<_>>(),
+            vec![0]
+        );
+        assert!(!tomb.exists());
+        loaded[0].close().expect("closed");
     }
 
     #[test]

@@ -747,6 +747,27 @@ fn end_offsets_for_epochs_follow_kafkas_cache_tests() {
 }
 
 #[test]
+fn truncating_at_the_log_end_drops_an_epoch_led_without_records() {
+    // A broker led epoch 2 without writing anything, then follows a
+    // leader whose log has epoch 1 up to the end: the leader says epoch 1
+    // ends at the follower's log end, and the follower's entry for epoch
+    // 2 must go although no record does (Kafka's truncateTo).
+    let fs: Arc<dyn Fs> = Arc::new(SimFs::new());
+    let p = open(&fs, Path::new("/e/t/0"));
+    let mut b = RecordBatchBuf::new();
+    b.push(1, None, Some(b"x"), [], &plain());
+    p.append_replica(&mut b, &[0], 1).expect("append");
+    p.assign_leader_epoch(2).expect("2");
+    assert_eq!(p.leader_epochs(), vec![e(1, 0), e(2, 1)]);
+    p.truncate_to(1).expect("truncate at the end");
+    assert_eq!(p.log_end_offset(), 1);
+    assert_eq!(p.leader_epochs(), vec![e(1, 0)]);
+    assert_eq!(p.latest_leader_epoch(), Some(1));
+    p.truncate_to(5).expect("past the end");
+    assert_eq!(p.leader_epochs(), vec![e(1, 0)]);
+}
+
+#[test]
 fn a_replicated_high_watermark_gates_what_readers_see() {
     let fs: Arc<dyn Fs> = Arc::new(SimFs::new());
     let p = open(&fs, Path::new("/d/t/0"));

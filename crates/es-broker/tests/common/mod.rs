@@ -57,3 +57,4 @@ pub fn now_ms() -> i64 {
 }
 
 pub mod cluster;
+pub mod replicas;

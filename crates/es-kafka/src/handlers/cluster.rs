@@ -1,17 +1,19 @@
-//! Cluster-shape APIs a single node answers plainly, with what Kafka 4.4
-//! answers on a one-node KRaft cluster (broker and controller in one
-//! process): DescribeQuorum, ListPartitionReassignments,
+//! Cluster-shape APIs, answered as Kafka 4.4's KRaft brokers answer them:
+//! DescribeQuorum, ListPartitionReassignments,
 //! AlterPartitionReassignments, AlterReplicaLogDirs, ListConfigResources.
 //!
 //! DescribeQuorum reports es's metadata quorum (es-meta) as its leader sees
 //! it: the Raft term as the leader epoch, Raft indexes as offsets of
-//! `__cluster_metadata`-0. Every partition's only replica is this node in its one log
-//! directory (the data directory), so no reassignment is ever in progress
-//! and the only valid target is the current one.
+//! `__cluster_metadata`-0. Reassignments go through the metadata quorum
+//! (`alter_reassignments.v1`) and are listed from its applied image; the
+//! data moves by replication (docs/replication.md). Every replica lives in
+//! its broker's one log directory (the data directory).
 
 use std::collections::{HashMap, HashSet};
 
 use bytes::Bytes;
+use es_meta::records::{code as meta_code, MetaRequest, Reassignment, TopicPartitions};
+use es_meta::MetaImage;
 use kafka_protocol::messages::alter_partition_reassignments_response::{
     ReassignablePartitionResponse, ReassignableTopicResponse,
 };
@@ -22,6 +24,9 @@ use kafka_protocol::messages::describe_quorum_response::{
     self as dq, Listener, Node, ReplicaState,
 };
 use kafka_protocol::messages::list_config_resources_response::ConfigResource;
+use kafka_protocol::messages::list_partition_reassignments_response::{
+    OngoingPartitionReassignment, OngoingTopicReassignment,
+};
 use kafka_protocol::messages::{
     AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse,
     AlterReplicaLogDirsRequest, AlterReplicaLogDirsResponse, BrokerId, DescribeQuorumRequest,
@@ -160,108 +165,150 @@ fn quorum_node(ctx: &Ctx, rs: &es_meta::control::ReplicaState) -> Node {
     n
 }
 
-/// ListPartitionReassignments (v0): nothing is ever being reassigned; Kafka
-/// answers an empty list even for topics that do not exist.
+/// ListPartitionReassignments (v0): the ongoing reassignments in the
+/// applied metadata (`MetaImage::reassignments`), each with its replicas
+/// (the target followed by those being removed), the replicas being added
+/// and those being removed. Named partitions that do not exist or are not
+/// being reassigned are left out, as Kafka does.
 pub fn list_partition_reassignments(
     ctx: &Ctx,
-    _req: ListPartitionReassignmentsRequest,
+    req: ListPartitionReassignmentsRequest,
 ) -> Result<Option<Bytes>, RequestError> {
     let mut r = ListPartitionReassignmentsResponse::default();
     r.error_message = None;
+    let only: Option<Vec<TopicPartitions>> = req.topics.map(|ts| {
+        ts.into_iter()
+            .map(|t| TopicPartitions {
+                topic: t.name.0.to_string(),
+                partitions: t.partition_indexes,
+            })
+            .collect()
+    });
+    let ongoing = ctx
+        .broker
+        .image()
+        .map(|i| i.reassignments(only.as_deref()))
+        .unwrap_or_default();
+    let ids = |v: &[i32]| v.iter().copied().map(BrokerId).collect::<Vec<_>>();
+    for o in ongoing {
+        if r.topics.last().is_none_or(|t| t.name.0.as_str() != o.topic) {
+            let mut t = OngoingTopicReassignment::default();
+            t.name = TopicName(s(o.topic.clone()));
+            r.topics.push(t);
+        }
+        let mut p = OngoingPartitionReassignment::default();
+        p.partition_index = o.partition;
+        p.replicas = ids(&o.replicas);
+        p.adding_replicas = ids(&o.adding);
+        p.removing_replicas = ids(&o.removing);
+        if let Some(t) = r.topics.last_mut() {
+            t.partitions.push(p);
+        }
+    }
     ctx.respond(&r)
 }
 
-/// Why a reassignment target is refused, as Kafka's
-/// `ReplicationControlManager.validateManualPartitionAssignment` says it.
-fn check_target(node: i32, replicas: &[BrokerId]) -> Result<(), (ResponseError, String)> {
-    if replicas.is_empty() {
-        return Err((
-            ResponseError::InvalidReplicaAssignment,
-            "The manual partition assignment includes an empty replica list.".into(),
-        ));
-    }
-    let mut sorted: Vec<i32> = replicas.iter().map(|r| r.0).collect();
-    sorted.sort_unstable();
-    let mut prev = None;
-    for id in sorted {
-        if id != node {
-            return Err((
-                ResponseError::InvalidReplicaAssignment,
-                format!("The manual partition assignment includes broker {id}, but no such broker is registered."),
-            ));
-        }
-        if prev == Some(id) {
-            return Err((
-                ResponseError::InvalidReplicaAssignment,
-                format!("The manual partition assignment includes the broker {id} more than once."),
-            ));
-        }
-        prev = Some(id);
-    }
-    Ok(())
+/// The replication factor a partition has, for
+/// `allow_replication_factor_change`: the target's when a reassignment is
+/// in progress (replicas without those being removed), else its replicas'.
+fn replication_factor(image: &MetaImage, topic: &str, partition: i32) -> Option<usize> {
+    let p = image
+        .topics
+        .get(topic)?
+        .partitions
+        .get(usize::try_from(partition).ok()?)?;
+    Some(p.replicas.len() - p.removing.len().min(p.replicas.len()))
 }
 
-/// AlterPartitionReassignments (v0-1): the only possible target is this
-/// node alone, which is where the partition already is (nothing to do);
-/// cancelling answers NO_REASSIGNMENT_IN_PROGRESS.
-pub fn alter_partition_reassignments(
+/// AlterPartitionReassignments (v0-1): one `alter_reassignments.v1` entry
+/// through the metadata quorum for every partition of the request (a
+/// target, or null to cancel), answered per partition with Kafka's codes:
+/// UNKNOWN_TOPIC_OR_PARTITION, INVALID_REPLICA_ASSIGNMENT (an empty target,
+/// a repeated or unregistered broker, a cancel that needs an unclean
+/// election the topic forbids), NO_REASSIGNMENT_IN_PROGRESS (a cancel of
+/// none), and, with v1's `allow_replication_factor_change` false, a target
+/// of another size INVALID_REPLICATION_FACTOR (checked here, before the
+/// entry). The data then moves by replication: see docs/replication.md.
+pub async fn alter_partition_reassignments(
     ctx: &Ctx,
     req: AlterPartitionReassignmentsRequest,
 ) -> Result<Option<Bytes>, RequestError> {
     let b = &ctx.broker;
-    let node = b.node_id();
     let mut r = AlterPartitionReassignmentsResponse::default();
     r.allow_replication_factor_change = req.allow_replication_factor_change;
     r.error_message = None;
     // A deadline already past (timeout_ms of 0 or less): Kafka's controller
     // gives up first, and every partition answers REQUEST_TIMED_OUT.
     if let Some((e, message)) = super::controller_deadline_passed(req.timeout_ms) {
-        let e = code(e);
-        r.error_code = e;
-        r.error_message = Some(s(message));
-        for t in req.topics {
-            let mut tr = ReassignableTopicResponse::default();
-            tr.name = t.name;
-            for p in t.partitions {
-                let mut pr = ReassignablePartitionResponse::default();
-                pr.partition_index = p.partition_index;
-                pr.error_code = e;
-                pr.error_message = Some(s(message));
-                tr.partitions.push(pr);
-            }
-            r.responses.push(tr);
-        }
-        return ctx.respond(&r);
+        return ctx.respond(&reassign_refused(r, req, code(e), message));
     }
-    for t in req.topics {
+    let image = b.image();
+    let allow_rf_change = ctx.version < 1 || req.allow_replication_factor_change;
+    // Per partition: refused here, or the index of its item in the entry.
+    let mut items: Vec<Reassignment> = Vec::new();
+    let mut outcomes: Vec<Vec<Result<usize, (i16, String)>>> = Vec::new();
+    for t in &req.topics {
         let name = t.name.0.to_string();
-        let topic = b.topic(&name);
+        let mut row = Vec::new();
+        for p in &t.partitions {
+            let target: Option<Vec<i32>> =
+                p.replicas.as_ref().map(|v| v.iter().map(|b| b.0).collect());
+            let current = image
+                .as_deref()
+                .and_then(|i| replication_factor(i, &name, p.partition_index));
+            match (&target, current) {
+                (Some(t), Some(rf)) if !allow_rf_change && !t.is_empty() && t.len() != rf => {
+                    row.push(Err((
+                        code(ResponseError::InvalidReplicationFactor),
+                        format!("The replication factor is changed from {rf} to {}", t.len()),
+                    )));
+                }
+                _ => {
+                    row.push(Ok(items.len()));
+                    items.push(Reassignment {
+                        topic: name.clone(),
+                        partition: p.partition_index,
+                        replicas: target,
+                    });
+                }
+            }
+        }
+        outcomes.push(row);
+    }
+    let results = if items.is_empty() {
+        Vec::new()
+    } else {
+        match b
+            .propose_partitions(MetaRequest::AlterReassignments { partitions: items })
+            .await
+        {
+            Ok(results) => results,
+            Err(e) => {
+                tracing::info!(code = e.code, message = %e.message, "AlterPartitionReassignments not applied");
+                return ctx.respond(&reassign_refused(r, req, e.code, &e.message));
+            }
+        }
+    };
+    for (t, row) in req.topics.into_iter().zip(outcomes) {
         let mut tr = ReassignableTopicResponse::default();
         tr.name = t.name;
-        for p in t.partitions {
+        for (p, outcome) in t.partitions.into_iter().zip(row) {
             let mut pr = ReassignablePartitionResponse::default();
             pr.partition_index = p.partition_index;
             pr.error_message = None;
-            let outcome = match &topic {
-                None => Err((
-                    ResponseError::UnknownTopicOrPartition,
-                    Some(format!("Unable to find a topic named {name}.")),
-                )),
-                Some(t) if !t.has_partition(p.partition_index) => Err((
-                    ResponseError::UnknownTopicOrPartition,
-                    Some(format!(
-                        "Unable to find partition {name}:{}.",
-                        p.partition_index
-                    )),
-                )),
-                // Kafka's message for this one is the error's default: null.
-                Some(_) => match &p.replicas {
-                    None => Err((ResponseError::NoReassignmentInProgress, None)),
-                    Some(replicas) => check_target(node, replicas).map_err(|(e, m)| (e, Some(m))),
+            let (error_code, message) = match outcome {
+                Err((c, m)) => (c, Some(m)),
+                Ok(i) => match results.get(i) {
+                    Some(m) => (m.error_code, m.message.clone()),
+                    None => (
+                        code(ResponseError::UnknownServerError),
+                        Some("no result for this partition".into()),
+                    ),
                 },
             };
-            if let Err((e, message)) = outcome {
-                pr.error_code = code(e);
+            pr.error_code = error_code;
+            // Kafka's NO_REASSIGNMENT_IN_PROGRESS carries no message.
+            if error_code != NONE && error_code != meta_code::NO_REASSIGNMENT_IN_PROGRESS {
                 pr.error_message = message.map(s);
             }
             tr.partitions.push(pr);
@@ -269,6 +316,31 @@ pub fn alter_partition_reassignments(
         r.responses.push(tr);
     }
     ctx.respond(&r)
+}
+
+/// An AlterPartitionReassignments refused whole: `e` on the response and
+/// on every partition.
+fn reassign_refused(
+    mut r: AlterPartitionReassignmentsResponse,
+    req: AlterPartitionReassignmentsRequest,
+    e: i16,
+    message: &str,
+) -> AlterPartitionReassignmentsResponse {
+    r.error_code = e;
+    r.error_message = Some(s(message));
+    for t in req.topics {
+        let mut tr = ReassignableTopicResponse::default();
+        tr.name = t.name;
+        for p in t.partitions {
+            let mut pr = ReassignablePartitionResponse::default();
+            pr.partition_index = p.partition_index;
+            pr.error_code = e;
+            pr.error_message = Some(s(message));
+            tr.partitions.push(pr);
+        }
+        r.responses.push(tr);
+    }
+    r
 }
 
 /// AlterReplicaLogDirs (v1-2): es has one log directory, the data
@@ -385,27 +457,4 @@ pub fn list_config_resources(
         }
     }
     ctx.respond(&r)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn reassignment_targets_follow_kafkas_checks() {
-        assert!(check_target(0, &[BrokerId(0)]).is_ok());
-        let msg = |r: Result<(), (ResponseError, String)>| r.err().map(|(_, m)| m);
-        assert_eq!(
-            msg(check_target(0, &[])).as_deref(),
-            Some("The manual partition assignment includes an empty replica list.")
-        );
-        assert_eq!(
-            msg(check_target(0, &[BrokerId(0), BrokerId(9)])).as_deref(),
-            Some("The manual partition assignment includes broker 9, but no such broker is registered.")
-        );
-        assert_eq!(
-            msg(check_target(0, &[BrokerId(0), BrokerId(0)])).as_deref(),
-            Some("The manual partition assignment includes the broker 0 more than once.")
-        );
-    }
 }

@@ -372,7 +372,9 @@ async fn served_encoded(
                 ApiKey::DeleteRecords => {
                     admin::delete_records(&ctx, decode_body(&mut body, key, v)?).await
                 }
-                ApiKey::ElectLeaders => admin::elect_leaders(&ctx, decode_body(&mut body, key, v)?),
+                ApiKey::ElectLeaders => {
+                    admin::elect_leaders(&ctx, decode_body(&mut body, key, v)?).await
+                }
                 ApiKey::DescribeAcls => acls::describe_acls(&ctx, decode_body(&mut body, key, v)?),
                 ApiKey::CreateAcls => acls::create_acls(&ctx, decode_body(&mut body, key, v)?),
                 ApiKey::DeleteAcls => acls::delete_acls(&ctx, decode_body(&mut body, key, v)?),
@@ -384,6 +386,7 @@ async fn served_encoded(
                 }
                 ApiKey::AlterPartitionReassignments => {
                     cluster::alter_partition_reassignments(&ctx, decode_body(&mut body, key, v)?)
+                        .await
                 }
                 ApiKey::AlterReplicaLogDirs => {
                     cluster::alter_replica_log_dirs(&ctx, decode_body(&mut body, key, v)?)

@@ -42,7 +42,12 @@ impl Partition {
     /// `end_offset` (Kafka's `truncateTo`: even when the last record kept
     /// is lower, after a gap) and the durable mark and high watermark come
     /// back to at most it. Waiters for records above the cut fail. At or
-    /// beyond the log end it does nothing. Below the first segment it
+    /// beyond the log end no record goes, but leader epochs starting at or
+    /// after `end_offset` still leave the epoch history (as Kafka's
+    /// `truncateTo` always truncates its epoch cache: a broker that led an
+    /// epoch in which nothing was written has an entry its new leader's
+    /// log does not, and would be told its log diverges at every fetch).
+    /// Below the first segment it
     /// empties the log and restarts it there
     /// ([`Partition::truncate_fully_and_start_at`]); below the log start,
     /// the log start comes down to `end_offset` (as Kafka's).
@@ -50,6 +55,9 @@ impl Partition {
         let mut w = self.lock_writer()?;
         self.writable()?;
         if end_offset >= self.log_end_offset() {
+            let mut h = self.epochs.lock();
+            h.truncate_from_end(self.fs(), end_offset)?;
+            self.publish_epochs(&h);
             return Ok(());
         }
         let segs = self.segments();

@@ -309,6 +309,29 @@ async fn alter_configs_preprocess_then_name_then_configs_then_existence() {
         r.configs = vec![a];
         assert_eq!(alter(vec![r]).await, vec![c(ResponseError::InvalidConfig)]);
     }
+
+    // Replication throttle rates: deleting them is a no-op (what
+    // kafka-reassign-partitions.sh --verify does), setting them is refused.
+    for (op, expected) in [(OP_DELETE, 0), (OP_SET, invalid_request)] {
+        let mut r = IncrementalResource::default();
+        r.resource_type = RESOURCE_BROKER;
+        r.resource_name = s("0");
+        r.configs = [
+            "leader.replication.throttled.rate",
+            "follower.replication.throttled.rate",
+            "replica.alter.log.dirs.io.max.bytes.per.second",
+        ]
+        .into_iter()
+        .map(|n| {
+            let mut a = AlterableConfig::default();
+            a.name = s(n);
+            a.config_operation = op;
+            a.value = (op == OP_SET).then(|| s("1000"));
+            a
+        })
+        .collect();
+        assert_eq!(alter(vec![r]).await, vec![expected], "op {op}");
+    }
 }
 
 #[tokio::test]

@@ -500,10 +500,22 @@ struct BrokerOp {
     value: Option<String>,
 }
 
+/// Kafka's dynamic broker configs of replication throttles. es applies no
+/// throttle, so setting them is refused like any config es does not keep;
+/// deleting them (which `kafka-reassign-partitions.sh --verify` does on
+/// every broker once a reassignment completes) is a no-op, as deleting an
+/// unset dynamic config is on Kafka.
+const THROTTLE_RATES: [&str; 3] = [
+    "leader.replication.throttled.rate",
+    "follower.replication.throttled.rate",
+    "replica.alter.log.dirs.io.max.bytes.per.second",
+];
+
 /// AlterConfigs / IncrementalAlterConfigs on a BROKER resource. The dynamic
 /// configs are the broker-level names of the topic configs; anything else
-/// is refused as Kafka refuses a read-only broker config. Errors are
-/// INVALID_REQUEST, as Kafka reports broker config validation (KAFKA-13609).
+/// is refused as Kafka refuses a read-only broker config, except deletes of
+/// the [`THROTTLE_RATES`] (no-ops). Errors are INVALID_REQUEST, as Kafka
+/// reports broker config validation (KAFKA-13609).
 async fn alter_broker(
     ctx: &Ctx,
     name: &str,
@@ -531,6 +543,7 @@ async fn alter_broker(
     let fixed: Vec<&str> = ops
         .iter()
         .filter(|o| broker_dynamic_def(&o.name).is_none())
+        .filter(|o| !(o.op == OP_DELETE && THROTTLE_RATES.contains(&o.name.as_str())))
         .map(|o| o.name.as_str())
         .collect();
     if !fixed.is_empty() {

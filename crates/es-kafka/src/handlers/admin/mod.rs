@@ -4,10 +4,9 @@
 //!
 //! State changes go through [`crate::broker::Broker`], which serialises them
 //! and persists `topic.json` atomically; this module maps requests and
-//! results to Kafka's shapes and error codes. Replication: es is one node,
-//! so a replication factor of -1 (broker default) or 1 is accepted and
-//! anything else is INVALID_REPLICATION_FACTOR; a manual assignment must put
-//! every partition on this node alone. Broker configs come from command-line
+//! results to Kafka's shapes and error codes. Replication factors and manual
+//! assignments are checked by the metadata quorum (docs/cluster.md);
+//! ElectLeaders goes through it too (docs/replication.md). Broker configs come from command-line
 //! flags, except the dynamic ones (the broker-level names of topic configs,
 //! `log.flush.interval.messages`, `log.retention.ms`, ...), which AlterConfigs
 //! and IncrementalAlterConfigs change on BROKER `"<node id>"` and on the

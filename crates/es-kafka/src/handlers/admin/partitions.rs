@@ -1,14 +1,16 @@
 //! DeleteRecords and ElectLeaders: operations on the existing partitions
-//! of a topic (moving the log start offset; the leader elections a single
-//! node never needs).
+//! of a topic (moving the log start offset; leader elections, decided by
+//! the metadata quorum).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use bytes::Bytes;
 use kafka_protocol::messages::{
     delete_records_response, elect_leaders_response, DeleteRecordsRequest, DeleteRecordsResponse,
     ElectLeadersRequest, ElectLeadersResponse, TopicName,
 };
+
+use es_meta::records::{code as meta_code, ElectionType, MetaRequest, TopicPartitions};
 
 use super::s;
 use crate::errors::{code, ResponseError};
@@ -105,12 +107,19 @@ struct Requested {
     offset: i64,
 }
 
-/// ElectLeaders (v0-2): this node leads every partition and is every
-/// partition's preferred (and only) replica, so no election is ever needed.
-/// Named partitions answer ELECTION_NOT_NEEDED (or UNKNOWN_TOPIC_OR_PARTITION);
-/// "all partitions" (null) lists every topic with no partitions, as Kafka
-/// 4.4 lists only the partitions it actually elected.
-pub fn elect_leaders(ctx: &Ctx, req: ElectLeadersRequest) -> Result<Option<Bytes>, RequestError> {
+/// ElectLeaders (v0-2): one `elect_leaders.v1` entry through the metadata
+/// quorum, answered per partition with Kafka's codes: ELECTION_NOT_NEEDED
+/// (preferred: the first replica leads already; unclean: the partition has
+/// a leader), PREFERRED_LEADER_NOT_AVAILABLE / ELIGIBLE_LEADERS_NOT_AVAILABLE
+/// (no replica may be elected), UNKNOWN_TOPIC_OR_PARTITION, or NONE when a
+/// leader was elected. "All partitions" (null) lists every topic, each with
+/// only the partitions an election was tried for and needed (Kafka 4.4
+/// leaves out those not needing one), so a single node lists every topic
+/// with no partitions.
+pub async fn elect_leaders(
+    ctx: &Ctx,
+    req: ElectLeadersRequest,
+) -> Result<Option<Bytes>, RequestError> {
     let b = &ctx.broker;
     let mut r = ElectLeadersResponse::default();
     // Refused whole as Kafka does: an election type it does not know
@@ -118,60 +127,123 @@ pub fn elect_leaders(ctx: &Ctx, req: ElectLeadersRequest) -> Result<Option<Bytes
     // (timeout_ms of 0 or less) REQUEST_TIMED_OUT from its controller.
     let whole = if ctx.version >= 1 && !(0..=1).contains(&req.election_type) {
         Some((
-            ResponseError::InvalidRequest,
+            code(ResponseError::InvalidRequest),
             format!("Unknown election type {}", req.election_type),
         ))
     } else {
-        controller_deadline_passed(req.timeout_ms).map(|(e, m)| (e, m.to_string()))
+        controller_deadline_passed(req.timeout_ms).map(|(e, m)| (code(e), m.to_string()))
     };
     if let Some((e, message)) = whole {
-        if ctx.version >= 1 {
-            r.error_code = code(e);
-        }
-        for t in req.topic_partitions.into_iter().flatten() {
-            let mut res = elect_leaders_response::ReplicaElectionResult::default();
-            res.topic = t.topic;
-            for p in t.partitions {
-                let mut pr = elect_leaders_response::PartitionResult::default();
-                pr.partition_id = p;
-                pr.error_code = code(e);
-                pr.error_message = Some(s(message.clone()));
-                res.partition_result.push(pr);
-            }
-            r.replica_election_results.push(res);
-        }
-        return ctx.respond(&r);
+        return ctx.respond(&elect_refused(ctx.version, req, e, &message));
     }
-    let Some(named) = req.topic_partitions else {
-        for t in b.topics() {
-            let mut res = elect_leaders_response::ReplicaElectionResult::default();
-            res.topic = TopicName(s(t.name.clone()));
-            r.replica_election_results.push(res);
-        }
-        return ctx.respond(&r);
+    // v0 has no election type: preferred.
+    let election = if ctx.version >= 1 && req.election_type == 1 {
+        ElectionType::Unclean
+    } else {
+        ElectionType::Preferred
     };
-    for t in named {
-        let topic = b.topic(t.topic.0.as_str());
+    let partitions = req.topic_partitions.as_ref().map(|l| {
+        l.iter()
+            .map(|t| TopicPartitions {
+                topic: t.topic.0.to_string(),
+                partitions: t.partitions.clone(),
+            })
+            .collect()
+    });
+    let results = match b
+        .propose_partitions(MetaRequest::ElectLeaders {
+            election,
+            partitions,
+        })
+        .await
+    {
+        Ok(results) => results,
+        Err(e) => {
+            tracing::info!(code = e.code, message = %e.message, "ElectLeaders not applied");
+            return ctx.respond(&elect_refused(ctx.version, req, e.code, &e.message));
+        }
+    };
+    let mut results = results.into_iter();
+    let partition_result = |m: es_meta::records::PartitionResult| {
+        let mut pr = elect_leaders_response::PartitionResult::default();
+        pr.partition_id = m.partition;
+        pr.error_code = m.error_code;
+        pr.error_message = m
+            .message
+            .or_else(|| election_message(m.error_code).map(str::to_string))
+            .map(s);
+        pr
+    };
+    match req.topic_partitions {
+        // Results come in request order, one per named partition.
+        Some(named) => {
+            for t in named {
+                let mut res = elect_leaders_response::ReplicaElectionResult::default();
+                res.topic = t.topic;
+                for _ in &t.partitions {
+                    if let Some(m) = results.next() {
+                        res.partition_result.push(partition_result(m));
+                    }
+                }
+                r.replica_election_results.push(res);
+            }
+        }
+        None => {
+            let mut by_topic: BTreeMap<String, Vec<_>> = BTreeMap::new();
+            for m in results {
+                by_topic.entry(m.topic.clone()).or_default().push(m);
+            }
+            for t in b.topics() {
+                let mut res = elect_leaders_response::ReplicaElectionResult::default();
+                res.topic = TopicName(s(t.name.clone()));
+                for m in by_topic.remove(&t.name).unwrap_or_default() {
+                    res.partition_result.push(partition_result(m));
+                }
+                r.replica_election_results.push(res);
+            }
+        }
+    }
+    ctx.respond(&r)
+}
+
+/// Kafka's default message for an election's error code (the metadata
+/// gives none for these).
+fn election_message(error_code: i16) -> Option<&'static str> {
+    match error_code {
+        meta_code::ELECTION_NOT_NEEDED => Some("Leader election not needed for topic partition."),
+        meta_code::PREFERRED_LEADER_NOT_AVAILABLE => {
+            Some("The preferred leader was not available.")
+        }
+        meta_code::ELIGIBLE_LEADERS_NOT_AVAILABLE => {
+            Some("Eligible topic partition leaders are not available.")
+        }
+        _ => None,
+    }
+}
+
+/// An ElectLeaders refused whole: the code on the response (v1+) and on
+/// every named partition.
+fn elect_refused(
+    version: i16,
+    req: ElectLeadersRequest,
+    e: i16,
+    message: &str,
+) -> ElectLeadersResponse {
+    let mut r = ElectLeadersResponse::default();
+    if version >= 1 {
+        r.error_code = e;
+    }
+    for t in req.topic_partitions.into_iter().flatten() {
         let mut res = elect_leaders_response::ReplicaElectionResult::default();
         res.topic = t.topic;
         for p in t.partitions {
             let mut pr = elect_leaders_response::PartitionResult::default();
             pr.partition_id = p;
-            let (error, message) = match topic.as_ref().filter(|t| t.has_partition(p)) {
-                Some(_) => (
-                    ResponseError::ElectionNotNeeded,
-                    "Leader election not needed for topic partition.",
-                ),
-                None => (
-                    ResponseError::UnknownTopicOrPartition,
-                    "The partition does not exist.",
-                ),
-            };
-            pr.error_code = code(error);
+            pr.error_code = e;
             pr.error_message = Some(s(message));
             res.partition_result.push(pr);
         }
         r.replica_election_results.push(res);
     }
-    ctx.respond(&r)
+    r
 }
