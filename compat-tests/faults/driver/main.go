@@ -133,6 +133,19 @@ func (c *common) parse(args []string) {
 }
 
 // baseOpts: quick reconnects and metadata refreshes, because nodes come and go.
+// connect parses the command's flags and opens a client, with a context
+// bounded by the command's timeout.
+func (c *common) connect(args []string) (*kgo.Client, context.Context, context.CancelFunc) {
+	c.parse(args)
+	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+	cl, err := kgo.NewClient(c.baseOpts()...)
+	if err != nil {
+		cancel()
+		die("client: %v", err)
+	}
+	return cl, ctx, cancel
+}
+
 func (c *common) baseOpts() []kgo.Opt {
 	return []kgo.Opt{
 		kgo.SeedBrokers(c.brokers...),
@@ -200,13 +213,8 @@ func create(args []string) {
 	c := newCommon("create")
 	rf := c.fs.Int("rf", 3, "replication factor")
 	minISR := c.fs.Int("min-isr", 2, "min.insync.replicas")
-	c.parse(args)
-	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+	cl, ctx, cancel := c.connect(args)
 	defer cancel()
-	cl, err := kgo.NewClient(c.baseOpts()...)
-	if err != nil {
-		die("client: %v", err)
-	}
 	defer cl.Close()
 	req := kmsg.NewPtrCreateTopicsRequest()
 	t := kmsg.NewCreateTopicsRequestTopic()
@@ -275,13 +283,8 @@ created:
 func leader(args []string) {
 	c := newCommon("leader")
 	part := c.fs.Int("partition", 0, "partition")
-	c.parse(args)
-	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+	cl, ctx, cancel := c.connect(args)
 	defer cancel()
-	cl, err := kgo.NewClient(c.baseOpts()...)
-	if err != nil {
-		die("client: %v", err)
-	}
 	defer cl.Close()
 	_, parts, err := metadata(ctx, cl, c.topic)
 	if err != nil {
@@ -299,13 +302,8 @@ func healthy(args []string) {
 	c := newCommon("healthy")
 	nodes := c.fs.Int("nodes", 3, "brokers Metadata must list")
 	minISR := c.fs.Int("min-isr", 1, "in-sync replicas every partition must have")
-	c.parse(args)
-	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+	cl, ctx, cancel := c.connect(args)
 	defer cancel()
-	cl, err := kgo.NewClient(c.baseOpts()...)
-	if err != nil {
-		die("client: %v", err)
-	}
 	defer cl.Close()
 	var why string
 	for {

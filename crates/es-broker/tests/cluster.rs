@@ -333,27 +333,7 @@ fn produce_one(
     partition: i32,
     value: &str,
 ) -> (i16, i64, (i32, i32), Vec<NodePort>) {
-    use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
-    let mut batch = es_test_support::batch::KafkaBatch::new();
-    batch.record(
-        1_700_000_000_000,
-        None,
-        Some(value.as_bytes()),
-        &[],
-        &es_storage::record::RecordMeta::default(),
-    );
-    let mut pd = PartitionProduceData::default();
-    pd.index = partition;
-    pd.records = Some(batch.encode().into());
-    let mut td = TopicProduceData::default();
-    td.name = TopicName(StrBytes::from_string(topic.to_string()));
-    td.partition_data = vec![pd];
-    let mut req = kafka_protocol::messages::ProduceRequest::default();
-    req.acks = -1;
-    req.timeout_ms = 30_000;
-    req.topic_data = vec![td];
-    let mut c = KafkaClient::connect(addr, "cluster-test");
-    let r: kafka_protocol::messages::ProduceResponse = c.call(ApiKey::Produce, 11, &req);
+    let r = common::replicas::produce_to(addr, topic, partition, value);
     let p = &r.responses[0].partition_responses[0];
     (
         p.error_code,

@@ -62,19 +62,8 @@ impl Broker {
             return;
         }
         let period = settings.check_interval.max(Duration::from_millis(100));
-        let mut stop = first.stopping.subscribe();
         drop(first);
-        loop {
-            tokio::select! {
-                _ = tokio::time::sleep(period) => {}
-                _ = stop.changed() => return,
-            }
-            let Some(me) = b.upgrade() else {
-                return;
-            };
-            if me.is_stopping() {
-                return;
-            }
+        Broker::every(b, period, |me| async move {
             match me.rebalance_leaders().await {
                 Ok(results) if !results.is_empty() => {
                     let elected = results.iter().filter(|r| r.error_code == 0).count();
@@ -89,7 +78,8 @@ impl Broker {
                     tracing::info!(code = e.code, message = %e.message, "automatic preferred leader election failed")
                 }
             }
-        }
+        })
+        .await
     }
 
     /// One check of the automatic rebalance: when this broker's metadata

@@ -144,7 +144,7 @@ impl Broker {
     /// follower caught up, or followers lagging), unless one is in flight.
     /// Returns at once; the applied entry brings the new ISR.
     pub fn isr_change_due(self: &Arc<Self>, topic: &Topic, slot: &Arc<PartitionSlot>) {
-        let replica = slot.log.replica().clone();
+        let replica = slot.log.replica();
         let lag_max = self.config.replica_lag_time_max_ms;
         let Some(isr) = replica
             .expand_due()
@@ -152,25 +152,49 @@ impl Broker {
         else {
             return;
         };
-        let Some(a) = replica.assignment() else {
+        self.alter_partition(topic, slot, isr, "ISR change");
+    }
+
+    /// After an unclean election: an AlterPartition with the ISR this
+    /// leader alone and the partition recovered (once; retried by the next
+    /// reconcile if refused).
+    fn propose_recovered(self: &Arc<Self>, topic: &Topic, slot: &Arc<PartitionSlot>) {
+        if slot.log.replica().proposing() {
+            return;
+        }
+        self.alter_partition(topic, slot, vec![self.node_id()], "leader recovery");
+    }
+
+    /// Proposes this leader's AlterPartition for `slot`: the ISR `isr`, the
+    /// partition recovered, at the leader and partition epochs it holds.
+    /// Noted as in flight until applied (the applied entry brings it) or
+    /// refused (`what` is logged).
+    fn alter_partition(
+        self: &Arc<Self>,
+        topic: &Topic,
+        slot: &Arc<PartitionSlot>,
+        isr: Vec<i32>,
+        what: &'static str,
+    ) {
+        let replica = slot.log.replica().clone();
+        let (Some(a), Some(rt)) = (replica.assignment(), self.fetchers().runtime.get().cloned())
+        else {
             return;
         };
-        let Some(rt) = self.fetchers().runtime.get().cloned() else {
-            return;
-        };
+        let me = self.node_id();
         let Some(broker_epoch) = self
             .image()
-            .and_then(|i| i.brokers.get(&self.node_id()).map(|b| b.epoch))
+            .and_then(|i| i.brokers.get(&me).map(|b| b.epoch))
         else {
             return;
         };
         replica.propose_isr(isr.clone());
-        let me = self.clone();
+        let b = self.clone();
         let (name, partition, topic_id) = (topic.name.clone(), slot.index, topic.id.to_string());
         rt.spawn(async move {
-            tracing::info!(topic = %name, partition, from = ?a.isr, to = ?isr, "proposing an ISR change");
+            tracing::info!(topic = %name, partition, from = ?a.isr, to = ?isr, "proposing: {what}");
             let req = MetaRequest::AlterPartition {
-                broker_id: me.node_id(),
+                broker_id: me,
                 broker_epoch,
                 partitions: vec![AlterPartitionItem {
                     topic_id,
@@ -187,69 +211,43 @@ impl Broker {
                     leader_recovery: LeaderRecovery::Recovered,
                 }],
             };
-            if let Err(e) = me.propose_checked(req).await {
-                tracing::info!(topic = %name, partition, error = %e.message, "ISR change refused");
-                replica.proposal_failed();
-            }
-        });
-    }
-
-    /// After an unclean election: an AlterPartition with the ISR this
-    /// leader alone and the partition recovered (once; retried by the next
-    /// reconcile if refused).
-    fn propose_recovered(self: &Arc<Self>, topic: &Topic, slot: &Arc<PartitionSlot>) {
-        let replica = slot.log.replica().clone();
-        if replica.proposing() {
-            return;
-        }
-        let (Some(a), Some(rt)) = (replica.assignment(), self.fetchers().runtime.get().cloned())
-        else {
-            return;
-        };
-        let Some(broker_epoch) = self
-            .image()
-            .and_then(|i| i.brokers.get(&self.node_id()).map(|b| b.epoch))
-        else {
-            return;
-        };
-        let me = self.node_id();
-        replica.propose_isr(vec![me]);
-        let b = self.clone();
-        let (name, partition, topic_id) = (topic.name.clone(), slot.index, topic.id.to_string());
-        rt.spawn(async move {
-            let req = MetaRequest::AlterPartition {
-                broker_id: me,
-                broker_epoch,
-                partitions: vec![AlterPartitionItem {
-                    topic_id,
-                    partition,
-                    leader_epoch: a.leader_epoch,
-                    partition_epoch: a.partition_epoch,
-                    new_isr: vec![IsrMember {
-                        broker_id: me,
-                        broker_epoch: -1,
-                    }],
-                    leader_recovery: LeaderRecovery::Recovered,
-                }],
-            };
             if let Err(e) = b.propose_checked(req).await {
-                tracing::info!(topic = %name, partition, error = %e.message, "leader recovery refused");
+                tracing::info!(topic = %name, partition, error = %e.message, "refused: {what}");
                 replica.proposal_failed();
             }
         });
     }
 
     /// Every `replica.lag.time.max.ms / 2`, the ISR of each partition led
-    /// here loses the followers that have not caught up within it. Holds
-    /// the broker weakly: ends when it is gone or stopping.
+    /// here loses the followers that have not caught up within it.
     pub(crate) async fn isr_shrink_task(b: Weak<Broker>) {
-        let Some(first) = b.upgrade() else {
+        let Some(period) = b.upgrade().map(|me| {
+            Duration::from_millis((me.config.replica_lag_time_max_ms / 2).max(100) as u64)
+        }) else {
             return;
         };
-        let period =
-            Duration::from_millis((first.config.replica_lag_time_max_ms / 2).max(100) as u64);
-        let mut stop = first.stopping.subscribe();
-        drop(first);
+        Broker::every(b, period, |me| async move {
+            for (t, slot) in me.partitions_snapshot() {
+                let r = slot.log.replica();
+                if r.role() == Role::Leader && r.assignment().is_some() {
+                    me.isr_change_due(&t, &slot);
+                }
+            }
+        })
+        .await
+    }
+
+    /// Runs `tick` every `period` until the broker is gone or stopping.
+    /// Holds the broker weakly between ticks, so a task started with it
+    /// never keeps it alive.
+    pub(crate) async fn every<F, Fut>(b: Weak<Broker>, period: Duration, mut tick: F)
+    where
+        F: FnMut(Arc<Broker>) -> Fut,
+        Fut: std::future::Future<Output = ()>,
+    {
+        let Some(mut stop) = b.upgrade().map(|me| me.stopping.subscribe()) else {
+            return;
+        };
         loop {
             tokio::select! {
                 _ = tokio::time::sleep(period) => {}
@@ -258,12 +256,10 @@ impl Broker {
             let Some(me) = b.upgrade() else {
                 return;
             };
-            for (t, slot) in me.partitions_snapshot() {
-                let r = slot.log.replica();
-                if r.role() == Role::Leader && r.assignment().is_some() {
-                    me.isr_change_due(&t, &slot);
-                }
+            if me.is_stopping() {
+                return;
             }
+            tick(me).await;
         }
     }
 
@@ -384,6 +380,32 @@ impl Broker {
     }
 }
 
+/// The partitions of one request, by topic name.
+struct ByTopic<'a>(BTreeMap<String, Vec<&'a Following>>);
+
+impl<'a> ByTopic<'a> {
+    fn of(parts: impl Iterator<Item = &'a Following>) -> Self {
+        let mut m: BTreeMap<String, Vec<&Following>> = BTreeMap::new();
+        for p in parts {
+            m.entry(p.topic.name.clone()).or_default().push(p);
+        }
+        ByTopic(m)
+    }
+
+    /// The partition an answer names, if the request asked for it (an
+    /// answer is untrusted: anything else is ignored).
+    fn find(&self, topic: &str, partition: i32) -> Option<&'a Following> {
+        self.0
+            .get(topic)
+            .and_then(|ps| ps.iter().find(|p| p.slot.index == partition))
+            .copied()
+    }
+}
+
+fn topic_name(name: &str) -> TopicName {
+    TopicName(StrBytes::from_string(name.to_string()))
+}
+
 /// One leader's fetch loop; ends when the broker is gone or no partition is
 /// left to follow from this leader.
 async fn fetch_loop(b: Weak<Broker>, leader: i32, l: Arc<Loop>) {
@@ -446,20 +468,20 @@ async fn truncate(
 ) -> Result<(), String> {
     let mut req = OffsetForLeaderEpochRequest::default();
     req.replica_id = BrokerId(b.node_id());
-    let mut by_topic: BTreeMap<String, Vec<&Following>> = BTreeMap::new();
-    for p in parts.iter().filter(|p| p.truncate) {
-        by_topic.entry(p.topic.name.clone()).or_default().push(p);
-    }
-    for (name, ps) in &by_topic {
+    let by_topic = ByTopic::of(parts.iter().filter(|p| p.truncate));
+    for (name, ps) in &by_topic.0 {
         let mut t = OffsetForLeaderTopic::default();
-        t.topic = TopicName(StrBytes::from_string(name.clone()));
-        for p in ps {
-            let mut q = OffsetForLeaderPartition::default();
-            q.partition = p.slot.index;
-            q.current_leader_epoch = p.leader_epoch;
-            q.leader_epoch = p.slot.log.storage().latest_leader_epoch().unwrap_or(-1);
-            t.partitions.push(q);
-        }
+        t.topic = topic_name(name);
+        t.partitions = ps
+            .iter()
+            .map(|p| {
+                let mut q = OffsetForLeaderPartition::default();
+                q.partition = p.slot.index;
+                q.current_leader_epoch = p.leader_epoch;
+                q.leader_epoch = p.slot.log.storage().latest_leader_epoch().unwrap_or(-1);
+                q
+            })
+            .collect();
         req.topics.push(t);
     }
     let resp = client
@@ -469,10 +491,7 @@ async fn truncate(
     for t in resp.topics {
         for r in t.partitions {
             let name = t.topic.0.to_string();
-            let Some(p) = by_topic
-                .get(&name)
-                .and_then(|ps| ps.iter().find(|p| p.slot.index == r.partition))
-            else {
+            let Some(p) = by_topic.find(&name, r.partition) else {
                 continue;
             };
             if r.error_code != 0 {
@@ -534,24 +553,24 @@ async fn fetch_round(
     req.isolation_level = 0;
     req.session_id = 0;
     req.session_epoch = -1;
-    let mut by_topic: BTreeMap<String, Vec<&Following>> = BTreeMap::new();
-    for p in parts {
-        by_topic.entry(p.topic.name.clone()).or_default().push(p);
-    }
-    for (name, ps) in &by_topic {
+    let by_topic = ByTopic::of(parts.iter());
+    for (name, ps) in &by_topic.0 {
         let mut t = FetchTopic::default();
-        t.topic = TopicName(StrBytes::from_string(name.clone()));
-        for p in ps {
-            let storage = p.slot.log.storage();
-            let mut q = FetchPartition::default();
-            q.partition = p.slot.index;
-            q.current_leader_epoch = p.leader_epoch;
-            q.fetch_offset = storage.durable_end() as i64;
-            q.last_fetched_epoch = storage.latest_leader_epoch().unwrap_or(-1);
-            q.log_start_offset = storage.log_start_offset() as i64;
-            q.partition_max_bytes = FETCH_PARTITION_MAX_BYTES;
-            t.partitions.push(q);
-        }
+        t.topic = topic_name(name);
+        t.partitions = ps
+            .iter()
+            .map(|p| {
+                let storage = p.slot.log.storage();
+                let mut q = FetchPartition::default();
+                q.partition = p.slot.index;
+                q.current_leader_epoch = p.leader_epoch;
+                q.fetch_offset = storage.durable_end() as i64;
+                q.last_fetched_epoch = storage.latest_leader_epoch().unwrap_or(-1);
+                q.log_start_offset = storage.log_start_offset() as i64;
+                q.partition_max_bytes = FETCH_PARTITION_MAX_BYTES;
+                q
+            })
+            .collect();
         req.topics.push(t);
     }
     let resp = client
@@ -566,10 +585,7 @@ async fn fetch_round(
     for t in resp.responses {
         let name = t.topic.0.to_string();
         for r in t.partitions {
-            let Some(p) = by_topic
-                .get(&name)
-                .and_then(|ps| ps.iter().find(|p| p.slot.index == r.partition_index))
-            else {
+            let Some(p) = by_topic.find(&name, r.partition_index) else {
                 continue;
             };
             let storage = p.slot.log.storage().clone();

@@ -87,6 +87,14 @@ pub fn shown(addr: &str, topic: &str) -> (i32, i32, Vec<i32>, Vec<i32>) {
 /// Produces one record, acks=all, to partition 0 of `topic` through `addr`:
 /// (error, offset).
 pub fn produce(addr: &str, topic: &str, value: &str) -> (i16, i64) {
+    let r = produce_to(addr, topic, 0, value);
+    let p = &r.responses[0].partition_responses[0];
+    (p.error_code, p.base_offset)
+}
+
+/// Produces one record, acks=all, to `topic`/`partition` through `addr`
+/// (Produce v11): the whole answer.
+pub fn produce_to(addr: &str, topic: &str, partition: i32, value: &str) -> ProduceResponse {
     let mut batch = es_test_support::batch::KafkaBatch::new();
     batch.record(
         1_700_000_000_000,
@@ -96,7 +104,7 @@ pub fn produce(addr: &str, topic: &str, value: &str) -> (i16, i64) {
         &es_storage::record::RecordMeta::default(),
     );
     let mut pd = PartitionProduceData::default();
-    pd.index = 0;
+    pd.index = partition;
     pd.records = Some(batch.encode().into());
     let mut td = TopicProduceData::default();
     td.name = name(topic);
@@ -106,9 +114,7 @@ pub fn produce(addr: &str, topic: &str, value: &str) -> (i16, i64) {
     req.timeout_ms = 30_000;
     req.topic_data = vec![td];
     let mut c = KafkaClient::connect_with_timeout(addr, "repl-test", Duration::from_secs(40));
-    let r: ProduceResponse = c.call(ApiKey::Produce, 11, &req);
-    let p = &r.responses[0].partition_responses[0];
-    (p.error_code, p.base_offset)
+    c.call(ApiKey::Produce, 11, &req)
 }
 
 /// Every record of partition 0 of `topic` from `addr` (the leader), by
