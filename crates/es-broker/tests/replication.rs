@@ -12,6 +12,10 @@
 //!   independent format checker.
 //! - SIGTERM of a leader is a controlled shutdown: the leadership is
 //!   handed over before the process exits.
+//! - An idempotent producer's retry after fail-over: a batch acknowledged by
+//!   the old leader and sent again to the new one is answered with its
+//!   original offset and stored once (the new leader's producer state was
+//!   rebuilt from the replicated records); the next sequence goes on.
 //! - Unclean leader election (a topic that allows it): with its whole ISR
 //!   gone, a returning out-of-sync replica is elected, logs what may be
 //!   lost, and takes writes; the old leader, back, truncates the records
@@ -30,7 +34,7 @@ use std::time::{Duration, Instant};
 
 use common::cluster::Cluster;
 use common::replicas::{
-    check_format, create, create_assigned, log_bytes, produce, read_all, shown,
+    check_format, create, create_assigned, log_bytes, produce, produce_batch, read_all, shown,
 };
 use es_test_support::wait::eventually;
 
@@ -264,4 +268,77 @@ fn an_unclean_election_takes_the_surviving_replica_and_the_old_leader_truncates(
     let l3 = log_bytes(&dir.path().join("node-3"), "u");
     let l4 = log_bytes(&dir.path().join("node-4"), "u");
     assert!(!l3.is_empty() && l3 == l4, "node 4's log is node 3's");
+}
+
+/// One record `value` of idempotent producer `pid` (epoch 0) at `sequence`,
+/// acks=all, to partition 0 of `topic` through `addr`: (error, offset).
+fn produce_idempotent(addr: &str, topic: &str, pid: i64, sequence: i32, value: &str) -> (i16, i64) {
+    let mut batch = es_test_support::batch::KafkaBatch::new();
+    batch.record(
+        1_700_000_000_000,
+        None,
+        Some(value.as_bytes()),
+        &[],
+        &es_test_support::batch::producer_meta(pid, 0, sequence, false),
+    );
+    let r = produce_batch(addr, topic, 0, batch.encode());
+    let p = &r.responses[0].partition_responses[0];
+    (p.error_code, p.base_offset)
+}
+
+#[test]
+fn a_retried_idempotent_batch_is_deduplicated_by_the_new_leader() {
+    use es_test_support::wire::KafkaClient;
+    use kafka_protocol::messages::{
+        ApiKey, InitProducerIdRequest, InitProducerIdResponse, ProducerId,
+    };
+    let dir = tempfile::tempdir().expect("tmp");
+    let mut c = Cluster::start_with(dir.path(), 3, 3, &["--replica-lag-time-max-ms", "4000"]);
+    c.leader();
+    assert_eq!(
+        create(&c.addr(1), "i", 3, &[("min.insync.replicas", "2")]),
+        0
+    );
+    let (leader, ..) = eventually(Duration::from_secs(30), "three in sync", || {
+        let s = shown(&c.addr(1), "i");
+        (s.0 >= 0 && s.3.len() == 3).then_some(s)
+    });
+    let mut req = InitProducerIdRequest::default();
+    req.transactional_id = None;
+    req.transaction_timeout_ms = 60_000;
+    req.producer_id = ProducerId(-1);
+    req.producer_epoch = -1;
+    let mut k = KafkaClient::connect(&c.addr(leader), "repl-test");
+    let r: InitProducerIdResponse = k.call(ApiKey::InitProducerId, 4, &req);
+    assert_eq!(r.error_code, 0);
+    let pid = r.producer_id.0;
+    for seq in 0..3 {
+        let got = produce_idempotent(&c.addr(leader), "i", pid, seq, &format!("v{seq}"));
+        assert_eq!(got, (0, i64::from(seq)));
+    }
+    // The leader dies after acknowledging sequence 2; the producer, not
+    // knowing, sends it again to the new leader.
+    c.nodes.remove(&leader).expect("leader").kill();
+    let survivor = *c.nodes.keys().next().expect("a survivor");
+    let (new_leader, ..) = eventually(Duration::from_secs(60), "a new leader", || {
+        let s = shown(&c.addr(survivor), "i");
+        (s.0 >= 0 && s.0 != leader).then_some(s)
+    });
+    let retried = eventually(Duration::from_secs(60), "the retry answered", || {
+        let r = produce_idempotent(&c.addr(new_leader), "i", pid, 2, "v2");
+        (r.0 == 0).then_some(r)
+    });
+    assert_eq!(retried, (0, 2), "the retry gets the original offset");
+    assert_eq!(
+        produce_idempotent(&c.addr(new_leader), "i", pid, 3, "v3"),
+        (0, 3)
+    );
+    let read = read_all(&c.addr(new_leader), "i");
+    assert_eq!(
+        read.values().cloned().collect::<Vec<_>>(),
+        vec!["v0", "v1", "v2", "v3"]
+    );
+    for (_, p) in std::mem::take(&mut c.nodes) {
+        p.stop();
+    }
 }

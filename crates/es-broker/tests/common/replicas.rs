@@ -103,9 +103,15 @@ pub fn produce_to(addr: &str, topic: &str, partition: i32, value: &str) -> Produ
         &[],
         &es_storage::record::RecordMeta::default(),
     );
+    produce_batch(addr, topic, partition, batch.encode())
+}
+
+/// Produces the Kafka batch `records`, acks=all, to `topic`/`partition`
+/// through `addr` (Produce v11): the whole answer.
+pub fn produce_batch(addr: &str, topic: &str, partition: i32, records: Vec<u8>) -> ProduceResponse {
     let mut pd = PartitionProduceData::default();
     pd.index = partition;
-    pd.records = Some(batch.encode().into());
+    pd.records = Some(records.into());
     let mut td = TopicProduceData::default();
     td.name = name(topic);
     td.partition_data = vec![pd];
