@@ -62,6 +62,18 @@ impl PartitionLog {
             );
             return;
         }
+        // The leader's own fsync is part of the wait (followers are served
+        // only durable records), and a group commit runs only for records
+        // someone waits for: ask for it. Its failure fences the partition;
+        // the replicated wait then ends with the request's timeout.
+        self.0.when_durable(
+            end_offset,
+            Box::new(|r| {
+                if let Err(e) = r {
+                    tracing::error!(error = %e, "the leader's fsync failed");
+                }
+            }),
+        );
         if let Some((d, r)) = self.1.wait_replicated(end_offset, min_isr, done) {
             d(r);
         }

@@ -103,12 +103,15 @@ pub async fn serve(
         .unwrap_or(0)
         .min(RESPONSE_BYTES_MAX);
     let notify = Arc::new(Notify::new());
-    for (_, a) in &asked {
-        if let Some(s) = &a.slot {
-            s.waiters.register(&notify);
-        }
-    }
     let answers = loop {
+        // Registered before every read pass: a wake takes the registration
+        // with it (and leaves a permit, so one between the read and the
+        // wait is not lost).
+        for (_, a) in &asked {
+            if let Some(s) = &a.slot {
+                s.waiters.register(&notify);
+            }
+        }
         let bb = b.clone();
         let parts: Vec<Asked> = asked.iter().map(|(_, a)| a.clone()).collect();
         let answers = blocking(move || {
