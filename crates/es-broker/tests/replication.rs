@@ -34,7 +34,7 @@ use std::time::{Duration, Instant};
 
 use common::cluster::Cluster;
 use common::replicas::{
-    check_format, create, create_assigned, log_bytes, produce, produce_batch, read_all, shown,
+    check_format, create, create_assigned, log_bytes, produce, produce_with, read_all, shown,
 };
 use es_test_support::wait::eventually;
 
@@ -273,15 +273,8 @@ fn an_unclean_election_takes_the_surviving_replica_and_the_old_leader_truncates(
 /// One record `value` of idempotent producer `pid` (epoch 0) at `sequence`,
 /// acks=all, to partition 0 of `topic` through `addr`: (error, offset).
 fn produce_idempotent(addr: &str, topic: &str, pid: i64, sequence: i32, value: &str) -> (i16, i64) {
-    let mut batch = es_test_support::batch::KafkaBatch::new();
-    batch.record(
-        1_700_000_000_000,
-        None,
-        Some(value.as_bytes()),
-        &[],
-        &es_test_support::batch::producer_meta(pid, 0, sequence, false),
-    );
-    let r = produce_batch(addr, topic, 0, batch.encode());
+    let meta = es_test_support::batch::producer_meta(pid, 0, sequence, false);
+    let r = produce_with(addr, topic, 0, value, &meta);
     let p = &r.responses[0].partition_responses[0];
     (p.error_code, p.base_offset)
 }

@@ -95,14 +95,20 @@ pub fn produce(addr: &str, topic: &str, value: &str) -> (i16, i64) {
 /// Produces one record, acks=all, to `topic`/`partition` through `addr`
 /// (Produce v11): the whole answer.
 pub fn produce_to(addr: &str, topic: &str, partition: i32, value: &str) -> ProduceResponse {
+    let meta = es_storage::record::RecordMeta::default();
+    produce_with(addr, topic, partition, value, &meta)
+}
+
+/// As [`produce_to`], the record's producer fields (`meta`) given.
+pub fn produce_with(
+    addr: &str,
+    topic: &str,
+    partition: i32,
+    value: &str,
+    meta: &es_storage::record::RecordMeta,
+) -> ProduceResponse {
     let mut batch = es_test_support::batch::KafkaBatch::new();
-    batch.record(
-        1_700_000_000_000,
-        None,
-        Some(value.as_bytes()),
-        &[],
-        &es_storage::record::RecordMeta::default(),
-    );
+    batch.record(1_700_000_000_000, None, Some(value.as_bytes()), &[], meta);
     produce_batch(addr, topic, partition, batch.encode())
 }
 
