@@ -46,7 +46,7 @@ impl PartitionLog {
     /// The committed ISR's size (1 before any assignment: a partition that
     /// leads alone).
     pub fn isr_size(&self) -> usize {
-        self.1.assignment().map_or(1, |a| a.isr.len())
+        self.1.isr_len()
     }
 
     /// Runs `done` once the records below `end_offset` are on every

@@ -159,6 +159,16 @@ impl Replica {
         replicated(&i)
     }
 
+    /// The committed ISR's size (1 before any assignment: a replica that
+    /// leads alone). Copies nothing: the produce path asks per partition.
+    pub fn isr_len(&self) -> usize {
+        self.inner
+            .lock()
+            .assignment
+            .as_ref()
+            .map_or(1, |a| a.isr.len())
+    }
+
     /// Applies the metadata's assignment for this partition (this broker is
     /// `me`). `epoch_start` is the log end when this broker becomes leader
     /// of a new epoch (where the epoch's records start).
@@ -356,11 +366,21 @@ fn maximal(isr: &[i32], pending: &Option<Vec<i32>>) -> Vec<i32> {
     out
 }
 
+/// The maximal ISR's members, without collecting them (the produce and
+/// replica-fetch paths ask per request): the committed ISR, then the ones a
+/// pending change adds (a member may come twice).
+fn maximal_members<'a>(
+    isr: &'a [i32],
+    pending: &'a Option<Vec<i32>>,
+) -> impl Iterator<Item = i32> + 'a {
+    isr.iter().chain(pending.iter().flatten()).copied()
+}
+
 fn replicated(i: &Inner) -> bool {
     i.role == Some(Role::Leader)
         && i.assignment
             .as_ref()
-            .is_some_and(|a| maximal(&a.isr, &i.pending_isr).iter().any(|r| *r != i.me))
+            .is_some_and(|a| maximal_members(&a.isr, &i.pending_isr).any(|r| r != i.me))
 }
 
 fn min_isr_check(i: &Inner, min_isr: usize) -> Result<(), WaitError> {
@@ -378,13 +398,11 @@ fn advance(i: &mut Inner, durable: u64) -> Advance {
     let Some(a) = i.assignment.as_ref() else {
         return (None, Vec::new());
     };
-    let isr = maximal(&a.isr, &i.pending_isr);
     let mut hw = durable;
-    for r in &isr {
-        if *r == i.me {
-            continue;
+    for r in maximal_members(&a.isr, &i.pending_isr) {
+        if r != i.me {
+            hw = hw.min(i.followers.get(&r).map_or(0, |p| p.end));
         }
-        hw = hw.min(i.followers.get(r).map_or(0, |p| p.end));
     }
     if hw <= i.hw {
         return (None, Vec::new());

@@ -702,20 +702,8 @@ mod tests {
     #[test]
     fn a_broker_opens_only_the_partitions_it_hosts() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let storage = Storage::new(Arc::new(es_storage::RealFs));
-        let topics = dir.path().join("topics");
-        storage.fs.create_dir_all(&topics).expect("topics dir");
         let even = |p: i32| p % 2 == 0;
-        let t = create_topic(
-            &storage,
-            &topics,
-            "t",
-            Uuid::new_v4(),
-            3,
-            topic_config(&[]),
-            &even,
-        )
-        .expect("created");
+        let (storage, topics, t) = three_partitions(dir.path(), &even);
         assert_eq!(t.partition_count(), 3);
         assert!(t.has_partition(1) && !t.has_partition(3) && !t.has_partition(-1));
         assert!(t.partition(0).is_some() && t.partition(1).is_none() && t.partition(2).is_some());
@@ -750,19 +738,7 @@ mod tests {
     #[test]
     fn a_replica_no_longer_placed_here_is_closed_and_its_directory_removed() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let storage = Storage::new(Arc::new(es_storage::RealFs));
-        let topics = dir.path().join("topics");
-        storage.fs.create_dir_all(&topics).expect("topics dir");
-        let t = create_topic(
-            &storage,
-            &topics,
-            "t",
-            Uuid::new_v4(),
-            3,
-            topic_config(&[]),
-            &host_all,
-        )
-        .expect("created");
+        let (storage, topics, t) = three_partitions(dir.path(), &host_all);
         let slot = t
             .unhost(&storage.fs, 1)
             .expect("unhosted")
@@ -806,6 +782,25 @@ mod tests {
         let j = serde_json::to_string(&m).expect("serialises");
         let back: TopicMeta = serde_json::from_str(&j).expect("parses");
         assert_eq!(back, m);
+    }
+
+    /// Topic "t" with three partitions under `dir/topics`, those `hosted`
+    /// names open: the storage, the topics directory and the topic.
+    fn three_partitions(dir: &Path, hosted: HostedFilter<'_>) -> (Storage, PathBuf, Topic) {
+        let storage = Storage::new(Arc::new(es_storage::RealFs));
+        let topics = dir.join("topics");
+        storage.fs.create_dir_all(&topics).expect("topics dir");
+        let t = create_topic(
+            &storage,
+            &topics,
+            "t",
+            Uuid::new_v4(),
+            3,
+            topic_config(&[]),
+            hosted,
+        )
+        .expect("created");
+        (storage, topics, t)
     }
 
     fn topic_config(pairs: &[(&str, &str)]) -> TopicConfig {

@@ -48,7 +48,7 @@ pub fn handle(ctx: &Ctx, req: OffsetForLeaderEpochRequest) -> Result<Option<Byte
                     let s = r.slot;
                     e.error_code = NONE;
                     let storage = s.log.storage();
-                    if storage.leader_epochs().is_empty() {
+                    if storage.latest_leader_epoch().is_none() {
                         // Kafka's LeaderEpochFileCache.endOffsetFor: -1 is
                         // UNDEFINED; an epoch below every known one gets
                         // itself and the start of the first epoch (the log
