@@ -340,15 +340,21 @@ pub async fn handle(
         })
         .collect();
     turn.finish();
-    let waits: Vec<Option<Durable>> = items
+    // (wait, bounded by the request's timeout): only a wait for followers
+    // is; the leader's own fsync, alone in its ISR as with acks=1, is not
+    // (Kafka's leader alone completes at once).
+    let waits: Vec<Option<(Durable, bool)>> = items
         .iter()
         .map(|(_, step)| {
             let a = step.as_ref().ok()?;
-            Some(if acks == -1 {
-                Durable::replicated(&a.slot.log, a.end?, a.min_insync_replicas)
+            let end = a.end?;
+            let bounded = acks == -1 && a.slot.log.replica().replicated();
+            let d = if acks == -1 {
+                Durable::replicated(&a.slot.log, end, a.min_insync_replicas)
             } else {
-                Durable::register(&a.slot.log, a.end?)
-            })
+                Durable::register(&a.slot.log, end)
+            };
+            Some((d, bounded))
         })
         .collect();
     let mut items = items;
@@ -357,10 +363,10 @@ pub async fn handle(
     let deadline = tokio::time::Instant::now()
         + std::time::Duration::from_millis(u64::try_from(timeout_ms).unwrap_or(0));
     for ((head, step), wait) in items.iter_mut().zip(waits) {
-        let Some(wait) = wait else {
+        let Some((wait, bounded)) = wait else {
             continue;
         };
-        let waited = if acks == -1 {
+        let waited = if bounded {
             tokio::time::timeout_at(deadline, wait.wait()).await
         } else {
             Ok(wait.wait().await)
