@@ -437,7 +437,7 @@ impl Broker {
             MetaEvent::Leadership { name, partitions } => {
                 self.place_partitions(image, name, partitions)?;
             }
-            MetaEvent::ClusterId | MetaEvent::Broker(_) => {}
+            MetaEvent::ClusterId | MetaEvent::Broker(_) | MetaEvent::CoordinatorState(_) => {}
         }
         Ok(())
     }

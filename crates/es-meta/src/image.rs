@@ -14,7 +14,8 @@
 //! The replication rules (AlterPartition, controlled shutdown, leader
 //! elections, unclean election, reassignments, the default replication
 //! factor) live in the submodules [`change`] (one partition's change, as
-//! KRaft's PartitionChangeBuilder), `replication` and `reassign`.
+//! KRaft's PartitionChangeBuilder), `replication` and `reassign`; the
+//! coordinators' state in `coordinator`.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -26,6 +27,7 @@ use crate::records::{
 };
 
 pub(crate) mod change;
+mod coordinator;
 mod reassign;
 mod replication;
 
@@ -113,6 +115,9 @@ pub enum MetaEvent {
         name: String,
         partitions: Vec<i32>,
     },
+    /// A coordinator changed these keys (or key prefixes) of its state:
+    /// `(space, key)`.
+    CoordinatorState(Vec<(String, String)>),
 }
 
 /// The cluster metadata, as of the last applied entry.
@@ -128,6 +133,10 @@ pub struct MetaImage {
     pub broker_configs: BTreeMap<String, BTreeMap<String, String>>,
     /// The next producer id to hand out.
     pub next_producer_id: i64,
+    /// The group and transaction coordinators' state, by space and key
+    /// ([`crate::records::CoordinatorWrite`]).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub coordinator: BTreeMap<String, BTreeMap<String, serde_json::Value>>,
 }
 
 /// The name with '.' and '_' made equal: two topics that differ only there
@@ -275,6 +284,7 @@ impl MetaImage {
             MetaRequest::AlterReassignments { partitions } => {
                 self.alter_reassignments(partitions, &mut ev)
             }
+            MetaRequest::CoordinatorState(w) => self.coordinator_write(w, &mut ev),
         };
         (resp, ev)
     }

@@ -23,6 +23,7 @@ pub mod code {
     pub const NONE: i16 = 0;
     pub const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
     pub const NOT_LEADER_OR_FOLLOWER: i16 = 6;
+    pub const NOT_COORDINATOR: i16 = 16;
     pub const NOT_CONTROLLER: i16 = 41;
     pub const FENCED_LEADER_EPOCH: i16 = 74;
     pub const PREFERRED_LEADER_NOT_AVAILABLE: i16 = 80;
@@ -270,6 +271,65 @@ pub enum MetaRequest {
     /// Kafka's AlterPartitionReassignments (KIP-455).
     #[serde(rename = "alter_reassignments.v1")]
     AlterReassignments { partitions: Vec<Reassignment> },
+    /// A group or transaction coordinator's durable change (committed
+    /// offsets, a transactional id's state), valid only while the proposer
+    /// still leads the internal partition that places the key.
+    #[serde(rename = "coordinator_state.v1")]
+    CoordinatorState(CoordinatorWrite),
+}
+
+/// The body of `coordinator_state.v1`: changes to the coordinators' state,
+/// a map of spaces (`"offsets"`, `"txns"`, ...) of keys to JSON documents
+/// that this crate stores and never interprets.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CoordinatorWrite {
+    pub fence: LeaderFence,
+    pub changes: Vec<StateChange>,
+}
+
+/// Who may write: the leader of `partition` of `topic` at `leader_epoch`
+/// (Kafka fences a coordinator's writes to `__consumer_offsets` and
+/// `__transaction_state` by the partition's leader epoch the same way). While
+/// `topic` does not exist, only a broker that is the whole cluster may write
+/// (a lone broker coordinates every key before the topic is created).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeaderFence {
+    pub topic: String,
+    pub partition: i32,
+    pub broker_id: BrokerId,
+    pub leader_epoch: i32,
+}
+
+/// One change to the coordinators' state.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum StateChange {
+    Put {
+        space: String,
+        key: String,
+        value: serde_json::Value,
+    },
+    Delete {
+        space: String,
+        key: String,
+    },
+    /// Every key of `space` that starts with `prefix`.
+    DeletePrefix {
+        space: String,
+        prefix: String,
+    },
+}
+
+impl StateChange {
+    /// The space and the key (or prefix) it touches.
+    pub fn target(&self) -> (&str, &str) {
+        match self {
+            StateChange::Put { space, key, .. } | StateChange::Delete { space, key } => {
+                (space, key)
+            }
+            StateChange::DeletePrefix { space, prefix } => (space, prefix),
+        }
+    }
 }
 
 /// The outcome of one item of a request (a topic, a resource).

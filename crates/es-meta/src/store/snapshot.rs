@@ -88,5 +88,14 @@ pub fn whole_image_events(old: &MetaImage, new: &MetaImage) -> Vec<MetaEvent> {
     for k in sets {
         ev.push(MetaEvent::BrokerConfigs(k.clone()));
     }
+    let mut touched = Vec::new();
+    for (space, keys) in old.coordinator.iter().chain(new.coordinator.iter()) {
+        touched.extend(keys.keys().map(|k| (space.clone(), k.clone())));
+    }
+    if !touched.is_empty() {
+        touched.sort();
+        touched.dedup();
+        ev.push(MetaEvent::CoordinatorState(touched));
+    }
     ev
 }
