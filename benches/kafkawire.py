@@ -180,3 +180,32 @@ def wait_serving(host, port, topic, partitions, expect_total, t_start,
             pass
         time.sleep(poll_s)
     return meta_s, offs_s, seen
+
+
+API_OFFSET_COMMIT = 8
+
+
+def find_coordinator(host, port, group, timeout=10.0):
+    """(error, (host, port)) of `group`'s coordinator, FindCoordinator v1."""
+    with socket.create_connection((host, port), timeout=timeout) as s:
+        r = _request(s, API_FIND_COORDINATOR, 1, 1, _str(group) + struct.pack(">b", 0))
+        r.i32()  # throttle
+        err = r.i16()
+        r.string()
+        r.i32()  # node id
+        h = r.string()
+        p = r.i32()
+        return err, (h, p)
+
+
+def offset_commit(sock, group, topic, partition, offset, corr):
+    """The partition's error of a simple commit (no member), OffsetCommit v2."""
+    body = (_str(group) + struct.pack(">i", -1) + _str("") + struct.pack(">q", -1)
+            + struct.pack(">i", 1) + _str(topic) + struct.pack(">i", 1)
+            + struct.pack(">iq", partition, offset) + _str(""))
+    r = _request(sock, API_OFFSET_COMMIT, 2, corr, body)
+    r.i32()  # topics
+    r.string()
+    r.i32()  # partitions
+    r.i32()
+    return r.i16()

@@ -43,6 +43,8 @@ use crate::txn::{Partitions, TopicPartition, TxnConfig, TxnCoordinator};
 
 #[path = "broker_coordinators.rs"]
 mod coordinators;
+#[path = "broker_group_log.rs"]
+mod group_log;
 #[path = "broker_placement.rs"]
 mod placement;
 #[path = "broker_quorum.rs"]
@@ -579,10 +581,11 @@ impl Broker {
     }
 
     /// Returns the topic, creating it with these settings if it does not
-    /// exist. The coordinators' internal topics get one replica: their
-    /// state is not yet taken over by another broker when leadership moves
-    /// (docs/replication.md, "Not there yet"), so a second copy would only
-    /// let a broker lead a partition whose coordinator state it lacks.
+    /// exist, with the default replication factor (min(3, active brokers)
+    /// unless `default.replication.factor` says otherwise). The internal
+    /// topics get it too: their partitions' leadership places the
+    /// coordinators, whose state is in the metadata quorum, so a
+    /// coordinator moves to another replica when its node is lost.
     async fn get_or_create_with(
         &self,
         name: &str,
@@ -592,9 +595,8 @@ impl Broker {
         if let Some(t) = self.topic(name) {
             return Ok(t);
         }
-        let rf = if topics::is_internal(name) { 1 } else { -1 };
         match self
-            .create_topic_assigned(name, partitions, rf, Vec::new(), overrides, false)
+            .create_topic_assigned(name, partitions, -1, Vec::new(), overrides, false)
             .await
         {
             Ok(Some(t)) => Ok(t),

@@ -144,6 +144,7 @@ impl Broker {
         if fresh {
             self.import(&node).await?;
         }
+        self.follow_group_leadership().await;
         let me = self.clone();
         tokio::task::spawn_blocking(move || {
             me.host_placed()?;
@@ -437,7 +438,8 @@ impl Broker {
             MetaEvent::Leadership { name, partitions } => {
                 self.place_partitions(image, name, partitions)?;
             }
-            MetaEvent::ClusterId | MetaEvent::Broker(_) | MetaEvent::CoordinatorState(_) => {}
+            MetaEvent::CoordinatorState(touched) => self.materialize_groups(image, touched)?,
+            MetaEvent::ClusterId | MetaEvent::Broker(_) => {}
         }
         Ok(())
     }

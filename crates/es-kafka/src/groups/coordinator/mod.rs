@@ -52,9 +52,12 @@ use super::error::GroupError;
 use super::store::{self, TYPE_CLASSIC, TYPE_CONSUMER};
 use super::{GroupConfig, Millis, Token};
 
+pub use failover::{GroupLog, LogFuture};
+
 mod admin;
 mod classic_api;
 mod consumer_api;
+mod failover;
 mod offsets;
 mod persist;
 mod timers;
@@ -374,6 +377,9 @@ pub struct Coordinator {
     timer_wake: Notify,
     /// Group documents written (successfully or not), for tests and metrics.
     writes: AtomicU64,
+    /// Where documents go instead of this broker's files, once set: the
+    /// metadata quorum ([`GroupLog`]).
+    log: std::sync::OnceLock<Arc<dyn GroupLog>>,
 }
 
 impl Coordinator {

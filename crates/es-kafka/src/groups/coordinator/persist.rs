@@ -26,7 +26,7 @@ use crate::groups::store::{self, GroupFile, OffsetEntry, TYPE_CONSUMER};
 use crate::groups::GroupConfig;
 
 impl Group {
-    fn document(&self) -> GroupFile {
+    pub(super) fn document(&self) -> GroupFile {
         let (t, p) = self.meta();
         GroupFile {
             group: self.id.clone(),
@@ -51,6 +51,45 @@ impl Group {
     }
 }
 
+impl State {
+    /// Puts the group a document describes in memory (Empty, with its
+    /// offsets), unless its file name belongs to another group.
+    pub(super) fn adopt(&mut self, doc: GroupFile, config: GroupConfig) {
+        let kind = if doc.group_type == TYPE_CONSUMER {
+            Kind::Consumer(ConsumerGroup::new(&doc.group, config))
+        } else {
+            Kind::Classic(ClassicGroup::loaded(
+                &doc.group,
+                config,
+                doc.protocol_type.clone(),
+            ))
+        };
+        if self.create(&doc.group, kind).is_err() {
+            return;
+        }
+        let Some(g) = self.groups.get_mut(&doc.group) else {
+            return;
+        };
+        for o in doc.offsets {
+            g.offsets.entry(o.topic).or_default().insert(
+                o.partition,
+                Committed {
+                    offset: o.offset,
+                    leader_epoch: o.leader_epoch,
+                    metadata: o.metadata,
+                    commit_timestamp_ms: o.commit_timestamp_ms,
+                    topic_id: o
+                        .topic_id
+                        .as_deref()
+                        .and_then(|s| Uuid::parse_str(s).ok())
+                        .unwrap_or_else(Uuid::nil),
+                },
+            );
+        }
+        g.written_meta = Some(g.meta());
+    }
+}
+
 impl Coordinator {
     /// Loads every group document under `data_dir/groups`. Blocking.
     pub fn open(
@@ -63,37 +102,7 @@ impl Coordinator {
         let docs = store::load_all(fs.as_ref(), &dir)?;
         let mut st = State::default();
         for doc in docs {
-            let kind = if doc.group_type == TYPE_CONSUMER {
-                Kind::Consumer(ConsumerGroup::new(&doc.group, config))
-            } else {
-                Kind::Classic(ClassicGroup::loaded(
-                    &doc.group,
-                    config,
-                    doc.protocol_type.clone(),
-                ))
-            };
-            if st.create(&doc.group, kind).is_err() {
-                continue;
-            }
-            if let Some(g) = st.groups.get_mut(&doc.group) {
-                for o in doc.offsets {
-                    g.offsets.entry(o.topic).or_default().insert(
-                        o.partition,
-                        Committed {
-                            offset: o.offset,
-                            leader_epoch: o.leader_epoch,
-                            metadata: o.metadata,
-                            commit_timestamp_ms: o.commit_timestamp_ms,
-                            topic_id: o
-                                .topic_id
-                                .as_deref()
-                                .and_then(|s| Uuid::parse_str(s).ok())
-                                .unwrap_or_else(Uuid::nil),
-                        },
-                    );
-                }
-                g.written_meta = Some(g.meta());
-            }
+            st.adopt(doc, config);
         }
         tracing::info!(groups = st.groups.len(), "loaded consumer groups");
         Ok(Arc::new(Coordinator {
@@ -106,6 +115,7 @@ impl Coordinator {
             file_locks: Mutex::new(HashMap::new()),
             timer_wake: Notify::new(),
             writes: AtomicU64::new(0),
+            log: std::sync::OnceLock::new(),
         }))
     }
     /// How many group documents have been written since startup.
@@ -165,12 +175,17 @@ impl Coordinator {
                 g.written_meta = Some(g.meta());
                 (g.version, g.document())
             };
-            let (fs, dir) = (self.fs.clone(), self.dir.clone());
             self.writes.fetch_add(1, Ordering::Relaxed);
-            let res = tokio::task::spawn_blocking(move || store::write(fs.as_ref(), &dir, &doc))
-                .await
-                .map_err(|e| e.to_string())
-                .and_then(|r| r.map_err(|e| e.to_string()));
+            let res = match self.log.get() {
+                Some(log) => log.write(doc).await,
+                None => {
+                    let (fs, dir) = (self.fs.clone(), self.dir.clone());
+                    tokio::task::spawn_blocking(move || store::write(fs.as_ref(), &dir, &doc))
+                        .await
+                        .map_err(|e| e.to_string())
+                        .and_then(|r| r.map_err(|e| e.to_string()))
+                }
+            };
             drop(guard);
             let mut st = self.state.lock();
             let Some(g) = st
@@ -197,6 +212,9 @@ impl Coordinator {
 
     /// Removes a group's document (the caller holds the file's lock).
     pub(super) async fn remove_document(&self, group_id: &str) -> Result<(), String> {
+        if let Some(log) = self.log.get() {
+            return log.remove(group_id.to_string()).await;
+        }
         let (fs, dir, id) = (self.fs.clone(), self.dir.clone(), group_id.to_string());
         tokio::task::spawn_blocking(move || store::remove(fs.as_ref(), &dir, &id))
             .await
