@@ -11,6 +11,10 @@
 //! - The killed node, restarted, catches up: its document of the group
 //!   holds the commit made while it was down, and it does not coordinate
 //!   the group (its old partition's leadership moved).
+//! - A transactional batch sent to a partition leader while the
+//!   transaction's coordinator is unavailable is refused with
+//!   NOT_ENOUGH_REPLICAS (retriable, as Kafka answers when verification
+//!   cannot reach the coordinator) and never appended.
 //!
 //! Waits are bounded polls on conditions; times printed are measurements.
 
@@ -20,15 +24,17 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use common::cluster::Cluster;
-use common::replicas::{create, name, shown};
+use common::replicas::{create, create_assigned, name, read_all, shown};
 use es_test_support::wait::eventually;
 use es_test_support::wire::KafkaClient;
+use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
 use kafka_protocol::messages::offset_commit_request::{
     OffsetCommitRequestPartition, OffsetCommitRequestTopic,
 };
 use kafka_protocol::messages::offset_fetch_request::{
     OffsetFetchRequestGroup, OffsetFetchRequestTopics,
 };
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 
@@ -182,4 +188,82 @@ fn committed_offsets_survive_the_loss_of_the_group_coordinator() {
     );
     assert_eq!(coordinator(&c.addr(first)), Some(next));
     assert_eq!(fetch(&c.addr(next)), (0, 40));
+}
+
+/// Produces one record of transactional producer `pid`/`epoch` (sequence 0)
+/// of transaction `id` to partition 0 of `topic` through `addr`: the
+/// partition's error code.
+fn produce_transactional(addr: &str, id: &str, topic: &str, pid: i64, epoch: i16) -> i16 {
+    let meta = es_test_support::batch::producer_meta(pid, epoch, 0, true);
+    let mut batch = es_test_support::batch::KafkaBatch::new();
+    batch.record(1_700_000_000_000, None, Some(b"in-txn"), &[], &meta);
+    let mut pd = PartitionProduceData::default();
+    pd.records = Some(batch.encode().into());
+    let mut td = TopicProduceData::default();
+    td.name = name(topic);
+    td.partition_data = vec![pd];
+    let mut req = ProduceRequest::default();
+    req.transactional_id = Some(TransactionalId(StrBytes::from_string(id.to_string())));
+    req.acks = -1;
+    req.timeout_ms = 10_000;
+    req.topic_data = vec![td];
+    let mut c = KafkaClient::connect_with_timeout(addr, "failover-test", Duration::from_secs(40));
+    let r: ProduceResponse = c.call(ApiKey::Produce, 11, &req);
+    r.responses[0].partition_responses[0].error_code
+}
+
+#[test]
+fn a_transactional_batch_is_refused_while_its_coordinator_is_unavailable() {
+    const NOT_ENOUGH_REPLICAS: i16 = 19;
+    let dir = tempfile::tempdir().expect("tmp");
+    let mut c = Cluster::start(dir.path(), 3, 3);
+    c.leader();
+    // The transaction's coordinator is node 3 alone; the data partition's
+    // leader is node 1.
+    assert_eq!(
+        create_assigned(&c.addr(1), "__transaction_state", 1, &[3], &[]),
+        0
+    );
+    assert_eq!(create_assigned(&c.addr(1), "data", 1, &[1], &[]), 0);
+    let init = eventually(Duration::from_secs(30), "InitProducerId on node 3", || {
+        let mut cl =
+            KafkaClient::connect_with_timeout(&c.addr(3), "failover-test", Duration::from_secs(40));
+        let mut req = InitProducerIdRequest::default();
+        req.transactional_id = Some(TransactionalId(StrBytes::from_static_str("tx")));
+        req.transaction_timeout_ms = 60_000;
+        req.producer_id = ProducerId(-1);
+        req.producer_epoch = -1;
+        let r: InitProducerIdResponse = cl.call(ApiKey::InitProducerId, 4, &req);
+        (r.error_code == 0).then_some(r)
+    });
+    let (pid, epoch) = (init.producer_id.0, init.producer_epoch);
+    let mut cl = KafkaClient::connect(&c.addr(3), "failover-test");
+    let mut t = AddPartitionsToTxnTopic::default();
+    t.name = name("data");
+    t.partitions = vec![0];
+    let mut req = AddPartitionsToTxnRequest::default();
+    req.v3_and_below_transactional_id = TransactionalId(StrBytes::from_static_str("tx"));
+    req.v3_and_below_producer_id = ProducerId(pid);
+    req.v3_and_below_producer_epoch = epoch;
+    req.v3_and_below_topics = vec![t];
+    let r: AddPartitionsToTxnResponse = cl.call(ApiKey::AddPartitionsToTxn, 3, &req);
+    assert_eq!(
+        r.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code,
+        0
+    );
+
+    c.nodes.remove(&3).expect("node 3").kill();
+    eventually(
+        Duration::from_secs(60),
+        "the coordinator's partition without a leader",
+        || (shown(&c.addr(1), "__transaction_state").0 < 0).then_some(()),
+    );
+    assert_eq!(
+        produce_transactional(&c.addr(1), "tx", "data", pid, epoch),
+        NOT_ENOUGH_REPLICAS
+    );
+    assert!(
+        read_all(&c.addr(1), "data").is_empty(),
+        "an unverified batch was appended"
+    );
 }

@@ -275,6 +275,7 @@ pub async fn handle(
             _ => None,
         }
     });
+    let verified_elsewhere = remote_coordinator.is_some();
     if let Some((id, coord)) = remote_coordinator {
         let asked = items
             .iter()
@@ -302,7 +303,14 @@ pub async fn handle(
         .into_iter()
         .map(|(head, step)| {
             let attempt = match step {
-                Ok(d) => append_one(&broker, v, transactional_id.as_deref(), &head, d, true),
+                Ok(d) => append_one(
+                    &broker,
+                    v,
+                    (transactional_id.as_deref(), verified_elsewhere),
+                    &head,
+                    d,
+                    true,
+                ),
                 Err(r) => Attempt::Done(Err(r)),
             };
             (head, attempt)
@@ -314,9 +322,14 @@ pub async fn handle(
                 .into_iter()
                 .map(|(head, attempt)| {
                     let attempt = match attempt {
-                        Attempt::Blocked(d) => {
-                            append_one(&broker, v, transactional_id.as_deref(), &head, d, false)
-                        }
+                        Attempt::Blocked(d) => append_one(
+                            &broker,
+                            v,
+                            (transactional_id.as_deref(), verified_elsewhere),
+                            &head,
+                            d,
+                            false,
+                        ),
                         done => done,
                     };
                     (head, attempt)
@@ -533,7 +546,7 @@ fn partition_response(v: i16, partition: i32, step: Step<Appended>) -> Partition
 fn append_one(
     broker: &Arc<crate::broker::Broker>,
     v: i16,
-    transactional_id: Option<&str>,
+    (transactional_id, verified_elsewhere): (Option<&str>, bool),
     head: &Head,
     d: Decoded,
     inline: bool,
@@ -554,6 +567,7 @@ fn append_one(
         broker,
         v,
         transactional_id,
+        verified_elsewhere,
         &head.topic_name,
         head.partition,
         d.producer.as_ref(),

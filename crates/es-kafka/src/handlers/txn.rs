@@ -77,10 +77,20 @@ pub fn producer_append(summaries: &[BatchSummary]) -> Option<ProducerAppend> {
 /// transactional id and the partition must be in the producer's open
 /// transaction (KIP-890 verification, done in process). The guard is held
 /// until the append is written, so the transaction's markers land after it.
+///
+/// `verified_elsewhere`: the produce handler had the batch verified by the
+/// coordinator on another broker. Decided once per request, there: a batch
+/// it did not send for verification (the coordinator was unavailable) must
+/// not be taken as verified because the coordinator is elsewhere by the
+/// time of the append. When this broker does not coordinate the id (any
+/// more, or not yet), the batch is refused with NOT_ENOUGH_REPLICAS, which
+/// the producer retries, as Kafka answers a verification that cannot reach
+/// the coordinator.
 pub fn check_transactional(
     broker: &Broker,
     produce_version: i16,
     transactional_id: Option<&str>,
+    verified_elsewhere: bool,
     topic: &str,
     partition: i32,
     producer: Option<&ProducerAppend>,
@@ -94,10 +104,17 @@ pub fn check_transactional(
             "transactional records need the request's transactional id".to_string(),
         ));
     };
-    if broker.txn_coordinated_elsewhere(id) {
-        // The coordinator is another broker: the produce handler verified
-        // the batch with it already (handlers/txn_verify.rs).
+    if verified_elsewhere {
         return Ok(None);
+    }
+    if let Err(n) = broker.owns_transactional_id(id) {
+        return Err((
+            code(ResponseError::NotEnoughReplicas),
+            format!(
+                "the coordinator of transaction {id:?} could not verify the batch ({})",
+                n.message()
+            ),
+        ));
     }
     broker
         .txn()
