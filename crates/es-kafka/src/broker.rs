@@ -582,8 +582,8 @@ impl Broker {
 
     /// Returns the topic, creating it with these settings if it does not
     /// exist, with the default replication factor (min(3, active brokers)
-    /// unless `default.replication.factor` says otherwise). The internal
-    /// topics get it too: their partitions' leadership places the
+    /// unless `default.replication.factor` says otherwise). `__consumer_offsets`
+    /// gets it too: its partitions' leadership places the group
     /// coordinators, whose state is in the metadata quorum, so a
     /// coordinator moves to another replica when its node is lost.
     async fn get_or_create_with(
@@ -595,8 +595,11 @@ impl Broker {
         if let Some(t) = self.topic(name) {
             return Ok(t);
         }
+        // `__transaction_state` keeps one replica until the transaction
+        // coordinator's state follows its leadership as the groups' does.
+        let rf = if name == topics::TRANSACTION_STATE_TOPIC { 1 } else { -1 };
         match self
-            .create_topic_assigned(name, partitions, -1, Vec::new(), overrides, false)
+            .create_topic_assigned(name, partitions, rf, Vec::new(), overrides, false)
             .await
         {
             Ok(Some(t)) => Ok(t),
