@@ -597,7 +597,11 @@ impl Broker {
         }
         // `__transaction_state` keeps one replica until the transaction
         // coordinator's state follows its leadership as the groups' does.
-        let rf = if name == topics::TRANSACTION_STATE_TOPIC { 1 } else { -1 };
+        let rf = if name == topics::TRANSACTION_STATE_TOPIC {
+            1
+        } else {
+            -1
+        };
         match self
             .create_topic_assigned(name, partitions, rf, Vec::new(), overrides, false)
             .await
@@ -711,6 +715,11 @@ impl Partitions for Broker {
         self.topic(topic)
             .and_then(|t| t.partition(partition))
             .map(|s| s.log.clone())
+    }
+
+    fn min_insync_replicas(&self, topic: &str) -> usize {
+        self.topic(topic)
+            .map_or(1, |t| t.rules().min_insync_replicas)
     }
 
     fn for_each_partition(&self, f: &mut dyn FnMut(&PartitionLog)) {

@@ -7,7 +7,8 @@
 //! lock (the id becomes *pending*), journal it with no lock held (fsync,
 //! shared with concurrent appends), apply it under the lock. An EndTxn is
 //! journaled as PrepareCommit/PrepareAbort; then the markers are written to
-//! every partition of the transaction (`append_marker` + `wait_durable`), the
+//! every partition of the transaction (`append_marker`, then waiting until
+//! it is on every in-sync replica, `wait_acknowledged`), the
 //! transaction's offsets are handed to the group coordinator (commit only),
 //! and CompleteCommit/CompleteAbort is journaled. Once the Prepare record is
 //! durable the outcome is decided: if a marker cannot be written the client
@@ -45,6 +46,11 @@ use super::{TxnConfig, COORDINATOR_EPOCH};
 /// plain map in tests).
 pub trait Partitions: Send + Sync {
     fn partition(&self, topic: &str, partition: i32) -> Option<PartitionLog>;
+    /// The topic's `min.insync.replicas`, which a marker's wait checks as
+    /// an acks=all produce's does; by default 1.
+    fn min_insync_replicas(&self, _topic: &str) -> usize {
+        1
+    }
     /// Calls `f` with every open partition.
     fn for_each_partition(&self, f: &mut dyn FnMut(&PartitionLog));
 
@@ -729,7 +735,8 @@ impl TxnCoordinator {
             }
         }
         for (tp, p, end) in to_sync {
-            match p.wait_durable(end) {
+            let min_isr = parts.min_insync_replicas(&tp.topic);
+            match p.wait_acknowledged(end, min_isr, MARKER_ACK_TIMEOUT) {
                 Ok(()) => written.push(tp),
                 Err(e) => failure = Some(format!("marker for {}-{}: {e}", tp.topic, tp.partition)),
             }
@@ -782,6 +789,12 @@ impl TxnCoordinator {
         Ok(())
     }
 }
+
+/// How long a marker waits to be on every in-sync replica before the
+/// transaction's completion is left to the periodic retry (below the
+/// coordinator's WriteTxnMarkers timeout, `MARKERS_TIMEOUT_MS`, so the
+/// answer arrives).
+pub const MARKER_ACK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Kafka's `NO_PRODUCER_EPOCH`, re-exported for handlers.
 pub const NO_EPOCH: i16 = NO_PRODUCER_EPOCH;

@@ -14,8 +14,9 @@
 //! - [`coordinator`]: the blocking shell. It allocates producer ids from
 //!   journaled blocks (granted by the metadata quorum), runs each transition
 //!   through the journal, writes the commit/abort markers into every
-//!   partition of a transaction it leads (`Partition::append_marker` +
-//!   `wait_durable`) and has the other leaders write theirs ([`markers`]), hands transactional
+//!   partition of a transaction it leads (`PartitionLog::append_marker` +
+//!   `wait_acknowledged`: on every in-sync replica) and has the other leaders
+//!   write theirs ([`markers`]), hands transactional
 //!   offsets to the group coordinator when a transaction commits, and runs
 //!   the periodic work: aborting transactions past their timeout, finishing
 //!   transactions a crash left in a Prepare state, expiring idle
