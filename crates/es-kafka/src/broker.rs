@@ -56,6 +56,8 @@ mod routing;
 pub use coordinators::NotHere;
 #[path = "broker_txn.rs"]
 pub mod txn_cluster;
+#[path = "broker_txn_failover.rs"]
+pub mod txn_failover;
 pub use quorum::BrokerFiles;
 pub use rebalance::LeaderRebalance;
 pub use routing::{key_partition, CoordinatorPlace, Leadership, NodeEndpoint};
@@ -579,10 +581,13 @@ impl Broker {
     }
 
     /// Returns the topic, creating it with these settings if it does not
-    /// exist. The coordinators' internal topics get one replica: their
-    /// state is not yet taken over by another broker when leadership moves
-    /// (docs/replication.md, "Not there yet"), so a second copy would only
-    /// let a broker lead a partition whose coordinator state it lacks.
+    /// exist. `__transaction_state` gets Kafka's
+    /// `transaction.state.log.replication.factor`, 3, capped at the brokers
+    /// there are: the transaction coordinator's state
+    /// lives in the metadata log and moves with the partition's leadership
+    /// (docs/replication.md, "Transaction coordinator fail-over"). The
+    /// other internal topic, `__consumer_offsets`, keeps one replica until
+    /// the group coordinator's state moves the same way.
     async fn get_or_create_with(
         &self,
         name: &str,
@@ -592,7 +597,16 @@ impl Broker {
         if let Some(t) = self.topic(name) {
             return Ok(t);
         }
-        let rf = if topics::is_internal(name) { 1 } else { -1 };
+        let rf = if name == topics::TRANSACTION_STATE_TOPIC {
+            let active = self.image().map_or(1, |i| i.active().count());
+            i16::try_from(active)
+                .unwrap_or(i16::MAX)
+                .clamp(1, crate::config::TRANSACTION_STATE_REPLICATION_FACTOR)
+        } else if topics::is_internal(name) {
+            1
+        } else {
+            -1
+        };
         match self
             .create_topic_assigned(name, partitions, rf, Vec::new(), overrides, false)
             .await
@@ -788,6 +802,7 @@ impl Timers {
         let Some(b) = self.broker.upgrade() else {
             return false;
         };
+        b.txn_failover_tick();
         b.txn().tick(b.as_ref());
         true
     }

@@ -144,6 +144,7 @@ impl Broker {
         if fresh {
             self.import(&node).await?;
         }
+        self.txn_failover_start().await?;
         let me = self.clone();
         tokio::task::spawn_blocking(move || {
             me.host_placed()?;

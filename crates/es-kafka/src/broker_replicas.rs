@@ -128,6 +128,7 @@ impl Broker {
     /// Reacts to one applied metadata event: the roles of the partitions it
     /// touches.
     pub(crate) fn reconcile_event(self: &Arc<Self>, image: &MetaImage, e: &MetaEvent) {
+        self.txn_failover_event(image, e);
         match e {
             MetaEvent::Leadership { name, .. }
             | MetaEvent::TopicCreated(name)

@@ -20,6 +20,9 @@
 //!   the periodic work: aborting transactions past their timeout, finishing
 //!   transactions a crash left in a Prepare state, expiring idle
 //!   transactional ids and producers, and folding the journal.
+//! - [`failover`]: the state of transactional ids in the metadata quorum
+//!   once it has started (so the coordinator can move with the leadership
+//!   of `__transaction_state`), fenced by the leader epoch it loaded at.
 //! - [`markers`]: where a completing transaction's markers go (this
 //!   broker's partitions, or WriteTxnMarkers to their leaders).
 //! - [`pid_blocks`]: producer-id blocks, granted by the metadata quorum.
@@ -35,10 +38,12 @@
 pub mod cluster;
 pub mod coordinator;
 pub mod error;
+pub mod failover;
 pub mod groups;
 pub mod log;
 pub mod markers;
 pub mod pid_blocks;
+pub mod placement;
 pub mod remote_offsets;
 pub mod state;
 #[cfg(test)]
