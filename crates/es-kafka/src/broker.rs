@@ -581,13 +581,7 @@ impl Broker {
     }
 
     /// Returns the topic, creating it with these settings if it does not
-    /// exist. `__transaction_state` gets Kafka's
-    /// `transaction.state.log.replication.factor`, 3, capped at the brokers
-    /// there are: the transaction coordinator's state
-    /// lives in the metadata log and moves with the partition's leadership
-    /// (docs/replication.md, "Transaction coordinator fail-over"). The
-    /// other internal topic, `__consumer_offsets`, keeps one replica until
-    /// the group coordinator's state moves the same way.
+    /// exist, internal topics with [`Broker::internal_replication_factor`].
     async fn get_or_create_with(
         &self,
         name: &str,
@@ -597,16 +591,7 @@ impl Broker {
         if let Some(t) = self.topic(name) {
             return Ok(t);
         }
-        let rf = if name == topics::TRANSACTION_STATE_TOPIC {
-            let active = self.image().map_or(1, |i| i.active().count());
-            i16::try_from(active)
-                .unwrap_or(i16::MAX)
-                .clamp(1, crate::config::TRANSACTION_STATE_REPLICATION_FACTOR)
-        } else if topics::is_internal(name) {
-            1
-        } else {
-            -1
-        };
+        let rf = self.internal_replication_factor(name);
         match self
             .create_topic_assigned(name, partitions, rf, Vec::new(), overrides, false)
             .await

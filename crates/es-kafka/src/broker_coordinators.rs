@@ -81,6 +81,28 @@ impl Broker {
         .await
     }
 
+    /// The replication factor [`Broker::get_or_create_with`] gives topic
+    /// `name` (-1: the default). `__transaction_state` gets Kafka's
+    /// `transaction.state.log.replication.factor`, 3, capped at the brokers
+    /// there are: the transaction coordinator's state lives in the metadata
+    /// log and moves with the partition's leadership (docs/replication.md,
+    /// "Transaction coordinator fail-over"). `__consumer_offsets` keeps one
+    /// replica until the group coordinator's state moves the same way: a
+    /// second copy would only let a broker lead a partition whose
+    /// coordinator state it lacks.
+    pub(super) fn internal_replication_factor(&self, name: &str) -> i16 {
+        if name == topics::TRANSACTION_STATE_TOPIC {
+            let active = self.image().map_or(1, |i| i.active().count());
+            i16::try_from(active)
+                .unwrap_or(i16::MAX)
+                .clamp(1, crate::config::TRANSACTION_STATE_REPLICATION_FACTOR)
+        } else if topics::is_internal(name) {
+            1
+        } else {
+            -1
+        }
+    }
+
     /// The `__consumer_offsets` partition of `group_id`, as Kafka's group
     /// coordinator picks it ([`super::key_partition`]) over the topic's
     /// real partition count (the configured count before it exists).

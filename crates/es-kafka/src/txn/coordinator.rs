@@ -4,8 +4,11 @@
 //! blocking threads.
 //!
 //! A transition runs in three steps: validate and compute it under the core
-//! lock (the id becomes *pending*), journal it with no lock held (fsync,
-//! shared with concurrent appends), apply it under the lock. An EndTxn is
+//! lock (the id becomes *pending*), make it durable with no lock held (once
+//! the metadata quorum has started, an entry of the metadata log fenced by
+//! the `__transaction_state` leadership the id was loaded under,
+//! [`super::failover`]; before, the producers journal, fsync shared with
+//! concurrent appends), apply it under the lock. An EndTxn is
 //! journaled as PrepareCommit/PrepareAbort; then the markers are written to
 //! every partition of the transaction (`append_marker` + `wait_durable`), the
 //! transaction's offsets are handed to the group coordinator (commit only),
