@@ -11,6 +11,8 @@
 //!   aborted-transactions list (a Kafka consumer never returns them), and
 //!   the last stable offset passes them. `__transaction_state` has three
 //!   replicas, as Kafka's `transaction.state.log.replication.factor` gives.
+//!   The killed broker, restarted, finds the coordinator (itself, if the
+//!   leadership moves back, or the new one) going on from the same state.
 //! - A transaction whose EndTxn(commit) was accepted while its markers could
 //!   not be written yet (the data partition's only replica, on a broker that
 //!   votes in no quorum, paused with SIGSTOP), its coordinator then killed:
@@ -302,6 +304,23 @@ fn an_open_transaction_is_aborted_by_the_new_coordinator_after_kill_9() {
     );
     assert_eq!(aborted, vec![(pid, base)]);
     assert!(lso >= base + 4, "the last stable offset passes them: {lso}");
+
+    // The killed broker returns: whichever broker coordinates the id now
+    // (the leadership may move back to it) goes on from the same state.
+    let mut back = c.spawn(coord);
+    back.wait_listening();
+    c.nodes.insert(coord, back);
+    let now = coordinator(&c, ID, None);
+    let (pid3, epoch3) = eventually(
+        Duration::from_secs(60),
+        "InitProducerId after the return",
+        || {
+            let (e, p, ep) = init_producer_id(&c.addr(now), ID);
+            (e == 0).then_some((p, ep))
+        },
+    );
+    assert_eq!(pid3, pid);
+    assert!(epoch3 > epoch2, "{epoch3} after {epoch2}");
     for (_, p) in std::mem::take(&mut c.nodes) {
         p.stop();
     }
