@@ -326,12 +326,12 @@ mod tests {
         }
         assert!(!remote_key("g1", 2).starts_with(&offsets_prefix("g")));
         for bad in [
-            "g\01",
+            "g\x001",
             "\"g\"\0x",
             "\"g\"\0",
             "\"g\"\0-0",
             "\"g\"\0+1",
-            "\"g\"\001",
+            "\"g\"\x0001",
         ] {
             assert_eq!(parse_remote_key(bad), None, "{bad:?}");
         }
