@@ -215,6 +215,9 @@ fn pending_offsets_move_with_the_group_coordinator_and_are_settled_by_the_marker
     c.nodes.remove(&b).expect("B").kill();
     for (_, group, ..) in &txns {
         let next = agreed(&c, GROUP_KEY, group, Some(b));
+        // Settled by WriteTxnMarkers to `next`, or (next == A) by the
+        // transaction coordinator itself.
+        println!("group {group}: coordinator {b} killed, now {next}; transactions on {a}");
         // The new coordinator loaded the offsets still pending.
         eventually(
             Duration::from_secs(60),
