@@ -28,13 +28,13 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::cluster::Cluster;
+use common::cluster::{signal, Cluster};
 use common::replicas::{create, create_assigned, shown};
+use common::txn::{read_committed, Batch};
 use es_test_support::batch::{producer_meta, KafkaBatch};
 use es_test_support::wait::eventually;
 use es_test_support::wire::KafkaClient;
 use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
-use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
@@ -140,73 +140,21 @@ fn end_txn(addr: &str, id: &str, pid: i64, epoch: i16, commit: bool) -> i16 {
     r.error_code
 }
 
-/// One batch of a fetched partition: base offset, producer id, and for a
-/// control batch its marker (1 COMMIT, 0 ABORT).
-#[derive(Debug, PartialEq, Eq)]
-struct Batch {
-    base_offset: i64,
-    producer_id: i64,
-    control: Option<i16>,
-}
-
-/// The batches of a v2 record set.
-fn batches(mut buf: &[u8]) -> Vec<Batch> {
-    let field = |b: &[u8], at: usize, n: usize| -> i64 {
-        b[at..at + n]
-            .iter()
-            .fold(0i64, |v, x| (v << 8) | i64::from(*x))
-    };
-    let mut out = Vec::new();
-    while buf.len() >= 61 {
-        let len = field(buf, 8, 4) as usize;
-        let batch = &buf[..12 + len];
-        let attributes = field(batch, 21, 2);
-        // A control record's key is (version i16, type i16); with one-byte
-        // varints for the record's length, attributes, deltas and key length
-        // (all small), the type sits 8 bytes into the first record.
-        let control = (attributes & 0x20 != 0).then(|| field(batch, 61 + 7, 2) as i16);
-        out.push(Batch {
-            base_offset: field(batch, 0, 8),
-            producer_id: field(batch, 43, 8),
-            control,
-        });
-        buf = &buf[12 + len..];
-    }
-    out
-}
-
-/// A read_committed fetch of partition 0 of `topic` from `addr`: (error,
-/// last stable offset, batches, (producer id, first offset) of the aborted
-/// transactions).
-fn fetch_committed(addr: &str, topic: &str) -> (i16, i64, Vec<Batch>, Vec<(i64, i64)>) {
-    let mut p = FetchPartition::default();
-    p.partition = 0;
-    p.fetch_offset = 0;
-    p.partition_max_bytes = 1 << 20;
-    let mut t = FetchTopic::default();
-    t.topic = TopicName(s(topic));
-    t.partitions = vec![p];
-    let mut req = FetchRequest::default();
-    req.replica_id = BrokerId(-1);
-    req.max_wait_ms = 0;
-    req.max_bytes = 1 << 20;
-    req.isolation_level = 1;
-    req.topics = vec![t];
-    let r: FetchResponse = client(addr).call(ApiKey::Fetch, 11, &req);
-    let p = &r.responses[0].partitions[0];
-    let aborted = p
-        .aborted_transactions
-        .iter()
-        .flatten()
-        .map(|a| (a.producer_id.0, a.first_offset))
-        .collect();
-    let records = p.records.clone().unwrap_or_default();
-    (
-        p.error_code,
-        p.last_stable_offset,
-        batches(&records),
-        aborted,
-    )
+/// The batches of a transaction of three records from `base` by producer
+/// `pid`, then its marker (1 COMMIT, 0 ABORT).
+fn data_then_marker(base: i64, pid: i64, marker: i16) -> Vec<Batch> {
+    vec![
+        Batch {
+            base_offset: base,
+            producer_id: pid,
+            control: None,
+        },
+        Batch {
+            base_offset: base + 3,
+            producer_id: pid,
+            control: Some(marker),
+        },
+    ]
 }
 
 /// The coordinator of `id` once every live node in `c` names the same one,
@@ -283,25 +231,11 @@ fn an_open_transaction_is_aborted_by_the_new_coordinator_after_kill_9() {
         if l < 0 || l == coord {
             return None;
         }
-        let (e, lso, bs, aborted) = fetch_committed(&c.addr(l), TOPIC);
+        let (e, lso, bs, aborted) = read_committed(&c.addr(l), TOPIC, 0);
         let marked = bs.iter().any(|b| b.control.is_some());
         (e == 0 && marked).then_some((lso, bs, aborted))
     });
-    assert_eq!(
-        bs,
-        vec![
-            Batch {
-                base_offset: base,
-                producer_id: pid,
-                control: None
-            },
-            Batch {
-                base_offset: base + 3,
-                producer_id: pid,
-                control: Some(0)
-            },
-        ]
-    );
+    assert_eq!(bs, data_then_marker(base, pid, 0));
     assert_eq!(aborted, vec![(pid, base)]);
     assert!(lso >= base + 4, "the last stable offset passes them: {lso}");
 
@@ -324,17 +258,6 @@ fn an_open_transaction_is_aborted_by_the_new_coordinator_after_kill_9() {
     for (_, p) in std::mem::take(&mut c.nodes) {
         p.stop();
     }
-}
-
-/// Sends `sig` (STOP, CONT) to process `pid`.
-fn signal(pid: u32, sig: &str) {
-    let ok = std::process::Command::new("kill")
-        .arg(format!("-{sig}"))
-        .arg(pid.to_string())
-        .status()
-        .expect("kill")
-        .success();
-    assert!(ok, "kill -{sig} {pid}");
 }
 
 #[test]
@@ -389,24 +312,10 @@ fn a_commit_decided_before_kill_9_is_completed_by_the_new_coordinator() {
     );
     assert_eq!((e, state.as_str(), p), (0, "CompleteCommit", pid));
     let (lso, bs, aborted) = eventually(Duration::from_secs(60), "the commit marker", || {
-        let (e, lso, bs, aborted) = fetch_committed(&c.addr(4), TOPIC);
+        let (e, lso, bs, aborted) = read_committed(&c.addr(4), TOPIC, 0);
         (e == 0 && bs.iter().any(|b| b.control.is_some())).then_some((lso, bs, aborted))
     });
-    assert_eq!(
-        bs,
-        vec![
-            Batch {
-                base_offset: base,
-                producer_id: pid,
-                control: None
-            },
-            Batch {
-                base_offset: base + 3,
-                producer_id: pid,
-                control: Some(1)
-            },
-        ]
-    );
+    assert_eq!(bs, data_then_marker(base, pid, 1));
     assert!(aborted.is_empty(), "nothing aborted: {aborted:?}");
     // The old coordinator's WriteTxnMarkers, sent before the kill, may be
     // read by the resumed broker too: a second COMMIT marker (as in Kafka),

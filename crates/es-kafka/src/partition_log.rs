@@ -107,9 +107,23 @@ impl PartitionLog {
     /// NOT_ENOUGH_REPLICAS_AFTER_APPEND).
     pub fn when_replicated(&self, end_offset: u64, min_isr: usize, done: WaitDone) {
         if !self.1.replicated() {
+            // Alone in the ISR, or no longer leading: the local fsync, then
+            // whether this broker still leads with enough replicas in sync.
+            // A produce whose append raced with losing the leadership is
+            // refused, not acknowledged from a log the new leader truncates.
+            if let Err(e) = self.1.solo_ack(min_isr) {
+                done(Err(e));
+                return;
+            }
+            let replica = self.1.clone();
             self.0.when_durable(
                 end_offset,
-                Box::new(move |r| done(r.map_err(WaitError::Storage))),
+                Box::new(move |r| {
+                    done(match r {
+                        Ok(()) => replica.solo_ack(min_isr),
+                        Err(e) => Err(WaitError::Storage(e)),
+                    })
+                }),
             );
             return;
         }
