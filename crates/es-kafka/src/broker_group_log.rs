@@ -16,7 +16,9 @@
 //! document, on every replica). The coordinator in memory follows the
 //! leadership of `__consumer_offsets`: when this broker starts leading a
 //! partition it reloads that partition's groups from the image, when it
-//! stops it unloads them ([`Broker::reconcile_groups`]).
+//! stops it unloads them ([`Broker::reconcile_groups`]), and with them the
+//! transactional offsets pending for the groups (space
+//! [`txn_remote::TXN_REMOTE_SPACE`], `broker_txn_remote.rs`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Weak};
@@ -30,6 +32,9 @@ use serde::{Deserialize, Serialize};
 
 use super::Broker;
 use crate::groups::coordinator::{GroupLog, LogFuture};
+
+#[path = "broker_txn_remote.rs"]
+mod txn_remote;
 use crate::groups::store::{self, GroupFile, OffsetEntry};
 use crate::topics::CONSUMER_OFFSETS_TOPIC;
 
@@ -259,6 +264,12 @@ impl Broker {
     /// partition this broker now leads at a new epoch, unloads those of
     /// every partition it stopped leading.
     pub(crate) fn reconcile_groups(&self, image: &MetaImage, e: Option<&MetaEvent>) {
+        if let Some(MetaEvent::CoordinatorState(touched)) = e {
+            let led = self.led_offsets();
+            let led = led.0.lock();
+            self.remote_offsets_applied(image, touched, led.as_ref());
+            return;
+        }
         let relevant = match e {
             None => true,
             Some(MetaEvent::Leadership { name, .. })
@@ -314,6 +325,7 @@ impl Broker {
             self.groups().reload(docs, &placed_on(gained.clone()));
             tracing::info!(partitions = ?gained, groups = n, "coordinating these __consumer_offsets partitions");
         }
+        self.reconcile_remote_offsets(image, &now, count, &gained, e.is_none());
         *led = now;
     }
 
@@ -328,9 +340,11 @@ impl Broker {
             .set_log(Arc::new(QuorumGroups(Arc::downgrade(self))));
         self.import_groups().await;
         *self.led_offsets().0.lock() = Some(BTreeMap::new());
+        self.remote_offsets_enter_quorum();
         if let Some(image) = self.image() {
             self.reconcile_groups(&image, None);
         }
+        self.import_remote_offsets().await;
     }
 
     async fn import_groups(&self) {

@@ -1,10 +1,15 @@
 //! The transaction coordinator's requests for transactions another broker
 //! coordinates: TxnOffsetCommit taken as the group's coordinator, and the
 //! WriteTxnMarkers that settles those offsets ([`super::remote_offsets`]
-//! holds them in between).
+//! holds them in between, in the metadata quorum once the broker has
+//! started it), and the one-time import of what `producers.journal` held.
+
+use std::collections::BTreeMap;
 
 use super::coordinator::TxnCoordinator;
 use super::error::TxnError;
+use super::log::{LogEntry, RemotePending};
+use super::remote_offsets::RemoteOffsets;
 use super::state::TxnOffset;
 
 impl TxnCoordinator {
@@ -29,13 +34,15 @@ impl TxnCoordinator {
             sink.validate_member(group, member_id, instance_id, generation_id)?;
         }
         self.remote_offsets
-            .add(producer_id, epoch, offsets, &|e| self.journal_entry(e))
+            .add(group, producer_id, epoch, offsets, &|e| {
+                self.journal_entry(e)
+            })
     }
 
     /// WriteTxnMarkers for an offsets partition: commits (durably, before
     /// returning) or drops the pending offsets of the groups `owns` covers.
-    /// The commit comes first, the journaled removal after: a crash in
-    /// between leaves them pending, and the resent marker commits again.
+    /// The commit comes first, the removal after: a crash in between leaves
+    /// them pending, and the resent marker commits again.
     pub fn settle_remote_offsets(
         &self,
         producer_id: i64,
@@ -43,25 +50,59 @@ impl TxnCoordinator {
         commit: bool,
         owns: &dyn Fn(&str) -> bool,
     ) -> Result<(), TxnError> {
-        let by_group = self.remote_offsets.peek(producer_id, epoch, owns);
-        if by_group.is_empty() {
+        let sink = self.offset_sink();
+        let commit_to = |group: &str, offsets: &[TxnOffset]| match &sink {
+            Some(sink) => sink.commit_offsets(group, offsets),
+            None => {
+                tracing::warn!(
+                    producer_id,
+                    group,
+                    "no group coordinator registered; offsets dropped"
+                );
+                Ok(())
+            }
+        };
+        self.remote_offsets
+            .settle(producer_id, epoch, commit, owns, &commit_to, &|e| {
+                self.journal_entry(e)
+            })
+    }
+
+    /// The offsets held for transactions other brokers coordinate, for the
+    /// broker to mirror the metadata log into ([`RemoteOffsets`]).
+    pub fn remote_offsets(&self) -> &RemoteOffsets {
+        &self.remote_offsets
+    }
+
+    /// The pending offsets `producers.journal` holds (written before they
+    /// moved to the metadata quorum), by producer id.
+    pub fn journaled_remote_offsets(&self) -> BTreeMap<i64, RemotePending> {
+        self.log.state().remote_offsets
+    }
+
+    /// The journal keeps only `left` of producer `producer_id` (the rest
+    /// was imported into the metadata quorum); then folds. Blocking.
+    pub fn forget_journaled_remote(
+        &self,
+        left: &BTreeMap<i64, RemotePending>,
+        producers: &[i64],
+    ) -> Result<(), es_storage::StorageError> {
+        if producers.is_empty() {
             return Ok(());
         }
-        if commit {
-            match self.offset_sink() {
-                Some(sink) => {
-                    for (group, offsets) in &by_group {
-                        sink.commit_offsets(group, offsets)?;
-                    }
+        let entries: Vec<LogEntry> = producers
+            .iter()
+            .map(|pid| {
+                let p = left.get(pid);
+                LogEntry::RemoteOffsets {
+                    producer_id: *pid,
+                    epoch: p.map_or(0, |p| p.epoch),
+                    offsets: p.map_or_else(Vec::new, |p| p.offsets.clone()),
                 }
-                None => tracing::warn!(
-                    producer_id,
-                    "no group coordinator registered; offsets dropped"
-                ),
-            }
-        }
-        self.remote_offsets
-            .remove(producer_id, epoch, owns, &|e| self.journal_entry(e))
+            })
+            .collect();
+        self.log.append(&entries)?;
+        self.log.fold()
     }
 }
 

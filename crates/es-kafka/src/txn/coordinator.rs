@@ -806,6 +806,27 @@ impl TxnCoordinator {
                 ),
             }
         }
+        // A group coordinated here whose TxnOffsetCommit went to its former
+        // coordinator (the group moved here, or this broker took the
+        // transaction over): its pending offsets are here now, as if the
+        // marker of its offsets partition had arrived.
+        let here: Vec<&str> = rec
+            .groups
+            .iter()
+            .filter(|g| parts.group_target(g) == GroupTarget::Here)
+            .map(String::as_str)
+            .collect();
+        if !here.is_empty() {
+            let owns = |g: &str| here.contains(&g);
+            if let Err(e) =
+                self.settle_remote_offsets(rec.producer_id, rec.producer_epoch, commit, &owns)
+            {
+                let mut c = self.core.lock();
+                c.txns.markers_written(id, &written);
+                c.txns.cancel(id);
+                return Err(format!("settling the offsets held for {here:?}: error {e}"));
+            }
+        }
         let t = self
             .core
             .lock()

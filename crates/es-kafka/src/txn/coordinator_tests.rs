@@ -474,3 +474,43 @@ fn markers_wait_for_verified_appends() {
         .collect();
     assert_eq!(kinds, vec![false, true], "data first, then the marker");
 }
+
+#[test]
+fn offsets_held_here_for_a_group_placed_here_are_settled_by_the_transactions_completion() {
+    // The group's former coordinator took a TxnOffsetCommit (held by
+    // (group, producer)); the group then moved to the transaction's own
+    // coordinator, so no marker reaches an offsets partition elsewhere.
+    let env = Env::new(&[]);
+    let c = env.coordinator();
+    let sink = Arc::new(Sink::default());
+    c.set_offset_sink(sink.clone());
+    let mut ended = Vec::new();
+    for commit in [true, false] {
+        let pe = c
+            .init_producer_id(&env.parts, Some("x"), 60_000, None)
+            .expect("init");
+        let group = if commit { "kept" } else { "dropped" };
+        c.add_partitions("x", pe.0, pe.1, &[], &[group.to_string()])
+            .expect("add group");
+        let off = TxnOffset {
+            group: group.into(),
+            topic: "in".into(),
+            partition: 0,
+            offset: 42,
+            leader_epoch: -1,
+            metadata: None,
+            member_id: String::new(),
+            generation_id: -1,
+            instance_id: None,
+        };
+        c.txn_offset_commit_remote(pe.0, pe.1, group, "", None, -1, vec![off.clone()])
+            .expect("held");
+        assert!(c.has_pending_offset(group, "in", 0));
+        c.end_txn(&env.parts, "x", pe.0, pe.1, commit).expect("end");
+        assert!(!c.has_pending_offset(group, "in", 0), "settled");
+        if commit {
+            ended.push((group.to_string(), vec![off]));
+        }
+    }
+    assert_eq!(sink.0.lock().clone(), ended, "only the committed one");
+}

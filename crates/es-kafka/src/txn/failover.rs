@@ -28,9 +28,11 @@
 //! holds, so memory and the log never disagree for longer than it takes to
 //! apply an entry.
 //!
-//! Producer-id reservations and the offsets held for transactions other
-//! brokers coordinate stay in `producers.journal` (the former are only a
-//! local floor above the blocks the quorum grants).
+//! Producer-id reservations stay in `producers.journal` (only a local
+//! floor above the blocks the quorum grants). The offsets held for
+//! transactions other brokers coordinate are in the quorum too, with the
+//! group's state ([`super::remote_offsets`]), fenced by the group's
+//! `__consumer_offsets` partition rather than by `__transaction_state`.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

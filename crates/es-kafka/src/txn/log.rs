@@ -56,7 +56,9 @@ pub enum LogEntry {
     /// The transactional offsets this broker holds, as a group's
     /// coordinator, for producer `producer_id` of a transaction another
     /// broker coordinates, after a change ([`super::remote_offsets`]); no
-    /// offsets: none left.
+    /// offsets: none left. Written only by a coordinator without a broker
+    /// (tests) and by data directories from before; a broker holds them in
+    /// the metadata quorum and imports these once.
     RemoteOffsets {
         producer_id: i64,
         epoch: i16,
@@ -78,8 +80,41 @@ pub struct LogState {
     pub pids_reserved_until: i64,
     pub txns: BTreeMap<String, TxnRecord>,
     /// By producer id.
-    #[serde(default)]
+    #[serde(default, with = "pid_keys")]
     pub remote_offsets: BTreeMap<i64, RemotePending>,
+}
+
+/// A map keyed by producer id, as JSON writes it: keys are strings. Plain
+/// integer keys do not read back inside the snapshot's flattened document
+/// (serde hands flattened fields over as strings), so they are parsed here.
+mod pid_keys {
+    use std::collections::BTreeMap;
+
+    use serde::{de::Error, Deserialize, Deserializer, Serialize, Serializer};
+
+    use super::RemotePending;
+
+    pub fn serialize<S: Serializer>(
+        m: &BTreeMap<i64, RemotePending>,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        let by_string: BTreeMap<String, &RemotePending> =
+            m.iter().map(|(k, v)| (k.to_string(), v)).collect();
+        by_string.serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<BTreeMap<i64, RemotePending>, D::Error> {
+        BTreeMap::<String, RemotePending>::deserialize(d)?
+            .into_iter()
+            .map(|(k, v)| {
+                k.parse::<i64>()
+                    .map(|k| (k, v))
+                    .map_err(|_| D::Error::custom(format!("producer id {k:?}")))
+            })
+            .collect()
+    }
 }
 
 impl LogState {

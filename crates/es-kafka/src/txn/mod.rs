@@ -12,8 +12,9 @@
 //!   appends sharing one fsync) folded periodically into
 //!   `data/producers.json` (atomic replace) and truncated. Once the
 //!   metadata quorum has started, transactional ids live in the metadata
-//!   log instead ([`failover`]); the journal keeps producer-id reservations
-//!   and remote offsets.
+//!   log instead ([`failover`]), and so do the offsets held for
+//!   transactions other brokers coordinate ([`remote_offsets`]); the
+//!   journal keeps producer-id reservations.
 //! - [`coordinator`]: the blocking shell. It allocates producer ids from
 //!   journaled blocks (granted by the metadata quorum), runs each transition
 //!   through the journal, writes the commit/abort markers into every
@@ -33,7 +34,9 @@
 //!   broker's partitions, or WriteTxnMarkers to their leaders).
 //! - [`pid_blocks`]: producer-id blocks, granted by the metadata quorum.
 //! - [`cluster`] and [`remote_offsets`]: TxnOffsetCommits taken as group coordinator for a
-//!   transaction coordinated by another broker, settled by WriteTxnMarkers.
+//!   transaction coordinated by another broker, settled by WriteTxnMarkers; in
+//!   the metadata quorum once it has started, keyed by group and producer id
+//!   so that they move with the group's coordinator.
 //! - [`groups`]: the group coordinator seen as the receiver of transactional
 //!   offsets (member checks for TxnOffsetCommit, the commit on EndTxn).
 //!

@@ -1,0 +1,248 @@
+//! Transactional offsets held by a group's coordinator for a transaction
+//! another broker coordinates survive the loss of the group's coordinator,
+//! with real es-broker processes on loopback.
+//!
+//! Two transactions coordinated by node A each send TxnOffsetCommit for a
+//! group coordinated by node B ≠ A (the offsets wait there, in the metadata
+//! quorum, for the transaction's marker). B is killed with SIGKILL; once the
+//! groups' `__consumer_offsets` partitions have new leaders, the new group
+//! coordinator holds the pending offsets (OffsetFetch with require_stable
+//! answers UNSTABLE_OFFSET_COMMIT), EndTxn(commit) of the first makes its
+//! offset the group's committed offset, and EndTxn(abort) of the second
+//! drops its offset (nothing committed, nothing pending).
+//!
+//! Waits are bounded polls on conditions.
+
+mod common;
+
+use std::time::Duration;
+
+use common::cluster::Cluster;
+use common::replicas::{create, name, shown};
+use es_test_support::wait::eventually;
+use es_test_support::wire::KafkaClient;
+use kafka_protocol::messages::offset_fetch_request::{
+    OffsetFetchRequestGroup, OffsetFetchRequestTopics,
+};
+use kafka_protocol::messages::txn_offset_commit_request::{
+    TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic,
+};
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::StrBytes;
+
+const TOPIC: &str = "remote-in";
+const GROUP_KEY: i8 = 0;
+const TRANSACTION_KEY: i8 = 1;
+const UNSTABLE_OFFSET_COMMIT: i16 = 88;
+
+fn s(v: &str) -> StrBytes {
+    StrBytes::from_string(v.to_string())
+}
+
+fn client(addr: &str) -> KafkaClient {
+    KafkaClient::connect_with_timeout(addr, "txn-remote-test", Duration::from_secs(60))
+}
+
+/// The coordinator FindCoordinator (v4) names for `key` through `addr`.
+fn find(addr: &str, key_type: i8, key: &str) -> Option<i32> {
+    let mut req = FindCoordinatorRequest::default();
+    req.key_type = key_type;
+    req.coordinator_keys = vec![s(key)];
+    let r: FindCoordinatorResponse = client(addr).call(ApiKey::FindCoordinator, 4, &req);
+    let c = r.coordinators.first()?;
+    (c.error_code == 0).then_some(c.node_id.0)
+}
+
+/// The coordinator of `key` once every live node names the same one, other
+/// than `not`.
+fn agreed(c: &Cluster, key_type: i8, key: &str, not: Option<i32>) -> i32 {
+    eventually(Duration::from_secs(90), "one coordinator named", || {
+        let named: Vec<Option<i32>> = c
+            .nodes
+            .keys()
+            .map(|&n| find(&c.addr(n), key_type, key))
+            .collect();
+        let first = named[0]?;
+        (named.iter().all(|x| *x == Some(first)) && Some(first) != not).then_some(first)
+    })
+}
+
+fn init_producer_id(addr: &str, id: &str) -> (i16, i64, i16) {
+    let mut req = InitProducerIdRequest::default();
+    req.transactional_id = Some(TransactionalId(s(id)));
+    req.transaction_timeout_ms = 120_000;
+    req.producer_id = ProducerId(-1);
+    req.producer_epoch = -1;
+    let r: InitProducerIdResponse = client(addr).call(ApiKey::InitProducerId, 4, &req);
+    (r.error_code, r.producer_id.0, r.producer_epoch)
+}
+
+fn add_offsets(addr: &str, id: &str, pid: i64, epoch: i16, group: &str) -> i16 {
+    let mut req = AddOffsetsToTxnRequest::default();
+    req.transactional_id = TransactionalId(s(id));
+    req.producer_id = ProducerId(pid);
+    req.producer_epoch = epoch;
+    req.group_id = GroupId(s(group));
+    let r: AddOffsetsToTxnResponse = client(addr).call(ApiKey::AddOffsetsToTxn, 3, &req);
+    r.error_code
+}
+
+/// TxnOffsetCommit (v3, no membership) of `offset` for partition 0 of
+/// `TOPIC`: the partition's error code.
+fn txn_offset_commit(addr: &str, id: &str, pid: i64, epoch: i16, group: &str, offset: i64) -> i16 {
+    let mut p = TxnOffsetCommitRequestPartition::default();
+    p.partition_index = 0;
+    p.committed_offset = offset;
+    p.committed_leader_epoch = -1;
+    p.committed_metadata = Some(s("txn"));
+    let mut t = TxnOffsetCommitRequestTopic::default();
+    t.name = name(TOPIC);
+    t.partitions = vec![p];
+    let mut req = TxnOffsetCommitRequest::default();
+    req.transactional_id = TransactionalId(s(id));
+    req.group_id = GroupId(s(group));
+    req.producer_id = ProducerId(pid);
+    req.producer_epoch = epoch;
+    req.generation_id = -1;
+    req.member_id = s("");
+    req.topics = vec![t];
+    let r: TxnOffsetCommitResponse = client(addr).call(ApiKey::TxnOffsetCommit, 3, &req);
+    r.topics[0].partitions[0].error_code
+}
+
+fn end_txn(addr: &str, id: &str, pid: i64, epoch: i16, commit: bool) -> i16 {
+    let mut req = EndTxnRequest::default();
+    req.transactional_id = TransactionalId(s(id));
+    req.producer_id = ProducerId(pid);
+    req.producer_epoch = epoch;
+    req.committed = commit;
+    let r: EndTxnResponse = client(addr).call(ApiKey::EndTxn, 3, &req);
+    r.error_code
+}
+
+/// OffsetFetch v8 (require_stable) of partition 0 of `TOPIC` for `group`:
+/// (group error, partition error, committed offset).
+fn fetch(addr: &str, group: &str) -> (i16, i16, i64) {
+    let mut t = OffsetFetchRequestTopics::default();
+    t.name = name(TOPIC);
+    t.partition_indexes = vec![0];
+    let mut g = OffsetFetchRequestGroup::default();
+    g.group_id = GroupId(s(group));
+    g.topics = Some(vec![t]);
+    let mut req = OffsetFetchRequest::default();
+    req.groups = vec![g];
+    req.require_stable = true;
+    let r: OffsetFetchResponse = client(addr).call(ApiKey::OffsetFetch, 8, &req);
+    let g = &r.groups[0];
+    let p = g.topics.first().and_then(|t| t.partitions.first());
+    (
+        g.error_code,
+        p.map_or(-1, |p| p.error_code),
+        p.map_or(-1, |p| p.committed_offset),
+    )
+}
+
+/// A transactional id whose coordinator is `coord` (searched by name).
+fn id_on(c: &Cluster, prefix: &str, coord: i32) -> String {
+    (0..200)
+        .map(|i| format!("{prefix}-{i}"))
+        .find(|id| agreed(c, TRANSACTION_KEY, id, None) == coord)
+        .expect("a transactional id on the node")
+}
+
+/// A group whose coordinator is `coord` (searched by name).
+fn group_on(c: &Cluster, prefix: &str, coord: i32) -> String {
+    (0..200)
+        .map(|i| format!("{prefix}-{i}"))
+        .find(|g| agreed(c, GROUP_KEY, g, None) == coord)
+        .expect("a group on the node")
+}
+
+#[test]
+fn pending_offsets_move_with_the_group_coordinator_and_are_settled_by_the_marker() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let mut c = Cluster::start_with(
+        dir.path(),
+        3,
+        3,
+        &[
+            "--offsets-topic-num-partitions",
+            "3",
+            "--transaction-state-log-num-partitions",
+            "3",
+        ],
+    );
+    c.leader();
+    assert_eq!(create(&c.addr(1), TOPIC, 3, &[]), 0);
+    // The first lookups create the internal topics, three replicas each.
+    let a = agreed(&c, TRANSACTION_KEY, "remote-commit-0", None);
+    agreed(&c, GROUP_KEY, "remote-probe", None);
+    for t in ["__consumer_offsets", "__transaction_state"] {
+        eventually(Duration::from_secs(60), "internal topic in sync", || {
+            let s = shown(&c.addr(1), t);
+            (s.2.len() == 3 && s.3.len() == 3).then_some(())
+        });
+    }
+    let commit_id = id_on(&c, "remote-commit", a);
+    let abort_id = id_on(&c, "remote-abort", a);
+    let b = *c.nodes.keys().find(|n| **n != a).expect("another node");
+    let commit_group = group_on(&c, "remote-committed", b);
+    let abort_group = group_on(&c, "remote-aborted", b);
+
+    // Both transactions take an offset at B, the groups' coordinator.
+    let mut txns = Vec::new();
+    for (id, group, offset) in [
+        (&commit_id, &commit_group, 42),
+        (&abort_id, &abort_group, 7),
+    ] {
+        let (e, pid, epoch) = init_producer_id(&c.addr(a), id);
+        assert_eq!(e, 0, "InitProducerId {id}");
+        assert_eq!(add_offsets(&c.addr(a), id, pid, epoch, group), 0);
+        // B may not have applied its own leadership yet: NOT_COORDINATOR
+        // until it has, which clients retry.
+        eventually(Duration::from_secs(30), "TxnOffsetCommit at B", || {
+            (txn_offset_commit(&c.addr(b), id, pid, epoch, group, offset) == 0).then_some(())
+        });
+        assert_eq!(
+            fetch(&c.addr(b), group),
+            (0, UNSTABLE_OFFSET_COMMIT, -1),
+            "pending at B"
+        );
+        txns.push((id.clone(), group.clone(), pid, epoch, offset));
+    }
+
+    // B dies before the transactions end.
+    c.nodes.remove(&b).expect("B").kill();
+    for (_, group, ..) in &txns {
+        let next = agreed(&c, GROUP_KEY, group, Some(b));
+        // Settled by WriteTxnMarkers to `next`, or (next == A) by the
+        // transaction coordinator itself.
+        println!("group {group}: coordinator {b} killed, now {next}; transactions on {a}");
+        // The new coordinator loaded the offsets still pending.
+        eventually(
+            Duration::from_secs(60),
+            "pending at the new coordinator",
+            || (fetch(&c.addr(next), group) == (0, UNSTABLE_OFFSET_COMMIT, -1)).then_some(()),
+        );
+    }
+    assert_eq!(agreed(&c, TRANSACTION_KEY, &commit_id, None), a);
+
+    for (id, group, pid, epoch, offset) in &txns {
+        let commit = id == &commit_id;
+        assert_eq!(
+            end_txn(&c.addr(a), id, *pid, *epoch, commit),
+            0,
+            "EndTxn {id}"
+        );
+        let want = if commit { *offset } else { -1 };
+        let got = eventually(Duration::from_secs(90), "the marker settled them", || {
+            let next = agreed(&c, GROUP_KEY, group, Some(b));
+            let (e, pe, o) = fetch(&c.addr(next), group);
+            (e == 0 && pe == 0).then_some(o)
+        });
+        assert_eq!(got, want, "{group} after EndTxn(commit={commit})");
+    }
+    for (_, p) in std::mem::take(&mut c.nodes) {
+        p.stop();
+    }
+}
