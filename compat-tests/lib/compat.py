@@ -4,8 +4,10 @@ A suite runner is started by compat-tests/run with these environment variables:
   COMPAT_BOOTSTRAP  host:port of the broker under test (es or Apache Kafka); against a cluster,
                     the comma-separated list of every node (a client that takes one host:port
                     uses Suite.bootstrap_one, the first, and discovers the rest from Metadata)
-  COMPAT_AGAINST    "es", "es-cluster" or "kafka"
-  COMPAT_NODES      how many brokers the cluster under test has (1 but against es-cluster)
+  COMPAT_AGAINST    "es" or "kafka", one node or a cluster
+  COMPAT_NODES      how many brokers the cluster under test has (1 but with --cluster N)
+  COMPAT_CLUSTER_CTL  against a cluster this run started: a JSON list, the command that crashes
+                    or restarts one of its nodes (CTL kill I, CTL restart I; I = node id 1..N)
   COMPAT_QUICK      "1" for the quick subset / smaller record counts
   COMPAT_RESULTS    the JSON file the runner writes its results to
   COMPAT_WORK       a scratch directory for this suite (kept for inspection)
