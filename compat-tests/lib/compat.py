@@ -98,6 +98,15 @@ class Suite:
         detail = " ".join(detail.split())
         print(f"  {status.upper():8} {name} ({seconds}s){': ' + detail if detail else ''}", flush=True)
         self.results.append({"name": name, "status": status, "detail": detail, "seconds": seconds})
+        self.write_results()
+
+    def write_results(self):
+        """Writes what has been recorded so far: a runner that compat-tests/run stops at its time
+        budget still leaves the results it had (the run reports the timeout beside them)."""
+        tmp = self.results_path + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump({"suite": self.name, "version": self.version, "tests": self.results}, f, indent=1)
+        os.replace(tmp, self.results_path)
 
     def topic(self, label):
         return f"compat-{self.name}-{label}-{self.run_id}"
@@ -122,6 +131,5 @@ class Suite:
             except Exception as e:  # a harness bug: report it as a failure with the trace
                 status, detail = "failed", f"harness error: {e!r} {tail(traceback.format_exc(), 400)}"
             self.add_result(name, status, detail, round(time.monotonic() - t0, 2))
-        with open(self.results_path, "w") as f:
-            json.dump({"suite": self.name, "version": self.version, "tests": self.results}, f, indent=1)
+        self.write_results()
         sys.exit(0)
