@@ -818,6 +818,7 @@ fn txn_api_codes(addr: &str, id: &str) -> Vec<(&'static str, i16)> {
 
 mod txn {
     use super::*;
+    use crate::common::txn::{read_committed, Batch};
     use es_kafka::broker::key_partition;
     use es_test_support::batch::{producer_meta, KafkaBatch};
     use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
@@ -938,93 +939,12 @@ mod txn {
         assert_eq!(r.error_code, 0, "EndTxn commit={commit}");
     }
 
-    /// One batch of a fetched partition.
-    #[derive(Debug)]
-    struct Batch {
-        base_offset: i64,
-        producer_id: i64,
-        /// For a control batch: 1 COMMIT, 0 ABORT.
-        control: Option<i16>,
-    }
-
-    fn varint(buf: &[u8], at: &mut usize) -> i64 {
-        let mut v: u64 = 0;
-        let mut shift = 0;
-        loop {
-            let b = buf[*at];
-            *at += 1;
-            v |= u64::from(b & 0x7f) << shift;
-            if b & 0x80 == 0 {
-                return ((v >> 1) as i64) ^ -((v & 1) as i64);
-            }
-            shift += 7;
-        }
-    }
-
-    /// The batches of a v2 record set (header fields and, for control
-    /// batches, the marker type from the first record's key).
-    fn batches(mut buf: &[u8]) -> Vec<Batch> {
-        let mut out = Vec::new();
-        while buf.len() >= 61 {
-            let base_offset = i64::from_be_bytes(buf[0..8].try_into().expect("a fixed-size field"));
-            let len =
-                i32::from_be_bytes(buf[8..12].try_into().expect("a fixed-size field")) as usize;
-            let batch = &buf[..12 + len];
-            let attributes =
-                i16::from_be_bytes(batch[21..23].try_into().expect("a fixed-size field"));
-            let producer_id =
-                i64::from_be_bytes(batch[43..51].try_into().expect("a fixed-size field"));
-            let control = (attributes & 0x20 != 0).then(|| {
-                let mut at = 61;
-                let _len = varint(batch, &mut at);
-                at += 1; // attributes
-                let _ts = varint(batch, &mut at);
-                let _od = varint(batch, &mut at);
-                let key_len = varint(batch, &mut at);
-                assert_eq!(key_len, 4, "a control record's key");
-                i16::from_be_bytes(
-                    batch[at + 2..at + 4]
-                        .try_into()
-                        .expect("a fixed-size field"),
-                )
-            });
-            out.push(Batch {
-                base_offset,
-                producer_id,
-                control,
-            });
-            buf = &buf[12 + len..];
-        }
-        out
-    }
-
     /// A read_committed fetch of `partition` from its leader: (last stable
     /// offset, batches, first offsets of aborted transactions).
     fn fetch_committed(addr: &str, partition: i32) -> (i64, Vec<Batch>, Vec<(i64, i64)>) {
-        let mut p = FetchPartition::default();
-        p.partition = partition;
-        p.fetch_offset = 0;
-        p.partition_max_bytes = 1 << 20;
-        let mut t = FetchTopic::default();
-        t.topic = TopicName(s(TOPIC));
-        t.partitions = vec![p];
-        let mut req = FetchRequest::default();
-        req.replica_id = BrokerId(-1);
-        req.max_wait_ms = 0;
-        req.max_bytes = 1 << 20;
-        req.isolation_level = 1;
-        req.topics = vec![t];
-        let r: FetchResponse = client(addr).call(ApiKey::Fetch, 11, &req);
-        let p = &r.responses[0].partitions[0];
-        assert_eq!(p.error_code, 0, "fetch {TOPIC}-{partition} from {addr}");
-        let aborted = p
-            .aborted_transactions
-            .iter()
-            .flatten()
-            .map(|a| (a.producer_id.0, a.first_offset))
-            .collect();
-        let records = p.records.clone().unwrap_or_default();
-        (p.last_stable_offset, batches(&records), aborted)
+        let (e, lso, bs, aborted) = read_committed(addr, TOPIC, partition);
+        assert_eq!(e, 0, "fetch {TOPIC}-{partition} from {addr}");
+        (lso, bs, aborted)
     }
 
     fn committed_offset(addr: &str) -> i64 {

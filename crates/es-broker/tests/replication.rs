@@ -32,7 +32,7 @@ mod common;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use common::cluster::Cluster;
+use common::cluster::{signal, Cluster};
 use common::replicas::{
     check_format, create, create_assigned, log_bytes, produce, produce_with, read_all, shown,
 };
@@ -141,17 +141,6 @@ fn acknowledged_records_survive_the_loss_of_the_leader_and_replicas_stay_identic
             logs[0].1.len()
         );
     }
-}
-
-/// Sends `sig` (STOP, CONT) to process `pid`.
-fn signal(pid: u32, sig: &str) {
-    let ok = std::process::Command::new("kill")
-        .arg(format!("-{sig}"))
-        .arg(pid.to_string())
-        .status()
-        .expect("kill")
-        .success();
-    assert!(ok, "kill -{sig} {pid}");
 }
 
 #[test]

@@ -58,6 +58,8 @@ mod routing;
 pub use coordinators::NotHere;
 #[path = "broker_txn.rs"]
 pub mod txn_cluster;
+#[path = "broker_txn_failover.rs"]
+pub mod txn_failover;
 pub use quorum::BrokerFiles;
 pub use rebalance::LeaderRebalance;
 pub use routing::{key_partition, CoordinatorPlace, Leadership, NodeEndpoint};
@@ -581,11 +583,7 @@ impl Broker {
     }
 
     /// Returns the topic, creating it with these settings if it does not
-    /// exist, with the default replication factor (min(3, active brokers)
-    /// unless `default.replication.factor` says otherwise). `__consumer_offsets`
-    /// gets it too: its partitions' leadership places the group
-    /// coordinators, whose state is in the metadata quorum, so a
-    /// coordinator moves to another replica when its node is lost.
+    /// exist, internal topics with [`Broker::internal_replication_factor`].
     async fn get_or_create_with(
         &self,
         name: &str,
@@ -595,9 +593,7 @@ impl Broker {
         if let Some(t) = self.topic(name) {
             return Ok(t);
         }
-        // `__transaction_state` keeps one replica until the transaction
-        // coordinator's state follows its leadership as the groups' does.
-        let rf = if name == topics::TRANSACTION_STATE_TOPIC { 1 } else { -1 };
+        let rf = self.internal_replication_factor(name);
         match self
             .create_topic_assigned(name, partitions, rf, Vec::new(), overrides, false)
             .await
@@ -713,6 +709,11 @@ impl Partitions for Broker {
             .map(|s| s.log.clone())
     }
 
+    fn min_insync_replicas(&self, topic: &str) -> usize {
+        self.topic(topic)
+            .map_or(1, |t| t.rules().min_insync_replicas)
+    }
+
     fn for_each_partition(&self, f: &mut dyn FnMut(&PartitionLog)) {
         for t in self.topics() {
             for s in t.partitions() {
@@ -793,6 +794,7 @@ impl Timers {
         let Some(b) = self.broker.upgrade() else {
             return false;
         };
+        b.txn_failover_tick();
         b.txn().tick(b.as_ref());
         true
     }

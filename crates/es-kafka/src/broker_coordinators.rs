@@ -81,6 +81,24 @@ impl Broker {
         .await
     }
 
+    /// The replication factor [`Broker::get_or_create_with`] gives topic
+    /// `name` (-1: the default). The internal topics get Kafka's
+    /// `transaction.state.log.replication.factor` and
+    /// `offsets.topic.replication.factor`, 3, capped at the brokers there
+    /// are: the coordinators' state lives in the metadata log and moves
+    /// with their partitions' leadership (docs/replication.md, "What fails
+    /// over with a partition").
+    pub(super) fn internal_replication_factor(&self, name: &str) -> i16 {
+        if topics::is_internal(name) {
+            let active = self.image().map_or(1, |i| i.active().count());
+            i16::try_from(active)
+                .unwrap_or(i16::MAX)
+                .clamp(1, crate::config::TRANSACTION_STATE_REPLICATION_FACTOR)
+        } else {
+            -1
+        }
+    }
+
     /// The `__consumer_offsets` partition of `group_id`, as Kafka's group
     /// coordinator picks it ([`super::key_partition`]) over the topic's
     /// real partition count (the configured count before it exists).

@@ -126,6 +126,23 @@ fn changes_to(image: &MetaImage, doc: &GroupFile) -> Vec<StateChange> {
     out
 }
 
+/// The `__consumer_offsets` partitions `me` leads in `image`, with their
+/// leader epochs.
+fn led_here(image: &MetaImage, me: i32) -> BTreeMap<i32, i32> {
+    image
+        .topics
+        .get(CONSUMER_OFFSETS_TOPIC)
+        .map(|t| {
+            t.partitions
+                .iter()
+                .zip(0..)
+                .filter(|(p, _)| p.leader == me)
+                .map(|(p, i)| (i, p.leader_epoch))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// The `__consumer_offsets` partitions this broker coordinates, with the
 /// leader epoch it took each over at; `None` until the coordinator follows
 /// leadership ([`Broker::follow_group_leadership`]), so that the replay of
@@ -253,19 +270,7 @@ impl Broker {
         if !relevant {
             return;
         }
-        let me = self.node_id();
-        let now: BTreeMap<i32, i32> = image
-            .topics
-            .get(CONSUMER_OFFSETS_TOPIC)
-            .map(|t| {
-                t.partitions
-                    .iter()
-                    .zip(0..)
-                    .filter(|(p, _)| p.leader == me)
-                    .map(|(p, i)| (i, p.leader_epoch))
-                    .collect()
-            })
-            .unwrap_or_default();
+        let now = led_here(image, self.node_id());
         let count = image
             .topics
             .get(CONSUMER_OFFSETS_TOPIC)
@@ -339,19 +344,7 @@ impl Broker {
         if docs.is_empty() {
             return;
         }
-        let leading: BTreeMap<i32, i32> = image
-            .topics
-            .get(CONSUMER_OFFSETS_TOPIC)
-            .map(|t| {
-                t.partitions
-                    .iter()
-                    .zip(0..)
-                    .filter(|(p, _)| p.leader == self.node_id())
-                    .map(|(p, i)| (i, p.leader_epoch))
-                    .collect()
-            })
-            .unwrap_or_default();
-        *self.led_offsets().0.lock() = Some(leading);
+        *self.led_offsets().0.lock() = Some(led_here(&image, self.node_id()));
         let mut imported = 0;
         for doc in docs {
             let changes = changes_to(&image, &doc);

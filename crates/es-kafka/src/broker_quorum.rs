@@ -145,6 +145,7 @@ impl Broker {
             self.import(&node).await?;
         }
         self.follow_group_leadership().await;
+        self.txn_failover_start().await?;
         let me = self.clone();
         tokio::task::spawn_blocking(move || {
             me.host_placed()?;

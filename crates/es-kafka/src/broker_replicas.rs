@@ -129,6 +129,7 @@ impl Broker {
     /// touches.
     pub(crate) fn reconcile_event(self: &Arc<Self>, image: &MetaImage, e: &MetaEvent) {
         self.reconcile_groups(image, Some(e));
+        self.txn_failover_event(image, e);
         match e {
             MetaEvent::Leadership { name, .. }
             | MetaEvent::TopicCreated(name)

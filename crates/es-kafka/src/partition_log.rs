@@ -15,6 +15,7 @@
 //! not use.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use es_storage::{
     AppendInfo, AppendIntent, AppendOutcome, DurableCallback, Isolation, LogSnapshot, Partition,
@@ -27,7 +28,57 @@ use crate::replica::{Replica, WaitDone, WaitError};
 #[derive(Clone, Debug)]
 pub struct PartitionLog(Arc<Partition>, Arc<Replica>);
 
+/// Why [`PartitionLog::wait_acknowledged`] did not see its records
+/// acknowledged.
+#[derive(Debug)]
+pub enum AckError {
+    Wait(WaitError),
+    /// The timeout passed first (the wait stays registered and ends
+    /// unobserved).
+    TimedOut,
+}
+
+impl std::fmt::Display for AckError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            AckError::Wait(WaitError::Storage(e)) => write!(f, "{e}"),
+            AckError::Wait(WaitError::NotLeader) => f.write_str("leadership moved"),
+            AckError::Wait(WaitError::NotEnoughReplicasAfterAppend) => {
+                f.write_str("the ISR shrank below min.insync.replicas")
+            }
+            AckError::TimedOut => f.write_str("not replicated in time"),
+        }
+    }
+}
+
 impl PartitionLog {
+    /// Blocks until the records below `end_offset` are acknowledged as
+    /// acks=all acknowledges them ([`PartitionLog::when_replicated`]), at
+    /// most `timeout`. Transaction markers wait so, as Kafka appends them
+    /// with acks=-1: a marker only on its leader's disk is lost when
+    /// another replica takes over, and with it the outcome of its
+    /// transaction on that partition (the coordinator sends it again only
+    /// when it was not acknowledged).
+    pub fn wait_acknowledged(
+        &self,
+        end_offset: u64,
+        min_isr: usize,
+        timeout: Duration,
+    ) -> std::result::Result<(), AckError> {
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        self.when_replicated(
+            end_offset,
+            min_isr,
+            Box::new(move |r| {
+                let _ = tx.send(r);
+            }),
+        );
+        match rx.recv_timeout(timeout) {
+            Ok(r) => r.map_err(AckError::Wait),
+            Err(_) => Err(AckError::TimedOut),
+        }
+    }
+
     /// A partition that leads alone until the metadata assigns it replicas.
     pub fn local(partition: Arc<Partition>) -> PartitionLog {
         PartitionLog(partition, Arc::new(Replica::solo()))
@@ -56,9 +107,23 @@ impl PartitionLog {
     /// NOT_ENOUGH_REPLICAS_AFTER_APPEND).
     pub fn when_replicated(&self, end_offset: u64, min_isr: usize, done: WaitDone) {
         if !self.1.replicated() {
+            // Alone in the ISR, or no longer leading: the local fsync, then
+            // whether this broker still leads with enough replicas in sync.
+            // A produce whose append raced with losing the leadership is
+            // refused, not acknowledged from a log the new leader truncates.
+            if let Err(e) = self.1.solo_ack(min_isr) {
+                done(Err(e));
+                return;
+            }
+            let replica = self.1.clone();
             self.0.when_durable(
                 end_offset,
-                Box::new(move |r| done(r.map_err(WaitError::Storage))),
+                Box::new(move |r| {
+                    done(match r {
+                        Ok(()) => replica.solo_ack(min_isr),
+                        Err(e) => Err(WaitError::Storage(e)),
+                    })
+                }),
             );
             return;
         }

@@ -159,6 +159,19 @@ impl Replica {
         replicated(&i)
     }
 
+    /// The outcome of an acks=all wait on a leader alone in its ISR, once
+    /// the records are on its disk: NOT_LEADER_OR_FOLLOWER if it no longer
+    /// leads (a deposed leader's records may be truncated by its
+    /// successor), NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR is smaller
+    /// than `min_isr`.
+    pub fn solo_ack(&self, min_isr: usize) -> Result<(), WaitError> {
+        let i = self.inner.lock();
+        if i.role.is_some_and(|r| r != Role::Leader) {
+            return Err(WaitError::NotLeader);
+        }
+        min_isr_check(&i, min_isr)
+    }
+
     /// The committed ISR's size (1 before any assignment: a replica that
     /// leads alone). Copies nothing: the produce path asks per partition.
     pub fn isr_len(&self) -> usize {

@@ -146,3 +146,20 @@ fn followers_that_do_not_catch_up_within_the_lag_leave_the_isr() {
     assert_eq!(r.shrink_due(60_000, 30_000), None);
     assert_eq!(r.shrink_due(61_001, 30_000), Some(vec![1, 2]));
 }
+
+#[test]
+fn a_leader_alone_acknowledges_only_while_it_leads_with_enough_in_sync() {
+    let r = Replica::solo();
+    assert!(r.solo_ack(1).is_ok(), "a partition that leads alone");
+    r.apply(1, assignment(1, 0, &[1]), 0, 0);
+    assert!(!r.replicated());
+    assert!(r.solo_ack(1).is_ok());
+    assert!(matches!(
+        r.solo_ack(2),
+        Err(WaitError::NotEnoughReplicasAfterAppend)
+    ));
+    // Deposed between its append and its fsync: not acknowledged.
+    r.apply(1, assignment(2, 1, &[2]), 10, 0);
+    assert!(!r.replicated());
+    assert!(matches!(r.solo_ack(1), Err(WaitError::NotLeader)));
+}

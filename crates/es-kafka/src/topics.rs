@@ -36,8 +36,8 @@
 //! for it, [`offsets_topic_overrides`]) on the first group coordinator
 //! lookup, and `__transaction_state` ([`transaction_state_overrides`]) on
 //! the first transaction coordinator lookup. es keeps committed offsets in
-//! the group coordinator's own files and transactions in the transaction
-//! coordinator's journal, so their logs stay empty; their partitions place
+//! the group coordinator's own files and transactions in the metadata log,
+//! so their logs stay empty; their partitions place
 //! the coordinators (a key's coordinator is the leader of its partition).
 //! `__consumer_offsets` also exists so that every API sees the same topic,
 //! with one id, that Kafka clients expect (KIP-848 regexes match it, a

@@ -127,3 +127,14 @@ impl Cluster {
         })
     }
 }
+
+/// Sends `sig` (STOP, CONT) to process `pid`.
+pub fn signal(pid: u32, sig: &str) {
+    let ok = std::process::Command::new("kill")
+        .arg(format!("-{sig}"))
+        .arg(pid.to_string())
+        .status()
+        .expect("kill")
+        .success();
+    assert!(ok, "kill -{sig} {pid}");
+}

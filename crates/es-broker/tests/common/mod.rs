@@ -58,3 +58,4 @@ pub fn now_ms() -> i64 {
 
 pub mod cluster;
 pub mod replicas;
+pub mod txn;

@@ -30,11 +30,15 @@ pub const OFFSETS_TOPIC_SEGMENT_BYTES: u64 = 100 * 1024 * 1024;
 pub const TRANSACTION_STATE_PARTITIONS_DEFAULT: i32 = 1;
 /// Kafka's `transaction.state.log.segment.bytes` default (100 MiB).
 pub const TRANSACTION_STATE_SEGMENT_BYTES: u64 = 100 * 1024 * 1024;
-/// `transaction.state.log.min.isr`: Kafka's default is 2, for its default
-/// replication factor of 3; es's internal topics have one replica
-/// (`transaction.state.log.replication.factor` 1), so 1, as a Kafka set up
-/// with one replica per internal topic is configured.
-pub const TRANSACTION_STATE_MIN_ISR: i32 = 1;
+/// `transaction.state.log.min.isr`: Kafka's default, 2, for its default
+/// replication factor of 3 (es creates `__transaction_state` with the
+/// default replication factor, min(3, brokers)). Nothing is appended to
+/// that topic's log (the coordinator's state is in the metadata log), so on
+/// a single node the setting refuses nothing.
+pub const TRANSACTION_STATE_MIN_ISR: i32 = 2;
+/// `transaction.state.log.replication.factor`: Kafka's default, capped at
+/// the brokers registered when the topic is created.
+pub const TRANSACTION_STATE_REPLICATION_FACTOR: i16 = 3;
 
 /// `min.insync.replicas`: with eligible leader replicas on (Kafka 4.1+'s
 /// default, KIP-966), Kafka keeps it at the cluster level only. Its
@@ -311,7 +315,7 @@ impl BrokerSettings {
             ),
             e(
                 "transaction.state.log.replication.factor",
-                "1".into(),
+                TRANSACTION_STATE_REPLICATION_FACTOR.to_string(),
                 T::Short,
                 D,
             ),

@@ -32,7 +32,8 @@ mod config_tests;
 pub use broker::{
     BrokerConfigEntry, BrokerSettings, BrokerTopicDefaults, DynamicBrokerConfigs,
     OFFSETS_TOPIC_PARTITIONS_DEFAULT, OFFSETS_TOPIC_SEGMENT_BYTES, TRANSACTION_STATE_MIN_ISR,
-    TRANSACTION_STATE_PARTITIONS_DEFAULT, TRANSACTION_STATE_SEGMENT_BYTES,
+    TRANSACTION_STATE_PARTITIONS_DEFAULT, TRANSACTION_STATE_REPLICATION_FACTOR,
+    TRANSACTION_STATE_SEGMENT_BYTES,
 };
 pub use rules::{CleanupPolicy, TimestampType, TopicRules};
 pub use table::{

@@ -5,7 +5,10 @@
 //! For each marker (producer id and epoch, COMMIT or ABORT) and each
 //! partition named:
 //! - a partition this broker leads gets the control record
-//!   (`append_marker`), answered once it is durable;
+//!   (`append_marker`), answered once it is on every in-sync replica's
+//!   disk, as an acks=all produce (Kafka appends markers with acks=-1), so
+//!   that a marker is never lost with its leader while the coordinator
+//!   believes it written;
 //! - a `__consumer_offsets` partition this broker leads settles the
 //!   transactional offsets TxnOffsetCommit left here for that producer
 //!   ([`crate::txn::remote_offsets`]): committed durably on COMMIT,
@@ -24,7 +27,10 @@ use kafka_protocol::messages::{WriteTxnMarkersRequest, WriteTxnMarkersResponse};
 use super::{blocking, Ctx, RequestError};
 use crate::broker::Broker;
 use crate::errors::{code, storage_error_code, ResponseError, NONE};
+use crate::partition_log::AckError;
+use crate::replica::WaitError;
 use crate::topics::CONSUMER_OFFSETS_TOPIC;
+use crate::txn::coordinator::MARKER_ACK_TIMEOUT;
 
 pub async fn write_txn_markers(
     ctx: &Ctx,
@@ -43,7 +49,8 @@ pub async fn write_txn_markers(
     ctx.respond(&r)
 }
 
-/// One marker's partitions. Blocking (waits for the markers' fsync).
+/// One marker's partitions. Blocking (waits for the markers to be
+/// replicated).
 fn write_one(b: &Broker, m: WritableTxnMarker) -> WritableTxnMarkerResult {
     let (pid, epoch, commit) = (m.producer_id.0, m.producer_epoch, m.transaction_result);
     let now = b.clock().now_ms();
@@ -73,7 +80,10 @@ fn write_one(b: &Broker, m: WritableTxnMarker) -> WritableTxnMarkerResult {
                             .append_marker(pid, epoch, commit, m.coordinator_epoch, now)
                         {
                             Ok(info) => {
-                                to_sync.push((ti, p, slot.log.clone(), info.last_offset + 1));
+                                let min_isr =
+                                    b.topic(topic).map_or(1, |t| t.rules().min_insync_replicas);
+                                let log = slot.log.clone();
+                                to_sync.push((ti, p, log, info.last_offset + 1, min_isr));
                                 NONE
                             }
                             Err(e) => storage_error_code(&e),
@@ -85,10 +95,11 @@ fn write_one(b: &Broker, m: WritableTxnMarker) -> WritableTxnMarkerResult {
         }
         codes.push(parts);
     }
-    for (ti, p, log, end) in to_sync {
-        if let Err(e) = log.wait_durable(end) {
+    for (ti, p, log, end, min_isr) in to_sync {
+        if let Err(e) = log.wait_acknowledged(end, min_isr, MARKER_ACK_TIMEOUT) {
+            tracing::warn!(producer_id = pid, partition = p, error = %e, "a transaction marker was not acknowledged");
             if let Some(slot) = codes[ti].iter_mut().find(|(q, _)| *q == p) {
-                slot.1 = storage_error_code(&e);
+                slot.1 = ack_error_code(&e);
             }
         }
     }
@@ -115,6 +126,19 @@ fn write_one(b: &Broker, m: WritableTxnMarker) -> WritableTxnMarkerResult {
     r.producer_id = m.producer_id;
     r.topics = topics;
     r
+}
+
+/// The partition's error for a marker that was not acknowledged; the
+/// coordinator sends it again.
+fn ack_error_code(e: &AckError) -> i16 {
+    match e {
+        AckError::Wait(WaitError::Storage(e)) => storage_error_code(e),
+        AckError::Wait(WaitError::NotLeader) => code(ResponseError::NotLeaderOrFollower),
+        AckError::Wait(WaitError::NotEnoughReplicasAfterAppend) => {
+            code(ResponseError::NotEnoughReplicasAfterAppend)
+        }
+        AckError::TimedOut => code(ResponseError::RequestTimedOut),
+    }
 }
 
 #[cfg(test)]

@@ -4,10 +4,14 @@
 //! blocking threads.
 //!
 //! A transition runs in three steps: validate and compute it under the core
-//! lock (the id becomes *pending*), journal it with no lock held (fsync,
-//! shared with concurrent appends), apply it under the lock. An EndTxn is
+//! lock (the id becomes *pending*), make it durable with no lock held (once
+//! the metadata quorum has started, an entry of the metadata log fenced by
+//! the `__transaction_state` leadership the id was loaded under,
+//! [`super::failover`]; before, the producers journal, fsync shared with
+//! concurrent appends), apply it under the lock. An EndTxn is
 //! journaled as PrepareCommit/PrepareAbort; then the markers are written to
-//! every partition of the transaction (`append_marker` + `wait_durable`), the
+//! every partition of the transaction (`append_marker`, then waiting until
+//! it is on every in-sync replica, `wait_acknowledged`), the
 //! transaction's offsets are handed to the group coordinator (commit only),
 //! and CompleteCommit/CompleteAbort is journaled. Once the Prepare record is
 //! durable the outcome is decided: if a marker cannot be written the client
@@ -34,6 +38,7 @@ use super::error::TxnError;
 use super::log::{LogEntry, TxnLog};
 use super::markers::{send_remote, GroupTarget, MarkerBatch, MarkerTarget, RemotePlan};
 use super::pid_blocks::{adopt_block, next_block, PidBlocks};
+use super::placement::{Held, TxnFence};
 use super::remote_offsets::RemoteOffsets;
 use super::state::{
     epoch_exhausted, InitStep, TopicPartition, Transition, TxnOffset, TxnRecord, TxnState, Txns,
@@ -45,6 +50,11 @@ use super::{TxnConfig, COORDINATOR_EPOCH};
 /// plain map in tests).
 pub trait Partitions: Send + Sync {
     fn partition(&self, topic: &str, partition: i32) -> Option<PartitionLog>;
+    /// The topic's `min.insync.replicas`, which a marker's wait checks as
+    /// an acks=all produce's does; by default 1.
+    fn min_insync_replicas(&self, _topic: &str) -> usize {
+        1
+    }
     /// Calls `f` with every open partition.
     fn for_each_partition(&self, f: &mut dyn FnMut(&PartitionLog));
 
@@ -99,7 +109,7 @@ pub trait TxnOffsetSink: Send + Sync + std::fmt::Debug {
 
 /// Transactional appends in flight for one transactional id.
 #[derive(Debug, Default)]
-struct Inflight {
+pub(super) struct Inflight {
     n: Mutex<usize>,
     zero: Condvar,
 }
@@ -135,13 +145,23 @@ impl Drop for ProduceGuard {
 }
 
 #[derive(Debug)]
-struct Core {
-    txns: Txns,
+pub(super) struct Core {
+    pub(super) txns: Txns,
     /// The next producer id to hand out.
     next_pid: i64,
     /// Ids below this are reserved in the journal.
     reserved_until: i64,
-    inflight: HashMap<String, Arc<Inflight>>,
+    pub(super) inflight: HashMap<String, Arc<Inflight>>,
+    /// Where the state of transactional ids lives ([`super::failover`]):
+    /// `None`, in the producers journal (before the metadata quorum has
+    /// started, and in tests of the coordinator alone); else in the
+    /// metadata log, for the ids of the `__transaction_state` partitions
+    /// this broker led when it loaded them.
+    pub(super) held: Option<Held>,
+    /// What the metadata log applied for an id while a write of it was in
+    /// flight here, by id (`None`: removed): the truth when that write then
+    /// reports a failure (it timed out, yet was applied).
+    pub(super) applied: HashMap<String, Option<TxnRecord>>,
 }
 
 /// A transaction as DescribeTransactions and ListTransactions show it.
@@ -156,8 +176,8 @@ pub struct TxnListing {
 #[derive(Debug)]
 pub struct TxnCoordinator {
     config: TxnConfig,
-    log: TxnLog,
-    core: Mutex<Core>,
+    pub(super) log: TxnLog,
+    pub(super) core: Mutex<Core>,
     sink: RwLock<Option<Arc<dyn TxnOffsetSink>>>,
     /// Where producer-id blocks come from (the metadata quorum); without
     /// one, the journal's own counter ([`super::pid_blocks`]).
@@ -171,7 +191,7 @@ pub struct TxnCoordinator {
     clock: SharedClock,
 }
 
-fn storage_failed(what: &str, e: &StorageError) -> TxnError {
+pub(super) fn storage_failed(what: &str, e: &StorageError) -> TxnError {
     tracing::error!(error = %e, "{what}: producers journal write failed");
     // Kafka maps a failed transaction-log append (KAFKA_STORAGE_ERROR) to
     // NOT_COORDINATOR: the client looks the coordinator up again and retries.
@@ -198,6 +218,8 @@ impl TxnCoordinator {
                 next_pid: state.pids_reserved_until,
                 reserved_until: state.pids_reserved_until,
                 inflight: HashMap::new(),
+                held: None,
+                applied: HashMap::new(),
             }),
             sink: RwLock::new(None),
             pids: RwLock::new(None),
@@ -615,16 +637,19 @@ impl TxnCoordinator {
             .txns
             .take_expired(now, self.config.transactional_id_expiration_ms);
         for id in ids {
-            match self.log.append(&[LogEntry::Remove { id: id.clone() }]) {
-                Ok(()) => {
+            match self.persist(&id, LogEntry::Remove { id: id.clone() }) {
+                Ok(fence) => {
                     let mut c = self.core.lock();
-                    c.txns.remove(&id);
-                    c.inflight.remove(&id);
-                    tracing::info!(transactional_id = %id, "expired an idle transactional id");
+                    c.applied.remove(&id);
+                    if still_held(&c, &id, fence) {
+                        c.txns.remove(&id);
+                        c.inflight.remove(&id);
+                        tracing::info!(transactional_id = %id, "expired an idle transactional id");
+                    }
                 }
                 Err(e) => {
-                    storage_failed("expiring a transactional id", &e);
-                    self.core.lock().txns.cancel(&id);
+                    tracing::warn!(transactional_id = %id, error = %e, "expiring a transactional id failed");
+                    self.settle_failed(&id);
                 }
             }
         }
@@ -650,11 +675,21 @@ impl TxnCoordinator {
             id: t.id.clone(),
             txn: t.rec.clone(),
         };
-        if let Err(e) = self.log.append(&[entry]) {
-            self.core.lock().txns.cancel(&t.id);
-            return Err(storage_failed("transaction state change", &e));
-        }
+        let fence = match self.persist(&t.id, entry) {
+            Ok(f) => f,
+            Err(e) => {
+                self.settle_failed(&t.id);
+                return Err(e);
+            }
+        };
         let mut c = self.core.lock();
+        c.applied.remove(&t.id);
+        if !still_held(&c, &t.id, fence) {
+            // The partition that places the id moved while the write was in
+            // flight: the new coordinator has it (from the metadata log);
+            // this one no longer keeps it.
+            return Err(TxnError::JournalFailed);
+        }
         if keep_pending {
             c.txns.finish_keep_pending(t);
         } else {
@@ -729,7 +764,8 @@ impl TxnCoordinator {
             }
         }
         for (tp, p, end) in to_sync {
-            match p.wait_durable(end) {
+            let min_isr = parts.min_insync_replicas(&tp.topic);
+            match p.wait_acknowledged(end, min_isr, MARKER_ACK_TIMEOUT) {
                 Ok(()) => written.push(tp),
                 Err(e) => failure = Some(format!("marker for {}-{}: {e}", tp.topic, tp.partition)),
             }
@@ -780,6 +816,21 @@ impl TxnCoordinator {
             .map_err(|e| format!("journaling the completion failed (error {e})"))?;
         tracing::debug!(transactional_id = id, commit, "transaction complete");
         Ok(())
+    }
+}
+
+/// How long a marker waits to be on every in-sync replica before the
+/// transaction's completion is left to the periodic retry (below the
+/// coordinator's WriteTxnMarkers timeout, `MARKERS_TIMEOUT_MS`, so the
+/// answer arrives).
+pub const MARKER_ACK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Whether this coordinator still holds `id` under the fence its write was
+/// made with (always, for a write to the producers journal).
+fn still_held(c: &Core, id: &str, fence: Option<TxnFence>) -> bool {
+    match fence {
+        None => true,
+        Some(f) => c.held.as_ref().and_then(|h| h.fence(id)) == Some(f),
     }
 }
 

@@ -7,19 +7,28 @@
 //!   Kafka 4's transaction coordinator defines it for transaction-version-1
 //!   clients. It validates requests and computes transitions; it owns no
 //!   clock, no file, no lock.
-//! - [`log`]: the durable form, `data/producers.journal` (append-only,
+//! - [`log`]: the local durable form, `data/producers.journal` (append-only,
 //!   CRC-checked, fsynced before the answer that depends on it, concurrent
 //!   appends sharing one fsync) folded periodically into
-//!   `data/producers.json` (atomic replace) and truncated.
+//!   `data/producers.json` (atomic replace) and truncated. Once the
+//!   metadata quorum has started, transactional ids live in the metadata
+//!   log instead ([`failover`]); the journal keeps producer-id reservations
+//!   and remote offsets.
 //! - [`coordinator`]: the blocking shell. It allocates producer ids from
 //!   journaled blocks (granted by the metadata quorum), runs each transition
 //!   through the journal, writes the commit/abort markers into every
-//!   partition of a transaction it leads (`Partition::append_marker` +
-//!   `wait_durable`) and has the other leaders write theirs ([`markers`]), hands transactional
+//!   partition of a transaction it leads (`PartitionLog::append_marker` +
+//!   `wait_acknowledged`: on every in-sync replica) and has the other leaders
+//!   write theirs ([`markers`]), hands transactional
 //!   offsets to the group coordinator when a transaction commits, and runs
 //!   the periodic work: aborting transactions past their timeout, finishing
 //!   transactions a crash left in a Prepare state, expiring idle
 //!   transactional ids and producers, and folding the journal.
+//! - [`failover`]: the state of transactional ids in the metadata quorum
+//!   once it has started (so the coordinator can move with the leadership
+//!   of `__transaction_state`), fenced by the leader epoch it loaded at;
+//!   [`placement`]: the leaderships, fences and store it shares with
+//!   [`coordinator`].
 //! - [`markers`]: where a completing transaction's markers go (this
 //!   broker's partitions, or WriteTxnMarkers to their leaders).
 //! - [`pid_blocks`]: producer-id blocks, granted by the metadata quorum.
@@ -35,10 +44,12 @@
 pub mod cluster;
 pub mod coordinator;
 pub mod error;
+pub mod failover;
 pub mod groups;
 pub mod log;
 pub mod markers;
 pub mod pid_blocks;
+pub mod placement;
 pub mod remote_offsets;
 pub mod state;
 #[cfg(test)]

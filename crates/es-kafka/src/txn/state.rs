@@ -77,7 +77,7 @@ impl TxnState {
         TxnState::ALL.into_iter().find(|s| s.name() == name)
     }
 
-    fn is_prepare(self) -> bool {
+    pub fn is_prepare(self) -> bool {
         matches!(self, TxnState::PrepareCommit | TxnState::PrepareAbort)
     }
 
@@ -290,6 +290,25 @@ impl Txns {
     /// Forgets an expired id (after its removal was journaled).
     pub fn remove(&mut self, id: &str) {
         self.map.remove(id);
+    }
+
+    /// Takes `rec` as the durable record of `id`, not pending: what a new
+    /// coordinator loads, or what the metadata log applied for an id whose
+    /// write this coordinator had given up on.
+    pub fn load(&mut self, id: &str, rec: TxnRecord) {
+        self.map.insert(
+            id.to_string(),
+            Entry {
+                rec,
+                pending: false,
+            },
+        );
+    }
+
+    /// Keeps only the ids `keep` accepts (a coordinator giving up the
+    /// partitions that place the others); pending ones too.
+    pub fn retain(&mut self, mut keep: impl FnMut(&str) -> bool) {
+        self.map.retain(|id, _| keep(id));
     }
 
     /// Notes that markers reached these partitions (a later retry of the

@@ -51,6 +51,12 @@ impl Group {
     }
 }
 
+/// How many times a quorum write of a group's state is tried before its
+/// offsets are fenced (about ten seconds with [`QUORUM_RETRY_PAUSE`]).
+const QUORUM_WRITE_ATTEMPTS: u32 = 20;
+/// The pause between two tries.
+const QUORUM_RETRY_PAUSE: std::time::Duration = std::time::Duration::from_millis(500);
+
 impl State {
     /// Puts the group a document describes in memory (Empty, with its
     /// offsets), unless its file name belongs to another group.
@@ -157,6 +163,7 @@ impl Coordinator {
             Some(g) => g.incarnation,
             None => return,
         };
+        let mut failures = 0u32;
         loop {
             let guard = lock.lock().await;
             let (version, doc) = {
@@ -187,25 +194,42 @@ impl Coordinator {
                 }
             };
             drop(guard);
-            let mut st = self.state.lock();
-            let Some(g) = st
-                .groups
-                .get_mut(&group_id)
-                .filter(|g| g.incarnation == incarnation)
-            else {
-                return;
-            };
-            match res {
-                Ok(()) => {
-                    g.durable
-                        .send_modify(|d| d.version = d.version.max(version));
-                }
-                Err(e) => {
-                    tracing::error!(group = %group_id, error = %e, "writing the group document failed; its offsets are fenced until restart");
-                    g.durable.send_modify(|d| d.failed = Some(e));
-                    g.writing = false;
+            let retry = {
+                let mut st = self.state.lock();
+                let Some(g) = st
+                    .groups
+                    .get_mut(&group_id)
+                    .filter(|g| g.incarnation == incarnation)
+                else {
                     return;
+                };
+                match res {
+                    Ok(()) => {
+                        g.durable
+                            .send_modify(|d| d.version = d.version.max(version));
+                        false
+                    }
+                    Err(e) if self.log.get().is_some() && failures < QUORUM_WRITE_ATTEMPTS => {
+                        // A quorum write whose outcome is unknown (the quorum
+                        // leader went away mid-request) or refused for now:
+                        // the document is written again from memory, which
+                        // the diff against the applied state makes
+                        // idempotent. A coordinator that lost its partition
+                        // unloads the group meanwhile, which ends this loop.
+                        failures += 1;
+                        tracing::warn!(group = %group_id, error = %e, attempt = failures, "writing the group's state failed; trying again");
+                        true
+                    }
+                    Err(e) => {
+                        tracing::error!(group = %group_id, error = %e, "writing the group document failed; its offsets are fenced until restart");
+                        g.durable.send_modify(|d| d.failed = Some(e));
+                        g.writing = false;
+                        return;
+                    }
                 }
+            };
+            if retry {
+                tokio::time::sleep(QUORUM_RETRY_PAUSE).await;
             }
         }
     }
