@@ -18,11 +18,16 @@ a running broker.
 4. ClientCompatibilityTest with the feature flags Kafka's system test passes for brokers >= 0.11
    (tests/kafkatest/tests/client/client_compatibility_features_test.py): exits non-zero on any
    mismatch.
+5. (cluster runs only) verifiable-bounce: VerifiableProducer and a VerifiableConsumer group on a
+   topic with replication factor 3 and min.insync.replicas 2 while the leader of one of its
+   partitions is killed and restarted mid-run (compat-tests/run's COMPAT_CLUSTER_CTL): every
+   acknowledged record consumed, none written twice, commits at the log end.
 """
 import collections
 import glob
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -31,7 +36,7 @@ import time
 import xml.etree.ElementTree as ET
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from compat import REPO, Fail, Suite, check, sh, tail  # noqa: E402
+from compat import REPO, Fail, NotApplicable, Suite, check, sh, tail  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PINS = dict(line.strip().split("=", 1) for line in open(os.path.join(HERE, "VERSION"))
@@ -91,8 +96,11 @@ def produce(topic, n, *extra):
 class Consumer:
     """A running VerifiableConsumer, its JSON events checked as they arrive (Kafka's rules)."""
 
-    def __init__(self, name, topic, group, protocol):
+    def __init__(self, name, topic, group, protocol, tolerate_failed_commits=False):
         self.name, self.violations = name, []
+        # A commit may fail while the group's coordinator moves (a broker bounced): Kafka's system
+        # test of broker failures counts those, it does not fail on them.
+        self.tolerate_failed_commits, self.failed_commits = tolerate_failed_commits, []
         self.assignment, self.position, self.consumed = set(), {}, []
         self.committed, self.lock = {}, threading.Lock()
         self.log = open(os.path.join(suite.work, f"{name}.log"), "w")
@@ -137,6 +145,9 @@ class Consumer:
             self.consumed.append((e["partition"], e["offset"], e["value"]))
         elif name == "offsets_committed":
             if not e.get("success", True):
+                if self.tolerate_failed_commits:
+                    self.failed_commits.append(e.get("error"))
+                    return  # the group's offsets did not change
                 self.bad(f"commit failed: {e.get('error')}")
             for o in e.get("offsets", []):
                 tp = (o["topic"], o["partition"])
@@ -288,6 +299,176 @@ def client_compatibility_test():
     said = [line for line in (p.stdout + p.stderr).splitlines() if "FAILED" in line or "Exception" in line]
     check(p.returncode == 0 and "SUCCESS." in p.stdout,
           f"exit {p.returncode}: {' | '.join(said[:3]) or tail(p.stdout + p.stderr)}")
+
+
+# verifiable-bounce: the cluster's replication under a crashed leader, seen by Kafka's own tools.
+BOUNCE_RECORDS = 20000
+BOUNCE_RATE = 667  # records/s: the producer writes for about 30 s
+BOUNCE_AFTER = BOUNCE_RECORDS // 5  # acknowledged records before the leader is killed
+
+
+class Producer:
+    """A running VerifiableProducer (idempotent, acks=all, throttled), its events read as they come."""
+
+    def __init__(self, name, topic, n, rate):
+        cfg = os.path.join(suite.work, f"{name}.properties")
+        with open(cfg, "w") as f:
+            f.write("enable.idempotence=true\nretries=2147483647\nmax.in.flight.requests.per.connection=5\n"
+                    "linger.ms=5\n")
+        self.acked, self.errors, self.lock = {}, [], threading.Lock()
+        self.log = open(os.path.join(suite.work, f"{name}.log"), "w")
+        self.proc = subprocess.Popen(
+            [KAFKA_REF, "run", T + "VerifiableProducer", "--bootstrap-server", B, "--topic", topic,
+             "--max-messages", str(n), "--acks", "-1", "--throughput", str(rate), "--producer.config", cfg],
+            stdout=subprocess.PIPE, stderr=self.log, text=True, start_new_session=True)
+        self.reader = threading.Thread(target=self.read, daemon=True)
+        self.reader.start()
+
+    def read(self):
+        for line in self.proc.stdout:
+            self.log.write(line)
+            for e in events(line):
+                with self.lock:
+                    if e.get("name") == "producer_send_success":
+                        self.acked[(e["partition"], e["offset"])] = e["value"]
+                    elif e.get("name") == "producer_send_error":
+                        self.errors.append(e)
+
+    def count(self):
+        with self.lock:
+            return len(self.acked)
+
+    def wait(self, timeout):
+        try:
+            self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+            raise Fail(f"VerifiableProducer did not finish within {timeout}s ({self.count()} acknowledged)")
+        finally:
+            self.reader.join(timeout=10)
+            self.log.close()
+
+
+def partition_leaders(topic):
+    """{partition: leader node id} from TopicCommand --describe (-1 or none: no leader)."""
+    out = tool("TopicCommand", "--bootstrap-server", B, "--describe", "--topic", topic, timeout=60).stdout
+    leaders = {}
+    for m in re.finditer(r"Partition:\s*(\d+)\s+Leader:\s*(-?\d+|none)", out):
+        leaders[int(m.group(1))] = -1 if m.group(2) == "none" else int(m.group(2))
+    return leaders, out
+
+
+def log_end_offsets(topic):
+    out = tool("GetOffsetShell", "--bootstrap-server", B, "--topic", topic, "--time", "-1", timeout=60).stdout
+    return {int(p): int(o) for p, o in re.findall(r"^[^:\s]+:(\d+):(\d+)\s*$", out, re.M)}
+
+
+def cluster_ctl(*args, timeout=240):
+    """compat-tests/run's command for this cluster's nodes: kill I, restart I."""
+    return sh([*json.loads(os.environ["COMPAT_CLUSTER_CTL"]), *map(str, args)], timeout=timeout)
+
+
+@suite.test
+def verifiable_bounce():
+    """VerifiableProducer (idempotent, acks=all, 20,000 records at about 667/s) and a
+    VerifiableConsumer group (classic protocol, committing) on a topic with replication factor 3
+    and min.insync.replicas 2; once a fifth of the records are acknowledged, the leader of
+    partition 0 is killed (SIGKILL) and restarted on the same data. Passes when every
+    acknowledged record is consumed at least once and holds the acknowledged value, no value is
+    written twice (idempotence), the consumer follows Kafka's system-test rules (no gap or
+    rewind within an assignment, commits never ahead of its position) and the group's committed
+    offsets end at the log end of every partition. A consumer may see a record again after a
+    rebalance (at least once) and a commit may fail while the coordinator moves: both are
+    counted and printed, not failures."""
+    ctl = os.environ.get("COMPAT_CLUSTER_CTL")
+    if suite.nodes < 3 or not ctl:
+        raise NotApplicable("needs a cluster of three nodes this run started (compat-tests/run --cluster 3), "
+                            "whose leader it can bounce")
+    topic, group = suite.topic("bounce"), suite.topic("bounce-group")
+    out = tool("TopicCommand", "--bootstrap-server", B, "--create", "--topic", topic, "--partitions", "3",
+               "--replication-factor", "3", "--config", "min.insync.replicas=2").stdout
+    check(f"Created topic {topic}." in out, f"create printed {out!r}")
+    wait_for(lambda: sorted(k for k, v in partition_leaders(topic)[0].items() if v > 0) == [0, 1, 2],
+             "a leader for every partition", 60)
+    c = Consumer("bounce-consumer", topic, group, "classic", tolerate_failed_commits=True)
+    prod = None
+    bounce = {}
+    try:
+        wait_for(lambda: bool(c.assignment), "the consumer's first assignment", consumers=[c])
+        # The leader is looked up before producing (nothing moves leadership until the kill), so
+        # that a tool's start-up does not delay the kill.
+        leaders, described = partition_leaders(topic)
+        leader = leaders.get(0, -1)
+        check(leader > 0, f"partition 0 has no leader before the bounce: {described}")
+        prod = Producer("bounce-producer", topic, BOUNCE_RECORDS, BOUNCE_RATE)
+        t0 = time.monotonic()
+        wait_for(lambda: prod.count() >= BOUNCE_AFTER or prod.proc.poll() is not None,
+                 f"{BOUNCE_AFTER} acknowledged records", 120, consumers=[c])
+        check(prod.proc.poll() is None, f"VerifiableProducer exited {prod.proc.returncode} before the bounce")
+        bounce.update(leader=leader, acked_before=prod.count(), at_s=round(time.monotonic() - t0, 1))
+        cluster_ctl("kill", leader)
+        t1 = time.monotonic()
+        cluster_ctl("restart", leader)
+        bounce["restart_s"] = round(time.monotonic() - t1, 1)
+        bounce["acked_while_down"] = prod.count() - bounce["acked_before"]
+        prod.wait(timeout=300)
+        bounce["produce_s"] = round(time.monotonic() - t0, 1)
+        check(prod.proc.returncode == 0, f"VerifiableProducer exited {prod.proc.returncode}: "
+                                         f"{tail(open(prod.log.name, errors='replace').read(), 400)}")
+        ends = log_end_offsets(topic)
+        acked = dict(prod.acked)
+
+        def caught_up():
+            with c.lock:
+                seen = {(p, o) for p, o, _ in c.consumed}
+                committed = {p: off for (_, p), off in c.committed.items()}
+            return all(k in seen for k in acked) and all(committed.get(p) == end for p, end in ends.items() if end)
+        try:
+            wait_for(caught_up, "every acknowledged record consumed and the group's commits at the log end",
+                     timeout=180, consumers=[c])
+        except Fail as e:  # judged below, record by record and partition by partition
+            waited = str(e)
+        else:
+            waited = None
+        leaders_after, described_after = partition_leaders(topic)
+    finally:
+        c.stop()
+        if prod is not None and prod.proc.poll() is None:
+            os.killpg(prod.proc.pid, signal.SIGKILL)
+            prod.proc.wait()
+    problems = list(c.violations) + ([waited] if waited else [])
+    consumed = collections.Counter((p, o) for p, o, _ in c.consumed)
+    where = collections.defaultdict(set)  # value -> every offset it was seen at
+    for (p, o), v in acked.items():
+        where[v].add((p, o))
+    for p, o, v in c.consumed:
+        where[v].add((p, o))
+        if acked.get((p, o), v) != v:
+            problems.append(f"offset {p}/{o} holds {v!r}, acknowledged as {acked[(p, o)]!r}")
+    missing = [k for k in acked if k not in consumed]
+    written_twice = {v: sorted(at) for v, at in where.items() if len(at) > 1}
+    if missing:
+        problems.append(f"{len(missing)} acknowledged records never consumed, e.g. {sorted(missing)[:5]}")
+    if written_twice:
+        problems.append(f"{len(written_twice)} values at more than one offset (the idempotent producer "
+                        f"wrote them twice), e.g. {list(written_twice.items())[:3]}")
+    final = {p: off for (_, p), off in c.committed.items()}
+    if any(final.get(p) != end for p, end in ends.items() if end):
+        problems.append(f"the group's last commits {final} != the log end offsets {ends}")
+    last_failed = f" (last: {str(c.failed_commits[-1])[:160]})" if c.failed_commits else ""
+    isr = re.findall(r"Partition:\s*(\d+)\s+Leader:\s*(\S+)\s+Replicas:\s*(\S+)\s+Isr:\s*(\S+)", described_after)
+    print(f"  verifiable-bounce: leader {bounce['leader']} of partition 0 killed after {bounce['acked_before']} "
+          f"acknowledgements ({bounce['at_s']} s), ready again {bounce['restart_s']} s later, "
+          f"{bounce['acked_while_down']} acknowledged meanwhile; producer done at {bounce['produce_s']} s: "
+          f"{len(acked)} acknowledged, {len(prod.errors)} send errors; log ends {ends}; consumed "
+          f"{sum(consumed.values())} ({sum(n - 1 for n in consumed.values())} again after a rebalance), "
+          f"{len(c.failed_commits)} failed commits{last_failed}; "
+          f"committed {final}; after: leaders {leaders_after}, "
+          f"replicas/isr {[(p, r, i) for p, _, r, i in isr]}", flush=True)
+    check(not problems, "; ".join(problems[:6]))
+    check(not prod.errors, f"{len(prod.errors)} sends failed (delivery timed out or a fatal error), "
+                           f"first: {prod.errors[:1]}")
 
 
 def junit():

@@ -4,8 +4,10 @@ A suite runner is started by compat-tests/run with these environment variables:
   COMPAT_BOOTSTRAP  host:port of the broker under test (es or Apache Kafka); against a cluster,
                     the comma-separated list of every node (a client that takes one host:port
                     uses Suite.bootstrap_one, the first, and discovers the rest from Metadata)
-  COMPAT_AGAINST    "es", "es-cluster" or "kafka"
-  COMPAT_NODES      how many brokers the cluster under test has (1 but against es-cluster)
+  COMPAT_AGAINST    "es" or "kafka", one node or a cluster
+  COMPAT_NODES      how many brokers the cluster under test has (1 but with --cluster N)
+  COMPAT_CLUSTER_CTL  against a cluster this run started: a JSON list, the command that crashes
+                    or restarts one of its nodes (CTL kill I, CTL restart I; I = node id 1..N)
   COMPAT_QUICK      "1" for the quick subset / smaller record counts
   COMPAT_RESULTS    the JSON file the runner writes its results to
   COMPAT_WORK       a scratch directory for this suite (kept for inspection)
@@ -96,6 +98,15 @@ class Suite:
         detail = " ".join(detail.split())
         print(f"  {status.upper():8} {name} ({seconds}s){': ' + detail if detail else ''}", flush=True)
         self.results.append({"name": name, "status": status, "detail": detail, "seconds": seconds})
+        self.write_results()
+
+    def write_results(self):
+        """Writes what has been recorded so far: a runner that compat-tests/run stops at its time
+        budget still leaves the results it had (the run reports the timeout beside them)."""
+        tmp = self.results_path + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump({"suite": self.name, "version": self.version, "tests": self.results}, f, indent=1)
+        os.replace(tmp, self.results_path)
 
     def topic(self, label):
         return f"compat-{self.name}-{label}-{self.run_id}"
@@ -120,6 +131,5 @@ class Suite:
             except Exception as e:  # a harness bug: report it as a failure with the trace
                 status, detail = "failed", f"harness error: {e!r} {tail(traceback.format_exc(), 400)}"
             self.add_result(name, status, detail, round(time.monotonic() - t0, 2))
-        with open(self.results_path, "w") as f:
-            json.dump({"suite": self.name, "version": self.version, "tests": self.results}, f, indent=1)
+        self.write_results()
         sys.exit(0)

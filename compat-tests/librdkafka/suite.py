@@ -10,7 +10,8 @@ others once. --quick runs the Makefile's smoke set. Each test number runs in its
 process (a crash or hang in one cannot take the others with it), two at a time, with
 TEST_KAFKA_VERSION=4.0.0 and a test.conf naming the broker. Tests that shell out to Kafka's
 scripts get a KAFKA_PATH whose bin/ runs Kafka's classes from scripts/kafka-ref's jars.
-Tests needing several brokers, SASL, TLS or an authorizer are not applicable (see NOT_APPLICABLE).
+Tests needing several brokers, SASL, TLS or an authorizer are not applicable (see NOT_APPLICABLE);
+against a cluster of three nodes (COMPAT_NODES) those that only need replication factor 3 run.
 """
 import concurrent.futures
 import os
@@ -58,6 +59,8 @@ NOT_APPLICABLE = {
     "0135_sasl_credentials": "needs a SASL listener (SASL is scheduled later)",
     "0142_reauthentication": "needs a SASL listener (SASL is scheduled later)",
 }
+# Not applicable to one node only: against a cluster of three or more they run.
+NEED_THREE_NODES = {"0098_consumer_txn", "0103_transactions"}
 GROUP_SRC = re.compile(r"subscribe|group\.id|test_create_consumer|KafkaConsumer::create")
 RUN_TIMEOUT_S = 600
 
@@ -115,7 +118,7 @@ def selected():
             continue
         if suite.quick and number not in SMOKE:
             continue
-        if name in NOT_APPLICABLE:
+        if name in NOT_APPLICABLE and not (name in NEED_THREE_NODES and suite.nodes >= 3):
             suite.add_result(name, "n/a", NOT_APPLICABLE[name])
             continue
         names.add(name)

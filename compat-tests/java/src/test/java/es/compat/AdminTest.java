@@ -93,7 +93,7 @@ class AdminTest {
             a.createTopics(List.of(new NewTopic(t, 1, (short) 1).configs(Map.of("retention.ms", "3600000"))))
                 .all().get(S, TimeUnit.SECONDS);
             ConfigResource res = new ConfigResource(ConfigResource.Type.TOPIC, t);
-            Config c = a.describeConfigs(List.of(res)).all().get(S, TimeUnit.SECONDS).get(res);
+            Config c = describeUntil(a, res, x -> x.get("retention.ms") != null, "the new topic's configs");
             assertEquals("3600000", c.get("retention.ms").value());
             assertEquals(ConfigEntry.ConfigSource.DYNAMIC_TOPIC_CONFIG, c.get("retention.ms").source());
             assertNotNull(c.get("cleanup.policy"), "cleanup.policy missing from describeConfigs");
@@ -101,19 +101,47 @@ class AdminTest {
                 new AlterConfigOp(new ConfigEntry("retention.ms", "7200000"), AlterConfigOp.OpType.SET),
                 new AlterConfigOp(new ConfigEntry("cleanup.policy", "compact"), AlterConfigOp.OpType.SET))))
                 .all().get(S, TimeUnit.SECONDS);
-            c = a.describeConfigs(List.of(res)).all().get(S, TimeUnit.SECONDS).get(res);
+            c = describeUntil(a, res, x -> x.get("retention.ms") != null
+                && "7200000".equals(x.get("retention.ms").value()), "retention.ms 7200000");
             assertEquals("7200000", c.get("retention.ms").value());
             assertEquals("compact", c.get("cleanup.policy").value());
             a.incrementalAlterConfigs(Map.of(res, List.of(
                 new AlterConfigOp(new ConfigEntry("retention.ms", ""), AlterConfigOp.OpType.DELETE))))
                 .all().get(S, TimeUnit.SECONDS);
-            c = a.describeConfigs(List.of(res)).all().get(S, TimeUnit.SECONDS).get(res);
+            c = describeUntil(a, res, x -> x.get("retention.ms") != null
+                && x.get("retention.ms").source() != ConfigEntry.ConfigSource.DYNAMIC_TOPIC_CONFIG,
+                "retention.ms no longer set on the topic");
             assertTrue(c.get("retention.ms").isDefault() || c.get("retention.ms").source()
                 != ConfigEntry.ConfigSource.DYNAMIC_TOPIC_CONFIG, "retention.ms still set: " + c.get("retention.ms"));
             String node = a.describeCluster().nodes().get(S, TimeUnit.SECONDS).iterator().next().idString();
             ConfigResource broker = new ConfigResource(ConfigResource.Type.BROKER, node);
             Config bc = a.describeConfigs(List.of(broker)).all().get(S, TimeUnit.SECONDS).get(broker);
             assertFalse(bc.entries().isEmpty(), "broker config has no entries");
+        }
+    }
+
+    /**
+     * describeConfigs until `ok` holds, or fails after Env.WAIT. In a cluster the Admin client asks
+     * any broker, and a broker applies a config change (or a new topic) when the metadata log
+     * reaches it, a moment after the controller acknowledged it: Kafka promises no read-your-writes
+     * across brokers. On one node the first answer holds.
+     */
+    private static Config describeUntil(Admin a, ConfigResource res, java.util.function.Predicate<Config> ok, String what)
+            throws Exception {
+        long deadline = System.nanoTime() + Env.WAIT.toNanos();
+        String last = "";
+        while (true) {
+            try {
+                Config c = a.describeConfigs(List.of(res)).all().get(S, TimeUnit.SECONDS).get(res);
+                if (ok.test(c)) {
+                    return c;
+                }
+                last = String.valueOf(c);
+            } catch (ExecutionException e) {
+                last = String.valueOf(e.getCause());
+            }
+            assertTrue(System.nanoTime() < deadline, "no " + what + " within " + Env.WAIT + "; last: " + last);
+            Thread.sleep(100);
         }
     }
 
