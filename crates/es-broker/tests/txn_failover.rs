@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 
 use common::cluster::{signal, Cluster};
 use common::replicas::{create, create_assigned, shown};
-use common::txn::{read_committed, Batch};
+use common::txn::{agreed_coordinator, init_producer_id, read_committed, Batch, TRANSACTION_KEY};
 use es_test_support::batch::{producer_meta, KafkaBatch};
 use es_test_support::wait::eventually;
 use es_test_support::wire::KafkaClient;
@@ -39,8 +39,6 @@ use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProdu
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 
-/// FindCoordinator's key type of a transactional id.
-const TRANSACTION: i8 = 1;
 const NOT_COORDINATOR: i16 = 16;
 
 fn s(v: &str) -> StrBytes {
@@ -49,27 +47,6 @@ fn s(v: &str) -> StrBytes {
 
 fn client(addr: &str) -> KafkaClient {
     KafkaClient::connect_with_timeout(addr, "txn-failover-test", Duration::from_secs(60))
-}
-
-/// The coordinator FindCoordinator (v4) names for `id` through `addr`.
-fn find_coordinator(addr: &str, id: &str) -> Option<i32> {
-    let mut req = FindCoordinatorRequest::default();
-    req.key_type = TRANSACTION;
-    req.coordinator_keys = vec![s(id)];
-    let r: FindCoordinatorResponse = client(addr).call(ApiKey::FindCoordinator, 4, &req);
-    let c = r.coordinators.first()?;
-    (c.error_code == 0).then_some(c.node_id.0)
-}
-
-/// InitProducerId (v4) for `id` at `addr`: (error, producer id, epoch).
-fn init_producer_id(addr: &str, id: &str) -> (i16, i64, i16) {
-    let mut req = InitProducerIdRequest::default();
-    req.transactional_id = Some(TransactionalId(s(id)));
-    req.transaction_timeout_ms = 60_000;
-    req.producer_id = ProducerId(-1);
-    req.producer_epoch = -1;
-    let r: InitProducerIdResponse = client(addr).call(ApiKey::InitProducerId, 4, &req);
-    (r.error_code, r.producer_id.0, r.producer_epoch)
 }
 
 /// DescribeTransactions (v0) of `id` at `addr`: (error, state, producer id,
@@ -157,20 +134,6 @@ fn data_then_marker(base: i64, pid: i64, marker: i16) -> Vec<Batch> {
     ]
 }
 
-/// The coordinator of `id` once every live node in `c` names the same one,
-/// other than `not`.
-fn coordinator(c: &Cluster, id: &str, not: Option<i32>) -> i32 {
-    eventually(Duration::from_secs(60), "one coordinator named", || {
-        let named: Vec<Option<i32>> = c
-            .nodes
-            .keys()
-            .map(|&n| find_coordinator(&c.addr(n), id))
-            .collect();
-        let first = named[0]?;
-        (named.iter().all(|x| *x == Some(first)) && Some(first) != not).then_some(first)
-    })
-}
-
 #[test]
 fn an_open_transaction_is_aborted_by_the_new_coordinator_after_kill_9() {
     const ID: &str = "failover-abort";
@@ -187,10 +150,10 @@ fn an_open_transaction_is_aborted_by_the_new_coordinator_after_kill_9() {
         (s.0 >= 0 && s.3.len() == 3).then_some(s)
     });
     // The first lookup creates __transaction_state, with three replicas.
-    let coord = coordinator(&c, ID, None);
+    let coord = agreed_coordinator(&c, TRANSACTION_KEY, ID, None);
     let (_, _, replicas, _) = shown(&c.addr(coord), "__transaction_state");
     assert_eq!(replicas.len(), 3, "__transaction_state replicas");
-    let (e, pid, epoch) = init_producer_id(&c.addr(coord), ID);
+    let (e, pid, epoch) = init_producer_id(&c.addr(coord), ID, 60_000);
     assert_eq!(e, 0);
     add_partition(&c.addr(coord), ID, pid, epoch, TOPIC);
     let (e, base) = produce(&c.addr(leader), ID, TOPIC, pid, epoch, 3);
@@ -199,12 +162,12 @@ fn an_open_transaction_is_aborted_by_the_new_coordinator_after_kill_9() {
 
     c.nodes.remove(&coord).expect("coordinator").kill();
     let killed_at = Instant::now();
-    let new = coordinator(&c, ID, Some(coord));
+    let new = agreed_coordinator(&c, TRANSACTION_KEY, ID, Some(coord));
     let (pid2, epoch2) = eventually(
         Duration::from_secs(60),
         "InitProducerId at the new coordinator",
         || {
-            let (e, p, ep) = init_producer_id(&c.addr(new), ID);
+            let (e, p, ep) = init_producer_id(&c.addr(new), ID, 60_000);
             (e == 0).then_some((p, ep))
         },
     );
@@ -220,7 +183,7 @@ fn an_open_transaction_is_aborted_by_the_new_coordinator_after_kill_9() {
     // The old coordinator is gone for good: any other node says so.
     for &n in c.nodes.keys() {
         if n != new {
-            assert_eq!(init_producer_id(&c.addr(n), ID).0, NOT_COORDINATOR);
+            assert_eq!(init_producer_id(&c.addr(n), ID, 60_000).0, NOT_COORDINATOR);
         }
     }
 
@@ -244,12 +207,12 @@ fn an_open_transaction_is_aborted_by_the_new_coordinator_after_kill_9() {
     let mut back = c.spawn(coord);
     back.wait_listening();
     c.nodes.insert(coord, back);
-    let now = coordinator(&c, ID, None);
+    let now = agreed_coordinator(&c, TRANSACTION_KEY, ID, None);
     let (pid3, epoch3) = eventually(
         Duration::from_secs(60),
         "InitProducerId after the return",
         || {
-            let (e, p, ep) = init_producer_id(&c.addr(now), ID);
+            let (e, p, ep) = init_producer_id(&c.addr(now), ID, 60_000);
             (e == 0).then_some((p, ep))
         },
     );
@@ -284,9 +247,9 @@ fn a_commit_decided_before_kill_9_is_completed_by_the_new_coordinator() {
         let e = create_assigned(&c.addr(1), TOPIC, -1, &[4], &[]);
         (e == 0).then_some(())
     });
-    let coord = coordinator(&c, ID, None);
+    let coord = agreed_coordinator(&c, TRANSACTION_KEY, ID, None);
     assert_ne!(coord, 4);
-    let (e, pid, epoch) = init_producer_id(&c.addr(coord), ID);
+    let (e, pid, epoch) = init_producer_id(&c.addr(coord), ID, 60_000);
     assert_eq!(e, 0);
     add_partition(&c.addr(coord), ID, pid, epoch, TOPIC);
     let (e, base) = produce(&c.addr(4), ID, TOPIC, pid, epoch, 3);
@@ -301,7 +264,7 @@ fn a_commit_decided_before_kill_9_is_completed_by_the_new_coordinator() {
 
     c.nodes.remove(&coord).expect("coordinator").kill();
     signal(paused, "CONT");
-    let new = coordinator(&c, ID, Some(coord));
+    let new = agreed_coordinator(&c, TRANSACTION_KEY, ID, Some(coord));
     let (e, state, p, _) = eventually(
         Duration::from_secs(90),
         "the commit completed by the new coordinator",

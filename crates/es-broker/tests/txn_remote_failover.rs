@@ -19,6 +19,7 @@ use std::time::Duration;
 
 use common::cluster::Cluster;
 use common::replicas::{create, name, shown};
+use common::txn::{agreed_coordinator, init_producer_id, GROUP_KEY, TRANSACTION_KEY};
 use es_test_support::wait::eventually;
 use es_test_support::wire::KafkaClient;
 use kafka_protocol::messages::offset_fetch_request::{
@@ -31,8 +32,6 @@ use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 
 const TOPIC: &str = "remote-in";
-const GROUP_KEY: i8 = 0;
-const TRANSACTION_KEY: i8 = 1;
 const UNSTABLE_OFFSET_COMMIT: i16 = 88;
 
 fn s(v: &str) -> StrBytes {
@@ -41,40 +40,6 @@ fn s(v: &str) -> StrBytes {
 
 fn client(addr: &str) -> KafkaClient {
     KafkaClient::connect_with_timeout(addr, "txn-remote-test", Duration::from_secs(60))
-}
-
-/// The coordinator FindCoordinator (v4) names for `key` through `addr`.
-fn find(addr: &str, key_type: i8, key: &str) -> Option<i32> {
-    let mut req = FindCoordinatorRequest::default();
-    req.key_type = key_type;
-    req.coordinator_keys = vec![s(key)];
-    let r: FindCoordinatorResponse = client(addr).call(ApiKey::FindCoordinator, 4, &req);
-    let c = r.coordinators.first()?;
-    (c.error_code == 0).then_some(c.node_id.0)
-}
-
-/// The coordinator of `key` once every live node names the same one, other
-/// than `not`.
-fn agreed(c: &Cluster, key_type: i8, key: &str, not: Option<i32>) -> i32 {
-    eventually(Duration::from_secs(90), "one coordinator named", || {
-        let named: Vec<Option<i32>> = c
-            .nodes
-            .keys()
-            .map(|&n| find(&c.addr(n), key_type, key))
-            .collect();
-        let first = named[0]?;
-        (named.iter().all(|x| *x == Some(first)) && Some(first) != not).then_some(first)
-    })
-}
-
-fn init_producer_id(addr: &str, id: &str) -> (i16, i64, i16) {
-    let mut req = InitProducerIdRequest::default();
-    req.transactional_id = Some(TransactionalId(s(id)));
-    req.transaction_timeout_ms = 120_000;
-    req.producer_id = ProducerId(-1);
-    req.producer_epoch = -1;
-    let r: InitProducerIdResponse = client(addr).call(ApiKey::InitProducerId, 4, &req);
-    (r.error_code, r.producer_id.0, r.producer_epoch)
 }
 
 fn add_offsets(addr: &str, id: &str, pid: i64, epoch: i16, group: &str) -> i16 {
@@ -146,7 +111,7 @@ fn fetch(addr: &str, group: &str) -> (i16, i16, i64) {
 fn id_on(c: &Cluster, prefix: &str, coord: i32) -> String {
     (0..200)
         .map(|i| format!("{prefix}-{i}"))
-        .find(|id| agreed(c, TRANSACTION_KEY, id, None) == coord)
+        .find(|id| agreed_coordinator(c, TRANSACTION_KEY, id, None) == coord)
         .expect("a transactional id on the node")
 }
 
@@ -154,7 +119,7 @@ fn id_on(c: &Cluster, prefix: &str, coord: i32) -> String {
 fn group_on(c: &Cluster, prefix: &str, coord: i32) -> String {
     (0..200)
         .map(|i| format!("{prefix}-{i}"))
-        .find(|g| agreed(c, GROUP_KEY, g, None) == coord)
+        .find(|g| agreed_coordinator(c, GROUP_KEY, g, None) == coord)
         .expect("a group on the node")
 }
 
@@ -175,8 +140,8 @@ fn pending_offsets_move_with_the_group_coordinator_and_are_settled_by_the_marker
     c.leader();
     assert_eq!(create(&c.addr(1), TOPIC, 3, &[]), 0);
     // The first lookups create the internal topics, three replicas each.
-    let a = agreed(&c, TRANSACTION_KEY, "remote-commit-0", None);
-    agreed(&c, GROUP_KEY, "remote-probe", None);
+    let a = agreed_coordinator(&c, TRANSACTION_KEY, "remote-commit-0", None);
+    agreed_coordinator(&c, GROUP_KEY, "remote-probe", None);
     for t in ["__consumer_offsets", "__transaction_state"] {
         eventually(Duration::from_secs(60), "internal topic in sync", || {
             let s = shown(&c.addr(1), t);
@@ -195,7 +160,7 @@ fn pending_offsets_move_with_the_group_coordinator_and_are_settled_by_the_marker
         (&commit_id, &commit_group, 42),
         (&abort_id, &abort_group, 7),
     ] {
-        let (e, pid, epoch) = init_producer_id(&c.addr(a), id);
+        let (e, pid, epoch) = init_producer_id(&c.addr(a), id, 120_000);
         assert_eq!(e, 0, "InitProducerId {id}");
         assert_eq!(add_offsets(&c.addr(a), id, pid, epoch, group), 0);
         // B may not have applied its own leadership yet: NOT_COORDINATOR
@@ -214,7 +179,7 @@ fn pending_offsets_move_with_the_group_coordinator_and_are_settled_by_the_marker
     // B dies before the transactions end.
     c.nodes.remove(&b).expect("B").kill();
     for (_, group, ..) in &txns {
-        let next = agreed(&c, GROUP_KEY, group, Some(b));
+        let next = agreed_coordinator(&c, GROUP_KEY, group, Some(b));
         // Settled by WriteTxnMarkers to `next`, or (next == A) by the
         // transaction coordinator itself.
         println!("group {group}: coordinator {b} killed, now {next}; transactions on {a}");
@@ -225,7 +190,7 @@ fn pending_offsets_move_with_the_group_coordinator_and_are_settled_by_the_marker
             || (fetch(&c.addr(next), group) == (0, UNSTABLE_OFFSET_COMMIT, -1)).then_some(()),
         );
     }
-    assert_eq!(agreed(&c, TRANSACTION_KEY, &commit_id, None), a);
+    assert_eq!(agreed_coordinator(&c, TRANSACTION_KEY, &commit_id, None), a);
 
     for (id, group, pid, epoch, offset) in &txns {
         let commit = id == &commit_id;
@@ -236,7 +201,7 @@ fn pending_offsets_move_with_the_group_coordinator_and_are_settled_by_the_marker
         );
         let want = if commit { *offset } else { -1 };
         let got = eventually(Duration::from_secs(90), "the marker settled them", || {
-            let next = agreed(&c, GROUP_KEY, group, Some(b));
+            let next = agreed_coordinator(&c, GROUP_KEY, group, Some(b));
             let (e, pe, o) = fetch(&c.addr(next), group);
             (e == 0 && pe == 0).then_some(o)
         });

@@ -45,6 +45,48 @@ use crate::txn::TxnRecord;
 /// COORDINATOR_NOT_AVAILABLE and retries.
 pub const TXN_STATE_WRITE_TIMEOUT_MS: u64 = 10_000;
 
+/// Proposes one write of a coordinator's state (`what` names it in the
+/// log) from a blocking thread and maps the answer to the coordinator's
+/// errors: a refusal by the fence is NOT_COORDINATOR (Kafka's answer when
+/// a coordinator lost its partition while appending to it: the client
+/// finds the new one); no quorum, or no answer in time (it may still be
+/// applied; the coordinator then takes it from the applied event), is
+/// COORDINATOR_NOT_AVAILABLE, Kafka's answer to a timed-out log append.
+pub(crate) fn propose_state(
+    rt: &Handle,
+    broker: std::sync::Arc<Broker>,
+    req: MetaRequest,
+    what: &str,
+) -> Result<(), TxnError> {
+    let answer = run_on(
+        rt,
+        async move { broker.propose(req).await },
+        Duration::from_millis(TXN_STATE_WRITE_TIMEOUT_MS),
+    );
+    match answer {
+        Some(Ok(MetaResponse::None)) => Ok(()),
+        Some(Ok(MetaResponse::Error {
+            error_code,
+            message,
+        })) if error_code == meta_code::NOT_COORDINATOR => {
+            tracing::info!(%message, "{what} write refused: no longer the coordinator");
+            Err(TxnError::JournalFailed)
+        }
+        Some(Ok(other)) => {
+            tracing::warn!(answer = ?other, "unexpected answer to a {what} write");
+            Err(TxnError::CoordinatorNotAvailable)
+        }
+        Some(Err(e)) => {
+            tracing::warn!(error = %e.message, "{what} write failed");
+            Err(TxnError::CoordinatorNotAvailable)
+        }
+        None => {
+            tracing::warn!("{what} write not answered in time");
+            Err(TxnError::CoordinatorNotAvailable)
+        }
+    }
+}
+
 /// The metadata-log change that makes a coordinator's journal entry
 /// durable; `None` for the entries that stay in `producers.journal`.
 pub fn state_change(e: &LogEntry) -> Option<StateChange> {
@@ -138,38 +180,7 @@ impl TxnStateStore for QuorumTxnStore {
             .upgrade()
             .ok_or(TxnError::CoordinatorNotAvailable)?;
         let req = state_write(broker.node_id(), fence, entries);
-        let answer = run_on(
-            &self.rt,
-            async move { broker.propose(req).await },
-            Duration::from_millis(TXN_STATE_WRITE_TIMEOUT_MS),
-        );
-        match answer {
-            Some(Ok(MetaResponse::None)) => Ok(()),
-            // Kafka answers NOT_COORDINATOR when the coordinator lost its
-            // partition while appending to it: the client finds the new one.
-            Some(Ok(MetaResponse::Error {
-                error_code,
-                message,
-            })) if error_code == meta_code::NOT_COORDINATOR => {
-                tracing::info!(%message, "transaction state write refused: no longer the coordinator");
-                Err(TxnError::JournalFailed)
-            }
-            Some(Ok(other)) => {
-                tracing::warn!(answer = ?other, "unexpected answer to a transaction state write");
-                Err(TxnError::CoordinatorNotAvailable)
-            }
-            // No quorum, or no answer in time (it may still be applied; the
-            // coordinator then takes it from the applied event): Kafka's
-            // answer to a timed-out log append, COORDINATOR_NOT_AVAILABLE.
-            Some(Err(e)) => {
-                tracing::warn!(error = %e.message, "transaction state write failed");
-                Err(TxnError::CoordinatorNotAvailable)
-            }
-            None => {
-                tracing::warn!("transaction state write not answered in time");
-                Err(TxnError::CoordinatorNotAvailable)
-            }
-        }
+        propose_state(&self.rt, broker, req, "transaction state")
     }
 }
 

@@ -22,16 +22,12 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Weak};
-use std::time::Duration;
 
-use es_meta::records::{
-    code as meta_code, CoordinatorWrite, MetaRequest, MetaResponse, StateChange,
-};
+use es_meta::records::{CoordinatorWrite, MetaRequest, MetaResponse, StateChange};
 use es_meta::MetaImage;
 use tokio::runtime::Handle;
 
-use super::super::txn_cluster::run_on;
-use super::super::txn_failover::TXN_STATE_WRITE_TIMEOUT_MS;
+use super::super::txn_failover::propose_state;
 use super::super::Broker;
 use super::offsets_prefix;
 use crate::topics::CONSUMER_OFFSETS_TOPIC;
@@ -138,35 +134,7 @@ impl RemoteOffsetsStore for QuorumRemoteOffsets {
             fence: broker.group_fence(group),
             changes: vec![change(group, producer_id, pending)],
         });
-        let answer = run_on(
-            &self.rt,
-            async move { broker.propose(req).await },
-            Duration::from_millis(TXN_STATE_WRITE_TIMEOUT_MS),
-        );
-        match answer {
-            Some(Ok(MetaResponse::None)) => Ok(()),
-            // The group's partition moved: the client finds the new
-            // coordinator (or the transaction's resends the marker there).
-            Some(Ok(MetaResponse::Error {
-                error_code,
-                message,
-            })) if error_code == meta_code::NOT_COORDINATOR => {
-                tracing::info!(group, %message, "pending offsets write refused: no longer the group's coordinator");
-                Err(TxnError::JournalFailed)
-            }
-            Some(Ok(other)) => {
-                tracing::warn!(group, answer = ?other, "unexpected answer to a pending offsets write");
-                Err(TxnError::CoordinatorNotAvailable)
-            }
-            Some(Err(e)) => {
-                tracing::warn!(group, error = %e.message, "pending offsets write failed");
-                Err(TxnError::CoordinatorNotAvailable)
-            }
-            None => {
-                tracing::warn!(group, "pending offsets write not answered in time");
-                Err(TxnError::CoordinatorNotAvailable)
-            }
-        }
+        propose_state(&self.rt, broker, req, "pending offsets")
     }
 }
 

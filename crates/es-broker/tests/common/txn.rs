@@ -1,13 +1,65 @@
 //! Helpers of the transaction tests across nodes (tests/cluster.rs,
-//! tests/txn_failover.rs): a read_committed fetch and the batches of a
-//! record set, with each control batch's marker.
+//! tests/txn_failover.rs, tests/txn_remote_failover.rs): a read_committed
+//! fetch and the batches of a record set, with each control batch's marker;
+//! finding a key's coordinator; InitProducerId.
 
 use std::time::Duration;
 
+use es_test_support::wait::eventually;
 use es_test_support::wire::KafkaClient;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
+
+use super::cluster::Cluster;
+
+/// FindCoordinator's key types.
+pub const GROUP_KEY: i8 = 0;
+pub const TRANSACTION_KEY: i8 = 1;
+
+fn s(v: &str) -> StrBytes {
+    StrBytes::from_string(v.to_string())
+}
+
+fn client(addr: &str) -> KafkaClient {
+    KafkaClient::connect_with_timeout(addr, "txn-test", Duration::from_secs(60))
+}
+
+/// The coordinator FindCoordinator (v4) names for `key` through `addr`.
+pub fn find_coordinator(addr: &str, key_type: i8, key: &str) -> Option<i32> {
+    let mut req = FindCoordinatorRequest::default();
+    req.key_type = key_type;
+    req.coordinator_keys = vec![s(key)];
+    let r: FindCoordinatorResponse = client(addr).call(ApiKey::FindCoordinator, 4, &req);
+    let c = r.coordinators.first()?;
+    (c.error_code == 0).then_some(c.node_id.0)
+}
+
+/// The coordinator of `key` once every live node of `c` names the same one,
+/// other than `not`.
+pub fn agreed_coordinator(c: &Cluster, key_type: i8, key: &str, not: Option<i32>) -> i32 {
+    eventually(Duration::from_secs(90), "one coordinator named", || {
+        let named: Vec<Option<i32>> = c
+            .nodes
+            .keys()
+            .map(|&n| find_coordinator(&c.addr(n), key_type, key))
+            .collect();
+        let first = named[0]?;
+        (named.iter().all(|x| *x == Some(first)) && Some(first) != not).then_some(first)
+    })
+}
+
+/// InitProducerId (v4) for transactional id `id` at `addr` with a
+/// transaction timeout of `timeout_ms`: (error, producer id, epoch).
+pub fn init_producer_id(addr: &str, id: &str, timeout_ms: i32) -> (i16, i64, i16) {
+    let mut req = InitProducerIdRequest::default();
+    req.transactional_id = Some(TransactionalId(s(id)));
+    req.transaction_timeout_ms = timeout_ms;
+    req.producer_id = ProducerId(-1);
+    req.producer_epoch = -1;
+    let r: InitProducerIdResponse = client(addr).call(ApiKey::InitProducerId, 4, &req);
+    (r.error_code, r.producer_id.0, r.producer_epoch)
+}
 
 /// One batch of a fetched partition.
 #[derive(Debug, PartialEq, Eq)]
