@@ -30,7 +30,9 @@ use std::time::{Duration, Instant};
 
 use common::cluster::{signal, Cluster};
 use common::replicas::{create, create_assigned, shown};
-use common::txn::{agreed_coordinator, init_producer_id, read_committed, Batch, TRANSACTION_KEY};
+use common::txn::{
+    agreed_coordinator, end_txn, init_producer_id, read_committed, Batch, TRANSACTION_KEY,
+};
 use es_test_support::batch::{producer_meta, KafkaBatch};
 use es_test_support::wait::eventually;
 use es_test_support::wire::KafkaClient;
@@ -105,16 +107,6 @@ fn produce(addr: &str, id: &str, topic: &str, pid: i64, epoch: i16, n: i32) -> (
     let r: ProduceResponse = client(addr).call(ApiKey::Produce, 9, &req);
     let p = &r.responses[0].partition_responses[0];
     (p.error_code, p.base_offset)
-}
-
-fn end_txn(addr: &str, id: &str, pid: i64, epoch: i16, commit: bool) -> i16 {
-    let mut req = EndTxnRequest::default();
-    req.transactional_id = TransactionalId(s(id));
-    req.producer_id = ProducerId(pid);
-    req.producer_epoch = epoch;
-    req.committed = commit;
-    let r: EndTxnResponse = client(addr).call(ApiKey::EndTxn, 3, &req);
-    r.error_code
 }
 
 /// The batches of a transaction of three records from `base` by producer

@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use common::cluster::Cluster;
 use common::replicas::{create, name, shown};
-use common::txn::{agreed_coordinator, init_producer_id, GROUP_KEY, TRANSACTION_KEY};
+use common::txn::{agreed_coordinator, end_txn, init_producer_id, GROUP_KEY, TRANSACTION_KEY};
 use es_test_support::wait::eventually;
 use es_test_support::wire::KafkaClient;
 use kafka_protocol::messages::offset_fetch_request::{
@@ -73,16 +73,6 @@ fn txn_offset_commit(addr: &str, id: &str, pid: i64, epoch: i16, group: &str, of
     req.topics = vec![t];
     let r: TxnOffsetCommitResponse = client(addr).call(ApiKey::TxnOffsetCommit, 3, &req);
     r.topics[0].partitions[0].error_code
-}
-
-fn end_txn(addr: &str, id: &str, pid: i64, epoch: i16, commit: bool) -> i16 {
-    let mut req = EndTxnRequest::default();
-    req.transactional_id = TransactionalId(s(id));
-    req.producer_id = ProducerId(pid);
-    req.producer_epoch = epoch;
-    req.committed = commit;
-    let r: EndTxnResponse = client(addr).call(ApiKey::EndTxn, 3, &req);
-    r.error_code
 }
 
 /// OffsetFetch v8 (require_stable) of partition 0 of `TOPIC` for `group`:

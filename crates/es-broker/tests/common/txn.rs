@@ -156,3 +156,14 @@ pub fn read_committed(
         aborted,
     )
 }
+
+/// EndTxn (v3) of `id`'s transaction (`pid`, `epoch`) at `addr`: the error.
+pub fn end_txn(addr: &str, id: &str, pid: i64, epoch: i16, commit: bool) -> i16 {
+    let mut req = EndTxnRequest::default();
+    req.transactional_id = TransactionalId(s(id));
+    req.producer_id = ProducerId(pid);
+    req.producer_epoch = epoch;
+    req.committed = commit;
+    let r: EndTxnResponse = client(addr).call(ApiKey::EndTxn, 3, &req);
+    r.error_code
+}

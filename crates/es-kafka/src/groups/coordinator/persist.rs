@@ -58,6 +58,14 @@ const QUORUM_WRITE_ATTEMPTS: u32 = 20;
 const QUORUM_RETRY_PAUSE: std::time::Duration = std::time::Duration::from_millis(500);
 
 impl State {
+    /// The group `group_id` if it is still incarnation `incarnation` (not
+    /// deleted, unloaded or replaced since a writer started for it).
+    fn incarnation_of(&mut self, group_id: &str, incarnation: u64) -> Option<&mut Group> {
+        self.groups
+            .get_mut(group_id)
+            .filter(|g| g.incarnation == incarnation)
+    }
+
     /// Puts the group a document describes in memory (Empty, with its
     /// offsets), unless its file name belongs to another group.
     pub(super) fn adopt(&mut self, doc: GroupFile, config: GroupConfig) {
@@ -168,11 +176,7 @@ impl Coordinator {
             let guard = lock.lock().await;
             let (version, doc) = {
                 let mut st = self.state.lock();
-                let Some(g) = st
-                    .groups
-                    .get_mut(&group_id)
-                    .filter(|g| g.incarnation == incarnation)
-                else {
+                let Some(g) = st.incarnation_of(&group_id, incarnation) else {
                     return;
                 };
                 if g.version <= g.durable.borrow().version || g.fenced() {
@@ -196,11 +200,7 @@ impl Coordinator {
             drop(guard);
             let retry = {
                 let mut st = self.state.lock();
-                let Some(g) = st
-                    .groups
-                    .get_mut(&group_id)
-                    .filter(|g| g.incarnation == incarnation)
-                else {
+                let Some(g) = st.incarnation_of(&group_id, incarnation) else {
                     return;
                 };
                 match res {
