@@ -24,6 +24,11 @@
 //!   shrinks after replica.lag.time.max.ms and acks=all is refused with
 //!   NOT_ENOUGH_REPLICAS; once the follower runs again it rejoins the ISR
 //!   and acks=all succeeds.
+//! - A topic created and deleted while its leader was paused (the
+//!   followers ask the leader about a partition it never opened, or no
+//!   longer has) does not hold up replication of the leader's other
+//!   partitions: acks=all to them still succeeds with min.insync.replicas
+//!   equal to the replication factor.
 //!
 //! Waits are bounded polls on conditions; times printed are measurements.
 
@@ -32,9 +37,10 @@ mod common;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use common::cluster::{signal, Cluster};
+use common::cluster::{signal, topics, Cluster};
 use common::replicas::{
-    check_format, create, create_assigned, log_bytes, produce, produce_with, read_all, shown,
+    check_format, create, create_assigned, delete, log_bytes, produce, produce_with, read_all,
+    shown,
 };
 use es_test_support::wait::eventually;
 
@@ -177,6 +183,53 @@ fn acks_all_is_refused_below_min_insync_replicas() {
         (shown(&c.addr(leader), "m").3.len() == 3).then_some(())
     });
     assert_eq!(produce(&c.addr(leader), "m", "three").0, 0);
+    for (_, p) in std::mem::take(&mut c.nodes) {
+        p.stop();
+    }
+}
+
+#[test]
+fn a_topic_deleted_behind_its_paused_leader_does_not_hold_up_the_leaders_other_partitions() {
+    let dir = tempfile::tempdir().expect("tmp");
+    // The default lag time: a stalled follower would hold acks=all for
+    // 30 s, past the produce's own timeout.
+    let mut c = Cluster::start_with(dir.path(), 3, 3, &["--replica-lag-time-max-ms", "30000"]);
+    let q = c.leader();
+    let n = *c.nodes.keys().find(|id| **id != q).expect("a non-leader");
+    let others: Vec<i32> = c.nodes.keys().copied().filter(|id| *id != n).collect();
+    let all = [n, others[0], others[1]];
+    assert_eq!(
+        create_assigned(&c.addr(q), "a", -1, &all, &[("min.insync.replicas", "3")]),
+        0
+    );
+    // In sync as the leader itself has it (it answers the produce).
+    eventually(Duration::from_secs(30), "three in sync", || {
+        let s = shown(&c.addr(n), "a");
+        (s.0 == n && s.3.len() == 3).then_some(())
+    });
+    assert_eq!(produce(&c.addr(n), "a", "one").0, 0);
+    // The leader paused: the others learn of "x" (led by the paused node)
+    // and of its deletion before it does.
+    let pid = c.nodes[&n].pid();
+    signal(pid, "STOP");
+    assert_eq!(create_assigned(&c.addr(q), "x", -1, &all, &[]), 0);
+    for o in &others {
+        eventually(Duration::from_secs(30), "x created on the others", || {
+            topics(&c.addr(*o)).contains_key("x").then_some(())
+        });
+    }
+    assert_eq!(delete(&c.addr(q), "x"), 0);
+    for o in &others {
+        eventually(Duration::from_secs(30), "x deleted on the others", || {
+            (!topics(&c.addr(*o)).contains_key("x")).then_some(())
+        });
+    }
+    signal(pid, "CONT");
+    for v in ["two", "three", "four"] {
+        assert_eq!(produce(&c.addr(n), "a", v).0, 0, "acks=all of {v}");
+    }
+    let isr = shown(&c.addr(q), "a").3;
+    assert_eq!(isr.len(), 3, "ISR {isr:?}");
     for (_, p) in std::mem::take(&mut c.nodes) {
         p.stop();
     }

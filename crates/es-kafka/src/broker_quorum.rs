@@ -445,8 +445,12 @@ impl Broker {
         Ok(())
     }
 
-    /// Takes a topic out of the registry and removes its directory.
+    /// Takes a topic out of the registry, stops following its partitions
+    /// and removes its directory.
     fn remove_local(&self, topic: &Arc<Topic>) -> Result<(), StorageError> {
+        for slot in topic.partitions() {
+            self.fetchers().stop_following(&topic.name, slot.index);
+        }
         {
             let mut reg = self.topics.write();
             if reg.get(&topic.name).is_some_and(|t| Arc::ptr_eq(t, topic)) {

@@ -21,7 +21,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, OnceLock, Weak};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use es_meta::image::MetaEvent;
 use es_meta::records::{AlterPartitionItem, IsrMember, LeaderRecovery, MetaRequest};
@@ -64,6 +64,12 @@ struct Following {
     leader_epoch: i32,
     /// Truncate by OffsetForLeaderEpoch before the next fetch.
     truncate: bool,
+    /// After the leader refused this partition's truncation: not asked
+    /// again before then (Kafka's `replica.fetch.backoff.ms`, per
+    /// partition, so the others go on).
+    retry_at: Option<Instant>,
+    /// Refusals in a row (the first is logged as a warning).
+    refusals: u32,
 }
 
 /// The fetch loop of one leader.
@@ -142,19 +148,33 @@ impl Broker {
         }
     }
 
-    /// Proposes the ISR change the replica state of `slot` says is due (a
-    /// follower caught up, or followers lagging), unless one is in flight.
-    /// Returns at once; the applied entry brings the new ISR.
-    pub fn isr_change_due(self: &Arc<Self>, topic: &Topic, slot: &Arc<PartitionSlot>) {
-        let replica = slot.log.replica();
+    /// Proposes the ISR with a follower that has caught up (called from
+    /// that follower's fetch, as Kafka's `maybeExpandIsr`: only a fetch
+    /// that reaches the high watermark puts a follower back), unless a
+    /// change is in flight. Returns at once; the applied entry brings the
+    /// new ISR.
+    pub fn isr_expand_due(
+        self: &Arc<Self>,
+        topic: &Topic,
+        slot: &Arc<PartitionSlot>,
+        follower: i32,
+    ) {
+        if let Some(isr) = slot.log.replica().expand_due(follower) {
+            self.alter_partition(topic, slot, isr, "ISR expand");
+        }
+    }
+
+    /// Proposes the ISR without the followers that have not caught up
+    /// within `replica.lag.time.max.ms`, unless a change is in flight.
+    pub fn isr_shrink_due(self: &Arc<Self>, topic: &Topic, slot: &Arc<PartitionSlot>) {
         let lag_max = self.config.replica_lag_time_max_ms;
-        let Some(isr) = replica
-            .expand_due()
-            .or_else(|| replica.shrink_due(self.clock().now_ms(), lag_max))
-        else {
-            return;
-        };
-        self.alter_partition(topic, slot, isr, "ISR change");
+        if let Some(isr) = slot
+            .log
+            .replica()
+            .shrink_due(self.clock().now_ms(), lag_max)
+        {
+            self.alter_partition(topic, slot, isr, "ISR shrink");
+        }
     }
 
     /// After an unclean election: an AlterPartition with the ISR this
@@ -232,7 +252,7 @@ impl Broker {
             for (t, slot) in me.partitions_snapshot() {
                 let r = slot.log.replica();
                 if r.role() == Role::Leader && r.assignment().is_some() {
-                    me.isr_change_due(&t, &slot);
+                    me.isr_shrink_due(&t, &slot);
                 }
             }
         })
@@ -335,6 +355,8 @@ impl Broker {
                                 slot: slot.clone(),
                                 leader_epoch: a.leader_epoch,
                                 truncate: true,
+                                retry_at: None,
+                                refusals: 0,
                             },
                         );
                     }
@@ -432,12 +454,27 @@ async fn fetch_loop(b: Weak<Broker>, leader: i32, l: Arc<Loop>) {
             tokio::time::sleep(RETRY_BACKOFF).await;
             continue;
         };
-        if parts.iter().any(|p| p.truncate) {
-            if let Err(e) = truncate(&broker, &client, leader, &addr, &l, &parts).await {
+        // Partitions that have just started following truncate first; a
+        // partition the leader refuses waits alone, the others fetch.
+        let now = Instant::now();
+        let due: Vec<&Following> = parts
+            .iter()
+            .filter(|p| p.truncate && p.retry_at.is_none_or(|t| t <= now))
+            .collect();
+        if !due.is_empty() {
+            if let Err(e) = truncate(&broker, &client, leader, &addr, &l, &due).await {
                 tracing::warn!(leader, error = %e, "truncation by leader epoch failed; retrying");
                 drop(broker);
                 tokio::time::sleep(RETRY_BACKOFF).await;
-                continue;
+            }
+            continue;
+        }
+        let parts: Vec<Following> = parts.into_iter().filter(|p| !p.truncate).collect();
+        if parts.is_empty() {
+            drop(broker);
+            tokio::select! {
+                _ = tokio::time::sleep(RETRY_BACKOFF) => {}
+                _ = l.wake.notified() => {}
             }
             continue;
         }
@@ -458,19 +495,21 @@ async fn fetch_loop(b: Weak<Broker>, leader: i32, l: Arc<Loop>) {
     }
 }
 
-/// Truncates every partition marked so by OffsetForLeaderEpoch: to the
-/// end of the latest local epoch as the leader has it (Kafka's rules).
+/// Truncates the partitions `parts` by OffsetForLeaderEpoch: to the end of
+/// the latest local epoch as the leader has it (Kafka's rules). A partition
+/// the leader answers with an error stays marked and is backed off alone;
+/// Err only when the request itself failed.
 async fn truncate(
     b: &Arc<Broker>,
     client: &InterBrokerClient,
     leader: i32,
     addr: &str,
     l: &Loop,
-    parts: &[Following],
+    parts: &[&Following],
 ) -> Result<(), String> {
     let mut req = OffsetForLeaderEpochRequest::default();
     req.replica_id = BrokerId(b.node_id());
-    let by_topic = ByTopic::of(parts.iter().filter(|p| p.truncate));
+    let by_topic = ByTopic::of(parts.iter().copied());
     for (name, ps) in &by_topic.0 {
         let mut t = OffsetForLeaderTopic::default();
         t.topic = topic_name(name);
@@ -497,10 +536,11 @@ async fn truncate(
                 continue;
             };
             if r.error_code != 0 {
-                return Err(format!(
-                    "{name}-{}: OffsetForLeaderEpoch error {}",
-                    r.partition, r.error_code
-                ));
+                // Unknown here yet, or no longer the leader, or the epochs
+                // disagree: the metadata settles it (a new assignment
+                // replaces this entry, a deletion removes it).
+                refused(l, &name, p, r.error_code);
+                continue;
             }
             let storage = p.slot.log.storage().clone();
             let log_end = storage.log_end_offset();
@@ -535,6 +575,24 @@ async fn truncate(
         }
     }
     Ok(())
+}
+
+/// Backs off one partition the leader refused to truncate.
+fn refused(l: &Loop, name: &str, p: &Following, error: i16) {
+    let mut parts = l.parts.lock();
+    let Some(f) = parts.get_mut(&(name.to_string(), p.slot.index)) else {
+        return;
+    };
+    if f.leader_epoch != p.leader_epoch {
+        return;
+    }
+    if f.refusals == 0 {
+        tracing::warn!(topic = %name, partition = p.slot.index, leader_epoch = p.leader_epoch, error, "the leader refused truncation by leader epoch; retrying this partition");
+    } else {
+        tracing::debug!(topic = %name, partition = p.slot.index, error, refusals = f.refusals, "the leader refused truncation by leader epoch again");
+    }
+    f.refusals = f.refusals.saturating_add(1);
+    f.retry_at = Some(Instant::now() + RETRY_BACKOFF);
 }
 
 /// One replica fetch from `leader` and the appends it brings. Ok(false)

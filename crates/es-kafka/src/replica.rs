@@ -325,20 +325,26 @@ impl Replica {
         Some(keep)
     }
 
-    /// A follower out of the ISR that has caught up with the high
-    /// watermark and the leader epoch's start: the ISR with it, if any.
-    pub fn expand_due(&self) -> Option<Vec<i32>> {
+    /// `follower`, out of the ISR, has caught up with the high watermark
+    /// and the leader epoch's start: the ISR with it, if so. Asked on that
+    /// follower's own fetch only (a follower that stopped fetching keeps
+    /// its old end, which must not bring it back).
+    pub fn expand_due(&self, follower: i32) -> Option<Vec<i32>> {
         let i = self.inner.lock();
         if i.role != Some(Role::Leader) || i.pending_isr.is_some() {
             return None;
         }
         let a = i.assignment.as_ref()?;
-        let hw = i.hw;
-        let joining = i.followers.iter().find(|(id, p)| {
-            !a.isr.contains(id) && a.replicas.contains(id) && p.end >= hw && p.end >= i.epoch_start
-        })?;
+        let p = i.followers.get(&follower)?;
+        let joining = !a.isr.contains(&follower)
+            && a.replicas.contains(&follower)
+            && p.end >= i.hw
+            && p.end >= i.epoch_start;
+        if !joining {
+            return None;
+        }
         let mut isr = a.isr.clone();
-        isr.push(*joining.0);
+        isr.push(follower);
         Some(isr)
     }
 

@@ -110,7 +110,8 @@ fn a_replica_being_added_counts_at_once_one_being_removed_only_when_applied() {
     assert_eq!(r.high_watermark(), 10);
     // 3 catches up to the high watermark: due to join.
     run(r.follower_fetched(3, 10, 10, 10, 1).1);
-    assert_eq!(r.expand_due(), Some(vec![1, 2, 3]));
+    assert_eq!(r.expand_due(2), None);
+    assert_eq!(r.expand_due(3), Some(vec![1, 2, 3]));
     r.propose_isr(vec![1, 2, 3]);
     assert_eq!(r.maximal_isr(), Some(vec![1, 2, 3]));
     // While the change is in flight, 3 holds the high watermark back.

@@ -1,6 +1,6 @@
 //! Helpers of the replication tests (tests/replication.rs,
 //! tests/reassignment.rs): creating a topic, producing with acks=all,
-//! reading back, what Metadata shows of a partition, and the on-disk log
+//! reading back, deleting, what Metadata shows of a partition, and the on-disk log
 //! bytes of a replica.
 
 use std::collections::BTreeMap;
@@ -65,8 +65,19 @@ pub fn create_assigned(
     r.topics[0].error_code
 }
 
+/// Deletes `topic` through `addr` (DeleteTopics v4): the topic's error code.
+pub fn delete(addr: &str, topic: &str) -> i16 {
+    let mut c = KafkaClient::connect_with_timeout(addr, "repl-test", Duration::from_secs(40));
+    let mut req = DeleteTopicsRequest::default();
+    req.topic_names = vec![name(topic)];
+    req.timeout_ms = 30_000;
+    let r: DeleteTopicsResponse = c.call(ApiKey::DeleteTopics, 4, &req);
+    r.responses[0].error_code
+}
+
 /// Partition 0 of `topic` as Metadata (v12) from `addr` shows it:
-/// (leader, leader epoch, replicas, isr).
+/// (leader, leader epoch, replicas, isr); (-1, -1, [], []) while the node
+/// does not know the partition.
 pub fn shown(addr: &str, topic: &str) -> (i32, i32, Vec<i32>, Vec<i32>) {
     let mut c = KafkaClient::connect(addr, "repl-test");
     let mut t = metadata_request::MetadataRequestTopic::default();
@@ -74,7 +85,9 @@ pub fn shown(addr: &str, topic: &str) -> (i32, i32, Vec<i32>, Vec<i32>) {
     let mut req = MetadataRequest::default();
     req.topics = Some(vec![t]);
     let r: MetadataResponse = c.call(ApiKey::Metadata, 12, &req);
-    let p = &r.topics[0].partitions[0];
+    let Some(p) = r.topics.first().and_then(|t| t.partitions.first()) else {
+        return (-1, -1, Vec::new(), Vec::new());
+    };
     let ids = |v: &[BrokerId]| v.iter().map(|b| b.0).collect::<Vec<i32>>();
     (
         p.leader_id.0,

@@ -252,9 +252,7 @@ fn read_one(
     for (f, r) in done {
         f(r);
     }
-    if replica.expand_due().is_some() {
-        b.isr_change_due(topic, slot);
-    }
+    b.isr_expand_due(topic, slot, follower);
     d.high_watermark = storage.high_watermark() as i64;
     d.last_stable_offset = storage.last_stable_offset() as i64;
     if offset >= durable || max_bytes == 0 {
