@@ -1,5 +1,6 @@
 //! The broker's background tasks: the time-based flush, retention and
-//! compaction, and the coordinators' timers ([`coordinator_timers`]: group
+//! compaction, the high-watermark checkpoint of a cluster node, and the
+//! coordinators' timers ([`coordinator_timers`]: group
 //! session and rebalance timeouts, transaction timeouts, producer-id
 //! expiration), which `Broker::open` hands over instead of starting them.
 //!
@@ -20,6 +21,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use es_kafka::broker::{Broker, Timers};
+use es_kafka::hw_checkpoint;
 use es_storage::{CompactionReport, RetentionReport, StorageError};
 use tokio::sync::watch;
 
@@ -232,6 +234,37 @@ pub async fn flush_loop(broker: Arc<Broker>, interval: Duration, mut stop: watch
         let b = broker.clone();
         if let Err(e) = tokio::task::spawn_blocking(move || b.flush_due()).await {
             tracing::error!(error = %e, "flush task failed");
+        }
+    }
+}
+
+/// Writes the high-watermark checkpoint (es_kafka::hw_checkpoint) every
+/// interval while it changes, and once more when shutdown begins (the
+/// listener has closed by the time the binary waits for this loop).
+pub async fn hw_checkpoint_loop(broker: Arc<Broker>, mut stop: watch::Receiver<bool>) {
+    let writer = Arc::new(std::sync::Mutex::new(hw_checkpoint::Writer::default()));
+    let mut tick = tokio::time::interval(hw_checkpoint::INTERVAL);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        let last = tokio::select! {
+            _ = tick.tick() => false,
+            _ = stop.changed() => true,
+        };
+        let (b, w) = (broker.clone(), writer.clone());
+        let wrote = tokio::task::spawn_blocking(move || match w.lock() {
+            Ok(mut w) => w.write(&b),
+            Err(p) => p.into_inner().write(&b),
+        })
+        .await;
+        match wrote {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => {
+                tracing::error!(error = %e, "writing the high-watermark checkpoint failed")
+            }
+            Err(e) => tracing::error!(error = %e, "high-watermark checkpoint task failed"),
+        }
+        if last {
+            return;
         }
     }
 }

@@ -143,6 +143,11 @@ struct Args {
     /// broker's preferred partitions it may not lead before a rebalance.
     #[arg(long, default_value_t = 10)]
     leader_imbalance_per_broker_percentage: u32,
+    /// Kafka's `unclean.leader.election.interval.ms`: how often the quorum
+    /// leader elects leaders outside the ISR for leaderless partitions of
+    /// topics with `unclean.leader.election.enable=true`.
+    #[arg(long, default_value_t = 300_000)]
+    unclean_leader_election_interval_ms: u64,
     /// Log level or tracing filter (error, warn, info, debug, trace).
     #[arg(long, default_value = "info")]
     log_level: String,
@@ -370,6 +375,7 @@ async fn run(args: Args, storage: Storage) -> anyhow::Result<()> {
         enable: args.auto_leader_rebalance_enable,
         check_interval: Duration::from_secs(args.leader_imbalance_check_interval_seconds.max(1)),
         per_broker_percentage: args.leader_imbalance_per_broker_percentage,
+        unclean_interval: Duration::from_millis(args.unclean_leader_election_interval_ms.max(100)),
     };
     if args.node_id < 0 {
         bail!("--node-id must not be negative");
@@ -383,6 +389,15 @@ async fn run(args: Args, storage: Storage) -> anyhow::Result<()> {
         .await
         .context("opening the data directory")?
         .context("opening the data directory")?;
+    let clustered = args.controller_quorum_voters.is_some();
+    if clustered {
+        // Before the metadata assigns roles: where each replicated high
+        // watermark starts (es_kafka::hw_checkpoint).
+        let b = broker.clone();
+        tokio::task::spawn_blocking(move || es_kafka::hw_checkpoint::restore(&b))
+            .await
+            .context("restoring high watermarks")?;
+    }
     let mut meta = broker.single_node_metadata();
     if let Some(voters) = &args.controller_quorum_voters {
         if args.controller_listen.is_none() {
@@ -414,6 +429,12 @@ async fn run(args: Args, storage: Storage) -> anyhow::Result<()> {
     }
 
     let (stop_tx, stop_rx) = watch::channel(false);
+    let hw_checkpoint = clustered.then(|| {
+        tokio::spawn(background::hw_checkpoint_loop(
+            broker.clone(),
+            stop_rx.clone(),
+        ))
+    });
     let background = [
         tokio::spawn(background::flush_loop(
             broker.clone(),
@@ -454,6 +475,12 @@ async fn run(args: Args, storage: Storage) -> anyhow::Result<()> {
     for task in background {
         if let Err(e) = task.await {
             tracing::error!(error = %e, "background task failed");
+        }
+    }
+    if let Some(task) = hw_checkpoint {
+        // The loop writes a last checkpoint as it stops.
+        if let Err(e) = task.await {
+            tracing::error!(error = %e, "high-watermark checkpoint task failed");
         }
     }
     broker.stop_metadata().await;

@@ -9,7 +9,8 @@
 //! - The killed broker, restarted, truncates to the new leader's log where
 //!   they diverge, catches up and rejoins the ISR; afterwards the three
 //!   replicas' logs are byte for byte the same, and each passes the
-//!   independent format checker.
+//!   independent format checker; the leader stopped last has checkpointed
+//!   the partition's high watermark (high_watermarks.json).
 //! - SIGTERM of a leader is a controlled shutdown: the leadership is
 //!   handed over before the process exits.
 //! - An idempotent producer's retry after fail-over: a batch acknowledged by
@@ -20,6 +21,9 @@
 //!   gone, a returning out-of-sync replica is elected, logs what may be
 //!   lost, and takes writes; the old leader, back, truncates the records
 //!   the new leader never had and rejoins the ISR with an identical log.
+//! - A partition left without a leader by a topic that forbids unclean
+//!   elections stays leaderless while an out-of-sync replica returns; once
+//!   the topic allows them, the quorum leader's periodic check elects it.
 //! - With min.insync.replicas 3 and one follower paused (SIGSTOP), the ISR
 //!   shrinks after replica.lag.time.max.ms and acks=all is refused with
 //!   NOT_ENOUGH_REPLICAS; once the follower runs again it rejoins the ISR
@@ -39,8 +43,8 @@ use std::time::{Duration, Instant};
 
 use common::cluster::{signal, topics, Cluster};
 use common::replicas::{
-    check_format, create, create_assigned, delete, log_bytes, produce, produce_with, read_all,
-    shown,
+    alter_topic, check_format, create, create_assigned, delete, log_bytes, produce, produce_with,
+    read_all, shown,
 };
 use es_test_support::wait::eventually;
 
@@ -147,6 +151,21 @@ fn acknowledged_records_survive_the_loss_of_the_leader_and_replicas_stay_identic
             logs[0].1.len()
         );
     }
+    // The leader that stopped last checkpointed the partition's high
+    // watermark (every acknowledged record) on its way out.
+    let path = dir
+        .path()
+        .join(format!("node-{leader_now}"))
+        .join("high_watermarks.json");
+    let cp: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&path).expect("checkpoint")).expect("json");
+    let hw = cp["partitions"]
+        .as_array()
+        .expect("partitions")
+        .iter()
+        .find(|e| e["topic"] == "r" && e["partition"] == 0)
+        .and_then(|e| e["high_watermark"].as_u64());
+    assert_eq!(hw, Some(end as u64), "{cp}");
 }
 
 #[test]
@@ -312,6 +331,78 @@ fn an_unclean_election_takes_the_surviving_replica_and_the_old_leader_truncates(
     assert!(!l3.is_empty() && l3 == l4, "node 4's log is node 3's");
 }
 
+#[test]
+fn a_leaderless_partition_gets_an_unclean_leader_once_its_topic_allows_it() {
+    let dir = tempfile::tempdir().expect("tmp");
+    // As above, but the topic allows no unclean election when its ISR dies;
+    // the quorum leader's periodic check (every 500 ms here, Kafka's
+    // unclean.leader.election.interval.ms) elects once an operator allows it.
+    let mut c = Cluster::start_with(
+        dir.path(),
+        4,
+        3,
+        &[
+            "--replica-lag-time-max-ms",
+            "4000",
+            "--unclean-leader-election-interval-ms",
+            "500",
+        ],
+    );
+    c.leader();
+    assert_eq!(
+        create_assigned(
+            &c.addr(1),
+            "w",
+            -1,
+            &[4, 3],
+            &[("min.insync.replicas", "1")]
+        ),
+        0
+    );
+    eventually(Duration::from_secs(30), "both in sync", || {
+        let s = shown(&c.addr(1), "w");
+        (s.0 == 4 && s.3.len() == 2).then_some(())
+    });
+    let first = eventually(Duration::from_secs(30), "a write to node 4", || {
+        let r = produce(&c.addr(4), "w", "a");
+        (r.0 == 0).then_some(r)
+    });
+    assert_eq!(first, (0, 0));
+    c.nodes.remove(&3).expect("node 3").kill();
+    eventually(Duration::from_secs(60), "ISR [4]", || {
+        (shown(&c.addr(1), "w").3 == vec![4]).then_some(())
+    });
+    assert_eq!(produce(&c.addr(4), "w", "b"), (0, 1));
+    c.nodes.remove(&4).expect("node 4").kill();
+    eventually(Duration::from_secs(60), "no leader", || {
+        (shown(&c.addr(1), "w").0 == -1).then_some(())
+    });
+    // Node 3 returns out of sync: not elected while the topic forbids it.
+    let mut p = c.spawn(3);
+    p.wait_listening();
+    c.nodes.insert(3, p);
+    eventually(Duration::from_secs(60), "node 3 registered", || {
+        (shown(&c.addr(3), "w").2 == vec![4, 3]).then_some(())
+    });
+    assert_eq!(shown(&c.addr(1), "w").0, -1, "no unclean election yet");
+    assert_eq!(
+        alter_topic(&c.addr(1), "w", "unclean.leader.election.enable", "true"),
+        0
+    );
+    eventually(Duration::from_secs(60), "node 3 elected", || {
+        let s = shown(&c.addr(1), "w");
+        (s.0 == 3 && s.3 == vec![3]).then_some(())
+    });
+    let (e, off) = eventually(Duration::from_secs(60), "a write to node 3", || {
+        let r = produce(&c.addr(3), "w", "c");
+        (r.0 == 0).then_some(r)
+    });
+    assert_eq!((e, off), (0, 1), "c takes the offset b had");
+    for (_, p) in std::mem::take(&mut c.nodes) {
+        p.stop();
+    }
+}
+
 /// One record `value` of idempotent producer `pid` (epoch 0) at `sequence`,
 /// acks=all, to partition 0 of `topic` through `addr`: (error, offset).
 fn produce_idempotent(addr: &str, topic: &str, pid: i64, sequence: i32, value: &str) -> (i16, i64) {
@@ -344,8 +435,17 @@ fn a_retried_idempotent_batch_is_deduplicated_by_the_new_leader() {
     req.producer_id = ProducerId(-1);
     req.producer_epoch = -1;
     let mut k = KafkaClient::connect(&c.addr(leader), "repl-test");
-    let r: InitProducerIdResponse = k.call(ApiKey::InitProducerId, 4, &req);
-    assert_eq!(r.error_code, 0);
+    // A broker without a block of producer ids from the quorum yet answers
+    // COORDINATOR_LOAD_IN_PROGRESS (or times out), which clients retry (seen on a loaded
+    // machine right after the cluster formed).
+    let r = eventually(Duration::from_secs(30), "a producer id", || {
+        let r: InitProducerIdResponse = k.call(ApiKey::InitProducerId, 4, &req);
+        match r.error_code {
+            0 => Some(r),
+            7 | 14 | 15 | 16 => None,
+            other => panic!("InitProducerId: error {other}"),
+        }
+    });
     let pid = r.producer_id.0;
     for seq in 0..3 {
         let got = produce_idempotent(&c.addr(leader), "i", pid, seq, &format!("v{seq}"));

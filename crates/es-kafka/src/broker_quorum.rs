@@ -160,6 +160,7 @@ impl Broker {
         .map_err(|e| MetaError::Io(std::io::Error::other(e.to_string())))?;
         tokio::spawn(Broker::isr_shrink_task(Arc::downgrade(self)));
         tokio::spawn(Broker::leader_rebalance_task(Arc::downgrade(self)));
+        tokio::spawn(Broker::unclean_election_task(Arc::downgrade(self)));
         Ok(())
     }
 

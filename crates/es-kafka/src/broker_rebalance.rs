@@ -6,7 +6,15 @@
 //! replica is live and in the ISR but does not lead, of the brokers whose
 //! share of them exceeds `leader.imbalance.per.broker.percentage`.
 //!
-//! The task holds the broker weakly and ends when it is dropped or
+//! Beside it, the periodic unclean election (Kafka's
+//! `unclean.leader.election.interval.ms`, 5 min): the quorum leader proposes
+//! an unclean ElectLeaders for the leaderless partitions of topics that
+//! allow it (`MetaImage::unclean_election_candidates`): the way a partition
+//! whose whole ISR is gone comes back after an operator switches
+//! `unclean.leader.election.enable` on (a broker that is fenced or returns
+//! triggers the election itself; ElectLeaders does it on request).
+//!
+//! The tasks hold the broker weakly and end when it is dropped or
 //! shutting down. Every node runs it; only the quorum leader proposes, so
 //! one election per period is proposed at most, and the metadata decides it
 //! as it decides any ElectLeaders (a leader that moved since is simply not
@@ -24,6 +32,8 @@ use super::{AdminError, Broker};
 pub const LEADER_IMBALANCE_CHECK_INTERVAL_DEFAULT: Duration = Duration::from_secs(300);
 /// Kafka's `leader.imbalance.per.broker.percentage` default.
 pub const LEADER_IMBALANCE_PER_BROKER_PERCENTAGE_DEFAULT: u32 = 10;
+/// Kafka's `unclean.leader.election.interval.ms` default.
+pub const UNCLEAN_LEADER_ELECTION_INTERVAL_DEFAULT: Duration = Duration::from_secs(300);
 
 /// The broker's static settings of the rebalance (its flags).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -38,6 +48,10 @@ pub struct LeaderRebalance {
     /// Kafka's `leader.imbalance.per.broker.percentage` (default 10); the
     /// cluster default broker config of that name wins when set.
     pub per_broker_percentage: u32,
+    /// Kafka's `unclean.leader.election.interval.ms` (default 5 min): how
+    /// often the quorum leader looks for leaderless partitions to elect a
+    /// leader for uncleanly (independent of `enable`).
+    pub unclean_interval: Duration,
 }
 
 impl Default for LeaderRebalance {
@@ -46,6 +60,7 @@ impl Default for LeaderRebalance {
             enable: true,
             check_interval: LEADER_IMBALANCE_CHECK_INTERVAL_DEFAULT,
             per_broker_percentage: LEADER_IMBALANCE_PER_BROKER_PERCENTAGE_DEFAULT,
+            unclean_interval: UNCLEAN_LEADER_ELECTION_INTERVAL_DEFAULT,
         }
     }
 }
@@ -78,6 +93,58 @@ impl Broker {
                     tracing::info!(code = e.code, message = %e.message, "automatic preferred leader election failed")
                 }
             }
+        })
+        .await
+    }
+
+    /// Every `unclean.leader.election.interval.ms`,
+    /// [`Broker::elect_unclean_leaders`]. Holds the broker weakly.
+    pub(crate) async fn unclean_election_task(b: Weak<Broker>) {
+        let Some(first) = b.upgrade() else {
+            return;
+        };
+        let period = first
+            .config
+            .leader_rebalance
+            .unclean_interval
+            .max(Duration::from_millis(100));
+        drop(first);
+        Broker::every(b, period, |me| async move {
+            match me.elect_unclean_leaders().await {
+                Ok(results) if !results.is_empty() => {
+                    let elected = results.iter().filter(|r| r.error_code == 0).count();
+                    tracing::warn!(
+                        partitions = results.len(),
+                        elected,
+                        "periodic unclean leader election: leaderless partitions of topics with unclean.leader.election.enable=true take a replica outside their ISR; what the old ISR had beyond its log is lost"
+                    );
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::info!(code = e.code, message = %e.message, "periodic unclean leader election failed")
+                }
+            }
+        })
+        .await
+    }
+
+    /// One check of the periodic unclean election: when this broker's
+    /// metadata node leads the quorum, proposes an unclean ElectLeaders of
+    /// the candidates. The results (empty when nothing was proposed).
+    pub async fn elect_unclean_leaders(&self) -> Result<Vec<PartitionResult>, AdminError> {
+        let Some(node) = self.metadata() else {
+            return Ok(Vec::new());
+        };
+        if !node.is_leader() {
+            return Ok(Vec::new());
+        }
+        let partitions = node.image().unclean_election_candidates();
+        if partitions.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.propose_partitions(MetaRequest::ElectLeaders {
+            election: ElectionType::Unclean,
+            partitions: Some(partitions),
         })
         .await
     }

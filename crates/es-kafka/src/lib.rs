@@ -21,6 +21,7 @@ pub mod connection;
 pub mod errors;
 pub mod groups;
 pub mod handlers;
+pub mod hw_checkpoint;
 pub mod interbroker;
 pub mod partition_log;
 pub mod replica;

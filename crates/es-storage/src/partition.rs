@@ -217,6 +217,9 @@ struct CommitState {
     /// Replicated ([`Partition::set_replicated`]): the high watermark the
     /// replication layer set, at most the durable end.
     replicated_hw: Option<u64>,
+    /// Where the high watermark starts when replication is first switched
+    /// on after a restart ([`Partition::restore_high_watermark`]).
+    restored_hw: Option<u64>,
 }
 
 /// Called once records are durable, or with the error that prevents it.
@@ -410,6 +413,7 @@ impl Partition {
                 core: CommitCore::new(mark),
                 last_sync: Instant::now(),
                 replicated_hw: None,
+                restored_hw: None,
             }),
             synced: Condvar::new(),
             log_start: std::sync::atomic::AtomicU64::new(start),

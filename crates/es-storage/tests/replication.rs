@@ -871,6 +871,49 @@ fn a_replicated_high_watermark_gates_what_readers_see() {
 }
 
 #[test]
+fn a_restarted_replica_starts_at_its_restored_high_watermark() {
+    let fs: Arc<dyn Fs> = Arc::new(SimFs::new());
+    let p = open(&fs, Path::new("/d/t/0"));
+    let mut b = RecordBatchBuf::new();
+    for i in 0..10 {
+        b.push(1, None, Some(format!("r{i}").as_bytes()), [], &plain());
+    }
+    p.append(&mut b).expect("append");
+    p.flush().expect("flush");
+    // Checkpointed at 6: the four records above it were fsynced here but
+    // may be on no other replica.
+    p.restore_high_watermark(6);
+    assert_eq!(p.high_watermark(), 10, "not replicated yet: unchanged");
+    p.set_replicated(true);
+    assert_eq!(p.high_watermark(), 6, "starts at the restored watermark");
+    assert_eq!(p.set_high_watermark(9), 9, "then moves with the ISR");
+    // Used once: switched off and on again, it starts at what readers saw.
+    p.set_replicated(false);
+    p.set_replicated(true);
+    assert_eq!(p.high_watermark(), 10);
+
+    // Nothing checkpointed: the log start; and never above the durable end.
+    let q = open(&fs, Path::new("/d/t/1"));
+    let mut b = RecordBatchBuf::new();
+    b.push(1, None, Some(b"x"), [], &plain());
+    q.append(&mut b).expect("append");
+    q.flush().expect("flush");
+    q.restore_high_watermark(50);
+    q.set_replicated(true);
+    assert_eq!(q.high_watermark(), 1, "clamped to the durable end");
+    let r = open(&fs, Path::new("/d/t/2"));
+    r.restore_high_watermark(0);
+    // Alone in the ISR first (switched off), the restored value is dropped.
+    r.set_replicated(false);
+    let mut b = RecordBatchBuf::new();
+    b.push(1, None, Some(b"y"), [], &plain());
+    r.append(&mut b).expect("append");
+    r.flush().expect("flush");
+    r.set_replicated(true);
+    assert_eq!(r.high_watermark(), 1);
+}
+
+#[test]
 fn waiters_for_records_a_truncation_removes_fail() {
     let sim = SimFs::new();
     let fs: Arc<dyn Fs> = Arc::new(sim.clone());

@@ -75,6 +75,24 @@ pub fn delete(addr: &str, topic: &str) -> i16 {
     r.responses[0].error_code
 }
 
+/// Sets one config of `topic` through `addr` (IncrementalAlterConfigs v1,
+/// SET): the resource's error code.
+pub fn alter_topic(addr: &str, topic: &str, key: &str, value: &str) -> i16 {
+    let mut c = KafkaClient::connect(addr, "repl-test");
+    let mut cfg = incremental_alter_configs_request::AlterableConfig::default();
+    cfg.name = StrBytes::from_string(key.to_string());
+    cfg.config_operation = 0;
+    cfg.value = Some(StrBytes::from_string(value.to_string()));
+    let mut res = incremental_alter_configs_request::AlterConfigsResource::default();
+    res.resource_type = 2;
+    res.resource_name = StrBytes::from_string(topic.to_string());
+    res.configs = vec![cfg];
+    let mut req = IncrementalAlterConfigsRequest::default();
+    req.resources = vec![res];
+    let r: IncrementalAlterConfigsResponse = c.call(ApiKey::IncrementalAlterConfigs, 1, &req);
+    r.responses[0].error_code
+}
+
 /// Partition 0 of `topic` as Metadata (v12) from `addr` shows it:
 /// (leader, leader epoch, replicas, isr); (-1, -1, [], []) while the node
 /// does not know the partition.

@@ -195,15 +195,21 @@ impl Partition {
     /// Replicated (`on`): readers see the high watermark the replication
     /// layer sets ([`Partition::set_high_watermark`]) instead of the durable
     /// end; it starts at what readers saw when this is switched on (at most
-    /// the durable end). Off: back to the single-node rule.
+    /// the durable end), or, the first time after a restart, at the high
+    /// watermark given to [`Partition::restore_high_watermark`]. Off: back
+    /// to the single-node rule.
     pub fn set_replicated(&self, on: bool) {
         let hw = {
             let mut c = self.commit.lock();
+            let restored = c.restored_hw.take();
             match (on, c.replicated_hw) {
                 (true, None) => {
                     // Never above the durable end (with `every_records > 1`
                     // readers saw the written end).
-                    let hw = self.visible(&c).offset.min(c.core.durable().offset);
+                    let mut hw = self.visible(&c).offset.min(c.core.durable().offset);
+                    if let Some(r) = restored {
+                        hw = hw.min(r.max(self.log_start_offset()));
+                    }
                     c.replicated_hw = Some(hw);
                 }
                 (false, Some(_)) => c.replicated_hw = None,
@@ -212,6 +218,21 @@ impl Partition {
             self.visible(&c).offset
         };
         self.notify(hw);
+    }
+
+    /// Where this replica's high watermark starts when the replication
+    /// layer first switches it on after the partition was opened: the high
+    /// watermark last checkpointed, or the log start when none was. A log
+    /// opened after a crash holds records the other replicas may never have
+    /// had (fsynced here, never acknowledged); readers must not see them
+    /// until the in-sync replicas have them again. Has no effect once
+    /// replication was switched on or off since the partition was opened
+    /// (alone in the ISR, the durable end is committed).
+    pub fn restore_high_watermark(&self, hw: u64) {
+        let mut c = self.commit.lock();
+        if c.replicated_hw.is_none() {
+            c.restored_hw = Some(hw);
+        }
     }
 
     /// Whether the partition is replicated ([`Partition::set_replicated`]).
