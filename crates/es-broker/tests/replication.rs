@@ -254,25 +254,25 @@ fn a_topic_deleted_behind_its_paused_leader_does_not_hold_up_the_leaders_other_p
     }
 }
 
-#[test]
-fn an_unclean_election_takes_the_surviving_replica_and_the_old_leader_truncates() {
-    let dir = tempfile::tempdir().expect("tmp");
-    // Four nodes, three of them the quorum's voters, so that the quorum
-    // outlives both replicas of the topic (on nodes 3 and 4).
-    let mut c = Cluster::start_with(dir.path(), 4, 3, &["--replica-lag-time-max-ms", "4000"]);
+/// On a cluster of four nodes (three voters), creates `topic` on nodes 4
+/// (leader) and 3 with min.insync.replicas 1 and `unclean` as its
+/// unclean.leader.election.enable, writes "a" with both in sync, kills
+/// node 3 (the ISR shrinks to node 4), writes "b" on node 4 alone, kills
+/// node 4: the partition is left without a leader, "b" only on node 4.
+fn whole_isr_lost(c: &mut Cluster, topic: &str, unclean: &str) {
     c.leader();
     let configs = [
-        ("unclean.leader.election.enable", "true"),
+        ("unclean.leader.election.enable", unclean),
         ("min.insync.replicas", "1"),
     ];
-    assert_eq!(create_assigned(&c.addr(1), "u", -1, &[4, 3], &configs), 0);
+    assert_eq!(create_assigned(&c.addr(1), topic, -1, &[4, 3], &configs), 0);
     eventually(Duration::from_secs(30), "both in sync", || {
-        let s = shown(&c.addr(1), "u");
+        let s = shown(&c.addr(1), topic);
         (s.0 == 4 && s.3.len() == 2).then_some(())
     });
     // Node 4 (a learner) may apply the topic's creation a moment later.
     let first = eventually(Duration::from_secs(30), "a write to node 4", || {
-        let r = produce(&c.addr(4), "u", "a");
+        let r = produce(&c.addr(4), topic, "a");
         (r.0 == 0).then_some(r)
     });
     assert_eq!(first, (0, 0));
@@ -280,14 +280,23 @@ fn an_unclean_election_takes_the_surviving_replica_and_the_old_leader_truncates(
     // record alone.
     c.nodes.remove(&3).expect("node 3").kill();
     eventually(Duration::from_secs(60), "ISR [4]", || {
-        (shown(&c.addr(1), "u").3 == vec![4]).then_some(())
+        (shown(&c.addr(1), topic).3 == vec![4]).then_some(())
     });
-    assert_eq!(produce(&c.addr(4), "u", "b"), (0, 1));
+    assert_eq!(produce(&c.addr(4), topic, "b"), (0, 1));
     // The leader dies too: no replica left to lead.
     c.nodes.remove(&4).expect("node 4").kill();
     eventually(Duration::from_secs(60), "no leader", || {
-        (shown(&c.addr(1), "u").0 == -1).then_some(())
+        (shown(&c.addr(1), topic).0 == -1).then_some(())
     });
+}
+
+#[test]
+fn an_unclean_election_takes_the_surviving_replica_and_the_old_leader_truncates() {
+    let dir = tempfile::tempdir().expect("tmp");
+    // Four nodes, three of them the quorum's voters, so that the quorum
+    // outlives both replicas of the topic (on nodes 3 and 4).
+    let mut c = Cluster::start_with(dir.path(), 4, 3, &["--replica-lag-time-max-ms", "4000"]);
+    whole_isr_lost(&mut c, "u", "true");
     // Node 3 returns, out of sync: elected uncleanly, it leads without "b".
     let mut p = c.spawn(3);
     p.wait_listening();
@@ -348,42 +357,13 @@ fn a_leaderless_partition_gets_an_unclean_leader_once_its_topic_allows_it() {
             "500",
         ],
     );
-    c.leader();
-    assert_eq!(
-        create_assigned(
-            &c.addr(1),
-            "w",
-            -1,
-            &[4, 3],
-            &[("min.insync.replicas", "1")]
-        ),
-        0
-    );
-    eventually(Duration::from_secs(30), "both in sync", || {
-        let s = shown(&c.addr(1), "w");
-        (s.0 == 4 && s.3.len() == 2).then_some(())
-    });
-    let first = eventually(Duration::from_secs(30), "a write to node 4", || {
-        let r = produce(&c.addr(4), "w", "a");
-        (r.0 == 0).then_some(r)
-    });
-    assert_eq!(first, (0, 0));
-    c.nodes.remove(&3).expect("node 3").kill();
-    eventually(Duration::from_secs(60), "ISR [4]", || {
-        (shown(&c.addr(1), "w").3 == vec![4]).then_some(())
-    });
-    assert_eq!(produce(&c.addr(4), "w", "b"), (0, 1));
-    c.nodes.remove(&4).expect("node 4").kill();
-    eventually(Duration::from_secs(60), "no leader", || {
-        (shown(&c.addr(1), "w").0 == -1).then_some(())
-    });
+    whole_isr_lost(&mut c, "w", "false");
     // Node 3 returns out of sync: not elected while the topic forbids it.
     let mut p = c.spawn(3);
     p.wait_listening();
     c.nodes.insert(3, p);
-    eventually(Duration::from_secs(60), "node 3 registered", || {
-        (shown(&c.addr(3), "w").2 == vec![4, 3]).then_some(())
-    });
+    // Ready means registered and unfenced: a returning broker's own
+    // trigger would have elected it by now.
     assert_eq!(shown(&c.addr(1), "w").0, -1, "no unclean election yet");
     assert_eq!(
         alter_topic(&c.addr(1), "w", "unclean.leader.election.enable", "true"),

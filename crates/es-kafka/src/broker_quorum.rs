@@ -26,6 +26,7 @@ use es_meta::{Materializer, MetaImage};
 use es_storage::{meta, StorageError};
 use uuid::Uuid;
 
+use super::rebalance::PeriodicElection;
 use super::{AdminError, Broker, BROKER_CONFIGS_FILE};
 use crate::config::DynamicBrokerConfigs;
 use crate::errors::ResponseError;
@@ -159,8 +160,9 @@ impl Broker {
         .map_err(|e| MetaError::Fatal(e.to_string()))?
         .map_err(|e| MetaError::Io(std::io::Error::other(e.to_string())))?;
         tokio::spawn(Broker::isr_shrink_task(Arc::downgrade(self)));
-        tokio::spawn(Broker::leader_rebalance_task(Arc::downgrade(self)));
-        tokio::spawn(Broker::unclean_election_task(Arc::downgrade(self)));
+        for kind in [PeriodicElection::Preferred, PeriodicElection::Unclean] {
+            tokio::spawn(Broker::periodic_election_task(Arc::downgrade(self), kind));
+        }
         Ok(())
     }
 

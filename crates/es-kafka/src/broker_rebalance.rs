@@ -20,11 +20,12 @@
 //! as it decides any ElectLeaders (a leader that moved since is simply not
 //! elected again).
 
-use std::sync::Weak;
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use es_meta::image::LEADER_IMBALANCE_PER_BROKER_PERCENTAGE;
-use es_meta::records::{ElectionType, MetaRequest, PartitionResult};
+use es_meta::records::{ElectionType, MetaRequest, PartitionResult, TopicPartitions};
+use es_meta::MetaImage;
 
 use super::{AdminError, Broker};
 
@@ -65,63 +66,57 @@ impl Default for LeaderRebalance {
     }
 }
 
-impl Broker {
-    /// Every `leader.imbalance.check.interval.seconds`, [`Broker::rebalance_leaders`].
-    /// Holds the broker weakly: ends when it is gone or stopping.
-    pub(crate) async fn leader_rebalance_task(b: Weak<Broker>) {
-        let Some(first) = b.upgrade() else {
-            return;
-        };
-        let settings = first.config.leader_rebalance.clone();
-        if !settings.enable {
-            return;
-        }
-        let period = settings.check_interval.max(Duration::from_millis(100));
-        drop(first);
-        Broker::every(b, period, |me| async move {
-            match me.rebalance_leaders().await {
-                Ok(results) if !results.is_empty() => {
-                    let elected = results.iter().filter(|r| r.error_code == 0).count();
-                    tracing::info!(
-                        partitions = results.len(),
-                        elected,
-                        "automatic preferred leader election"
-                    );
-                }
-                Ok(_) => {}
-                Err(e) => {
-                    tracing::info!(code = e.code, message = %e.message, "automatic preferred leader election failed")
-                }
-            }
-        })
-        .await
-    }
+/// The two elections the quorum leader runs periodically.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum PeriodicElection {
+    /// Preferred leaders back ([`Broker::rebalance_leaders`]).
+    Preferred,
+    /// Leaders outside the ISR ([`Broker::elect_unclean_leaders`]).
+    Unclean,
+}
 
-    /// Every `unclean.leader.election.interval.ms`,
-    /// [`Broker::elect_unclean_leaders`]. Holds the broker weakly.
-    pub(crate) async fn unclean_election_task(b: Weak<Broker>) {
+impl Broker {
+    /// Runs `kind` every `leader.imbalance.check.interval.seconds` (not at
+    /// all when `auto.leader.rebalance.enable` is off) or every
+    /// `unclean.leader.election.interval.ms`. Holds the broker weakly: ends
+    /// when it is gone or stopping.
+    pub(crate) async fn periodic_election_task(b: Weak<Broker>, kind: PeriodicElection) {
         let Some(first) = b.upgrade() else {
             return;
         };
-        let period = first
-            .config
-            .leader_rebalance
-            .unclean_interval
-            .max(Duration::from_millis(100));
+        let settings = &first.config.leader_rebalance;
+        let period = match kind {
+            PeriodicElection::Preferred if !settings.enable => return,
+            PeriodicElection::Preferred => settings.check_interval,
+            PeriodicElection::Unclean => settings.unclean_interval,
+        }
+        .max(Duration::from_millis(100));
         drop(first);
-        Broker::every(b, period, |me| async move {
-            match me.elect_unclean_leaders().await {
+        Broker::every(b, period, move |me| async move {
+            let results = match kind {
+                PeriodicElection::Preferred => me.rebalance_leaders().await,
+                PeriodicElection::Unclean => me.elect_unclean_leaders().await,
+            };
+            match results {
                 Ok(results) if !results.is_empty() => {
+                    let partitions = results.len();
                     let elected = results.iter().filter(|r| r.error_code == 0).count();
-                    tracing::warn!(
-                        partitions = results.len(),
-                        elected,
-                        "periodic unclean leader election: leaderless partitions of topics with unclean.leader.election.enable=true take a replica outside their ISR; what the old ISR had beyond its log is lost"
-                    );
+                    match kind {
+                        PeriodicElection::Preferred => tracing::info!(
+                            partitions,
+                            elected,
+                            "automatic preferred leader election"
+                        ),
+                        PeriodicElection::Unclean => tracing::warn!(
+                            partitions,
+                            elected,
+                            "periodic unclean leader election: leaderless partitions of topics with unclean.leader.election.enable=true take a replica outside their ISR; what the old ISR had beyond its log is lost"
+                        ),
+                    }
                 }
                 Ok(_) => {}
                 Err(e) => {
-                    tracing::info!(code = e.code, message = %e.message, "periodic unclean leader election failed")
+                    tracing::info!(election = ?kind, code = e.code, message = %e.message, "periodic leader election failed")
                 }
             }
         })
@@ -132,18 +127,32 @@ impl Broker {
     /// metadata node leads the quorum, proposes an unclean ElectLeaders of
     /// the candidates. The results (empty when nothing was proposed).
     pub async fn elect_unclean_leaders(&self) -> Result<Vec<PartitionResult>, AdminError> {
-        let Some(node) = self.metadata() else {
+        let Some(image) = self.image_if_quorum_leader() else {
             return Ok(Vec::new());
         };
-        if !node.is_leader() {
-            return Ok(Vec::new());
-        }
-        let partitions = node.image().unclean_election_candidates();
+        self.propose_election(ElectionType::Unclean, image.unclean_election_candidates())
+            .await
+    }
+
+    /// The metadata image, when this broker's metadata node leads the
+    /// quorum (es's active controller, the one that runs the periodic
+    /// elections).
+    fn image_if_quorum_leader(&self) -> Option<Arc<MetaImage>> {
+        let node = self.metadata()?;
+        node.is_leader().then(|| node.image())
+    }
+
+    /// Proposes an ElectLeaders of `partitions` (none: nothing proposed).
+    async fn propose_election(
+        &self,
+        election: ElectionType,
+        partitions: Vec<TopicPartitions>,
+    ) -> Result<Vec<PartitionResult>, AdminError> {
         if partitions.is_empty() {
             return Ok(Vec::new());
         }
         self.propose_partitions(MetaRequest::ElectLeaders {
-            election: ElectionType::Unclean,
+            election,
             partitions: Some(partitions),
         })
         .await
@@ -154,13 +163,9 @@ impl Broker {
     /// ElectLeaders of the imbalanced partitions. The results (empty when
     /// nothing was proposed).
     pub async fn rebalance_leaders(&self) -> Result<Vec<PartitionResult>, AdminError> {
-        let Some(node) = self.metadata() else {
+        let Some(image) = self.image_if_quorum_leader() else {
             return Ok(Vec::new());
         };
-        if !node.is_leader() {
-            return Ok(Vec::new());
-        }
-        let image = node.image();
         let Some(dynamic) = image.auto_leader_rebalance() else {
             return Ok(Vec::new());
         };
@@ -173,14 +178,10 @@ impl Broker {
         } else {
             self.config.leader_rebalance.per_broker_percentage
         };
-        let partitions = image.preferred_leader_imbalance(percentage);
-        if partitions.is_empty() {
-            return Ok(Vec::new());
-        }
-        self.propose_partitions(MetaRequest::ElectLeaders {
-            election: ElectionType::Preferred,
-            partitions: Some(partitions),
-        })
+        self.propose_election(
+            ElectionType::Preferred,
+            image.preferred_leader_imbalance(percentage),
+        )
         .await
     }
 }
