@@ -8,11 +8,11 @@
 //! es-loadgen produce --bootstrap B --topic T [--partitions N] (--records N | --duration-s S)
 //!            [--record-size 256] [--producers 1] [--rate R] [--linger-ms 5]
 //!            [--batch-size 16384] [--acks all] [--max-inflight 5] [--queue-kbytes 4096]
-//!            [--idempotence false] [--timeout-s 120]
+//!            [--idempotence false] [--timeout-s 120] [--ack-log PATH]
 //! es-loadgen consume --bootstrap B --topic T --partitions N --records N [--timeout-s 120]
 //! es-loadgen e2e     --bootstrap B --topic T --rate R --duration-s S [--record-size 256]
 //!            [--linger-ms 0]
-//! es-loadgen create  --bootstrap B --topic T --partitions N [--config k=v]...
+//! es-loadgen create  --bootstrap B --topic T --partitions N [--replication 1] [--config k=v]...
 //! es-loadgen delete  --bootstrap B --topic T
 //! ```
 //!
@@ -27,6 +27,9 @@
 //! `--rate` paces the sends (records per second over all producers); latency
 //! still runs from the actual `send()`, and `behind_ms` reports how far the
 //! sender fell behind its schedule (non-zero means the rate was not met).
+//! `--ack-log PATH` also writes one line per acknowledged record, `SENT_MS
+//! ACKED_MS` in wall-clock milliseconds since the Unix epoch: the fail-over
+//! measurement reads from it the first acknowledgement after a kill.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -227,7 +230,8 @@ fn create(a: &Args) -> Res<String> {
             None => Err(format!("--config {kv:?} is not key=value")),
         })
         .collect::<Res<_>>()?;
-    let mut t = NewTopic::new(&topic, partitions, TopicReplication::Fixed(1));
+    let replicas: i32 = a.num("replication", Some(1))?;
+    let mut t = NewTopic::new(&topic, partitions, TopicReplication::Fixed(replicas));
     for (k, v) in &configs {
         t = t.set(k, v);
     }
@@ -265,6 +269,8 @@ struct Shared {
     ok: AtomicU64,
     failed: AtomicU64,
     first_error: Mutex<Option<String>>,
+    /// (sent, acknowledged) in nanoseconds since `t0`, kept with `--ack-log`.
+    acks: Option<Mutex<Vec<(u64, u64)>>>,
 }
 
 struct Ctx {
@@ -282,6 +288,11 @@ impl ProducerContext for Ctx {
             Ok(_) => {
                 s.ok.fetch_add(1, Ordering::Relaxed);
                 let now = s.t0.elapsed().as_nanos() as u64;
+                if let Some(Ok(mut acks)) = s.acks.as_ref().map(|a| a.lock()) {
+                    if acks.len() < LATENCY_SAMPLES_MAX {
+                        acks.push((sent_ns as u64, now));
+                    }
+                }
                 let us = (now.saturating_sub(sent_ns as u64) / 1000).min(u32::MAX as u64) as u32;
                 if let Ok(mut v) = self.lat_us.lock() {
                     if v.len() < LATENCY_SAMPLES_MAX {
@@ -357,12 +368,17 @@ fn produce(a: &Args) -> Res<String> {
     if producers == 0 || size == 0 {
         return Err("--producers and --record-size must be positive".into());
     }
+    let ack_log = a.opt_str("ack-log");
     let cfg = producer_config(a, 5)?;
+    let t0_unix = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_err(|e| format!("clock: {e}"))?;
     let shared = Arc::new(Shared {
         t0: Instant::now(),
         ok: AtomicU64::new(0),
         failed: AtomicU64::new(0),
         first_error: Mutex::new(None),
+        acks: ack_log.as_ref().map(|_| Mutex::new(Vec::new())),
     });
     let chunk = (batch / size as u64).max(1);
     // Connect every producer before the clock starts.
@@ -468,6 +484,9 @@ fn produce(a: &Args) -> Res<String> {
             "{failed} of {sent} records failed, {ok} acknowledged (first error: {first:?})"
         ));
     }
+    if let (Some(path), Some(acks)) = (&ack_log, &shared.acks) {
+        write_ack_log(path, t0_unix, &acks.lock().map_err(|_| "poisoned")?)?;
+    }
     let bytes = ok * size as u64;
     Ok(format!(
         "{{\"ok\":true,\"records\":{ok},\"bytes\":{bytes},\"secs\":{secs:.4},\"records_per_s\":{:.1},\"mb_per_s\":{:.2},\"offered_rate\":{rate},\"send_rate\":{:.1},\"behind_ms\":{behind_ms:.2},\"latency\":{}}}",
@@ -476,6 +495,23 @@ fn produce(a: &Args) -> Res<String> {
         sent as f64 / send_secs.max(1e-9),
         latency_json(&mut lat)
     ))
+}
+
+/// Writes `SENT_MS ACKED_MS` per acknowledged record, wall clock (ms since
+/// the Unix epoch), from nanoseconds since the run's `t0` taken at `t0_unix`.
+fn write_ack_log(path: &str, t0_unix: Duration, acks: &[(u64, u64)]) -> Res<()> {
+    use std::fmt::Write as _;
+    let base = t0_unix.as_secs_f64() * 1e3;
+    let mut out = String::with_capacity(acks.len() * 32);
+    for &(sent, acked) in acks {
+        let _ = writeln!(
+            out,
+            "{:.3} {:.3}",
+            base + sent as f64 / 1e6,
+            base + acked as f64 / 1e6
+        );
+    }
+    std::fs::write(path, out).map_err(|e| format!("{path}: {e}"))
 }
 
 fn consumer(a: &Args, extra: &[(&str, &str)]) -> Res<BaseConsumer> {
@@ -563,6 +599,7 @@ fn e2e(a: &Args) -> Res<String> {
         ok: AtomicU64::new(0),
         failed: AtomicU64::new(0),
         first_error: Mutex::new(None),
+        acks: None,
     });
     let p: BaseProducer<Ctx> = cfg
         .create_with_context(Ctx {
