@@ -21,36 +21,16 @@ mod common;
 use std::time::Duration;
 
 use common::cluster::Cluster;
-use common::replicas::{check_format, create_assigned, log_bytes, name, produce, read_all, shown};
+use common::replicas::{
+    check_format, create_assigned, log_bytes, name, produce, read_all, reassign, shown,
+};
 use es_test_support::wait::eventually;
 use es_test_support::wire::KafkaClient;
-use kafka_protocol::messages::alter_partition_reassignments_request::{
-    ReassignablePartition, ReassignableTopic,
-};
 use kafka_protocol::messages::elect_leaders_request::TopicPartitions;
 use kafka_protocol::messages::*;
 
 const ELECTION_NOT_NEEDED: i16 = 84;
 const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
-
-/// AlterPartitionReassignments (v0) of partition 0 of `topic` to `target`:
-/// the partition's error code.
-fn reassign(addr: &str, topic: &str, target: &[i32]) -> i16 {
-    let mut c = KafkaClient::connect_with_timeout(addr, "reassign-test", Duration::from_secs(40));
-    let mut p = ReassignablePartition::default();
-    p.partition_index = 0;
-    p.replicas = Some(target.iter().copied().map(BrokerId).collect());
-    let mut t = ReassignableTopic::default();
-    t.name = name(topic);
-    t.partitions = vec![p];
-    let mut req = AlterPartitionReassignmentsRequest::default();
-    req.timeout_ms = 30_000;
-    req.topics = vec![t];
-    let r: AlterPartitionReassignmentsResponse =
-        c.call(ApiKey::AlterPartitionReassignments, 0, &req);
-    assert_eq!(r.error_code, 0, "{r:?}");
-    r.responses[0].partitions[0].error_code
-}
 
 /// One partition ListPartitionReassignments lists: topic, partition,
 /// replicas, adding, removing.

@@ -11,6 +11,12 @@
 //! offset the group's committed offset, and EndTxn(abort) of the second
 //! drops its offset (nothing committed, nothing pending).
 //!
+//! When one node coordinates both the transaction and the group, the
+//! offsets wait in the same place (the metadata quorum, under the group):
+//! the group's `__consumer_offsets` partition reassigned away from that
+//! node before EndTxn, its new coordinator holds them pending and the
+//! marker of the (unmoved) transaction coordinator settles them there.
+//!
 //! Waits are bounded polls on conditions.
 
 mod common;
@@ -18,7 +24,7 @@ mod common;
 use std::time::Duration;
 
 use common::cluster::Cluster;
-use common::replicas::{create, name, shown};
+use common::replicas::{create, name, reassign, shown};
 use common::txn::{agreed_coordinator, end_txn, init_producer_id, GROUP_KEY, TRANSACTION_KEY};
 use es_test_support::wait::eventually;
 use es_test_support::wire::KafkaClient;
@@ -197,6 +203,64 @@ fn pending_offsets_move_with_the_group_coordinator_and_are_settled_by_the_marker
         });
         assert_eq!(got, want, "{group} after EndTxn(commit={commit})");
     }
+    for (_, p) in std::mem::take(&mut c.nodes) {
+        p.stop();
+    }
+}
+
+#[test]
+fn offsets_of_a_transaction_and_group_coordinated_together_follow_the_group_when_it_moves() {
+    let dir = tempfile::tempdir().expect("tmp");
+    // One __consumer_offsets partition, so that moving it moves the group.
+    let mut c = Cluster::start_with(
+        dir.path(),
+        3,
+        3,
+        &[
+            "--offsets-topic-num-partitions",
+            "1",
+            "--transaction-state-log-num-partitions",
+            "3",
+        ],
+    );
+    c.leader();
+    assert_eq!(create(&c.addr(1), TOPIC, 3, &[]), 0);
+    let group = "together";
+    let a = agreed_coordinator(&c, GROUP_KEY, group, None);
+    agreed_coordinator(&c, TRANSACTION_KEY, "together-probe", None);
+    for t in ["__consumer_offsets", "__transaction_state"] {
+        eventually(Duration::from_secs(60), "internal topic in sync", || {
+            let s = shown(&c.addr(1), t);
+            (s.2.len() == 3 && s.3.len() == 3).then_some(())
+        });
+    }
+    let id = id_on(&c, "together", a);
+    let (e, pid, epoch) = init_producer_id(&c.addr(a), &id, 120_000);
+    assert_eq!(e, 0, "InitProducerId {id}");
+    assert_eq!(add_offsets(&c.addr(a), &id, pid, epoch, group), 0);
+    eventually(Duration::from_secs(30), "TxnOffsetCommit at A", || {
+        (txn_offset_commit(&c.addr(a), &id, pid, epoch, group, 42) == 0).then_some(())
+    });
+    assert_eq!(fetch(&c.addr(a), group), (0, UNSTABLE_OFFSET_COMMIT, -1));
+
+    // The group's partition moves to the two other nodes; A keeps the
+    // transaction.
+    let others: Vec<i32> = c.nodes.keys().copied().filter(|n| *n != a).collect();
+    assert_eq!(reassign(&c.addr(a), "__consumer_offsets", &others), 0);
+    let next = agreed_coordinator(&c, GROUP_KEY, group, Some(a));
+    println!("group {group}: coordinator {a}, now {next}; transaction {id} stays on {a}");
+    eventually(
+        Duration::from_secs(60),
+        "pending at the new coordinator",
+        || (fetch(&c.addr(next), group) == (0, UNSTABLE_OFFSET_COMMIT, -1)).then_some(()),
+    );
+    assert_eq!(agreed_coordinator(&c, TRANSACTION_KEY, &id, None), a);
+    assert_eq!(end_txn(&c.addr(a), &id, pid, epoch, true), 0, "EndTxn");
+    let got = eventually(Duration::from_secs(60), "the marker settled them", || {
+        let (e, pe, o) = fetch(&c.addr(next), group);
+        (e == 0 && pe == 0).then_some(o)
+    });
+    assert_eq!(got, 42);
     for (_, p) in std::mem::take(&mut c.nodes) {
         p.stop();
     }

@@ -8,6 +8,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use es_test_support::wire::KafkaClient;
+use kafka_protocol::messages::alter_partition_reassignments_request::{
+    ReassignablePartition, ReassignableTopic,
+};
 use kafka_protocol::messages::create_topics_request::{
     CreatableReplicaAssignment, CreatableTopic, CreatableTopicConfig,
 };
@@ -91,6 +94,25 @@ pub fn alter_topic(addr: &str, topic: &str, key: &str, value: &str) -> i16 {
     req.resources = vec![res];
     let r: IncrementalAlterConfigsResponse = c.call(ApiKey::IncrementalAlterConfigs, 1, &req);
     r.responses[0].error_code
+}
+
+/// AlterPartitionReassignments (v0) of partition 0 of `topic` to `target`:
+/// the partition's error code.
+pub fn reassign(addr: &str, topic: &str, target: &[i32]) -> i16 {
+    let mut c = KafkaClient::connect_with_timeout(addr, "reassign-test", Duration::from_secs(40));
+    let mut p = ReassignablePartition::default();
+    p.partition_index = 0;
+    p.replicas = Some(target.iter().copied().map(BrokerId).collect());
+    let mut t = ReassignableTopic::default();
+    t.name = name(topic);
+    t.partitions = vec![p];
+    let mut req = AlterPartitionReassignmentsRequest::default();
+    req.timeout_ms = 30_000;
+    req.topics = vec![t];
+    let r: AlterPartitionReassignmentsResponse =
+        c.call(ApiKey::AlterPartitionReassignments, 0, &req);
+    assert_eq!(r.error_code, 0, "{r:?}");
+    r.responses[0].partitions[0].error_code
 }
 
 /// Partition 0 of `topic` as Metadata (v12) from `addr` shows it:

@@ -455,8 +455,16 @@ impl TxnCoordinator {
         Ok(ProduceGuard { inflight })
     }
 
-    /// TxnOffsetCommit: checks the member (when a sink is registered) and
-    /// adds the offsets to the open transaction, durably.
+    /// TxnOffsetCommit at a broker that coordinates both the transaction and
+    /// the group: checks the member (when a sink is registered) and the
+    /// transaction, then holds the offsets as the group's coordinator holds
+    /// them for a transaction coordinated elsewhere
+    /// ([`TxnCoordinator::txn_offset_commit_remote`]: in the metadata
+    /// quorum, under the group). So they move with the group: should its
+    /// coordinator move before the transaction ends, the completion's marker
+    /// for the group's offsets partition settles them at the new one, as
+    /// Kafka's coordinator settles every group's (here, the completion
+    /// settles them itself while the group stays).
     #[allow(clippy::too_many_arguments)]
     pub fn txn_offset_commit(
         &self,
@@ -472,19 +480,19 @@ impl TxnCoordinator {
         if transactional_id.is_empty() {
             return Err(TxnError::InvalidRequest);
         }
-        let sink = self.sink.read().clone();
-        if let Some(sink) = sink {
-            sink.validate_member(group, member_id, instance_id, generation_id)?;
-        }
-        let t = self.core.lock().txns.add_offsets(
-            transactional_id,
+        self.core
+            .lock()
+            .txns
+            .check_offsets(transactional_id, producer_id, epoch, group)?;
+        self.txn_offset_commit_remote(
             producer_id,
             epoch,
             group,
+            member_id,
+            instance_id,
+            generation_id,
             offsets,
-            self.clock.now_ms(),
-        )?;
-        self.journal(t, false)
+        )
     }
 
     /// EndTxn: decides the outcome durably, writes the markers, records the
@@ -806,10 +814,11 @@ impl TxnCoordinator {
                 ),
             }
         }
-        // A group coordinated here whose TxnOffsetCommit went to its former
-        // coordinator (the group moved here, or this broker took the
-        // transaction over): its pending offsets are here now, as if the
-        // marker of its offsets partition had arrived.
+        // A group coordinated here: its pending offsets (TxnOffsetCommit
+        // taken here, or at its former coordinator before the group moved
+        // here or this broker took the transaction over) are settled as if
+        // the marker of its offsets partition had arrived. (`rec.offsets`
+        // holds offsets only in transactions journaled by older versions.)
         let here: Vec<&str> = rec
             .groups
             .iter()

@@ -495,13 +495,8 @@ impl Txns {
         offsets: Vec<TxnOffset>,
         now_ms: i64,
     ) -> Result<Transition, TxnError> {
+        self.check_offsets(id, pid, epoch, group)?;
         let e = self.check_producer(id, pid, epoch)?;
-        if e.pending || e.rec.state.is_prepare() {
-            return Err(TxnError::ConcurrentTransactions);
-        }
-        if e.rec.state != TxnState::Ongoing || !e.rec.groups.contains(group) {
-            return Err(TxnError::TransactionAbortable);
-        }
         let mut rec = e.rec.clone();
         for o in offsets {
             rec.offsets.retain(|x| {
@@ -511,6 +506,26 @@ impl Txns {
         }
         rec.last_update_ms = now_ms;
         Ok(self.begin(id, rec))
+    }
+
+    /// Whether offsets of `group` may join transaction `id` now: the
+    /// producer matches, the transaction is ongoing and not being decided,
+    /// and AddOffsetsToTxn added the group.
+    pub fn check_offsets(
+        &self,
+        id: &str,
+        pid: i64,
+        epoch: i16,
+        group: &str,
+    ) -> Result<(), TxnError> {
+        let e = self.check_producer(id, pid, epoch)?;
+        if e.pending || e.rec.state.is_prepare() {
+            return Err(TxnError::ConcurrentTransactions);
+        }
+        if e.rec.state != TxnState::Ongoing || !e.rec.groups.contains(group) {
+            return Err(TxnError::TransactionAbortable);
+        }
+        Ok(())
     }
 
     /// EndTxn from a client (transaction version 1: the epoch must match).
