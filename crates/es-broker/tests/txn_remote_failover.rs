@@ -119,31 +119,39 @@ fn group_on(c: &Cluster, prefix: &str, coord: i32) -> String {
         .expect("a group on the node")
 }
 
-#[test]
-fn pending_offsets_move_with_the_group_coordinator_and_are_settled_by_the_marker() {
-    let dir = tempfile::tempdir().expect("tmp");
-    let mut c = Cluster::start_with(
-        dir.path(),
+/// Three nodes with `offsets_partitions` partitions of `__consumer_offsets`
+/// and three of `__transaction_state`, both internal topics created (by
+/// the first lookups) and in sync on three replicas, and topic [`TOPIC`].
+fn three_nodes(dir: &std::path::Path, offsets_partitions: &str) -> Cluster {
+    let c = Cluster::start_with(
+        dir,
         3,
         3,
         &[
             "--offsets-topic-num-partitions",
-            "3",
+            offsets_partitions,
             "--transaction-state-log-num-partitions",
             "3",
         ],
     );
     c.leader();
     assert_eq!(create(&c.addr(1), TOPIC, 3, &[]), 0);
-    // The first lookups create the internal topics, three replicas each.
-    let a = agreed_coordinator(&c, TRANSACTION_KEY, "remote-commit-0", None);
-    agreed_coordinator(&c, GROUP_KEY, "remote-probe", None);
+    agreed_coordinator(&c, TRANSACTION_KEY, "probe", None);
+    agreed_coordinator(&c, GROUP_KEY, "probe", None);
     for t in ["__consumer_offsets", "__transaction_state"] {
         eventually(Duration::from_secs(60), "internal topic in sync", || {
             let s = shown(&c.addr(1), t);
             (s.2.len() == 3 && s.3.len() == 3).then_some(())
         });
     }
+    c
+}
+
+#[test]
+fn pending_offsets_move_with_the_group_coordinator_and_are_settled_by_the_marker() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let mut c = three_nodes(dir.path(), "3");
+    let a = agreed_coordinator(&c, TRANSACTION_KEY, "remote-commit-0", None);
     let commit_id = id_on(&c, "remote-commit", a);
     let abort_id = id_on(&c, "remote-abort", a);
     let b = *c.nodes.keys().find(|n| **n != a).expect("another node");
@@ -212,34 +220,21 @@ fn pending_offsets_move_with_the_group_coordinator_and_are_settled_by_the_marker
 fn offsets_of_a_transaction_and_group_coordinated_together_follow_the_group_when_it_moves() {
     let dir = tempfile::tempdir().expect("tmp");
     // One __consumer_offsets partition, so that moving it moves the group.
-    let mut c = Cluster::start_with(
-        dir.path(),
-        3,
-        3,
-        &[
-            "--offsets-topic-num-partitions",
-            "1",
-            "--transaction-state-log-num-partitions",
-            "3",
-        ],
-    );
-    c.leader();
-    assert_eq!(create(&c.addr(1), TOPIC, 3, &[]), 0);
+    let mut c = three_nodes(dir.path(), "1");
     let group = "together";
-    let a = agreed_coordinator(&c, GROUP_KEY, group, None);
-    agreed_coordinator(&c, TRANSACTION_KEY, "together-probe", None);
-    for t in ["__consumer_offsets", "__transaction_state"] {
-        eventually(Duration::from_secs(60), "internal topic in sync", || {
-            let s = shown(&c.addr(1), t);
-            (s.2.len() == 3 && s.3.len() == 3).then_some(())
-        });
-    }
-    let id = id_on(&c, "together", a);
-    let (e, pid, epoch) = init_producer_id(&c.addr(a), &id, 120_000);
+    let id = "together-txn";
+    let a = agreed_coordinator(&c, TRANSACTION_KEY, id, None);
+    // The group's partition on A alone first, so that A coordinates both
+    // (where placement put the leaders is not this test's business).
+    assert_eq!(reassign(&c.addr(a), "__consumer_offsets", &[a]), 0);
+    eventually(Duration::from_secs(60), "A coordinates the group", || {
+        (agreed_coordinator(&c, GROUP_KEY, group, None) == a).then_some(())
+    });
+    let (e, pid, epoch) = init_producer_id(&c.addr(a), id, 120_000);
     assert_eq!(e, 0, "InitProducerId {id}");
-    assert_eq!(add_offsets(&c.addr(a), &id, pid, epoch, group), 0);
+    assert_eq!(add_offsets(&c.addr(a), id, pid, epoch, group), 0);
     eventually(Duration::from_secs(30), "TxnOffsetCommit at A", || {
-        (txn_offset_commit(&c.addr(a), &id, pid, epoch, group, 42) == 0).then_some(())
+        (txn_offset_commit(&c.addr(a), id, pid, epoch, group, 42) == 0).then_some(())
     });
     assert_eq!(fetch(&c.addr(a), group), (0, UNSTABLE_OFFSET_COMMIT, -1));
 
@@ -254,8 +249,8 @@ fn offsets_of_a_transaction_and_group_coordinated_together_follow_the_group_when
         "pending at the new coordinator",
         || (fetch(&c.addr(next), group) == (0, UNSTABLE_OFFSET_COMMIT, -1)).then_some(()),
     );
-    assert_eq!(agreed_coordinator(&c, TRANSACTION_KEY, &id, None), a);
-    assert_eq!(end_txn(&c.addr(a), &id, pid, epoch, true), 0, "EndTxn");
+    assert_eq!(agreed_coordinator(&c, TRANSACTION_KEY, id, None), a);
+    assert_eq!(end_txn(&c.addr(a), id, pid, epoch, true), 0, "EndTxn");
     let got = eventually(Duration::from_secs(60), "the marker settled them", || {
         let (e, pe, o) = fetch(&c.addr(next), group);
         (e == 0 && pe == 0).then_some(o)
