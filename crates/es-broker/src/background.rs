@@ -239,32 +239,43 @@ pub async fn flush_loop(broker: Arc<Broker>, interval: Duration, mut stop: watch
 }
 
 /// Writes the high-watermark checkpoint (es_kafka::hw_checkpoint) every
-/// interval while it changes, and once more when shutdown begins (the
-/// listener has closed by the time the binary waits for this loop).
-pub async fn hw_checkpoint_loop(broker: Arc<Broker>, mut stop: watch::Receiver<bool>) {
-    let writer = Arc::new(std::sync::Mutex::new(hw_checkpoint::Writer::default()));
+/// interval while it changes, until shutdown begins; returns the writer for
+/// the binary's last write once the listener has drained.
+pub async fn hw_checkpoint_loop(
+    broker: Arc<Broker>,
+    mut stop: watch::Receiver<bool>,
+) -> hw_checkpoint::Writer {
+    let mut writer = hw_checkpoint::Writer::default();
     let mut tick = tokio::time::interval(hw_checkpoint::INTERVAL);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
-        let last = tokio::select! {
-            _ = tick.tick() => false,
-            _ = stop.changed() => true,
-        };
-        let (b, w) = (broker.clone(), writer.clone());
-        let wrote = tokio::task::spawn_blocking(move || match w.lock() {
-            Ok(mut w) => w.write(&b),
-            Err(p) => p.into_inner().write(&b),
-        })
-        .await;
-        match wrote {
-            Ok(Ok(_)) => {}
-            Ok(Err(e)) => {
-                tracing::error!(error = %e, "writing the high-watermark checkpoint failed")
-            }
-            Err(e) => tracing::error!(error = %e, "high-watermark checkpoint task failed"),
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = stop.changed() => return writer,
         }
-        if last {
-            return;
+        writer = write_hw_checkpoint(broker.clone(), writer).await;
+    }
+}
+
+/// One checkpoint write on a blocking thread (logged if it fails).
+pub async fn write_hw_checkpoint(
+    broker: Arc<Broker>,
+    mut writer: hw_checkpoint::Writer,
+) -> hw_checkpoint::Writer {
+    let done = tokio::task::spawn_blocking(move || {
+        let r = writer.write(&broker);
+        (writer, r)
+    })
+    .await;
+    match done {
+        Ok((writer, Ok(_))) => writer,
+        Ok((writer, Err(e))) => {
+            tracing::error!(error = %e, "writing the high-watermark checkpoint failed");
+            writer
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "high-watermark checkpoint task failed");
+            hw_checkpoint::Writer::default()
         }
     }
 }

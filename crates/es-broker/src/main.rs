@@ -478,10 +478,9 @@ async fn run(args: Args, storage: Storage) -> anyhow::Result<()> {
         }
     }
     if let Some(task) = hw_checkpoint {
-        // The loop writes a last checkpoint as it stops.
-        if let Err(e) = task.await {
-            tracing::error!(error = %e, "high-watermark checkpoint task failed");
-        }
+        // The last checkpoint, after the listener has drained.
+        let writer = task.await.unwrap_or_default();
+        background::write_hw_checkpoint(broker.clone(), writer).await;
     }
     broker.stop_metadata().await;
     tracing::info!("closing partitions");

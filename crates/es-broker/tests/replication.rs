@@ -290,6 +290,20 @@ fn whole_isr_lost(c: &mut Cluster, topic: &str, unclean: &str) {
     });
 }
 
+/// After [`whole_isr_lost`] and node 3's unclean election: node 3 leads
+/// alone, and a write there takes the offset "b" had on node 4.
+fn node_3_leads_without_b(c: &Cluster, topic: &str) {
+    eventually(Duration::from_secs(60), "node 3 leads", || {
+        let s = shown(&c.addr(1), topic);
+        (s.0 == 3 && s.3 == vec![3]).then_some(())
+    });
+    let (e, off) = eventually(Duration::from_secs(60), "a write to node 3", || {
+        let r = produce(&c.addr(3), topic, "c");
+        (r.0 == 0).then_some(r)
+    });
+    assert_eq!((e, off), (0, 1), "c takes the offset b had");
+}
+
 #[test]
 fn an_unclean_election_takes_the_surviving_replica_and_the_old_leader_truncates() {
     let dir = tempfile::tempdir().expect("tmp");
@@ -311,15 +325,7 @@ fn an_unclean_election_takes_the_surviving_replica_and_the_old_leader_truncates(
         },
     );
     c.nodes.insert(3, p);
-    eventually(Duration::from_secs(60), "node 3 leads", || {
-        let s = shown(&c.addr(1), "u");
-        (s.0 == 3 && s.3 == vec![3]).then_some(())
-    });
-    let (e, off) = eventually(Duration::from_secs(60), "a write to node 3", || {
-        let r = produce(&c.addr(3), "u", "c");
-        (r.0 == 0).then_some(r)
-    });
-    assert_eq!((e, off), (0, 1), "c takes the offset b had");
+    node_3_leads_without_b(&c, "u");
     // Node 4 returns as a follower: truncates b, catches up, rejoins.
     let mut p = c.spawn(4);
     p.wait_listening();
@@ -369,15 +375,7 @@ fn a_leaderless_partition_gets_an_unclean_leader_once_its_topic_allows_it() {
         alter_topic(&c.addr(1), "w", "unclean.leader.election.enable", "true"),
         0
     );
-    eventually(Duration::from_secs(60), "node 3 elected", || {
-        let s = shown(&c.addr(1), "w");
-        (s.0 == 3 && s.3 == vec![3]).then_some(())
-    });
-    let (e, off) = eventually(Duration::from_secs(60), "a write to node 3", || {
-        let r = produce(&c.addr(3), "w", "c");
-        (r.0 == 0).then_some(r)
-    });
-    assert_eq!((e, off), (0, 1), "c takes the offset b had");
+    node_3_leads_without_b(&c, "w");
     for (_, p) in std::mem::take(&mut c.nodes) {
         p.stop();
     }

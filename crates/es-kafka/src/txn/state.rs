@@ -483,34 +483,12 @@ impl Txns {
             .collect())
     }
 
-    /// TxnOffsetCommit: the offsets join the open transaction. The group must
-    /// have been added with AddOffsetsToTxn (otherwise TRANSACTION_ABORTABLE,
-    /// which the handler maps for older clients).
-    pub fn add_offsets(
-        &mut self,
-        id: &str,
-        pid: i64,
-        epoch: i16,
-        group: &str,
-        offsets: Vec<TxnOffset>,
-        now_ms: i64,
-    ) -> Result<Transition, TxnError> {
-        self.check_offsets(id, pid, epoch, group)?;
-        let e = self.check_producer(id, pid, epoch)?;
-        let mut rec = e.rec.clone();
-        for o in offsets {
-            rec.offsets.retain(|x| {
-                !(x.group == o.group && x.topic == o.topic && x.partition == o.partition)
-            });
-            rec.offsets.push(o);
-        }
-        rec.last_update_ms = now_ms;
-        Ok(self.begin(id, rec))
-    }
-
-    /// Whether offsets of `group` may join transaction `id` now: the
-    /// producer matches, the transaction is ongoing and not being decided,
-    /// and AddOffsetsToTxn added the group.
+    /// TxnOffsetCommit: whether offsets of `group` may join transaction
+    /// `id` now: the producer matches, the transaction is ongoing and not
+    /// being decided, and AddOffsetsToTxn added the group (otherwise
+    /// TRANSACTION_ABORTABLE, which the handler maps for older clients).
+    /// The offsets themselves wait with the group (`TxnCoordinator::txn_offset_commit`);
+    /// `TxnRecord::offsets` holds offsets only in records older versions wrote.
     pub fn check_offsets(
         &self,
         id: &str,
@@ -903,7 +881,7 @@ mod tests {
             instance_id: None,
         };
         assert_eq!(
-            s.add_offsets("a", pid, ep, "g", vec![off(1)], 0),
+            s.check_offsets("a", pid, ep, "g"),
             Err(TxnError::TransactionAbortable)
         );
         let t = s
@@ -911,16 +889,11 @@ mod tests {
             .expect("add")
             .expect("t");
         s.finish(t);
-        let t = s
-            .add_offsets("a", pid, ep, "g", vec![off(1)], 0)
-            .expect("t");
-        s.finish(t);
-        let t = s
-            .add_offsets("a", pid, ep, "g", vec![off(5)], 0)
-            .expect("t");
-        s.finish(t);
-        let r = s.get("a").expect("a");
-        assert_eq!(r.offsets, vec![off(5)]);
+        assert_eq!(s.check_offsets("a", pid, ep, "g"), Ok(()));
+        // A record an older version wrote carries the transaction's offsets.
+        let mut rec = s.get("a").expect("a").clone();
+        rec.offsets = vec![off(5)];
+        s.load("a", rec);
         assert!(s.has_pending_offset("g", "in", 0));
         let t = s.end_txn("a", pid, ep, true, 0).expect("end").expect("t");
         s.finish_keep_pending(t);
