@@ -8,7 +8,10 @@
 
 mod background;
 mod dump_log;
+mod keys;
+mod listeners;
 mod quorum;
+mod settings;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -22,7 +25,6 @@ use es_kafka::broker::{split_host_port, Broker, BrokerConfig};
 use es_kafka::config::{OFFSETS_TOPIC_PARTITIONS_DEFAULT, TRANSACTION_STATE_PARTITIONS_DEFAULT};
 use es_kafka::topics::PARTITIONS_MAX;
 use es_storage::{RealFs, Storage, SyncMode};
-use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 /// How long a controlled shutdown waits for the quorum to move this
@@ -39,7 +41,8 @@ const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
     name = "es-broker",
     version,
     about,
-    args_conflicts_with_subcommands = true
+    args_conflicts_with_subcommands = true,
+    args_override_self = true
 )]
 struct Args {
     /// Without a subcommand, es-broker runs the broker.
@@ -48,12 +51,39 @@ struct Args {
     /// Directory holding topics and broker metadata.
     #[arg(long, default_value = "./data")]
     data_dir: PathBuf,
-    /// Address to listen on (port 0 picks a free port).
-    #[arg(long, default_value = "127.0.0.1:9092")]
+    /// Address of the one PLAINTEXT listener when no --listener is given
+    /// (port 0 picks a free port).
+    #[arg(long, default_value = listeners::LISTEN_DEFAULT)]
     listen: String,
-    /// HOST:PORT clients are told to connect to (default: the listen address).
+    /// A listener, NAME://HOST:PORT (repeated; Kafka's `listeners`). Its
+    /// security protocol is the name's, or as --listener-security-protocol-map says.
+    #[arg(long = "listener")]
+    listeners: Vec<String>,
+    /// NAME:PROTOCOL,... (Kafka's `listener.security.protocol.map`):
+    /// PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL for each listener name.
     #[arg(long)]
-    advertised_listener: Option<String>,
+    listener_security_protocol_map: Option<String>,
+    /// NAME://HOST:PORT clients are told to connect to on listener NAME
+    /// (repeated); a bare HOST:PORT is the first listener's. Default: the
+    /// bound address.
+    #[arg(long = "advertised-listener")]
+    advertised_listeners: Vec<String>,
+    /// PEM certificate chain of TLS listeners (Kafka's ssl.keystore.location).
+    #[arg(long)]
+    ssl_cert: Option<PathBuf>,
+    /// PEM private key of TLS listeners.
+    #[arg(long)]
+    ssl_key: Option<PathBuf>,
+    /// PEM certificates of the CAs client certificates are checked against
+    /// (ssl.client.auth=requested or required).
+    #[arg(long)]
+    ssl_ca: Option<PathBuf>,
+    /// A Kafka-style properties file of broker settings (docs/operations.md).
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// A broker setting in Kafka's name, NAME=VALUE (repeated; over --config).
+    #[arg(long = "set", value_name = "NAME=VALUE")]
+    set: Vec<String>,
     /// This node's id (Kafka's node.id): a broker id and, in a cluster, a
     /// member of the metadata quorum. Never reused.
     #[arg(long, default_value_t = 0)]
@@ -162,6 +192,8 @@ enum Command {
     /// Describe the controller quorum, or add and remove its voters, over a
     /// node's Raft listener.
     Quorum(quorum::QuorumArgs),
+    /// Create, list and revoke the API keys SASL/PLAIN authenticates.
+    Keys(keys::KeysArgs),
 }
 
 /// `--sync-mode`.
@@ -238,12 +270,16 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
 }
 
 fn main() -> anyhow::Result<()> {
-    let args = Args::parse();
+    let expanded = settings::expand(std::env::args_os().collect())?;
+    let args = Args::parse_from(expanded.argv);
     match &args.command {
         Some(Command::DumpLog(a)) => return dump_log::run(a),
         Some(Command::Quorum(a)) => return quorum::run(a),
+        Some(Command::Keys(a)) => return keys::run(a),
         None => {}
     }
+    let security = expanded.security;
+    let topic_defaults = expanded.topic_defaults;
     let filter = tracing_subscriber::EnvFilter::try_new(&args.log_level)
         .with_context(|| format!("bad --log-level {:?}", args.log_level))?;
     tracing_subscriber::fmt()
@@ -267,7 +303,7 @@ fn main() -> anyhow::Result<()> {
         .thread_name("es-broker")
         .build()
         .context("starting the runtime")?;
-    rt.block_on(run(args, storage))
+    rt.block_on(run(args, security, topic_defaults, storage))
 }
 
 /// The lock file in the data directory ([`lock_data_dir`]).
@@ -304,7 +340,12 @@ fn lock_data_dir(config: &BrokerConfig) -> anyhow::Result<std::fs::File> {
     }
 }
 
-async fn run(args: Args, storage: Storage) -> anyhow::Result<()> {
+async fn run(
+    args: Args,
+    security: BTreeMap<String, String>,
+    topic_defaults: BTreeMap<String, String>,
+    storage: Storage,
+) -> anyhow::Result<()> {
     if args.default_partitions < 1 {
         bail!("--default-partitions must be at least 1");
     }
@@ -334,29 +375,24 @@ async fn run(args: Args, storage: Storage) -> anyhow::Result<()> {
             args.group_max_session_timeout_ms
         );
     }
-    let listener = TcpListener::bind(&args.listen)
-        .await
-        .with_context(|| format!("binding {}", args.listen))?;
-    let local = listener.local_addr().context("reading the bound address")?;
-    let advertised = match &args.advertised_listener {
-        Some(a) => split_host_port(a)
-            .with_context(|| format!("--advertised-listener {a:?} is not HOST:PORT"))?,
-        None if local.ip().is_unspecified() => {
-            // Clients cannot connect to 0.0.0.0; loopback is the one address
-            // that surely reaches us. Say so, since remote clients need more.
-            let host = if local.is_ipv4() { "127.0.0.1" } else { "::1" };
-            tracing::warn!(
-                "listening on {local} without --advertised-listener; advertising {host}:{}, which only local clients can reach",
-                local.port()
-            );
-            (host.to_string(), i32::from(local.port()))
-        }
-        None => (local.ip().to_string(), i32::from(local.port())),
-    };
-    let mut config = BrokerConfig::new(args.data_dir.clone(), &local.to_string());
+    let mut security = es_kafka::security::SecurityConfig::from_settings(&security)
+        .map_err(|e| anyhow::anyhow!(e))?;
+    security.set_tls_files(
+        args.ssl_cert.clone(),
+        args.ssl_key.clone(),
+        args.ssl_ca.clone(),
+    );
+    let bound = listeners::bind(&args, &security).await?;
+    let mut config = BrokerConfig::new(args.data_dir.clone(), &bound.first_bind);
     config.storage = storage;
-    config.advertised_host = advertised.0;
-    config.advertised_port = advertised.1;
+    config.advertised_host = bound.listeners[0].spec.advertised_host.clone();
+    config.advertised_port = bound.listeners[0].spec.advertised_port;
+    config.listeners = bound.listeners.iter().map(|l| l.spec.clone()).collect();
+    if let Some(n) = security.max_connections {
+        config.connections_max = n;
+    }
+    config.security = security;
+    config.static_topic_configs = Arc::new(topic_defaults);
     config.auto_create_topics = args.auto_create_topics;
     config.default_partitions = args.default_partitions;
     config.flush_every_records = args.flush_every_records;
@@ -464,12 +500,20 @@ async fn run(args: Args, storage: Storage) -> anyhow::Result<()> {
         let _ = stop_tx.send(true);
     });
 
-    tracing::info!(
-        "listening on {local} (advertised as {}:{})",
-        broker.config().advertised_host,
-        broker.config().advertised_port
-    );
-    es_kafka::server::run(broker.clone(), listener, stop_rx, DRAIN_TIMEOUT).await;
+    for l in &bound.listeners {
+        tracing::info!(
+            "listening on {} (listener {}, {}; advertised as {}:{})",
+            l.socket
+                .local_addr()
+                .map_or_else(|_| "?".to_string(), |a| a.to_string()),
+            l.spec.name,
+            l.spec.protocol,
+            l.spec.advertised_host,
+            l.spec.advertised_port
+        );
+    }
+    tokio::spawn(listeners::reload_on_sighup(bound.tls.clone()));
+    es_kafka::server::run(broker.clone(), bound.listeners, stop_rx, DRAIN_TIMEOUT).await;
 
     // A cleaner finishes the partition it is on; none runs once we close.
     for task in background {
@@ -588,6 +632,32 @@ mod tests {
         assert_eq!(b.group_min_session_timeout_ms, 100);
         assert!(Args::try_parse_from(["es-broker", "--compaction-interval", "0s"]).is_err());
         assert!(!b.auto_create_topics);
-        assert_eq!(b.advertised_listener.as_deref(), Some("h:1"));
+        assert_eq!(b.advertised_listeners, vec!["h:1".to_string()]);
+        let c = Args::try_parse_from([
+            "es-broker",
+            "--listener",
+            "SASL_SSL://127.0.0.1:9093",
+            "--listener",
+            "INTERNAL://127.0.0.1:9091",
+            "--listener-security-protocol-map",
+            "INTERNAL:PLAINTEXT",
+            "--advertised-listener",
+            "SASL_SSL://broker1:9093",
+            "--ssl-cert",
+            "/c.pem",
+        ])
+        .expect("parses");
+        assert_eq!(c.listeners.len(), 2);
+        assert_eq!(c.ssl_cert, Some(PathBuf::from("/c.pem")));
+        // A later occurrence of a flag wins (settings come before the
+        // command line's own flags).
+        let d = Args::try_parse_from([
+            "es-broker",
+            "--default-partitions=3",
+            "--default-partitions",
+            "5",
+        ])
+        .expect("parses");
+        assert_eq!(d.default_partitions, 5);
     }
 }

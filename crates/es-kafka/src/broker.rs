@@ -33,9 +33,11 @@ use crate::config::{
     BrokerSettings, BrokerTopicDefaults, ConfigError, DynamicBrokerConfigs, TopicConfig,
     OFFSETS_TOPIC_PARTITIONS_DEFAULT, TRANSACTION_STATE_PARTITIONS_DEFAULT,
 };
+pub use crate::errors::AdminError;
 use crate::errors::{code, ResponseError};
 use crate::groups::{Coordinator, GroupConfig};
 use crate::partition_log::PartitionLog;
+use crate::security::{ListenerSpec, Security, SecurityConfig};
 use crate::topics::{self, PartitionSlot, Topic};
 use crate::txn::groups::{GroupsSink, TopicIds};
 use crate::txn::markers::{GroupTarget, MarkerBatch, MarkerTarget};
@@ -55,12 +57,14 @@ mod rebalance;
 mod replicas;
 #[path = "broker_routing.rs"]
 mod routing;
+#[path = "broker_security.rs"]
+mod security_state;
 pub use coordinators::NotHere;
 #[path = "broker_txn.rs"]
 pub mod txn_cluster;
 #[path = "broker_txn_failover.rs"]
 pub mod txn_failover;
-pub use quorum::BrokerFiles;
+pub use quorum::{new_cluster_id, BrokerFiles};
 pub use rebalance::LeaderRebalance;
 pub use routing::{key_partition, CoordinatorPlace, Leadership, NodeEndpoint};
 
@@ -124,6 +128,13 @@ pub struct BrokerConfig {
     pub default_replication_factor: Option<i16>,
     /// The automatic preferred-leader rebalance (Kafka's `auto.leader.*`).
     pub leader_rebalance: LeaderRebalance,
+    /// Every listener, the inter-broker one first (empty: one PLAINTEXT
+    /// listener at the advertised address).
+    pub listeners: Vec<ListenerSpec>,
+    /// TLS, SASL and authorization settings.
+    pub security: SecurityConfig,
+    /// Broker-level topic config defaults given at start (`log.retention.ms`).
+    pub static_topic_configs: Arc<BTreeMap<String, String>>,
     /// The file system, sync pool, reclaimer and clock partitions are
     /// opened with (`--sync-mode` chooses the pool's mode).
     pub storage: Storage,
@@ -164,6 +175,9 @@ impl BrokerConfig {
             replica_lag_time_max_ms: REPLICA_LAG_TIME_MAX_MS_DEFAULT,
             default_replication_factor: None,
             leader_rebalance: LeaderRebalance::default(),
+            listeners: Vec::new(),
+            security: SecurityConfig::default(),
+            static_topic_configs: Arc::default(),
             storage: Storage::new(Arc::new(RealFs)),
         }
     }
@@ -184,6 +198,7 @@ impl BrokerConfig {
             flush_messages: self.flush_every_records.max(1),
             flush_ms: self.flush_interval.as_millis().min(u64::MAX as u128) as u64,
             dynamic: Arc::default(),
+            static_configs: self.static_topic_configs.clone(),
         }
     }
 }
@@ -211,26 +226,6 @@ pub(crate) struct BrokerMeta {
     pub(crate) node_id: i32,
 }
 
-/// A Kafka cluster id: a random UUID in URL-safe base64 without padding (22 chars).
-pub fn new_cluster_id() -> String {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-    let bytes = Uuid::new_v4().into_bytes();
-    let mut out = String::with_capacity(22);
-    for chunk in bytes.chunks(3) {
-        let b = [
-            chunk[0],
-            chunk.get(1).copied().unwrap_or(0),
-            chunk.get(2).copied().unwrap_or(0),
-        ];
-        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
-        let chars = chunk.len() + 1;
-        for i in 0..chars {
-            out.push(ALPHABET[((n >> (18 - 6 * i)) & 63) as usize] as char);
-        }
-    }
-    out
-}
-
 /// Reads `broker_configs.json` (absent: none), dropping with a warning any
 /// entry that is not a valid dynamic broker config, as Kafka ignores invalid
 /// persisted dynamic configs rather than refusing to start.
@@ -247,34 +242,6 @@ fn load_dynamic_configs(
         tracing::warn!(file = %path.display(), ?dropped, "ignoring invalid dynamic broker configs");
     }
     Ok(configs)
-}
-
-/// An admin operation's failure, as Kafka reports it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct AdminError {
-    pub code: i16,
-    pub message: String,
-}
-
-impl AdminError {
-    pub fn new(e: ResponseError, message: impl Into<String>) -> Self {
-        AdminError {
-            code: code(e),
-            message: message.into(),
-        }
-    }
-}
-
-impl From<ConfigError> for AdminError {
-    fn from(e: ConfigError) -> Self {
-        AdminError::new(ResponseError::InvalidConfig, e.to_string())
-    }
-}
-
-impl From<StorageError> for AdminError {
-    fn from(e: StorageError) -> Self {
-        AdminError::new(ResponseError::KafkaStorageError, e.to_string())
-    }
 }
 
 /// The shared state of a running broker.
@@ -301,6 +268,8 @@ pub struct Broker {
     dynamic: RwLock<Arc<DynamicBrokerConfigs>>,
     /// State the request layer keeps per broker ([`Broker::extension`]).
     extensions: Extensions,
+    /// Listeners' security, credentials, the authorizer.
+    security: Arc<Security>,
 }
 
 /// Values the layers above the broker keep per broker, one per type (the
@@ -373,7 +342,15 @@ impl Broker {
             TxnConfig::default(),
             config.storage.clock.clone(),
         )?;
+        let security =
+            Security::open(config.security.clone(), &config.data_dir).map_err(|why| {
+                StorageError::Metadata {
+                    file: config.data_dir.display().to_string(),
+                    why,
+                }
+            })?;
         let broker = Arc::new(Broker {
+            security: Arc::new(security),
             cluster_id: RwLock::new(identity.cluster_id),
             fs,
             storage,
@@ -492,11 +469,9 @@ impl Broker {
         BrokerSettings {
             node_id: self.config.node_id,
             log_dir: self.config.data_dir.display().to_string(),
-            listener: self.config.listen.clone(),
-            advertised_listener: format!(
-                "{}:{}",
-                self.config.advertised_host, self.config.advertised_port
-            ),
+            listener: self.listeners_setting(),
+            advertised_listener: self.advertised_listeners_setting(),
+            security: self.security_settings(),
             auto_create_topics: self.config.auto_create_topics,
             default_partitions: self.config.default_partitions,
             frame_bytes_max: self.config.frame_bytes_max,

@@ -53,6 +53,24 @@ impl Materializer for BrokerFiles {
     }
 }
 
+/// A metadata answer other than the one expected: the entry's refusal, or
+/// (a bug) some other kind of answer.
+fn refused(answer: MetaResponse) -> AdminError {
+    match answer {
+        MetaResponse::Error {
+            error_code,
+            message,
+        } => AdminError {
+            code: error_code,
+            message,
+        },
+        other => AdminError::new(
+            ResponseError::UnknownServerError,
+            format!("unexpected metadata answer {other:?}"),
+        ),
+    }
+}
+
 fn meta_error(e: MetaError) -> AdminError {
     match e {
         MetaError::NoLeader(_) | MetaError::Uncertain(_) => {
@@ -120,12 +138,16 @@ impl Broker {
             broker_id: self.node_id(),
             incarnation_id: Uuid::new_v4().to_string(),
             cluster_id: node.image().cluster_id.clone().unwrap_or_default(),
-            endpoints: vec![Endpoint {
-                name: "PLAINTEXT".into(),
-                host: self.config.advertised_host.clone(),
-                port: u16::try_from(self.config.advertised_port).unwrap_or(0),
-                security_protocol: "PLAINTEXT".into(),
-            }],
+            endpoints: self
+                .listener_specs()
+                .into_iter()
+                .map(|l| Endpoint {
+                    name: l.name,
+                    host: l.advertised_host,
+                    port: u16::try_from(l.advertised_port).unwrap_or(0),
+                    security_protocol: l.protocol.name().into(),
+                })
+                .collect(),
             rack: None,
         };
         let epoch = es_meta::session::register_broker(
@@ -153,6 +175,7 @@ impl Broker {
             me.sweep_placement()?;
             if let Some(image) = me.image() {
                 me.reconcile_all(&image);
+                me.security().apply_metadata(&image.acls, &image.scram);
             }
             Ok::<(), StorageError>(())
         })
@@ -319,17 +342,19 @@ impl Broker {
     ) -> Result<Vec<es_meta::records::PartitionResult>, AdminError> {
         match self.propose(req).await? {
             MetaResponse::Partitions { results } => Ok(results),
-            MetaResponse::Error {
-                error_code,
-                message,
-            } => Err(AdminError {
-                code: error_code,
-                message,
-            }),
-            other => Err(AdminError::new(
-                ResponseError::UnknownServerError,
-                format!("unexpected metadata answer {other:?}"),
-            )),
+            other => Err(refused(other)),
+        }
+    }
+
+    /// Proposes a CreateAcls or DeleteAcls entry: its per-item results, in
+    /// request order, once applied here too.
+    pub(crate) async fn propose_acls(
+        &self,
+        req: MetaRequest,
+    ) -> Result<Vec<es_meta::records::AclResult>, AdminError> {
+        match self.propose(req).await? {
+            MetaResponse::Acls { results } => Ok(results),
+            other => Err(refused(other)),
         }
     }
 
@@ -443,6 +468,9 @@ impl Broker {
                 self.place_partitions(image, name, partitions)?;
             }
             MetaEvent::CoordinatorState(touched) => self.materialize_groups(image, touched)?,
+            MetaEvent::Acls | MetaEvent::ScramCredentials => {
+                self.security().apply_metadata(&image.acls, &image.scram)
+            }
             MetaEvent::ClusterId | MetaEvent::Broker(_) => {}
         }
         Ok(())
@@ -686,4 +714,24 @@ fn broker_alterations(me: i32, d: &DynamicBrokerConfigs) -> Vec<ConfigAlteration
             changes: set(&d.cluster_default),
         },
     ]
+}
+
+/// A Kafka cluster id: a random UUID in URL-safe base64 without padding (22 chars).
+pub fn new_cluster_id() -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let bytes = Uuid::new_v4().into_bytes();
+    let mut out = String::with_capacity(22);
+    for chunk in bytes.chunks(3) {
+        let b = [
+            chunk[0],
+            chunk.get(1).copied().unwrap_or(0),
+            chunk.get(2).copied().unwrap_or(0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        let chars = chunk.len() + 1;
+        for i in 0..chars {
+            out.push(ALPHABET[((n >> (18 - 6 * i)) & 63) as usize] as char);
+        }
+    }
+    out
 }

@@ -20,6 +20,7 @@ use es_meta::image::NO_LEADER;
 use es_meta::MetaImage;
 
 use super::Broker;
+use crate::security::{current_listener, ListenerSpec};
 
 /// A broker as clients reach it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -72,23 +73,54 @@ impl Broker {
         self.meta.get().map(|m| m.image())
     }
 
-    /// This broker's advertised endpoint.
+    /// This broker's listeners, the inter-broker one first.
+    pub fn listener_specs(&self) -> Vec<ListenerSpec> {
+        if self.config.listeners.is_empty() {
+            return vec![ListenerSpec::plaintext(
+                &self.config.advertised_host,
+                self.config.advertised_port,
+            )];
+        }
+        self.config.listeners.clone()
+    }
+
+    /// This broker's advertised endpoint on the listener of the request
+    /// being handled (the inter-broker listener outside a request).
     pub fn own_endpoint(&self) -> NodeEndpoint {
+        let listener = current_listener();
+        let specs = self.listener_specs();
+        let spec = listener
+            .and_then(|l| specs.iter().find(|s| *s.name == *l))
+            .or(specs.first());
+        let (host, port) = spec.map_or_else(
+            || {
+                (
+                    self.config.advertised_host.clone(),
+                    self.config.advertised_port,
+                )
+            },
+            |s| (s.advertised_host.clone(), s.advertised_port),
+        );
         NodeEndpoint {
             id: self.node_id(),
-            host: self.config.advertised_host.clone(),
-            port: self.config.advertised_port,
+            host,
+            port,
             rack: None,
         }
     }
 
-    /// The endpoint broker `id` registered, fenced or not.
+    /// The endpoint broker `id` registered, fenced or not, on the listener
+    /// of the request being handled (Kafka answers with the endpoints of
+    /// the listener the client connected to), else its first.
     pub fn endpoint_of(&self, image: Option<&MetaImage>, id: i32) -> Option<NodeEndpoint> {
         let Some(image) = image else {
             return (id == self.node_id()).then(|| self.own_endpoint());
         };
         let b = image.brokers.get(&id)?;
-        let e = b.endpoints.first()?;
+        let listener = current_listener();
+        let e = listener
+            .and_then(|l| b.endpoints.iter().find(|e| *e.name == *l))
+            .or(b.endpoints.first())?;
         Some(NodeEndpoint {
             id,
             host: e.host.clone(),

@@ -22,9 +22,12 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufWriter};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 
+use es_auth::principal::Principal;
+
 use crate::broker::Broker;
 use crate::codec::frame::{self, FrameStatus, ResponseFrame};
-use crate::handlers::{self, CloseReason};
+use crate::handlers::{self, Client, CloseReason};
+use crate::security::sasl::{Outcome, SaslSession};
 use crate::turn::Turn;
 
 /// Bytes read from the socket at once when no larger frame is pending.
@@ -48,12 +51,42 @@ fn log_close(peer: &str, reason: &CloseReason) {
     }
 }
 
+/// Who is on the other end of a connection, as far as its listener knows
+/// before the first request.
+#[derive(Debug)]
+pub struct Session {
+    /// The listener's name (`None`: a connection made outside a listener,
+    /// in tests).
+    pub listener: Option<Arc<str>>,
+    /// The principal of a client certificate, or `User:ANONYMOUS`.
+    pub principal: Arc<Principal>,
+    /// On a SASL listener, the exchange that must complete first.
+    pub sasl: Option<SaslSession>,
+}
+
+impl Session {
+    /// A PLAINTEXT connection outside any listener (tests).
+    pub fn anonymous() -> Self {
+        Session {
+            listener: None,
+            principal: Arc::new(Principal::anonymous()),
+            sasl: None,
+        }
+    }
+}
+
+/// A response that is already encoded, as a pending entry of the writer.
+fn ready(frame: Bytes) -> Pending {
+    tokio::spawn(async move { Ok(Some(ResponseFrame::from(frame))) })
+}
+
 /// Serves one connection until the peer closes it, a frame is bad, or
 /// `shutdown` flips to true (then in-flight requests are finished and answered).
 pub async fn serve<S>(
     broker: Arc<Broker>,
     stream: S,
     peer: String,
+    mut session: Session,
     mut shutdown: watch::Receiver<bool>,
 ) where
     S: AsyncRead + AsyncWrite + Send + 'static,
@@ -63,7 +96,7 @@ pub async fn serve<S>(
     let peer_ip = peer.parse::<std::net::SocketAddr>().ok().map(|a| a.ip());
     let (mut reader, writer) = tokio::io::split(stream);
     let in_flight_max = broker.config().in_flight_max.max(1);
-    let frame_bytes_max = broker.config().frame_bytes_max;
+    let normal_frame_max = broker.config().frame_bytes_max;
     let (tx, rx) = mpsc::channel::<Pending>(in_flight_max);
     let mut writer_task = tokio::spawn(write_responses(writer, rx, peer.clone()));
     let mut buf = BytesMut::with_capacity(READ_CHUNK_BYTES);
@@ -72,6 +105,12 @@ pub async fn serve<S>(
     'conn: loop {
         // Take every whole frame already buffered.
         loop {
+            // Until a SASL client has authenticated, frames are held to
+            // `sasl.server.max.receive.size`.
+            let frame_bytes_max = session
+                .sasl
+                .as_ref()
+                .map_or(normal_frame_max, |s| s.frame_limit(normal_frame_max));
             match frame::check_frame(&buf, frame_bytes_max) {
                 Err(e) => {
                     tracing::warn!(%peer, error = %e, "closing connection: bad frame");
@@ -96,6 +135,36 @@ pub async fn serve<S>(
                             break 'conn;
                         }
                     };
+                    if let Some(sasl) = session.sasl.as_mut() {
+                        match sasl.on_frame(&body).await {
+                            Outcome::Serve => {}
+                            Outcome::Reply(frame) => {
+                                if tx.send(ready(frame)).await.is_err() {
+                                    break 'conn;
+                                }
+                                continue;
+                            }
+                            Outcome::Fail { reply, reason } => {
+                                // Kafka answers a failed authentication
+                                // after a delay, then closes.
+                                let delay = sasl.failure_delay();
+                                let failed: Pending = tokio::spawn(async move {
+                                    tokio::time::sleep(delay).await;
+                                    Ok(reply.map(ResponseFrame::from))
+                                });
+                                let close: Pending = tokio::spawn(async move {
+                                    Err(CloseReason::AuthenticationFailed(reason))
+                                });
+                                let _ = tx.send(failed).await;
+                                let _ = tx.send(close).await;
+                                break 'conn;
+                            }
+                            Outcome::Close(reason) => {
+                                tracing::info!(%peer, %reason, "closing connection");
+                                break 'conn;
+                            }
+                        }
+                    }
                     if let Err(e) = frame::peek_request_header(&body) {
                         tracing::warn!(%peer, error = %e, "closing connection: bad request header");
                         break 'conn;
@@ -106,9 +175,18 @@ pub async fn serve<S>(
                     };
                     prev_turn = Some(next);
                     let b = broker.clone();
+                    let client = Client {
+                        peer: peer_ip,
+                        principal: session
+                            .sasl
+                            .as_ref()
+                            .and_then(SaslSession::principal)
+                            .unwrap_or_else(|| session.principal.clone()),
+                        listener: session.listener.clone(),
+                    };
                     let handle =
                         tokio::spawn(
-                            async move { handlers::handle_from(b, peer_ip, body, turn).await },
+                            async move { handlers::handle_from(b, client, body, turn).await },
                         );
                     if tx.send(handle).await.is_err() {
                         break 'conn;

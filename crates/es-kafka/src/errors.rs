@@ -9,6 +9,7 @@
 //! ([`txn_error_for_version`]).
 
 use crate::codec::batch::BatchError;
+use crate::config::ConfigError;
 use crate::groups::error::GroupError;
 use crate::txn::error::TxnError;
 use es_storage::producers::SeqError;
@@ -437,5 +438,33 @@ mod tests {
             t(2, ResponseError::CoordinatorLoadInProgress),
             code(ResponseError::CoordinatorLoadInProgress)
         );
+    }
+}
+
+/// An admin operation's failure, as Kafka reports it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AdminError {
+    pub code: i16,
+    pub message: String,
+}
+
+impl AdminError {
+    pub fn new(e: ResponseError, message: impl Into<String>) -> Self {
+        AdminError {
+            code: code(e),
+            message: message.into(),
+        }
+    }
+}
+
+impl From<ConfigError> for AdminError {
+    fn from(e: ConfigError) -> Self {
+        AdminError::new(ResponseError::InvalidConfig, e.to_string())
+    }
+}
+
+impl From<StorageError> for AdminError {
+    fn from(e: StorageError) -> Self {
+        AdminError::new(ResponseError::KafkaStorageError, e.to_string())
     }
 }

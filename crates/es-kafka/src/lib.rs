@@ -25,6 +25,7 @@ pub mod hw_checkpoint;
 pub mod interbroker;
 pub mod partition_log;
 pub mod replica;
+pub mod security;
 pub mod server;
 pub mod topics;
 pub mod turn;

@@ -1,30 +1,85 @@
-//! The accept loop: bounded connections and graceful shutdown.
+//! The accept loops: one per listener, bounded connections, TLS handshakes,
+//! graceful shutdown.
 //!
-//! A semaphore bounds how many connections are served at once; when it is
-//! exhausted the loop stops accepting until one closes (the kernel's backlog
-//! holds the rest). Shutdown is a `watch` flag: the loop stops accepting,
+//! A semaphore shared by every listener bounds how many connections are
+//! served at once (`max.connections`); when it is exhausted the loops stop
+//! accepting until one closes (the kernel's backlog holds the rest). On a
+//! TLS listener the handshake runs in the connection's own task, bounded in
+//! time, so a peer that opens a socket and says nothing (or speaks
+//! plaintext) holds one permit for at most [`TLS_HANDSHAKE_TIMEOUT`] and
+//! never the loop. Shutdown is a `watch` flag: the loops stop accepting,
 //! every connection stops reading, answers what it already read, and the
 //! server returns once all of them are gone (or `drain_timeout` passes).
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::net::TcpListener;
-use tokio::sync::{watch, Semaphore};
+use es_auth::principal::Principal;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 
 use crate::broker::Broker;
-use crate::connection;
+use crate::connection::{self, Session};
+use crate::security::sasl::SaslSession;
+use crate::security::tls::Tls;
+use crate::security::ListenerSpec;
 
-/// Accepts connections on `listener` until `shutdown` becomes true, then waits
-/// up to `drain_timeout` for open connections to finish their requests.
+/// How long a TLS client has to finish its handshake.
+pub const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A listener with its socket bound.
+#[derive(Debug)]
+pub struct BoundListener {
+    pub spec: ListenerSpec,
+    pub socket: TcpListener,
+    /// Present on SSL and SASL_SSL listeners.
+    pub tls: Option<Arc<Tls>>,
+}
+
+impl BoundListener {
+    /// A PLAINTEXT listener on `socket`, advertising its bound address.
+    pub fn plaintext(socket: TcpListener) -> std::io::Result<Self> {
+        let local = socket.local_addr()?;
+        Ok(BoundListener {
+            spec: ListenerSpec::plaintext(&local.ip().to_string(), i32::from(local.port())),
+            socket,
+            tls: None,
+        })
+    }
+}
+
+/// Accepts connections on every listener until `shutdown` becomes true,
+/// then waits up to `drain_timeout` for open connections to finish their
+/// requests.
 pub async fn run(
     broker: Arc<Broker>,
-    listener: TcpListener,
-    mut shutdown: watch::Receiver<bool>,
+    listeners: Vec<BoundListener>,
+    shutdown: watch::Receiver<bool>,
     drain_timeout: Duration,
 ) {
     let limit = Arc::new(Semaphore::new(broker.config().connections_max.max(1)));
+    let mut loops = JoinSet::new();
+    for l in listeners {
+        loops.spawn(accept_loop(
+            broker.clone(),
+            l,
+            limit.clone(),
+            shutdown.clone(),
+            drain_timeout,
+        ));
+    }
+    while loops.join_next().await.is_some() {}
+}
+
+async fn accept_loop(
+    broker: Arc<Broker>,
+    listener: BoundListener,
+    limit: Arc<Semaphore>,
+    mut shutdown: watch::Receiver<bool>,
+    drain_timeout: Duration,
+) {
+    let name: Arc<str> = Arc::from(listener.spec.name.as_str());
     let mut conns = JoinSet::new();
     loop {
         let permit = tokio::select! {
@@ -35,7 +90,7 @@ pub async fn run(
             _ = shutdown.changed() => break,
         };
         let accepted = tokio::select! {
-            a = listener.accept() => a,
+            a = listener.socket.accept() => a,
             _ = shutdown.changed() => break,
         };
         // Reap finished connections so the set stays bounded by the semaphore.
@@ -45,10 +100,12 @@ pub async fn run(
                 let _ = stream.set_nodelay(true);
                 let b = broker.clone();
                 let rx = shutdown.clone();
+                let tls = listener.tls.clone();
+                let spec = listener.spec.clone();
+                let name = name.clone();
                 conns.spawn(async move {
-                    tracing::debug!(peer = %addr, "accepted connection");
-                    connection::serve(b, stream, addr.to_string(), rx).await;
-                    drop(permit);
+                    tracing::debug!(peer = %addr, listener = %name, "accepted connection");
+                    open(b, stream, addr.to_string(), spec, name, tls, rx, permit).await;
                 });
             }
             Err(e) => {
@@ -60,6 +117,7 @@ pub async fn run(
         }
     }
     tracing::info!(
+        listener = %name,
         open = conns.len(),
         "stopped accepting; draining connections"
     );
@@ -71,9 +129,83 @@ pub async fn run(
     .await;
     if drained.is_err() {
         tracing::warn!(
+            listener = %name,
             open = conns.len(),
             "drain timed out; dropping remaining connections"
         );
         conns.abort_all();
     }
+}
+
+/// Sets up one accepted connection (TLS, the client's principal, SASL) and
+/// serves it.
+#[allow(clippy::too_many_arguments)]
+async fn open(
+    broker: Arc<Broker>,
+    stream: TcpStream,
+    peer: String,
+    spec: ListenerSpec,
+    name: Arc<str>,
+    tls: Option<Arc<Tls>>,
+    shutdown: watch::Receiver<bool>,
+    permit: OwnedSemaphorePermit,
+) {
+    let security = broker.security();
+    let sasl = spec.protocol.sasl().then(|| {
+        let ls = security.listener(&spec.name);
+        SaslSession::new(
+            ls,
+            security.credentials.clone(),
+            Duration::from_millis(security.config.failed_authentication_delay_ms),
+            security.config.sasl_max_receive_size,
+        )
+    });
+    let Some(tls) = tls else {
+        let session = Session {
+            listener: Some(name),
+            principal: Arc::new(Principal::anonymous()),
+            sasl,
+        };
+        connection::serve(broker, stream, peer, session, shutdown).await;
+        drop(permit);
+        return;
+    };
+    let accept = tls.acceptor().accept(stream);
+    let stream = match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, accept).await {
+        Ok(Ok(s)) => s,
+        Ok(Err(e)) => {
+            tracing::info!(%peer, listener = %name, error = %e, "TLS handshake failed");
+            return;
+        }
+        Err(_) => {
+            tracing::info!(%peer, listener = %name, "TLS handshake timed out");
+            return;
+        }
+    };
+    // On an SSL listener the client certificate names the principal
+    // (through ssl.principal.mapping.rules); on SASL_SSL, SASL does.
+    let mut principal = Principal::anonymous();
+    if sasl.is_none() {
+        if let Some(cert) = stream
+            .get_ref()
+            .1
+            .peer_certificates()
+            .and_then(|c| c.first())
+        {
+            match security.principal_of_certificate(cert.as_ref()) {
+                Ok(p) => principal = p,
+                Err(e) => {
+                    tracing::warn!(%peer, listener = %name, error = %e, "client certificate maps to no principal; closing");
+                    return;
+                }
+            }
+        }
+    }
+    let session = Session {
+        listener: Some(name),
+        principal: Arc::new(principal),
+        sasl,
+    };
+    connection::serve(broker, stream, peer, session, shutdown).await;
+    drop(permit);
 }

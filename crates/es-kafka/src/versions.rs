@@ -45,6 +45,7 @@ pub const SUPPORTED: &[ApiRange] = &[
     r(ApiKey::SyncGroup, 0, 5),
     r(ApiKey::DescribeGroups, 0, 6),
     r(ApiKey::ListGroups, 0, 5),
+    r(ApiKey::SaslHandshake, 0, 1),
     r(ApiKey::ApiVersions, 0, 4),
     r(ApiKey::CreateTopics, 2, 7),
     r(ApiKey::DeleteTopics, 1, 6),
@@ -66,6 +67,10 @@ pub const SUPPORTED: &[ApiRange] = &[
     r(ApiKey::CreateAcls, 1, 3),
     r(ApiKey::DeleteAcls, 1, 3),
     r(ApiKey::DescribeConfigs, 1, 4),
+    r(ApiKey::SaslAuthenticate, 0, 2),
+    // KIP-554: SCRAM credentials in the metadata log (handlers/scram.rs).
+    r(ApiKey::DescribeUserScramCredentials, 0, 0),
+    r(ApiKey::AlterUserScramCredentials, 0, 0),
     r(ApiKey::AlterConfigs, 0, 2),
     r(ApiKey::AlterReplicaLogDirs, 1, 2),
     r(ApiKey::DescribeLogDirs, 1, 5),

@@ -19,6 +19,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use es_auth::acl::Acls;
+use es_auth::scram::ScramCredential;
 use serde::{Deserialize, Serialize};
 
 use crate::records::{
@@ -30,6 +32,7 @@ pub(crate) mod change;
 mod coordinator;
 mod reassign;
 mod replication;
+mod security;
 
 pub use reassign::OngoingReassignment;
 pub use replication::{
@@ -118,6 +121,10 @@ pub enum MetaEvent {
     /// A coordinator changed these keys (or key prefixes) of its state:
     /// `(space, key)`.
     CoordinatorState(Vec<(String, String)>),
+    /// ACL bindings were added or removed.
+    Acls,
+    /// SCRAM credentials were set or removed.
+    ScramCredentials,
 }
 
 /// The cluster metadata, as of the last applied entry.
@@ -137,6 +144,12 @@ pub struct MetaImage {
     /// ([`crate::records::CoordinatorWrite`]).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub coordinator: BTreeMap<String, BTreeMap<String, serde_json::Value>>,
+    /// ACL bindings (CreateAcls, DeleteAcls).
+    #[serde(default, skip_serializing_if = "Acls::is_empty")]
+    pub acls: Acls,
+    /// SCRAM credentials by user, then mechanism type (1 SHA-256, 2 SHA-512).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub scram: BTreeMap<String, BTreeMap<i8, ScramCredential>>,
 }
 
 /// The name with '.' and '_' made equal: two topics that differ only there
@@ -285,6 +298,12 @@ impl MetaImage {
                 self.alter_reassignments(partitions, &mut ev)
             }
             MetaRequest::CoordinatorState(w) => self.coordinator_write(w, &mut ev),
+            MetaRequest::CreateAcls { bindings } => self.create_acls(bindings, &mut ev),
+            MetaRequest::DeleteAcls { filters } => self.delete_acls(filters, &mut ev),
+            MetaRequest::AlterScramCredentials {
+                deletions,
+                upsertions,
+            } => self.alter_scram(deletions, upsertions, &mut ev),
         };
         (resp, ev)
     }

@@ -13,6 +13,8 @@
 
 use std::collections::BTreeMap;
 
+use es_auth::acl::{AclBinding, AclBindingFilter};
+use es_auth::scram::ScramCredential;
 use serde::{Deserialize, Serialize};
 
 /// A broker's id (Kafka's `node.id`).
@@ -44,6 +46,7 @@ pub mod code {
     pub const DUPLICATE_BROKER_REGISTRATION: i16 = 101;
     pub const BROKER_ID_NOT_REGISTERED: i16 = 102;
     pub const INCONSISTENT_CLUSTER_ID: i16 = 104;
+    pub const RESOURCE_NOT_FOUND: i16 = 91;
 }
 
 /// One listener of a broker, as it registers it.
@@ -276,6 +279,36 @@ pub enum MetaRequest {
     /// still leads the internal partition that places the key.
     #[serde(rename = "coordinator_state.v1")]
     CoordinatorState(CoordinatorWrite),
+    /// One CreateAcls request: the bindings as the broker parsed them
+    /// (Kafka's AccessControlEntryRecords); each is checked and added, or
+    /// found present, where the entry is applied.
+    #[serde(rename = "create_acls.v1")]
+    CreateAcls { bindings: Vec<AclBinding> },
+    /// One DeleteAcls request: every stored binding a filter matches goes.
+    #[serde(rename = "delete_acls.v1")]
+    DeleteAcls { filters: Vec<AclBindingFilter> },
+    /// One AlterUserScramCredentials request (KIP-554), checked by the
+    /// broker that received it: credentials removed, then set.
+    #[serde(rename = "alter_scram.v1")]
+    AlterScramCredentials {
+        deletions: Vec<ScramKey>,
+        upsertions: Vec<ScramUpsertion>,
+    },
+}
+
+/// A user's credential for one SCRAM mechanism.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScramKey {
+    pub user: String,
+    /// Kafka's mechanism type: 1 SCRAM-SHA-256, 2 SCRAM-SHA-512.
+    pub mechanism: i8,
+}
+
+/// A SCRAM credential to set (salted: the password never reaches the log).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScramUpsertion {
+    pub user: String,
+    pub credential: ScramCredential,
 }
 
 /// The body of `coordinator_state.v1`: changes to the coordinators' state,
@@ -377,10 +410,23 @@ pub enum MetaResponse {
     /// One result per partition of an ElectLeaders or an
     /// AlterReassignments, in request order.
     Partitions { results: Vec<PartitionResult> },
+    /// One result per binding of a CreateAcls, or per filter of a
+    /// DeleteAcls (with the bindings it removed), in request order.
+    Acls { results: Vec<AclResult> },
     /// A controlled shutdown began at this index: the broker may exit once
     /// it leads nothing and every other live broker has applied this index
     /// ([`crate::MetaImage::controlled_shutdown_done`]).
     ShuttingDown { since_index: u64 },
+}
+
+/// One item of [`MetaResponse::Acls`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AclResult {
+    pub error_code: i16,
+    pub message: Option<String>,
+    /// DeleteAcls: the bindings the filter matched and removed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub bindings: Vec<AclBinding>,
 }
 
 /// A partition's state after an AlterPartition, or why it was refused

@@ -46,9 +46,10 @@ impl BrokerProcess {
     pub fn spawn(exe: &Path, data_dir: impl Into<PathBuf>, extra: &[&str]) -> BrokerProcess {
         let data_dir = data_dir.into();
         let mut cmd = Command::new(exe);
-        cmd.arg("--data-dir")
-            .arg(&data_dir)
-            .args(["--listen", "127.0.0.1:0"]);
+        cmd.arg("--data-dir").arg(&data_dir);
+        if !extra.contains(&"--listener") {
+            cmd.args(["--listen", "127.0.0.1:0"]);
+        }
         if !extra.contains(&"--log-level") {
             cmd.args(["--log-level", "info"]);
         }
@@ -94,6 +95,35 @@ impl BrokerProcess {
         let line = self.wait_for_line(LISTENING, START_TIMEOUT);
         let rest = &line[line.find(LISTENING).expect("marker") + LISTENING.len()..];
         self.addr = rest.split_whitespace().next().expect("address").to_string();
+    }
+
+    /// The bound address of listener `name` (with several `--listener`s),
+    /// from its "listening on" log line.
+    pub fn listener_addr(&self, name: &str) -> String {
+        let field = format!("(listener {name},");
+        let find = |log: &str| {
+            log.lines()
+                .filter(|l| l.contains(LISTENING))
+                .find(|l| l.contains(&field))
+                .and_then(|l| {
+                    let rest = &l[l.find(LISTENING)? + LISTENING.len()..];
+                    rest.split_whitespace().next().map(str::to_string)
+                })
+        };
+        // The lines of the listeners after the first may still be on their
+        // way from the reader threads.
+        let deadline = Instant::now() + START_TIMEOUT;
+        loop {
+            let log = self.log_text();
+            if let Some(a) = find(&log) {
+                return a;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no listener {name} in the log:\n{log}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 
     /// Waits for a log line containing `needle`, failing the test after `timeout`.

@@ -123,8 +123,12 @@ pub struct BrokerTopicDefaults {
     pub flush_messages: u64,
     /// `--flush-interval`, in milliseconds.
     pub flush_ms: u64,
-    /// Dynamic broker configs, which win over the flags and Kafka's defaults.
+    /// Dynamic broker configs, which win over the static ones, the flags
+    /// and Kafka's defaults.
     pub dynamic: Arc<DynamicBrokerConfigs>,
+    /// Broker-level names of topic configs given at start (`--config`,
+    /// `--set`: `log.retention.ms=...`), Kafka's STATIC_BROKER_CONFIG.
+    pub static_configs: Arc<BTreeMap<String, String>>,
 }
 
 impl Default for BrokerTopicDefaults {
@@ -133,6 +137,7 @@ impl Default for BrokerTopicDefaults {
             flush_messages: 1,
             flush_ms: 1000,
             dynamic: Arc::default(),
+            static_configs: Arc::default(),
         }
     }
 }
@@ -150,6 +155,9 @@ impl BrokerTopicDefaults {
             }
             if let Some(v) = self.dynamic.cluster_default.get(name) {
                 out.push((name, v.clone(), ConfigSource::DynamicDefaultBroker));
+            }
+            if let Some(v) = self.static_configs.get(name) {
+                out.push((name, v.clone(), ConfigSource::StaticBroker));
             }
         }
         match d.from_broker {
@@ -187,8 +195,13 @@ pub struct BrokerConfigEntry {
 pub struct BrokerSettings {
     pub node_id: i32,
     pub log_dir: String,
+    /// Kafka's `listeners`: `NAME://HOST:PORT,...`.
     pub listener: String,
+    /// Kafka's `advertised.listeners`, in the same form.
     pub advertised_listener: String,
+    /// Security settings as DescribeConfigs reports them: (name, value,
+    /// type, whether the value is the default).
+    pub security: Vec<(&'static str, String, ConfigType, bool)>,
     pub auto_create_topics: bool,
     pub default_partitions: i32,
     pub frame_bytes_max: usize,
@@ -228,7 +241,7 @@ impl BrokerSettings {
         let mut out = vec![
             e(
                 "advertised.listeners",
-                format!("PLAINTEXT://{}", self.advertised_listener),
+                self.advertised_listener.clone(),
                 T::String,
                 S,
             ),
@@ -253,12 +266,7 @@ impl BrokerSettings {
                 T::Int,
                 S,
             ),
-            e(
-                "listeners",
-                format!("PLAINTEXT://{}", self.listener),
-                T::String,
-                S,
-            ),
+            e("listeners", self.listener.clone(), T::String, S),
             e(
                 "log.cleaner.backoff.ms",
                 self.compaction_interval_ms.to_string(),
@@ -332,6 +340,9 @@ impl BrokerSettings {
                 S,
             ),
         ];
+        for (name, value, ty, default) in &self.security {
+            out.push(e(name, value.clone(), *ty, if *default { D } else { S }));
+        }
         // The broker-level names of the topic configs: dynamic, each at its
         // most specific level.
         for d in TOPIC_CONFIGS.iter().filter(|d| !d.internal) {

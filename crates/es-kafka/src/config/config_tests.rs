@@ -128,8 +128,14 @@ fn broker_describe_is_sorted_and_unique() {
     let b = BrokerSettings {
         node_id: 0,
         log_dir: "/d".into(),
-        listener: "127.0.0.1:9092".into(),
-        advertised_listener: "127.0.0.1:9092".into(),
+        listener: "PLAINTEXT://127.0.0.1:9092".into(),
+        advertised_listener: "PLAINTEXT://127.0.0.1:9092".into(),
+        security: vec![(
+            "connections.max.reauth.ms",
+            "0".into(),
+            crate::config::ConfigType::Long,
+            true,
+        )],
         auto_create_topics: true,
         default_partitions: 1,
         frame_bytes_max: 100,
@@ -258,8 +264,9 @@ fn dynamic_levels_order_values_sources_and_synonyms() {
     let settings = BrokerSettings {
         node_id: 0,
         log_dir: "/d".into(),
-        listener: "l:1".into(),
-        advertised_listener: "l:1".into(),
+        listener: "PLAINTEXT://l:1".into(),
+        advertised_listener: "PLAINTEXT://l:1".into(),
+        security: Vec::new(),
         auto_create_topics: true,
         default_partitions: 1,
         frame_bytes_max: 100,

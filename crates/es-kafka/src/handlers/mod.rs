@@ -13,6 +13,7 @@
 pub mod acls;
 pub mod admin;
 pub mod api_versions;
+pub mod authz;
 pub mod cluster;
 pub mod durable;
 pub mod fetch;
@@ -23,11 +24,15 @@ pub mod offset_for_leader_epoch;
 pub mod past_crate;
 pub mod produce;
 pub mod route;
+pub mod sasl;
+pub mod scram;
 pub mod txn;
 pub mod txn_verify;
 pub mod unsupported;
 pub mod write_txn_markers;
 
+#[cfg(test)]
+mod acls_tests;
 #[cfg(test)]
 mod internal_topics_tests;
 #[cfg(test)]
@@ -39,6 +44,8 @@ use std::sync::Arc;
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{ApiKey, RequestHeader, ResponseHeader};
 use kafka_protocol::protocol::{Decodable, Encodable};
+
+use es_auth::principal::Principal;
 
 use crate::broker::Broker;
 use crate::codec::frame::{self, ResponseFrame};
@@ -103,6 +110,9 @@ pub enum CloseReason {
     /// The versions table serves an API no handler is wired to (a bug).
     #[error("{key:?} is in the versions table but has no handler")]
     NoHandler { key: ApiKey },
+    /// SASL authentication failed (its answer, if any, was sent first).
+    #[error("authentication failed: {0}")]
+    AuthenticationFailed(String),
     /// A handler's blocking task panicked or was cancelled.
     #[error("blocking task failed: {0}")]
     TaskFailed(#[from] tokio::task::JoinError),
@@ -125,6 +135,30 @@ impl CloseReason {
 /// The error of every handler: the connection closes, for this reason.
 pub type RequestError = CloseReason;
 
+/// Who sent a request, and over what.
+#[derive(Clone, Debug)]
+pub struct Client {
+    /// The client's address, when the request came over a connection.
+    pub peer: Option<IpAddr>,
+    /// Who the client authenticated as (`User:ANONYMOUS` on a PLAINTEXT
+    /// listener, or an SSL one without a client certificate).
+    pub principal: Arc<Principal>,
+    /// The listener the request arrived on; `None` for a request made
+    /// inside the broker or by a test.
+    pub listener: Option<Arc<str>>,
+}
+
+impl Client {
+    /// A request that did not come over a connection.
+    pub fn internal() -> Self {
+        Client {
+            peer: None,
+            principal: Arc::new(Principal::anonymous()),
+            listener: None,
+        }
+    }
+}
+
 /// What a handler needs to know about its request.
 #[derive(Debug)]
 pub struct Ctx {
@@ -134,6 +168,11 @@ pub struct Ctx {
     pub header: RequestHeader,
     /// The client's address, when the request came over a connection.
     pub peer: Option<IpAddr>,
+    /// Who sent the request ([`Client::principal`]).
+    pub principal: Arc<Principal>,
+    /// Made inside the broker or by a test, not over a listener: never
+    /// refused for authorization.
+    pub internal: bool,
 }
 
 impl Ctx {
@@ -222,14 +261,27 @@ pub async fn handle(
     frame: Bytes,
     turn: Turn,
 ) -> Result<Option<Bytes>, RequestError> {
-    let r = handle_from(broker, None, frame, turn).await?;
+    let r = handle_from(broker, Client::internal(), frame, turn).await?;
     Ok(r.map(ResponseFrame::into_bytes))
 }
 
-/// Handles one request frame from the client at `peer`.
+/// Handles one request frame from `client`: as a request on its listener
+/// ([`crate::security::on_listener`]) when it has one.
 pub async fn handle_from(
     broker: Arc<Broker>,
-    peer: Option<IpAddr>,
+    client: Client,
+    frame: Bytes,
+    turn: Turn,
+) -> Result<Option<ResponseFrame>, RequestError> {
+    match client.listener.clone() {
+        Some(l) => crate::security::on_listener(l, dispatch(broker, client, frame, turn)).await,
+        None => dispatch(broker, client, frame, turn).await,
+    }
+}
+
+async fn dispatch(
+    broker: Arc<Broker>,
+    client: Client,
     frame: Bytes,
     turn: Turn,
 ) -> Result<Option<ResponseFrame>, RequestError> {
@@ -282,7 +334,9 @@ pub async fn handle_from(
                 key,
                 version,
                 header,
-                peer,
+                peer: client.peer,
+                internal: client.listener.is_none(),
+                principal: client.principal,
             };
             served(ctx, body, turn).await
         }
@@ -375,9 +429,23 @@ async fn served_encoded(
                 ApiKey::ElectLeaders => {
                     admin::elect_leaders(&ctx, decode_body(&mut body, key, v)?).await
                 }
+                ApiKey::SaslHandshake => sasl::handshake(&ctx, decode_body(&mut body, key, v)?),
+                ApiKey::SaslAuthenticate => {
+                    sasl::authenticate(&ctx, decode_body(&mut body, key, v)?)
+                }
+                ApiKey::DescribeUserScramCredentials => {
+                    scram::describe(&ctx, decode_body(&mut body, key, v)?)
+                }
+                ApiKey::AlterUserScramCredentials => {
+                    scram::alter(&ctx, decode_body(&mut body, key, v)?).await
+                }
                 ApiKey::DescribeAcls => acls::describe_acls(&ctx, decode_body(&mut body, key, v)?),
-                ApiKey::CreateAcls => acls::create_acls(&ctx, decode_body(&mut body, key, v)?),
-                ApiKey::DeleteAcls => acls::delete_acls(&ctx, decode_body(&mut body, key, v)?),
+                ApiKey::CreateAcls => {
+                    acls::create_acls(&ctx, decode_body(&mut body, key, v)?).await
+                }
+                ApiKey::DeleteAcls => {
+                    acls::delete_acls(&ctx, decode_body(&mut body, key, v)?).await
+                }
                 ApiKey::DescribeQuorum => {
                     cluster::describe_quorum(&ctx, decode_body(&mut body, key, v)?).await
                 }
@@ -566,6 +634,8 @@ mod tests {
             version: 5,
             header: RequestHeader::default(),
             peer,
+            principal: Client::internal().principal,
+            internal: true,
         };
         assert_eq!(ctx(None).client_host(), "");
         let v4: IpAddr = "10.1.2.3".parse().expect("v4");

@@ -35,6 +35,16 @@ pub fn tn(v: &str) -> TopicName {
     TopicName(s(v))
 }
 
+/// A client authenticated as `principal` (`User:alice`), from 127.0.0.1 on
+/// listener `CLIENTS`.
+pub fn as_principal(principal: &str) -> super::Client {
+    super::Client {
+        peer: Some(std::net::IpAddr::from([127, 0, 0, 1])),
+        principal: Arc::new(principal.parse().expect("principal")),
+        listener: Some(Arc::from("CLIENTS")),
+    }
+}
+
 /// The wire code of `e`.
 pub fn c(e: ResponseError) -> i16 {
     code(e)
@@ -67,6 +77,22 @@ pub async fn call<Req: Encodable, Resp: Decodable>(
     v: i16,
     req: &Req,
 ) -> Resp {
+    let client = super::Client {
+        peer: Some(std::net::IpAddr::from([127, 0, 0, 1])),
+        ..super::Client::internal()
+    };
+    call_as(b, client, key, v, req).await
+}
+
+/// [`call`] from `client` (a principal on a listener: subject to the
+/// authorizer, which internal requests are not).
+pub async fn call_as<Req: Encodable, Resp: Decodable>(
+    b: &Arc<Broker>,
+    client: super::Client,
+    key: ApiKey,
+    v: i16,
+    req: &Req,
+) -> Resp {
     let mut header = RequestHeader::default();
     header.request_api_key = key as i16;
     header.request_api_version = v;
@@ -79,8 +105,7 @@ pub async fn call<Req: Encodable, Resp: Decodable>(
     let cv = crate_version(key, v);
     req.encode(&mut buf, cv)
         .unwrap_or_else(|e| panic!("{key:?} v{v} request: {e}"));
-    let peer = Some(std::net::IpAddr::from([127, 0, 0, 1]));
-    let out = super::handle_from(b.clone(), peer, buf.freeze(), Turn::free())
+    let out = super::handle_from(b.clone(), client, buf.freeze(), Turn::free())
         .await
         .unwrap_or_else(|e| panic!("{key:?} v{v}: {e}"));
     let mut frame = out

@@ -1,0 +1,429 @@
+//! The security settings of a broker, in Kafka's names, parsed and checked
+//! once at start: a name es does not know, or a value it cannot use, is an
+//! error then, never ignored later.
+//!
+//! Per-listener values use Kafka's prefix `listener.name.<name lower
+//! case>.` (`listener.name.sasl_ssl.ssl.client.auth=required`) and win
+//! over the broker-wide value.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+/// Kafka's `authorizer.class.name` for its KRaft authorizer: es's
+/// authorizer has its semantics, so this is the one value that turns it on.
+pub const STANDARD_AUTHORIZER: &str = "org.apache.kafka.metadata.authorizer.StandardAuthorizer";
+
+/// Whether every API checks ACLs. Until it does, `authorizer.class.name`
+/// is refused at start: an authorizer that some APIs ignore would be one
+/// an operator believes in force. (Tests inside the crate turn the
+/// authorizer on through [`SecurityConfig::authorizer`] directly.)
+pub const AUTHORIZER_ENFORCED_ON_EVERY_API: bool = false;
+
+/// Why `authorizer.class.name` is refused while
+/// [`AUTHORIZER_ENFORCED_ON_EVERY_API`] is false.
+const AUTHORIZER_NOT_YET: &str = "authorizer.class.name: ACLs are stored and CreateAcls / \
+DescribeAcls / DeleteAcls work, but not every API checks them yet, so es refuses an authorizer \
+an operator would believe in force (docs/security.md, \"Not there yet\")";
+
+/// SASL mechanisms es serves.
+pub const MECHANISMS: [&str; 3] = ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"];
+
+/// Kafka's `connection.failed.authentication.delay.ms` default.
+pub const FAILED_AUTHENTICATION_DELAY_MS_DEFAULT: u64 = 100;
+/// Kafka's `sasl.server.max.receive.size` default (512 KiB).
+pub const SASL_MAX_RECEIVE_SIZE_DEFAULT: usize = 524_288;
+
+/// Broker-wide names es knows that [`SecurityConfig`] reads.
+const BROKER_NAMES: &[&str] = &[
+    "authorizer.class.name",
+    "super.users",
+    "allow.everyone.if.no.acl.found",
+    "connection.failed.authentication.delay.ms",
+    "sasl.server.max.receive.size",
+    "ssl.principal.mapping.rules",
+    "max.connections",
+    "inter.broker.listener.name",
+];
+
+/// Names that may also be given per listener (`listener.name.<l>.<name>`).
+const LISTENER_NAMES: &[&str] = &[
+    "sasl.enabled.mechanisms",
+    "connections.max.reauth.ms",
+    "ssl.client.auth",
+    "ssl.keystore.type",
+    "ssl.keystore.location",
+    "ssl.truststore.type",
+    "ssl.truststore.location",
+    "ssl.enabled.protocols",
+];
+
+/// Whether `name` is a security setting (broker-wide or per listener).
+pub fn is_security_setting(name: &str) -> bool {
+    if BROKER_NAMES.contains(&name) || LISTENER_NAMES.contains(&name) {
+        return true;
+    }
+    listener_scoped(name).is_some()
+}
+
+/// `listener.name.<l>.<setting>` → (l upper-cased, setting).
+fn listener_scoped(name: &str) -> Option<(String, &str)> {
+    let rest = name.strip_prefix("listener.name.")?;
+    let (l, setting) = rest.split_once('.')?;
+    (!l.is_empty() && LISTENER_NAMES.contains(&setting)).then(|| (l.to_ascii_uppercase(), setting))
+}
+
+/// `ssl.client.auth`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ClientAuth {
+    #[default]
+    None,
+    Requested,
+    Required,
+}
+
+/// Where a TLS listener's certificate, key and client CA come from.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TlsFiles {
+    /// PEM certificate chain (the server's first).
+    pub cert: Option<PathBuf>,
+    /// PEM private key (PKCS#8, PKCS#1 or SEC1); may be the `cert` file.
+    pub key: Option<PathBuf>,
+    /// PEM certificates of the CAs client certificates must chain to.
+    pub ca: Option<PathBuf>,
+    pub client_auth: ClientAuth,
+}
+
+/// What one listener's connections need to know.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ListenerSecurity {
+    /// SASL mechanisms offered, in the order configured.
+    pub mechanisms: Vec<String>,
+    /// Kafka's `connections.max.reauth.ms`: 0, sessions never expire.
+    pub max_reauth_ms: i64,
+    pub tls: TlsFiles,
+}
+
+/// Every security setting of a broker.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SecurityConfig {
+    /// `authorizer.class.name` names the StandardAuthorizer.
+    pub authorizer: bool,
+    /// `super.users`, as principals (`User:admin`).
+    pub super_users: Vec<String>,
+    pub allow_everyone_if_no_acl_found: bool,
+    pub failed_authentication_delay_ms: u64,
+    pub sasl_max_receive_size: usize,
+    /// `ssl.principal.mapping.rules`, as given (checked at start).
+    pub principal_mapping_rules: String,
+    /// `max.connections`, when set.
+    pub max_connections: Option<usize>,
+    /// `inter.broker.listener.name`, when set.
+    pub inter_broker_listener: Option<String>,
+    /// Broker-wide values of the per-listener settings.
+    default_listener: ListenerSecurity,
+    /// Per-listener overrides, by upper-case listener name.
+    listeners: BTreeMap<String, BTreeMap<String, String>>,
+}
+
+impl Default for SecurityConfig {
+    fn default() -> Self {
+        SecurityConfig {
+            authorizer: false,
+            super_users: Vec::new(),
+            allow_everyone_if_no_acl_found: false,
+            failed_authentication_delay_ms: FAILED_AUTHENTICATION_DELAY_MS_DEFAULT,
+            sasl_max_receive_size: SASL_MAX_RECEIVE_SIZE_DEFAULT,
+            principal_mapping_rules: "DEFAULT".into(),
+            max_connections: None,
+            inter_broker_listener: None,
+            default_listener: ListenerSecurity {
+                mechanisms: MECHANISMS.iter().map(|m| m.to_string()).collect(),
+                max_reauth_ms: 0,
+                tls: TlsFiles::default(),
+            },
+            listeners: BTreeMap::new(),
+        }
+    }
+}
+
+fn parse_bool(name: &str, v: &str) -> Result<bool, String> {
+    match v.trim().to_ascii_lowercase().as_str() {
+        "true" => Ok(true),
+        "false" => Ok(false),
+        _ => Err(format!("{name}={v:?}: expected true or false")),
+    }
+}
+
+fn parse_num<T: std::str::FromStr>(name: &str, v: &str) -> Result<T, String> {
+    v.trim()
+        .parse()
+        .map_err(|_| format!("{name}={v:?}: not a valid number"))
+}
+
+fn list(v: &str) -> Vec<String> {
+    v.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+/// Applies one per-listener setting to `l`.
+fn apply_listener_setting(l: &mut ListenerSecurity, name: &str, v: &str) -> Result<(), String> {
+    match name {
+        "sasl.enabled.mechanisms" => {
+            let ms = list(v);
+            for m in &ms {
+                if !MECHANISMS.contains(&m.as_str()) {
+                    return Err(format!(
+                        "sasl.enabled.mechanisms: {m} is not supported (es serves {})",
+                        MECHANISMS.join(", ")
+                    ));
+                }
+            }
+            l.mechanisms = ms;
+        }
+        "connections.max.reauth.ms" => {
+            let ms: i64 = parse_num(name, v)?;
+            if ms < 0 {
+                return Err(format!("{name} must not be negative"));
+            }
+            l.max_reauth_ms = ms;
+        }
+        "ssl.client.auth" => {
+            l.tls.client_auth = match v.trim().to_ascii_lowercase().as_str() {
+                "none" => ClientAuth::None,
+                "requested" => ClientAuth::Requested,
+                "required" => ClientAuth::Required,
+                _ => {
+                    return Err(format!(
+                        "{name}={v:?}: expected none, requested or required"
+                    ))
+                }
+            }
+        }
+        "ssl.keystore.type" | "ssl.truststore.type" => {
+            if !v.trim().eq_ignore_ascii_case("PEM") {
+                return Err(format!(
+                    "{name}={v:?}: es reads PEM files only (set {name}=PEM)"
+                ));
+            }
+        }
+        "ssl.keystore.location" => {
+            // Kafka's PEM key store: the private key and the certificate
+            // chain in one file.
+            l.tls.cert = Some(PathBuf::from(v.trim()));
+            l.tls.key = Some(PathBuf::from(v.trim()));
+        }
+        "ssl.truststore.location" => l.tls.ca = Some(PathBuf::from(v.trim())),
+        "ssl.enabled.protocols" => {
+            for p in list(v) {
+                if p != "TLSv1.2" && p != "TLSv1.3" {
+                    return Err(format!(
+                        "ssl.enabled.protocols: {p} is not supported (TLSv1.2 and TLSv1.3 only)"
+                    ));
+                }
+            }
+        }
+        _ => return Err(format!("{name} is not a setting es knows")),
+    }
+    Ok(())
+}
+
+impl SecurityConfig {
+    /// Builds the configuration from Kafka-named `settings`; every name must
+    /// be one [`is_security_setting`] accepts.
+    pub fn from_settings(settings: &BTreeMap<String, String>) -> Result<Self, String> {
+        let mut c = SecurityConfig::default();
+        for (name, v) in settings {
+            if let Some((l, setting)) = listener_scoped(name) {
+                c.listeners
+                    .entry(l)
+                    .or_default()
+                    .insert(setting.to_string(), v.clone());
+                continue;
+            }
+            if LISTENER_NAMES.contains(&name.as_str()) {
+                apply_listener_setting(&mut c.default_listener, name, v)?;
+                continue;
+            }
+            match name.as_str() {
+                "authorizer.class.name" => {
+                    c.authorizer = match v.trim() {
+                        "" => false,
+                        STANDARD_AUTHORIZER if AUTHORIZER_ENFORCED_ON_EVERY_API => true,
+                        STANDARD_AUTHORIZER => return Err(AUTHORIZER_NOT_YET.to_string()),
+                        other => {
+                            return Err(format!(
+                        "authorizer.class.name={other:?}: es's authorizer is {STANDARD_AUTHORIZER}"
+                    ))
+                        }
+                    }
+                }
+                "super.users" => {
+                    c.super_users = es_auth::acl::parse_super_users(v)
+                        .map_err(|e| format!("super.users: {e}"))?
+                }
+                "allow.everyone.if.no.acl.found" => {
+                    c.allow_everyone_if_no_acl_found = parse_bool(name, v)?
+                }
+                "connection.failed.authentication.delay.ms" => {
+                    c.failed_authentication_delay_ms = parse_num(name, v)?
+                }
+                "sasl.server.max.receive.size" => {
+                    let n: usize = parse_num(name, v)?;
+                    if n < 1024 {
+                        return Err(format!("{name} must be at least 1024"));
+                    }
+                    c.sasl_max_receive_size = n;
+                }
+                "ssl.principal.mapping.rules" => c.principal_mapping_rules = v.trim().to_string(),
+                "max.connections" => {
+                    let n: usize = parse_num(name, v)?;
+                    if n == 0 {
+                        return Err(format!("{name} must be positive"));
+                    }
+                    c.max_connections = Some(n);
+                }
+                "inter.broker.listener.name" => {
+                    c.inter_broker_listener = Some(v.trim().to_ascii_uppercase())
+                }
+                _ => return Err(format!("{name} is not a setting es knows")),
+            }
+        }
+        // Per-listener values are checked now, not when a client connects.
+        for name in c.listeners.keys() {
+            c.listener(name)?;
+        }
+        Ok(c)
+    }
+
+    /// Sets the broker-wide TLS files (`--ssl-cert`, `--ssl-key`, `--ssl-ca`).
+    pub fn set_tls_files(
+        &mut self,
+        cert: Option<PathBuf>,
+        key: Option<PathBuf>,
+        ca: Option<PathBuf>,
+    ) {
+        let t = &mut self.default_listener.tls;
+        if cert.is_some() {
+            t.cert = cert;
+        }
+        if key.is_some() {
+            t.key = key;
+        }
+        if ca.is_some() {
+            t.ca = ca;
+        }
+    }
+
+    /// Listener `name`'s settings: the broker-wide ones with its own over them.
+    pub fn listener(&self, name: &str) -> Result<ListenerSecurity, String> {
+        let mut l = self.default_listener.clone();
+        if let Some(own) = self.listeners.get(&name.to_ascii_uppercase()) {
+            for (k, v) in own {
+                apply_listener_setting(&mut l, k, v)
+                    .map_err(|e| format!("listener {name}: {e}"))?;
+            }
+        }
+        Ok(l)
+    }
+
+    /// The broker-wide values of the per-listener settings.
+    pub fn broker_wide(&self) -> &ListenerSecurity {
+        &self.default_listener
+    }
+
+    /// Names of listeners that have settings of their own.
+    pub fn configured_listeners(&self) -> impl Iterator<Item = &str> {
+        self.listeners.keys().map(String::as_str)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn defaults_change_nothing() {
+        let c = SecurityConfig::from_settings(&BTreeMap::new()).expect("empty");
+        assert!(!c.authorizer);
+        assert!(!c.allow_everyone_if_no_acl_found);
+        assert_eq!(c.failed_authentication_delay_ms, 100);
+        assert_eq!(c.sasl_max_receive_size, 524_288);
+        let l = c.listener("PLAINTEXT").expect("listener");
+        assert_eq!(l.max_reauth_ms, 0);
+        assert_eq!(l.tls.client_auth, ClientAuth::None);
+    }
+
+    #[test]
+    fn kafka_names_are_read_and_listener_values_win() {
+        let c = SecurityConfig::from_settings(&settings(&[
+            ("super.users", "User:admin; User:ops"),
+            ("allow.everyone.if.no.acl.found", "true"),
+            ("sasl.enabled.mechanisms", "SCRAM-SHA-512"),
+            (
+                "listener.name.sasl_ssl.sasl.enabled.mechanisms",
+                "PLAIN,SCRAM-SHA-256",
+            ),
+            ("listener.name.sasl_ssl.connections.max.reauth.ms", "60000"),
+            ("ssl.client.auth", "requested"),
+            ("listener.name.ssl.ssl.client.auth", "required"),
+        ]))
+        .expect("valid");
+        let authorizer = [("authorizer.class.name", STANDARD_AUTHORIZER)];
+        assert_eq!(
+            SecurityConfig::from_settings(&settings(&authorizer)).map(|c| c.authorizer),
+            if AUTHORIZER_ENFORCED_ON_EVERY_API {
+                Ok(true)
+            } else {
+                Err(AUTHORIZER_NOT_YET.to_string())
+            }
+        );
+        assert_eq!(c.super_users, vec!["User:admin", "User:ops"]);
+        assert!(c.allow_everyone_if_no_acl_found);
+        let s = c.listener("SASL_SSL").expect("listener");
+        assert_eq!(s.mechanisms, vec!["PLAIN", "SCRAM-SHA-256"]);
+        assert_eq!(s.max_reauth_ms, 60_000);
+        assert_eq!(s.tls.client_auth, ClientAuth::Requested);
+        let other = c.listener("OTHER").expect("listener");
+        assert_eq!(other.mechanisms, vec!["SCRAM-SHA-512"]);
+        assert_eq!(
+            c.listener("ssl").expect("listener").tls.client_auth,
+            ClientAuth::Required
+        );
+    }
+
+    #[test]
+    fn what_es_cannot_do_is_refused_at_start() {
+        for bad in [
+            (
+                "authorizer.class.name",
+                "kafka.security.authorizer.AclAuthorizer",
+            ),
+            ("sasl.enabled.mechanisms", "GSSAPI"),
+            ("listener.name.x.sasl.enabled.mechanisms", "OAUTHBEARER"),
+            ("ssl.client.auth", "sometimes"),
+            ("ssl.keystore.type", "JKS"),
+            ("super.users", "admin"),
+            ("allow.everyone.if.no.acl.found", "yes"),
+            ("ssl.enabled.protocols", "TLSv1.1"),
+            ("no.such.setting", "1"),
+        ] {
+            assert!(
+                SecurityConfig::from_settings(&settings(&[bad])).is_err(),
+                "{bad:?} accepted"
+            );
+        }
+        assert!(is_security_setting("listener.name.client.ssl.client.auth"));
+        assert!(!is_security_setting("listener.name.client.log.dirs"));
+        assert!(!is_security_setting("log.dirs"));
+    }
+}

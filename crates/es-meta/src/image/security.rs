@@ -1,0 +1,115 @@
+//! The security state of the metadata: ACL bindings and SCRAM credentials,
+//! changed by one entry per admin request so that every node enforces the
+//! same, at the same index.
+//!
+//! The broker that received the request checked what needs no state (a
+//! binding's form, a credential's iterations); what depends on the state
+//! (is a binding already there, which ones does a filter match) is decided
+//! here, deterministically.
+
+use std::collections::BTreeMap;
+
+use es_auth::acl::{AclBinding, AclBindingFilter};
+
+use super::{MetaEvent, MetaImage};
+use crate::records::{code, AclResult, ItemResult, MetaResponse, ScramKey, ScramUpsertion};
+
+fn result(r: Result<Vec<AclBinding>, es_auth::acl::AclError>) -> AclResult {
+    match r {
+        Ok(bindings) => AclResult {
+            error_code: 0,
+            message: None,
+            bindings,
+        },
+        Err(e) => {
+            let (error_code, message) = e.pair();
+            AclResult {
+                error_code,
+                message: message.map(str::to_string),
+                bindings: Vec::new(),
+            }
+        }
+    }
+}
+
+impl MetaImage {
+    pub(super) fn create_acls(
+        &mut self,
+        bindings: &[AclBinding],
+        ev: &mut Vec<MetaEvent>,
+    ) -> MetaResponse {
+        let before = self.acls.len();
+        let results = self
+            .acls
+            .create_batch(bindings)
+            .into_iter()
+            .map(|r| result(r.map(|_| Vec::new())))
+            .collect();
+        if self.acls.len() != before {
+            ev.push(MetaEvent::Acls);
+        }
+        MetaResponse::Acls { results }
+    }
+
+    pub(super) fn delete_acls(
+        &mut self,
+        filters: &[AclBindingFilter],
+        ev: &mut Vec<MetaEvent>,
+    ) -> MetaResponse {
+        let before = self.acls.len();
+        let results = self
+            .acls
+            .delete_batch(filters)
+            .into_iter()
+            .map(result)
+            .collect();
+        if self.acls.len() != before {
+            ev.push(MetaEvent::Acls);
+        }
+        MetaResponse::Acls { results }
+    }
+
+    pub(super) fn alter_scram(
+        &mut self,
+        deletions: &[ScramKey],
+        upsertions: &[ScramUpsertion],
+        ev: &mut Vec<MetaEvent>,
+    ) -> MetaResponse {
+        // Kafka's ScramControlManager: a deletion of a credential that does
+        // not exist fails for its user; the rest apply. The broker sent at
+        // most one change per user.
+        let mut results = Vec::with_capacity(deletions.len() + upsertions.len());
+        let mut changed = false;
+        for d in deletions {
+            let removed = self
+                .scram
+                .get_mut(&d.user)
+                .and_then(|m| m.remove(&d.mechanism));
+            if self.scram.get(&d.user).is_some_and(BTreeMap::is_empty) {
+                self.scram.remove(&d.user);
+            }
+            if removed.is_some() {
+                changed = true;
+                results.push(ItemResult::ok(&d.user));
+            } else {
+                results.push(ItemResult {
+                    name: d.user.clone(),
+                    error_code: code::RESOURCE_NOT_FOUND,
+                    message: Some("Attempt to delete a user credential that does not exist".into()),
+                });
+            }
+        }
+        for u in upsertions {
+            self.scram
+                .entry(u.user.clone())
+                .or_default()
+                .insert(u.credential.mechanism.type_id(), u.credential.clone());
+            changed = true;
+            results.push(ItemResult::ok(&u.user));
+        }
+        if changed {
+            ev.push(MetaEvent::ScramCredentials);
+        }
+        MetaResponse::Items { results }
+    }
+}
