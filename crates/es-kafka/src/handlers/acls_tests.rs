@@ -176,3 +176,142 @@ async fn without_an_authorizer_the_acl_apis_are_disabled_as_in_kafka() {
         Some(super::acls::NO_AUTHORIZER_DESCRIBE)
     );
 }
+
+/// Creates the ACL bindings `creations` as the super user.
+async fn grant(b: &std::sync::Arc<crate::broker::Broker>, creations: Vec<AclCreation>) {
+    let mut req = CreateAclsRequest::default();
+    req.creations = creations;
+    let r: CreateAclsResponse =
+        call_as(b, as_principal("User:admin"), ApiKey::CreateAcls, 3, &req).await;
+    assert!(r.results.iter().all(|x| x.error_code == 0), "{r:?}");
+}
+
+fn records() -> bytes::Bytes {
+    let mut batch = es_test_support::batch::KafkaBatch::new();
+    batch.record(
+        1_700_000_000_000,
+        None,
+        Some(b"v"),
+        &[],
+        &es_storage::record::RecordMeta::default(),
+    );
+    bytes::Bytes::from(batch.encode())
+}
+
+async fn produce_as(b: &std::sync::Arc<crate::broker::Broker>, who: &str, topic: &str) -> i16 {
+    use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+    let mut pd = PartitionProduceData::default();
+    pd.records = Some(records());
+    let mut td = TopicProduceData::default();
+    td.name = super::wire_client::tn(topic);
+    td.partition_data = vec![pd];
+    let mut req = kafka_protocol::messages::ProduceRequest::default();
+    req.acks = -1;
+    req.timeout_ms = 10_000;
+    req.topic_data = vec![td];
+    let r: kafka_protocol::messages::ProduceResponse =
+        call_as(b, as_principal(who), ApiKey::Produce, 9, &req).await;
+    r.responses[0].partition_responses[0].error_code
+}
+
+#[tokio::test]
+async fn the_data_path_checks_topics_as_kafka() {
+    use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+    use kafka_protocol::messages::{
+        FetchRequest, FetchResponse, ListOffsetsRequest, ListOffsetsResponse, MetadataRequest,
+        MetadataResponse,
+    };
+    let dir = tempfile::tempdir().expect("tmp");
+    let mut cfg = BrokerConfig::new(dir.path().join("data"), "127.0.0.1:9092");
+    cfg.security.authorizer = true;
+    cfg.security.super_users = vec!["User:admin".into()];
+    let b = open_with(cfg).await;
+    for t in ["orders", "secret"] {
+        b.create_topic(t, 1, std::collections::BTreeMap::new(), false)
+            .await
+            .expect("created");
+    }
+    grant(&b, vec![creation("orders", "User:alice", 3, 3)]).await; // READ
+    let denied = c(ResponseError::TopicAuthorizationFailed);
+
+    // Metadata: all topics lists only what alice may describe (READ
+    // implies DESCRIBE); a named topic she may not describe is refused
+    // whether it exists or not, and is not created.
+    let mut all = MetadataRequest::default();
+    all.topics = None;
+    let r: MetadataResponse =
+        call_as(&b, as_principal("User:alice"), ApiKey::Metadata, 12, &all).await;
+    let names: Vec<String> = r
+        .topics
+        .iter()
+        .filter_map(|t| t.name.as_ref().map(|n| n.0.to_string()))
+        .collect();
+    assert_eq!(names, vec!["orders"]);
+    let mut named = MetadataRequest::default();
+    named.allow_auto_topic_creation = true;
+    named.topics = Some(
+        ["secret", "missing", "orders"]
+            .iter()
+            .map(|n| {
+                let mut t = MetadataRequestTopic::default();
+                t.name = Some(super::wire_client::tn(n));
+                t
+            })
+            .collect(),
+    );
+    let r: MetadataResponse =
+        call_as(&b, as_principal("User:alice"), ApiKey::Metadata, 12, &named).await;
+    let codes: Vec<i16> = r.topics.iter().map(|t| t.error_code).collect();
+    assert_eq!(codes, vec![denied, denied, 0]);
+    assert!(b.topic("missing").is_none(), "created without CREATE");
+
+    // Produce needs WRITE: READ is not enough.
+    assert_eq!(produce_as(&b, "User:alice", "orders").await, denied);
+    assert_eq!(produce_as(&b, "User:alice", "secret").await, denied);
+    assert_eq!(produce_as(&b, "User:alice", "nosuchtopic").await, denied);
+    assert_eq!(produce_as(&b, "User:admin", "orders").await, 0);
+    grant(&b, vec![creation("orders", "User:alice", 4, 3)]).await; // WRITE
+    assert_eq!(produce_as(&b, "User:alice", "orders").await, 0);
+
+    // Fetch needs READ; ListOffsets DESCRIBE.
+    let fetch = |topic: &str| {
+        use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+        let mut p = FetchPartition::default();
+        p.partition_max_bytes = 1 << 20;
+        let mut t = FetchTopic::default();
+        t.topic = super::wire_client::tn(topic);
+        t.partitions = vec![p];
+        let mut req = FetchRequest::default();
+        req.max_bytes = 1 << 20;
+        req.replica_id = kafka_protocol::messages::BrokerId(-1);
+        req.topics = vec![t];
+        req
+    };
+    for (topic, want) in [("orders", 0), ("secret", denied)] {
+        let r: FetchResponse = call_as(
+            &b,
+            as_principal("User:alice"),
+            ApiKey::Fetch,
+            12,
+            &fetch(topic),
+        )
+        .await;
+        assert_eq!(r.responses[0].partitions[0].error_code, want, "{topic}");
+    }
+    for (topic, want) in [("orders", 0), ("secret", denied)] {
+        use kafka_protocol::messages::list_offsets_request::{
+            ListOffsetsPartition, ListOffsetsTopic,
+        };
+        let mut p = ListOffsetsPartition::default();
+        p.timestamp = -1;
+        let mut t = ListOffsetsTopic::default();
+        t.name = super::wire_client::tn(topic);
+        t.partitions = vec![p];
+        let mut req = ListOffsetsRequest::default();
+        req.replica_id = kafka_protocol::messages::BrokerId(-1);
+        req.topics = vec![t];
+        let r: ListOffsetsResponse =
+            call_as(&b, as_principal("User:alice"), ApiKey::ListOffsets, 7, &req).await;
+        assert_eq!(r.topics[0].partitions[0].error_code, want, "{topic}");
+    }
+}

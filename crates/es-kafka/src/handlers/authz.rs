@@ -56,3 +56,36 @@ impl Ctx {
         authorizer.authorize_by_resource_type(&self.principal.to_string(), &host, op, rt)
     }
 }
+
+impl Ctx {
+    /// Kafka's authorized-operations bit set for a resource: of the
+    /// operations in `all` (a bit per operation code), those the principal
+    /// may perform on it.
+    pub fn authorized_operations(&self, all: i32, rt: ResourceType, name: &str) -> i32 {
+        if self.broker.security().authorizer().is_none() || self.internal {
+            return all;
+        }
+        (0..31)
+            .filter(|bit| all & (1 << bit) != 0)
+            .filter_map(|bit| {
+                i8::try_from(bit)
+                    .ok()
+                    .and_then(AclOperation::from_code)
+                    .map(|op| (bit, op))
+            })
+            .filter(|(_, op)| self.allowed_quietly(*op, rt, name))
+            .fold(0, |acc, (bit, _)| acc | (1 << bit))
+    }
+
+    /// [`Ctx::allowed`] without the log line (Kafka logs no denial while
+    /// listing authorized operations).
+    fn allowed_quietly(&self, op: AclOperation, rt: ResourceType, name: &str) -> bool {
+        let Some(authorizer) = self.broker.security().authorizer() else {
+            return true;
+        };
+        let host = self.peer.map(java_host_address).unwrap_or_default();
+        authorizer
+            .authorize(&self.principal.to_string(), &host, op, rt, name)
+            .allowed
+    }
+}

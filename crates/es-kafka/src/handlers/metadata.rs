@@ -29,6 +29,7 @@ use kafka_protocol::messages::metadata_response::{
 use kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
 
+use es_auth::acl::{AclOperation, ResourceType, CLUSTER_NAME};
 use es_meta::image::NO_LEADER;
 
 use super::{Ctx, RequestError, CLUSTER_OPERATIONS_ALL, TOPIC_OPERATIONS_ALL};
@@ -63,7 +64,8 @@ pub async fn handle(ctx: &Ctx, req: MetadataRequest) -> Result<Option<Bytes>, Re
         r.cluster_id = Some(StrBytes::from_string(b.cluster_id().to_string()));
     }
     if (8..=10).contains(&v) && req.include_cluster_authorized_operations {
-        r.cluster_authorized_operations = CLUSTER_OPERATIONS_ALL;
+        r.cluster_authorized_operations =
+            ctx.authorized_operations(CLUSTER_OPERATIONS_ALL, ResourceType::Cluster, CLUSTER_NAME);
     }
     // v0 has no null: an empty list means every topic.
     let requested = match req.topics {
@@ -71,10 +73,14 @@ pub async fn handle(ctx: &Ctx, req: MetadataRequest) -> Result<Option<Bytes>, Re
         Some(list) if v == 0 && list.is_empty() => None,
         Some(list) => Some(list),
     };
+    let describable = |name: &str| ctx.allowed(AclOperation::Describe, ResourceType::Topic, name);
     match requested {
         None => {
+            // All topics: those the client may not describe are left out.
             for t in b.topics() {
-                r.topics.push(describe(ctx, &t, include_ops));
+                if ctx.allowed(AclOperation::Describe, ResourceType::Topic, &t.name) {
+                    r.topics.push(describe(ctx, &t, include_ops));
+                }
             }
         }
         Some(list) => {
@@ -108,6 +114,12 @@ pub async fn handle(ctx: &Ctx, req: MetadataRequest) -> Result<Option<Bytes>, Re
                 let mut seen = HashSet::new();
                 for id in ids.into_iter().filter(|id| seen.insert(*id)) {
                     match b.topic_by_id(id) {
+                        Some(topic) if !describable(&topic.name) => {
+                            let mut e =
+                                error_topic(v, None, code(ResponseError::TopicAuthorizationFailed));
+                            e.topic_id = id;
+                            r.topics.push(e);
+                        }
                         Some(topic) => r.topics.push(describe(ctx, &topic, include_ops)),
                         None => {
                             let mut e = error_topic(v, None, code(ResponseError::UnknownTopicId));
@@ -120,6 +132,10 @@ pub async fn handle(ctx: &Ctx, req: MetadataRequest) -> Result<Option<Bytes>, Re
             }
             // Kafka's default for v0-3 is to auto-create.
             let allow_create = v < 4 || req.allow_auto_topic_creation;
+            // Auto-creation needs CREATE on the cluster or on the topic.
+            let may_create_any = allow_create
+                && b.config().auto_create_topics
+                && ctx.allowed(AclOperation::Create, ResourceType::Cluster, CLUSTER_NAME);
             let mut seen = HashSet::new();
             let list: Vec<_> = list
                 .into_iter()
@@ -138,13 +154,40 @@ pub async fn handle(ctx: &Ctx, req: MetadataRequest) -> Result<Option<Bytes>, Re
                             ));
                             continue;
                         }
-                        match b.get_or_create(&name, allow_create).await {
+                        // A topic the client may not describe gets
+                        // TOPIC_AUTHORIZATION_FAILED whether it exists or not.
+                        if !describable(&name) {
+                            r.topics.push(error_topic(
+                                v,
+                                Some(&name),
+                                code(ResponseError::TopicAuthorizationFailed),
+                            ));
+                            continue;
+                        }
+                        let may_create = allow_create
+                            && (may_create_any
+                                || ctx.allowed(AclOperation::Create, ResourceType::Topic, &name));
+                        if allow_create
+                            && b.config().auto_create_topics
+                            && !may_create
+                            && b.topic(&name).is_none()
+                        {
+                            r.topics.push(error_topic(
+                                v,
+                                Some(&name),
+                                code(ResponseError::TopicAuthorizationFailed),
+                            ));
+                            continue;
+                        }
+                        match b.get_or_create(&name, may_create).await {
                             Ok(topic) => r.topics.push(describe(ctx, &topic, include_ops)),
                             Err(e) => r.topics.push(error_topic(v, Some(&name), e.code)),
                         }
                     }
                     None => match b.topic_by_id(t.topic_id) {
-                        Some(topic) if v >= 10 => r.topics.push(describe(ctx, &topic, include_ops)),
+                        Some(topic) if v >= 10 && describable(&topic.name) => {
+                            r.topics.push(describe(ctx, &topic, include_ops))
+                        }
                         _ => {
                             let mut e = error_topic(v, None, code(ResponseError::UnknownTopicId));
                             if v >= 10 {
@@ -231,7 +274,8 @@ fn describe(ctx: &Ctx, topic: &Arc<Topic>, include_ops: bool) -> MetadataRespons
         t.topic_id = topic.id;
     }
     if include_ops {
-        t.topic_authorized_operations = TOPIC_OPERATIONS_ALL;
+        t.topic_authorized_operations =
+            ctx.authorized_operations(TOPIC_OPERATIONS_ALL, ResourceType::Topic, &topic.name);
     }
     t.partitions = (0..topic.partition_count())
         .filter_map(|i| {

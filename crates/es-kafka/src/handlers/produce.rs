@@ -26,6 +26,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use bytes::Bytes;
+use es_auth::acl::{AclOperation, ResourceType};
 use es_storage::{AppendIntent, AppendOutcome, ProducerAppend, RecordBatchBuf};
 use indexmap::IndexMap;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
@@ -149,15 +150,36 @@ pub async fn handle(
     let acks_ok = matches!(acks, -1..=1);
     let image = b.image();
     let mut leaders = LeaderEndpoints::default();
+    // Transactional records need WRITE on their transactional id, or the
+    // whole request is refused (Kafka's KafkaApis.handleProduceRequest).
+    let txn_denied = has_transactional_records(&topic_data)
+        && !transactional_id
+            .as_deref()
+            .is_some_and(|id| ctx.allowed(AclOperation::Write, ResourceType::TransactionalId, id));
     // Phase 1: resolve topics and partitions.
     for (ti, td) in topic_data.into_iter().enumerate() {
         topic_names.push((td.name.clone(), td.topic_id));
-        // v13 names topics by id; before that by name.
-        let resolved = if v >= 13 {
-            b.topic_by_id(td.topic_id).ok_or((
-                code(ResponseError::UnknownTopicId),
-                "unknown topic id".to_string(),
+        // v13 names topics by id; before that by name. A topic the client
+        // may not write is refused before its existence is looked at.
+        let denied = |name: &str| !ctx.allowed(AclOperation::Write, ResourceType::Topic, name);
+        let resolved = if txn_denied {
+            Err((
+                code(ResponseError::TransactionalIdAuthorizationFailed),
+                String::new(),
             ))
+        } else if v >= 13 {
+            match b.topic_by_id(td.topic_id) {
+                Some(t) if denied(&t.name) => {
+                    Err((code(ResponseError::TopicAuthorizationFailed), String::new()))
+                }
+                Some(t) => Ok(t),
+                None => Err((
+                    code(ResponseError::UnknownTopicId),
+                    "unknown topic id".to_string(),
+                )),
+            }
+        } else if denied(td.name.0.as_str()) {
+            Err((code(ResponseError::TopicAuthorizationFailed), String::new()))
         } else {
             // Kafka's Produce creates no topic (clients ask Metadata to) and
             // answers one it does not have, whatever its name, with
@@ -520,7 +542,11 @@ fn partition_response(v: i16, partition: i32, step: Step<Appended>) -> Partition
             if v >= 5 {
                 p.log_start_offset = r.log_start_offset;
             }
-            (Some(r.message), r.record_errors)
+            // Kafka sends no message with an authorization failure.
+            (
+                (!r.message.is_empty()).then_some(r.message),
+                r.record_errors,
+            )
         }
     };
     if v >= 8 {
@@ -536,6 +562,21 @@ fn partition_response(v: i16, partition: i32, step: Step<Appended>) -> Partition
             .collect();
     }
     p
+}
+
+/// Whether any partition's first batch is transactional (attributes bit 4,
+/// at byte 21 of the batch header): Kafka's `hasTransactionalRecords`.
+fn has_transactional_records(topics: &[TopicProduceData]) -> bool {
+    const ATTRIBUTES_AT: usize = 21;
+    const TRANSACTIONAL: u8 = 0x10;
+    topics
+        .iter()
+        .flat_map(|t| t.partition_data.iter())
+        .filter_map(|p| p.records.as_ref())
+        .any(|r| {
+            r.get(ATTRIBUTES_AT + 1)
+                .is_some_and(|a| a & TRANSACTIONAL != 0)
+        })
 }
 
 /// Appends one partition's records (the transactional check, LogAppendTime,

@@ -53,6 +53,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use es_auth::acl::{AclOperation, ResourceType};
 use indexmap::IndexMap;
 use kafka_protocol::messages::{ApiKey, FetchRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
@@ -200,6 +201,13 @@ pub async fn handle(ctx: &Ctx, req: FetchRequest) -> Result<Option<ResponseFrame
         req.replica_id.0
     };
     if follower >= 0 {
+        // Only brokers (CLUSTER_ACTION) fetch as replicas.
+        if !ctx.allowed_on_cluster(AclOperation::ClusterAction) {
+            return respond(
+                ctx,
+                &error_reply(&req, v, ResponseError::TopicAuthorizationFailed),
+            );
+        }
         return replica::serve(ctx, req, follower).await;
     }
     let by_id = v >= 13;
@@ -295,6 +303,27 @@ pub async fn handle(ctx: &Ctx, req: FetchRequest) -> Result<Option<ResponseFrame
             TopicKey::Name(name) => b.topic(name),
         };
         let unknown_id = topic.is_none() && matches!(key.topic, TopicKey::Id(_));
+        // A consumer needs READ on the topic; refused before its existence
+        // is looked at (a topic named by an unknown id stays UNKNOWN_TOPIC_ID).
+        let name = match (&key.topic, &topic) {
+            (TopicKey::Name(n), _) => Some(n.as_str()),
+            (TopicKey::Id(_), Some(t)) => Some(t.name.as_str()),
+            (TopicKey::Id(_), None) => None,
+        };
+        if name.is_some_and(|n| !ctx.allowed(AclOperation::Read, ResourceType::Topic, n)) {
+            let p = FetchedPartition {
+                partition_index: key.partition,
+                error_code: code(ResponseError::TopicAuthorizationFailed),
+                high_watermark: -1,
+                last_stable_offset: -1,
+                log_start_offset: -1,
+                aborted_transactions: Some(Vec::new()),
+                records: Bytes::new(),
+                current_leader: None,
+            };
+            erroneous.push((key, p));
+            continue;
+        }
         let routed = route(
             b,
             image.as_deref(),
