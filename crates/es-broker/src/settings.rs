@@ -211,6 +211,9 @@ pub fn expand(argv: Vec<OsString>) -> anyhow::Result<Expanded> {
     let mut security = BTreeMap::new();
     let mut topic_defaults = BTreeMap::new();
     for (name, value) in last {
+        if name == "log.dirs" && value.contains(',') {
+            bail!("log.dirs={value:?}: es keeps its data in one directory");
+        }
         if let Some((_, flag, unit)) = FLAGS.iter().find(|(n, _, _)| *n == name) {
             match unit {
                 Unit::Same => flags.push(format!("{flag}={}", value.trim()).into()),
@@ -315,6 +318,7 @@ mod tests {
         assert!(e.is_err());
         assert!(expand(args(&["es-broker", "--set", "novalue"])).is_err());
         assert!(expand(args(&["es-broker", "--set", "log.retention.ms=soon"])).is_err());
+        assert!(expand(args(&["es-broker", "--set", "log.dirs=/a,/b"])).is_err());
         assert!(expand(args(&["es-broker", "--config", "/nonexistent/file"])).is_err());
     }
 

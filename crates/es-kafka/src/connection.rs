@@ -40,6 +40,21 @@ const WRITE_BUFFER_BYTES: usize = 64 * 1024;
 
 type Pending = JoinHandle<Result<Option<ResponseFrame>, CloseReason>>;
 
+/// How long a client on a SASL listener has to authenticate after it
+/// connects. Kafka has no such bound (only `connections.max.idle.ms`, 10
+/// minutes); clients authenticate at once, and without one a peer could
+/// hold every connection slot with sockets that never authenticate.
+pub const AUTHENTICATION_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Resolves at `deadline` while a SASL client has not authenticated;
+/// never otherwise.
+async fn unauthenticated_deadline(deadline: tokio::time::Instant, sasl: Option<&SaslSession>) {
+    match sasl {
+        Some(s) if !s.authenticated() => tokio::time::sleep_until(deadline).await,
+        _ => std::future::pending().await,
+    }
+}
+
 /// Logs why a request closed its connection: a fault of ours as an error,
 /// the client's (bytes we cannot parse, a failed acks=0 produce) as a
 /// warning.
@@ -99,6 +114,7 @@ pub async fn serve<S>(
     let normal_frame_max = broker.config().frame_bytes_max;
     let (tx, rx) = mpsc::channel::<Pending>(in_flight_max);
     let mut writer_task = tokio::spawn(write_responses(writer, rx, peer.clone()));
+    let authenticate_by = tokio::time::Instant::now() + AUTHENTICATION_TIMEOUT;
     let mut buf = BytesMut::with_capacity(READ_CHUNK_BYTES);
     let mut prev_turn: Option<oneshot::Receiver<()>> = None;
     let mut writer_done = false;
@@ -214,6 +230,10 @@ pub async fn serve<S>(
             _ = shutdown.changed() => break,
             _ = &mut writer_task => {
                 writer_done = true;
+                break;
+            }
+            _ = unauthenticated_deadline(authenticate_by, session.sasl.as_ref()) => {
+                tracing::info!(%peer, "closing connection: no SASL authentication within {AUTHENTICATION_TIMEOUT:?}");
                 break;
             }
         }

@@ -67,13 +67,12 @@ pub const SUPPORTED: &[ApiRange] = &[
     r(ApiKey::CreateAcls, 1, 3),
     r(ApiKey::DeleteAcls, 1, 3),
     r(ApiKey::DescribeConfigs, 1, 4),
-    r(ApiKey::SaslAuthenticate, 0, 2),
-    // KIP-554: SCRAM credentials in the metadata log (handlers/scram.rs).
-    r(ApiKey::DescribeUserScramCredentials, 0, 0),
-    r(ApiKey::AlterUserScramCredentials, 0, 0),
     r(ApiKey::AlterConfigs, 0, 2),
     r(ApiKey::AlterReplicaLogDirs, 1, 2),
     r(ApiKey::DescribeLogDirs, 1, 5),
+    // SASL outside an exchange (handlers/sasl.rs); the exchange itself is
+    // the connection's (security/sasl.rs).
+    r(ApiKey::SaslAuthenticate, 0, 2),
     r(ApiKey::CreatePartitions, 0, 3),
     r(ApiKey::DeleteGroups, 0, 2),
     r(ApiKey::ElectLeaders, 0, 2),
@@ -81,6 +80,9 @@ pub const SUPPORTED: &[ApiRange] = &[
     r(ApiKey::AlterPartitionReassignments, 0, 1),
     r(ApiKey::ListPartitionReassignments, 0, 0),
     r(ApiKey::OffsetDelete, 0, 0),
+    // KIP-554: SCRAM credentials in the metadata log (handlers/scram.rs).
+    r(ApiKey::DescribeUserScramCredentials, 0, 0),
+    r(ApiKey::AlterUserScramCredentials, 0, 0),
     r(ApiKey::DescribeQuorum, 0, 2),
     r(ApiKey::DescribeCluster, 0, 2),
     r(ApiKey::DescribeProducers, 0, 0),

@@ -699,3 +699,70 @@ async fn scram_credentials_are_managed_as_kip_554_and_authenticate() {
         .expect("SCRAM after a restart");
     b.stop();
 }
+
+#[test]
+fn floods_of_half_open_and_unauthenticated_connections_cost_little() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let data = dir.path().join("data");
+    let pki = Pki::new(&dir.path().join("pki"));
+    let (id, secret) = create_key(&data, "User:alice");
+    let b = Broker::start(
+        Path::new(ES_BROKER),
+        &data,
+        &[
+            "--listener",
+            "SASL_SSL://127.0.0.1:0",
+            "--listener",
+            "SASL_PLAINTEXT://127.0.0.1:0",
+            "--ssl-cert",
+            pki.server_cert.to_str().expect("utf-8"),
+            "--ssl-key",
+            pki.server_key.to_str().expect("utf-8"),
+        ],
+    );
+    let tls_addr = b.listener_addr("SASL_SSL");
+    let sasl_addr = b.listener_addr("SASL_PLAINTEXT");
+    let before = rss_kib(b.pid());
+    // 300 sockets that open a TLS connection and never say hello, and 300
+    // that send ApiVersions on a SASL listener and never authenticate.
+    let mut half_open = Vec::new();
+    for _ in 0..300 {
+        half_open.push(TcpStream::connect(&tls_addr).expect("connect"));
+    }
+    let mut unauthenticated = Vec::new();
+    for _ in 0..300 {
+        let mut c = KafkaClient::connect(&sasl_addr, "flood");
+        let _: kafka_protocol::messages::ApiVersionsResponse =
+            c.call(ApiKey::ApiVersions, 3, &ApiVersionsRequest::default());
+        unauthenticated.push(c);
+    }
+    // Meanwhile an authenticated client is served on both listeners.
+    let (mut c, _) = handshake(&sasl_addr, "PLAIN");
+    assert_eq!(plain(&mut c, &id, &secret).error_code, 0);
+    assert_eq!(metadata(&mut c).brokers.len(), 1);
+    let mut cfg = client_config(&tls_addr);
+    cfg.set("security.protocol", "SASL_SSL")
+        .set("sasl.mechanisms", "PLAIN")
+        .set("sasl.username", &id)
+        .set("sasl.password", &secret)
+        .set("ssl.ca.location", pki.ca.to_str().expect("utf-8"));
+    let client: BaseConsumer = cfg.create().expect("client");
+    client
+        .fetch_metadata(None, TIMEOUT)
+        .expect("an authenticated client is served during the flood");
+    let after = rss_kib(b.pid());
+    assert!(
+        after.saturating_sub(before) < 64 * 1024,
+        "RSS grew from {before} KiB to {after} KiB for 600 idle connections"
+    );
+    // A TLS handshake that does not finish within its bound is dropped.
+    let mut s = half_open.pop().expect("a socket");
+    s.set_read_timeout(Some(Duration::from_secs(60)))
+        .expect("timeout");
+    let mut got = Vec::new();
+    let _ = s.read_to_end(&mut got);
+    assert!(got.is_empty(), "a half-open TLS connection got {got:?}");
+    drop(half_open);
+    drop(unauthenticated);
+    b.stop();
+}

@@ -155,6 +155,12 @@ impl SaslSession {
         self.failure_delay
     }
 
+    /// Whether the client has authenticated (a re-authentication in
+    /// progress counts: the session it renews is still valid).
+    pub fn authenticated(&self) -> bool {
+        self.principal.is_some()
+    }
+
     /// The authenticated principal, once there is one.
     pub fn principal(&self) -> Option<Arc<Principal>> {
         self.principal.clone()
