@@ -183,6 +183,18 @@ pub async fn bind(args: &Args, security: &SecurityConfig) -> anyhow::Result<Boun
             listeners[0].spec.name
         );
     }
+    if args.controller_quorum_voters.is_some()
+        && security.authorizer
+        && !security.super_users.iter().any(|u| u == "User:ANONYMOUS")
+    {
+        // Nodes reach each other over the PLAINTEXT inter-broker listener,
+        // as User:ANONYMOUS; replica fetches and transaction markers need
+        // CLUSTER_ACTION (docs/security.md).
+        tracing::warn!(
+            "an authorizer in a cluster: other nodes connect as User:ANONYMOUS on {}; add it to super.users (and keep that listener private) or replication is refused",
+            listeners[0].spec.name
+        );
+    }
     let first_bind = listeners[0]
         .socket
         .local_addr()

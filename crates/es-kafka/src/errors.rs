@@ -102,6 +102,8 @@ impl GroupError {
             GroupError::UnsupportedAssignor { .. } => ResponseError::UnsupportedAssignor,
             GroupError::UnstableOffsetCommit => ResponseError::UnstableOffsetCommit,
             GroupError::UnknownServerError => ResponseError::UnknownServerError,
+            GroupError::GroupAuthorizationFailed => ResponseError::GroupAuthorizationFailed,
+            GroupError::TopicAuthorizationFailed => ResponseError::TopicAuthorizationFailed,
         };
         e.code()
     }

@@ -766,3 +766,122 @@ fn floods_of_half_open_and_unauthenticated_connections_cost_little() {
     drop(unauthenticated);
     b.stop();
 }
+
+/// CreateAcls of one LITERAL TOPIC binding, ALLOW, any host.
+fn allow_on_topic(c: &mut KafkaClient, topic: &str, principal: &str, operation: i8) {
+    use kafka_protocol::messages::create_acls_request::AclCreation;
+    use kafka_protocol::messages::{CreateAclsRequest, CreateAclsResponse};
+    let mut a = AclCreation::default();
+    a.resource_type = 2;
+    a.resource_name = StrBytes::from_string(topic.to_string());
+    a.resource_pattern_type = 3;
+    a.principal = StrBytes::from_string(principal.to_string());
+    a.host = StrBytes::from_static_str("*");
+    a.operation = operation;
+    a.permission_type = 3;
+    let mut req = CreateAclsRequest::default();
+    req.creations = vec![a];
+    let r: CreateAclsResponse = c.call(ApiKey::CreateAcls, 3, &req);
+    assert_eq!(r.results[0].error_code, 0, "{r:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acls_apply_to_principals_from_api_keys_and_certificates() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let data = dir.path().join("data");
+    let pki = Pki::new(&dir.path().join("pki"));
+    let (admin, admin_secret) = create_key(&data, "User:admin");
+    let (alice_cert, alice_key) = pki.client(
+        "alice",
+        &[
+            (rcgen::DnType::OrganizationalUnitName, "es-test"),
+            (rcgen::DnType::CommonName, "Alice"),
+        ],
+    );
+    let (bob_cert, bob_key) = pki.client("bob", &[(rcgen::DnType::CommonName, "Bob")]);
+    let b = Broker::start(
+        Path::new(ES_BROKER),
+        &data,
+        &[
+            "--listener",
+            "SASL_PLAINTEXT://127.0.0.1:0",
+            "--listener",
+            "SSL://127.0.0.1:0",
+            "--ssl-cert",
+            pki.server_cert.to_str().expect("utf-8"),
+            "--ssl-key",
+            pki.server_key.to_str().expect("utf-8"),
+            "--ssl-ca",
+            pki.ca.to_str().expect("utf-8"),
+            "--set",
+            "ssl.client.auth=required",
+            // Alice's DN (with OU=es-test, in either order) -> alice;
+            // CN=Bob matches no rule but DEFAULT: User:CN=Bob.
+            "--set",
+            "ssl.principal.mapping.rules=RULE:^OU=es-test,CN=([^,]+)$/$1/L,RULE:^CN=([^,]+),OU=es-test$/$1/L,DEFAULT",
+            "--set",
+            "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            "--set",
+            "super.users=User:admin",
+        ],
+    );
+    let sasl_addr = b.listener_addr("SASL_PLAINTEXT");
+    let ssl_addr = b.listener_addr("SSL");
+    // The super user (an API key) creates the topic and lets alice read it.
+    let (mut admin_conn, _) = handshake(&sasl_addr, "PLAIN");
+    assert_eq!(plain(&mut admin_conn, &admin, &admin_secret).error_code, 0);
+    let mut create = kafka_protocol::messages::CreateTopicsRequest::default();
+    let mut t = kafka_protocol::messages::create_topics_request::CreatableTopic::default();
+    t.name = kafka_protocol::messages::TopicName(StrBytes::from_static_str("ledger"));
+    t.num_partitions = 1;
+    t.replication_factor = 1;
+    create.topics = vec![t];
+    create.timeout_ms = 10_000;
+    let r: kafka_protocol::messages::CreateTopicsResponse =
+        admin_conn.call(ApiKey::CreateTopics, 7, &create);
+    assert_eq!(r.topics[0].error_code, 0);
+    allow_on_topic(&mut admin_conn, "ledger", "User:alice", 3); // READ
+
+    // Over SSL the certificate names the principal through the rules.
+    let ssl = |cert: &Path, key: &Path| {
+        let mut c = client_config(&ssl_addr);
+        c.set("security.protocol", "SSL")
+            .set("ssl.ca.location", pki.ca.to_str().expect("utf-8"))
+            .set("ssl.certificate.location", cert.to_str().expect("utf-8"))
+            .set("ssl.key.location", key.to_str().expect("utf-8"));
+        c
+    };
+    let alice: BaseConsumer = ssl(&alice_cert, &alice_key).create().expect("client");
+    let md = alice
+        .fetch_metadata(Some("ledger"), TIMEOUT)
+        .expect("metadata");
+    assert_eq!(
+        md.topics()[0].error(),
+        None,
+        "User:alice may describe ledger"
+    );
+    let bob: BaseConsumer = ssl(&bob_cert, &bob_key).create().expect("client");
+    let md = bob
+        .fetch_metadata(Some("ledger"), TIMEOUT)
+        .expect("metadata");
+    assert_eq!(
+        md.topics()[0].error(),
+        Some(rdkafka::types::RDKafkaRespErr::RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED),
+        "User:Bob may not"
+    );
+    // alice may read but not write.
+    let producer: FutureProducer = ssl(&alice_cert, &alice_key)
+        .set("message.timeout.ms", "10000")
+        .create()
+        .expect("producer");
+    let sent = producer
+        .send(FutureRecord::to("ledger").key("k").payload("v"), TIMEOUT)
+        .await;
+    match sent {
+        Err((KafkaError::MessageProduction(code), _)) => {
+            assert_eq!(code, RDKafkaErrorCode::TopicAuthorizationFailed)
+        }
+        other => panic!("alice wrote without WRITE: {other:?}"),
+    }
+    b.stop();
+}

@@ -114,6 +114,13 @@ pub enum GroupError {
     /// transactional offset.
     #[error("unstable offset commit")]
     UnstableOffsetCommit,
+    /// The client may not use the group (the request layer's authorizer).
+    #[error("Group authorization failed.")]
+    GroupAuthorizationFailed,
+    /// The client may not read or describe the topic (the request layer's
+    /// authorizer).
+    #[error("Topic authorization failed.")]
+    TopicAuthorizationFailed,
     /// A state the coordinator's own bookkeeping should never reach.
     #[error("unknown server error")]
     UnknownServerError,
@@ -136,7 +143,9 @@ impl GroupError {
             | GroupError::InvalidRequest(_)
             | GroupError::InvalidRegularExpression { .. }
             | GroupError::UnsupportedAssignor { .. } => Some(self.to_string()),
-            GroupError::CoordinatorNotAvailable
+            GroupError::GroupAuthorizationFailed
+            | GroupError::TopicAuthorizationFailed
+            | GroupError::CoordinatorNotAvailable
             | GroupError::NotCoordinator
             | GroupError::UnknownMemberId
             | GroupError::MemberIdRequired

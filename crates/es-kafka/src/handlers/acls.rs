@@ -28,6 +28,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
+use super::authz::CLUSTER_AUTHORIZATION_FAILED;
 use super::{Ctx, RequestError};
 use crate::errors::{code, ResponseError};
 
@@ -35,8 +36,6 @@ use crate::errors::{code, ResponseError};
 pub const NO_AUTHORIZER_DESCRIBE: &str = "No Authorizer is configured on the broker";
 /// Kafka's CreateAcls / DeleteAcls message without an authorizer.
 pub const NO_AUTHORIZER: &str = "No Authorizer is configured.";
-/// Kafka's message of CLUSTER_AUTHORIZATION_FAILED.
-pub const CLUSTER_AUTHORIZATION_FAILED: &str = "Cluster authorization failed.";
 
 fn s(v: impl Into<String>) -> StrBytes {
     StrBytes::from_string(v.into())

@@ -12,6 +12,13 @@ use es_auth::acl::{java_host_address, AclOperation, ResourceType, CLUSTER_NAME};
 
 use super::Ctx;
 
+/// Kafka's message of CLUSTER_AUTHORIZATION_FAILED.
+pub const CLUSTER_AUTHORIZATION_FAILED: &str = "Cluster authorization failed.";
+/// Kafka's message of TOPIC_AUTHORIZATION_FAILED.
+pub const TOPIC_AUTHORIZATION_FAILED: &str = "Topic authorization failed.";
+/// Kafka's message of GROUP_AUTHORIZATION_FAILED.
+pub const GROUP_AUTHORIZATION_FAILED: &str = "Group authorization failed.";
+
 impl Ctx {
     /// Whether the principal may perform `op` on resource `name` of type
     /// `rt`.
@@ -36,6 +43,19 @@ impl Ctx {
             "authorization"
         );
         d.allowed
+    }
+
+    /// The topics among `names` the principal may not perform `op` on.
+    pub fn denied_topics<'a>(
+        &self,
+        op: AclOperation,
+        names: impl IntoIterator<Item = &'a str>,
+    ) -> std::collections::HashSet<String> {
+        names
+            .into_iter()
+            .filter(|n| !self.allowed(op, ResourceType::Topic, n))
+            .map(str::to_string)
+            .collect()
     }
 
     /// Whether the principal may perform `op` on the cluster.

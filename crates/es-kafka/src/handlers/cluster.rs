@@ -12,6 +12,7 @@
 use std::collections::{HashMap, HashSet};
 
 use bytes::Bytes;
+use es_auth::acl::AclOperation;
 use es_meta::records::{code as meta_code, MetaRequest, Reassignment, TopicPartitions};
 use es_meta::MetaImage;
 use kafka_protocol::messages::alter_partition_reassignments_response::{
@@ -36,6 +37,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 
 use super::admin::{RESOURCE_BROKER, RESOURCE_BROKER_LOGGER, RESOURCE_TOPIC};
+use super::authz::CLUSTER_AUTHORIZATION_FAILED;
 use super::{Ctx, RequestError};
 use crate::errors::{code, ResponseError, NONE};
 
@@ -67,6 +69,13 @@ pub async fn describe_quorum(
     let mut r = DescribeQuorumResponse::default();
     if v >= 2 {
         r.error_message = Some(StrBytes::default());
+    }
+    if !ctx.allowed_on_cluster(AclOperation::Describe) {
+        r.error_code = code(ResponseError::ClusterAuthorizationFailed);
+        if v >= 2 {
+            r.error_message = Some(s(CLUSTER_AUTHORIZATION_FAILED));
+        }
+        return ctx.respond(&r);
     }
     // Kafka's KRaft client answers only a request for exactly one topic
     // with exactly one partition; anything else gets
@@ -176,6 +185,11 @@ pub fn list_partition_reassignments(
 ) -> Result<Option<Bytes>, RequestError> {
     let mut r = ListPartitionReassignmentsResponse::default();
     r.error_message = None;
+    if !ctx.allowed_on_cluster(AclOperation::Describe) {
+        r.error_code = code(ResponseError::ClusterAuthorizationFailed);
+        r.error_message = Some(s(CLUSTER_AUTHORIZATION_FAILED));
+        return ctx.respond(&r);
+    }
     let only: Option<Vec<TopicPartitions>> = req.topics.map(|ts| {
         ts.into_iter()
             .map(|t| TopicPartitions {
@@ -237,6 +251,10 @@ pub async fn alter_partition_reassignments(
     let mut r = AlterPartitionReassignmentsResponse::default();
     r.allow_replication_factor_change = req.allow_replication_factor_change;
     r.error_message = None;
+    if !ctx.allowed_on_cluster(AclOperation::Alter) {
+        let e = code(ResponseError::ClusterAuthorizationFailed);
+        return ctx.respond(&reassign_refused(r, req, e, CLUSTER_AUTHORIZATION_FAILED));
+    }
     // A deadline already past (timeout_ms of 0 or less): Kafka's controller
     // gives up first, and every partition answers REQUEST_TIMED_OUT.
     if let Some((e, message)) = super::controller_deadline_passed(req.timeout_ms) {
@@ -364,6 +382,7 @@ pub fn alter_replica_log_dirs(
     let mut results: Vec<AlterReplicaLogDirTopicResult> = Vec::new();
     let mut topic_at: HashMap<TopicName, usize> = HashMap::new();
     let mut partition_at: HashMap<(usize, i32), usize> = HashMap::new();
+    let alter_allowed = ctx.allowed_on_cluster(AclOperation::Alter);
     for dir in req.dirs {
         let path = dir.path.as_str();
         let trimmed = if path.len() > 1 {
@@ -381,7 +400,9 @@ pub fn alter_replica_log_dirs(
                     results.push(tr);
                     results.len() - 1
                 });
-                let error_code = if !dir_ok {
+                let error_code = if !alter_allowed {
+                    code(ResponseError::ClusterAuthorizationFailed)
+                } else if !dir_ok {
                     code(ResponseError::LogDirNotFound)
                 } else if topic.as_ref().and_then(|t| t.partition(p)).is_none() {
                     code(ResponseError::UnknownTopicOrPartition)
@@ -423,6 +444,10 @@ pub fn list_config_resources(
         RESOURCE_GROUP,
     ];
     let mut r = ListConfigResourcesResponse::default();
+    if !ctx.allowed_on_cluster(AclOperation::DescribeConfigs) {
+        r.error_code = code(ResponseError::ClusterAuthorizationFailed);
+        return ctx.respond(&r);
+    }
     // v0 lists client-metrics resources only (it has no type filter).
     let wanted: Vec<i8> = if ctx.version == 0 {
         vec![RESOURCE_CLIENT_METRICS]

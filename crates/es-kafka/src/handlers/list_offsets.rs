@@ -17,7 +17,7 @@
 //! FENCED_LEADER_EPOCH or UNKNOWN_LEADER_EPOCH ([`super::route`]).
 
 use bytes::Bytes;
-use es_auth::acl::{AclOperation, ResourceType};
+use es_auth::acl::AclOperation;
 use indexmap::IndexMap;
 use kafka_protocol::messages::list_offsets_request::ListOffsetsPartition;
 use kafka_protocol::messages::list_offsets_response::{
@@ -76,17 +76,15 @@ pub async fn handle(ctx: &Ctx, req: ListOffsetsRequest) -> Result<Option<Bytes>,
     }
     // DESCRIBE on each topic, as Kafka checks it: a topic the client may
     // not describe gets TOPIC_AUTHORIZATION_FAILED on every partition.
-    let denied: std::collections::HashSet<TopicName> = wanted
-        .keys()
-        .map(|(name, _)| name)
-        .filter(|name| !ctx.allowed(AclOperation::Describe, ResourceType::Topic, name.0.as_str()))
-        .cloned()
-        .collect();
+    let denied = ctx.denied_topics(
+        AclOperation::Describe,
+        wanted.keys().map(|(name, _)| name.0.as_str()),
+    );
     let results = blocking(move || {
         let image = b.image();
         let mut out: IndexMap<TopicName, ListOffsetsTopicResponse> = IndexMap::new();
         for ((name, _), (p, duplicated)) in wanted {
-            if denied.contains(&name) {
+            if denied.contains(name.0.as_str()) {
                 let mut pr = ListOffsetsPartitionResponse::default();
                 pr.partition_index = p.partition_index;
                 pr.error_code = code(ResponseError::TopicAuthorizationFailed);

@@ -32,7 +32,7 @@ use kafka_protocol::protocol::StrBytes;
 use es_auth::acl::{AclOperation, ResourceType, CLUSTER_NAME};
 use es_meta::image::NO_LEADER;
 
-use super::{Ctx, RequestError, CLUSTER_OPERATIONS_ALL, TOPIC_OPERATIONS_ALL};
+use super::{Ctx, RequestError, TOPIC_OPERATIONS_ALL};
 use crate::broker::Leadership;
 use crate::errors::{code, ResponseError};
 use crate::topics::{is_internal, validate_topic_name, Topic};
@@ -64,8 +64,7 @@ pub async fn handle(ctx: &Ctx, req: MetadataRequest) -> Result<Option<Bytes>, Re
         r.cluster_id = Some(StrBytes::from_string(b.cluster_id().to_string()));
     }
     if (8..=10).contains(&v) && req.include_cluster_authorized_operations {
-        r.cluster_authorized_operations =
-            ctx.authorized_operations(CLUSTER_OPERATIONS_ALL, ResourceType::Cluster, CLUSTER_NAME);
+        r.cluster_authorized_operations = super::admin::describe::cluster_operations(ctx);
     }
     // v0 has no null: an empty list means every topic.
     let requested = match req.topics {

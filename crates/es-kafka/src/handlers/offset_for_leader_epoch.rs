@@ -13,6 +13,7 @@
 //! answer.
 
 use bytes::Bytes;
+use es_auth::acl::{AclOperation, ResourceType};
 use kafka_protocol::messages::offset_for_leader_epoch_response::{
     EpochEndOffset, OffsetForLeaderTopicResult,
 };
@@ -20,13 +21,22 @@ use kafka_protocol::messages::{OffsetForLeaderEpochRequest, OffsetForLeaderEpoch
 
 use super::route::route;
 use super::{Ctx, RequestError};
-use crate::errors::{code, NONE};
+use crate::errors::{code, ResponseError, NONE};
 
 pub fn handle(ctx: &Ctx, req: OffsetForLeaderEpochRequest) -> Result<Option<Bytes>, RequestError> {
     let b = &ctx.broker;
     let image = b.image();
     let mut r = OffsetForLeaderEpochResponse::default();
+    // Brokers (CLUSTER_ACTION) may ask about any partition; clients need
+    // DESCRIBE on the topic.
+    let cluster_action = ctx.allowed_on_cluster(AclOperation::ClusterAction);
     for t in req.topics {
+        let denied = !cluster_action
+            && !ctx.allowed(
+                AclOperation::Describe,
+                ResourceType::Topic,
+                t.topic.0.as_str(),
+            );
         let topic = b.topic(t.topic.0.as_str());
         let mut tr = OffsetForLeaderTopicResult::default();
         tr.topic = t.topic;
@@ -35,6 +45,11 @@ pub fn handle(ctx: &Ctx, req: OffsetForLeaderEpochRequest) -> Result<Option<Byte
             e.partition = p.partition;
             e.leader_epoch = -1;
             e.end_offset = -1;
+            if denied {
+                e.error_code = code(ResponseError::TopicAuthorizationFailed);
+                tr.partitions.push(e);
+                continue;
+            }
             let routed = route(
                 b,
                 image.as_deref(),

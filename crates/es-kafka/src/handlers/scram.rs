@@ -46,7 +46,13 @@ pub fn describe(
 ) -> Result<Option<Bytes>, RequestError> {
     let mut r = DescribeUserScramCredentialsResponse::default();
     if !ctx.allowed_on_cluster(AclOperation::Describe) {
-        r.error_code = code(ResponseError::ClusterAuthorizationFailed);
+        // Kafka answers with the error at the top and in one result for
+        // the empty user name.
+        let denied = code(ResponseError::ClusterAuthorizationFailed);
+        r.error_code = denied;
+        let mut res = DescribeUserScramCredentialsResult::default();
+        res.error_code = denied;
+        r.results.push(res);
         return ctx.respond(&r);
     }
     let all = ctx.broker.security().credentials.scram_all();

@@ -23,6 +23,7 @@
 use std::collections::BTreeMap;
 
 use bytes::Bytes;
+use es_auth::acl::{AclOperation, ResourceType};
 use kafka_protocol::messages::add_partitions_to_txn_response::{
     AddPartitionsToTxnPartitionResult, AddPartitionsToTxnResult, AddPartitionsToTxnTopicResult,
 };
@@ -149,11 +150,25 @@ pub async fn init_producer_id(
         (p, e) => Ok(Some((p, e))),
     };
     let id = req.transactional_id.map(|t| t.0.to_string());
+    // WRITE on the transactional id; an idempotent producer needs
+    // IDEMPOTENT_WRITE on the cluster or WRITE on some topic.
+    let denied = match id.as_deref() {
+        Some(t) if !ctx.allowed(AclOperation::Write, ResourceType::TransactionalId, t) => {
+            Some(code(ResponseError::TransactionalIdAuthorizationFailed))
+        }
+        None if !ctx.allowed_on_cluster(AclOperation::IdempotentWrite)
+            && !ctx.allowed_on_some(AclOperation::Write, ResourceType::Topic) =>
+        {
+            Some(code(ResponseError::ClusterAuthorizationFailed))
+        }
+        _ => None,
+    };
     // Without a transactional id any broker hands out a producer id.
     let not_here = id
         .as_deref()
         .and_then(|t| ctx.broker.owns_transactional_id(t).err());
     let result = match (producer, not_here) {
+        _ if denied.is_some() => Err(denied.unwrap_or_default()),
         (Err(e), _) => Err(e.code_for(ApiKey::InitProducerId, v)),
         (Ok(_), Some(n)) => Err(n.code()),
         (Ok(producer), None) => {
@@ -190,6 +205,10 @@ struct AddTxn {
     producer_id: i64,
     epoch: i16,
     verify_only: bool,
+    /// A client (v0-3) without WRITE on the transactional id.
+    txn_denied: bool,
+    /// Topics a client (v0-3) may not write.
+    denied_topics: std::collections::HashSet<String>,
     /// (topic, partitions) in request order.
     topics: Vec<(TopicName, Vec<i32>)>,
 }
@@ -216,8 +235,12 @@ fn add_one(b: &Broker, version: i16, t: &AddTxn) -> AddResult {
     // TOPIC_AUTHORIZATION_FAILED; then unknown partitions
     // UNKNOWN_TOPIC_OR_PARTITION. Any such partition fails the whole
     // transaction, the others with OPERATION_NOT_ATTEMPTED.
+    if t.txn_denied {
+        let c = code(ResponseError::TransactionalIdAuthorizationFailed);
+        return all(&mut |_, _| c);
+    }
     let refused = |topic: &str, p: i32| -> Option<i16> {
-        if version < 4 && is_internal(topic) {
+        if t.denied_topics.contains(topic) || (version < 4 && is_internal(topic)) {
             Some(code(ResponseError::TopicAuthorizationFailed))
         } else if !exists(topic, p) {
             Some(code(ResponseError::UnknownTopicOrPartition))
@@ -286,8 +309,14 @@ pub async fn add_partitions_to_txn(
 ) -> Result<Option<Bytes>, RequestError> {
     let v = ctx.version;
     let txns: Vec<AddTxn> = if v < 4 {
+        let id = req.v3_and_below_transactional_id.0.to_string();
         vec![AddTxn {
-            id: req.v3_and_below_transactional_id.0.to_string(),
+            txn_denied: !ctx.allowed(AclOperation::Write, ResourceType::TransactionalId, &id),
+            denied_topics: ctx.denied_topics(
+                AclOperation::Write,
+                req.v3_and_below_topics.iter().map(|t| t.name.0.as_str()),
+            ),
+            id,
             producer_id: req.v3_and_below_producer_id.0,
             epoch: req.v3_and_below_producer_epoch,
             verify_only: false,
@@ -305,6 +334,8 @@ pub async fn add_partitions_to_txn(
                 producer_id: t.producer_id.0,
                 epoch: t.producer_epoch,
                 verify_only: t.verify_only,
+                txn_denied: false,
+                denied_topics: std::collections::HashSet::new(),
                 topics: t
                     .topics
                     .into_iter()
@@ -313,6 +344,12 @@ pub async fn add_partitions_to_txn(
             })
             .collect()
     };
+    // v4+ comes from brokers only (CLUSTER_ACTION).
+    if v >= 4 && !ctx.allowed_on_cluster(AclOperation::ClusterAction) {
+        let mut r = AddPartitionsToTxnResponse::default();
+        r.error_code = code(ResponseError::ClusterAuthorizationFailed);
+        return ctx.respond(&r);
+    }
     let b = ctx.broker.clone();
     let results = blocking(move || {
         txns.iter()
@@ -351,6 +388,15 @@ pub async fn add_offsets_to_txn(
     let group = req.group_id.0.to_string();
     let (pid, epoch) = (req.producer_id.0, req.producer_epoch);
     let mut r = AddOffsetsToTxnResponse::default();
+    // WRITE on the transactional id, then READ on the group.
+    if !ctx.allowed(AclOperation::Write, ResourceType::TransactionalId, &id) {
+        r.error_code = code(ResponseError::TransactionalIdAuthorizationFailed);
+        return ctx.respond(&r);
+    }
+    if !ctx.allowed(AclOperation::Read, ResourceType::Group, &group) {
+        r.error_code = code(ResponseError::GroupAuthorizationFailed);
+        return ctx.respond(&r);
+    }
     if let Err(n) = b.owns_transactional_id(&id) {
         r.error_code = n.code();
         return ctx.respond(&r);
@@ -381,7 +427,34 @@ pub async fn txn_offset_commit(
     // Per partition: Some(code) decided here, None to be committed.
     let mut plan: Vec<(TopicName, Vec<Decided>)> = Vec::with_capacity(req.topics.len());
     let mut offsets = Vec::new();
+    // WRITE on the transactional id, then READ on the group (each refuses
+    // every partition), then READ on each topic.
+    let whole = if !ctx.allowed(
+        AclOperation::Write,
+        ResourceType::TransactionalId,
+        req.transactional_id.0.as_str(),
+    ) {
+        Some(code(ResponseError::TransactionalIdAuthorizationFailed))
+    } else if !ctx.allowed(AclOperation::Read, ResourceType::Group, &group) {
+        Some(code(ResponseError::GroupAuthorizationFailed))
+    } else {
+        None
+    };
     for t in &req.topics {
+        let denied = whole.or_else(|| {
+            (!ctx.allowed(AclOperation::Read, ResourceType::Topic, t.name.0.as_str()))
+                .then(|| code(ResponseError::TopicAuthorizationFailed))
+        });
+        if let Some(c) = denied {
+            plan.push((
+                t.name.clone(),
+                t.partitions
+                    .iter()
+                    .map(|p| (p.partition_index, Some(c)))
+                    .collect(),
+            ));
+            continue;
+        }
         let topic = b.topic(t.name.0.as_str());
         let mut parts = Vec::with_capacity(t.partitions.len());
         for p in &t.partitions {
@@ -495,6 +568,10 @@ pub async fn end_txn(ctx: &Ctx, req: EndTxnRequest) -> Result<Option<Bytes>, Req
     let id = req.transactional_id.0.to_string();
     let (pid, epoch, commit) = (req.producer_id.0, req.producer_epoch, req.committed);
     let mut r = EndTxnResponse::default();
+    if !ctx.allowed(AclOperation::Write, ResourceType::TransactionalId, &id) {
+        r.error_code = code(ResponseError::TransactionalIdAuthorizationFailed);
+        return ctx.respond(&r);
+    }
     if let Err(n) = b.owns_transactional_id(&id) {
         r.error_code = n.code();
         return ctx.respond(&r);
@@ -518,6 +595,16 @@ pub fn describe_transactions(
     let mut r = DescribeTransactionsResponse::default();
     for id in req.transactional_ids {
         let mut st = TransactionState::default();
+        if !ctx.allowed(
+            AclOperation::Describe,
+            ResourceType::TransactionalId,
+            id.0.as_str(),
+        ) {
+            st.error_code = code(ResponseError::TransactionalIdAuthorizationFailed);
+            st.transactional_id = id;
+            r.transaction_states.push(st);
+            continue;
+        }
         let described = b
             .owns_transactional_id(id.0.as_str())
             .map_err(|n| n.code())
@@ -548,8 +635,12 @@ pub fn describe_transactions(
                         ps.push(p);
                     }
                 }
+                // Topics the client may not describe are left out.
                 st.topics = by_topic
                     .into_iter()
+                    .filter(|(topic, _)| {
+                        ctx.allowed(AclOperation::Describe, ResourceType::Topic, topic)
+                    })
                     .map(|(topic, partitions)| {
                         let mut t = TopicData::default();
                         t.topic = TopicName(s(&topic));
@@ -581,6 +672,13 @@ pub fn list_transactions(
     r.unknown_state_filters = unknown.iter().map(|u| s(u)).collect();
     r.transaction_states = listed
         .into_iter()
+        .filter(|l| {
+            ctx.allowed(
+                AclOperation::Describe,
+                ResourceType::TransactionalId,
+                &l.transactional_id,
+            )
+        })
         .map(|l| {
             let mut t = ListedState::default();
             t.transactional_id = TransactionalId(s(&l.transactional_id));
@@ -599,14 +697,23 @@ pub async fn describe_producers(
     req: DescribeProducersRequest,
 ) -> Result<Option<Bytes>, RequestError> {
     let b = ctx.broker.clone();
+    // READ on each topic, else TOPIC_AUTHORIZATION_FAILED per partition.
+    let denied = ctx.denied_topics(
+        AclOperation::Read,
+        req.topics.iter().map(|t| t.name.0.as_str()),
+    );
     let topics = blocking(move || {
         req.topics
             .into_iter()
             .map(|t| {
                 let name = t.name.0.to_string();
-                let topic_error = match validate_topic_name(&name) {
-                    Err(why) => Some((code(ResponseError::InvalidTopicException), Some(why))),
-                    Ok(()) => None,
+                let topic_error = if denied.contains(&name) {
+                    Some((code(ResponseError::TopicAuthorizationFailed), None))
+                } else {
+                    match validate_topic_name(&name) {
+                        Err(why) => Some((code(ResponseError::InvalidTopicException), Some(why))),
+                        Ok(()) => None,
+                    }
                 };
                 let topic = b.topic(&name);
                 let image = b.image();

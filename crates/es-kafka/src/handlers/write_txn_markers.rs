@@ -18,6 +18,7 @@
 //!   looks the leader up again and resends).
 
 use bytes::Bytes;
+use es_auth::acl::AclOperation;
 use kafka_protocol::messages::write_txn_markers_request::WritableTxnMarker;
 use kafka_protocol::messages::write_txn_markers_response::{
     WritableTxnMarkerPartitionResult, WritableTxnMarkerResult, WritableTxnMarkerTopicResult,
@@ -36,6 +37,42 @@ pub async fn write_txn_markers(
     ctx: &Ctx,
     req: WriteTxnMarkersRequest,
 ) -> Result<Option<Bytes>, RequestError> {
+    // Only brokers write markers: CLUSTER_ACTION (or ALTER) on the cluster,
+    // else every partition is refused.
+    if !ctx.allowed_on_cluster(AclOperation::ClusterAction)
+        && !ctx.allowed_on_cluster(AclOperation::Alter)
+    {
+        let mut r = WriteTxnMarkersResponse::default();
+        r.markers = req
+            .markers
+            .iter()
+            .map(|m| {
+                let mut res = WritableTxnMarkerResult::default();
+                res.producer_id = m.producer_id;
+                res.topics = m
+                    .topics
+                    .iter()
+                    .map(|t| {
+                        let mut tr = WritableTxnMarkerTopicResult::default();
+                        tr.name = t.name.clone();
+                        tr.partitions = t
+                            .partition_indexes
+                            .iter()
+                            .map(|&p| {
+                                let mut pr = WritableTxnMarkerPartitionResult::default();
+                                pr.partition_index = p;
+                                pr.error_code = code(ResponseError::ClusterAuthorizationFailed);
+                                pr
+                            })
+                            .collect();
+                        tr
+                    })
+                    .collect();
+                res
+            })
+            .collect();
+        return ctx.respond(&r);
+    }
     let b = ctx.broker.clone();
     let markers = blocking(move || {
         req.markers

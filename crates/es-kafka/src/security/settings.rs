@@ -13,18 +13,6 @@ use std::path::PathBuf;
 /// authorizer has its semantics, so this is the one value that turns it on.
 pub const STANDARD_AUTHORIZER: &str = "org.apache.kafka.metadata.authorizer.StandardAuthorizer";
 
-/// Whether every API checks ACLs. Until it does, `authorizer.class.name`
-/// is refused at start: an authorizer that some APIs ignore would be one
-/// an operator believes in force. (Tests inside the crate turn the
-/// authorizer on through [`SecurityConfig::authorizer`] directly.)
-pub const AUTHORIZER_ENFORCED_ON_EVERY_API: bool = false;
-
-/// Why `authorizer.class.name` is refused while
-/// [`AUTHORIZER_ENFORCED_ON_EVERY_API`] is false.
-const AUTHORIZER_NOT_YET: &str = "authorizer.class.name: ACLs are stored and CreateAcls / \
-DescribeAcls / DeleteAcls work, but not every API checks them yet, so es refuses an authorizer \
-an operator would believe in force (docs/security.md, \"Not there yet\")";
-
 /// SASL mechanisms es serves.
 pub const MECHANISMS: [&str; 3] = ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"];
 
@@ -251,8 +239,7 @@ impl SecurityConfig {
                 "authorizer.class.name" => {
                     c.authorizer = match v.trim() {
                         "" => false,
-                        STANDARD_AUTHORIZER if AUTHORIZER_ENFORCED_ON_EVERY_API => true,
-                        STANDARD_AUTHORIZER => return Err(AUTHORIZER_NOT_YET.to_string()),
+                        STANDARD_AUTHORIZER => true,
                         other => {
                             return Err(format!(
                         "authorizer.class.name={other:?}: es's authorizer is {STANDARD_AUTHORIZER}"
@@ -381,11 +368,7 @@ mod tests {
         let authorizer = [("authorizer.class.name", STANDARD_AUTHORIZER)];
         assert_eq!(
             SecurityConfig::from_settings(&settings(&authorizer)).map(|c| c.authorizer),
-            if AUTHORIZER_ENFORCED_ON_EVERY_API {
-                Ok(true)
-            } else {
-                Err(AUTHORIZER_NOT_YET.to_string())
-            }
+            Ok(true)
         );
         assert_eq!(c.super_users, vec!["User:admin", "User:ops"]);
         assert!(c.allow_everyone_if_no_acl_found);

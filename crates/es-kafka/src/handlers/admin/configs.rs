@@ -6,6 +6,7 @@
 use std::collections::{BTreeMap, HashSet};
 
 use bytes::Bytes;
+use es_auth::acl::{AclOperation, ResourceType};
 use kafka_protocol::messages::describe_configs_response::{
     DescribeConfigsResourceResult, DescribeConfigsResult, DescribeConfigsSynonym,
 };
@@ -22,6 +23,9 @@ use crate::config::{
     ConfigError, ConfigType, TopicConfigDef,
 };
 use crate::errors::{code, ResponseError};
+use crate::handlers::authz::{
+    CLUSTER_AUTHORIZATION_FAILED, GROUP_AUTHORIZATION_FAILED, TOPIC_AUTHORIZATION_FAILED,
+};
 use crate::handlers::{Ctx, RequestError};
 use crate::topics::validate_topic_name;
 
@@ -124,6 +128,18 @@ pub fn describe_configs(
         out.resource_type = res.resource_type;
         out.resource_name = res.resource_name.clone();
         out.error_message = None;
+        let denied = config_denied(
+            ctx,
+            res.resource_type,
+            res.resource_name.as_str(),
+            AclOperation::DescribeConfigs,
+        );
+        if let Err(e) = denied {
+            out.error_code = e.code;
+            out.error_message = Some(s(e.message));
+            r.results.push(out);
+            continue;
+        }
         // Null asks for every config; so does an empty list (what the
         // crate's default and some clients send).
         let keys: Option<Vec<String>> = res
@@ -232,6 +248,38 @@ pub fn describe_configs(
 /// legacy API are an unknown type), then the controller's validation of a
 /// topic name. Whether the topic exists is checked after its configs, as
 /// Kafka's controller does ([`topic_exists`]).
+/// Kafka's check of a config resource: DESCRIBE_CONFIGS or ALTER_CONFIGS
+/// (`op`) on the topic, the cluster for a broker or its loggers, the group.
+fn config_denied(
+    ctx: &Ctx,
+    resource_type: i8,
+    name: &str,
+    op: AclOperation,
+) -> Result<(), AdminError> {
+    let (allowed, error, message) = match resource_type {
+        RESOURCE_TOPIC => (
+            ctx.allowed(op, ResourceType::Topic, name),
+            ResponseError::TopicAuthorizationFailed,
+            TOPIC_AUTHORIZATION_FAILED,
+        ),
+        RESOURCE_GROUP => (
+            ctx.allowed(op, ResourceType::Group, name),
+            ResponseError::GroupAuthorizationFailed,
+            GROUP_AUTHORIZATION_FAILED,
+        ),
+        _ => (
+            ctx.allowed_on_cluster(op),
+            ResponseError::ClusterAuthorizationFailed,
+            CLUSTER_AUTHORIZATION_FAILED,
+        ),
+    };
+    if allowed {
+        Ok(())
+    } else {
+        Err(AdminError::new(error, message))
+    }
+}
+
 fn alter_target(resource_type: i8, name: &str) -> Result<(), AdminError> {
     match resource_type {
         RESOURCE_TOPIC => {
@@ -318,8 +366,12 @@ pub async fn alter_configs(
     for res in req.resources {
         let name = res.resource_name.to_string();
         let outcome: Result<(), AdminError> = async {
+            let dup = dups.contains(&(res.resource_type, name.clone()));
+            if !dup {
+                config_denied(ctx, res.resource_type, &name, AclOperation::AlterConfigs)?;
+            }
             preprocess(
-                dups.contains(&(res.resource_type, name.clone())),
+                dup,
                 res.configs
                     .iter()
                     .map(|c| (c.name.as_str(), OP_SET, c.value.is_some())),
@@ -595,8 +647,12 @@ pub async fn incremental_alter_configs(
     for res in req.resources {
         let name = res.resource_name.to_string();
         let outcome: Result<(), AdminError> = async {
+            let dup = dups.contains(&(res.resource_type, name.clone()));
+            if !dup {
+                config_denied(ctx, res.resource_type, &name, AclOperation::AlterConfigs)?;
+            }
             preprocess(
-                dups.contains(&(res.resource_type, name.clone())),
+                dup,
                 res.configs
                     .iter()
                     .map(|c| (c.name.as_str(), c.config_operation, c.value.is_some())),

@@ -6,6 +6,7 @@
 use std::collections::{HashMap, HashSet};
 
 use bytes::Bytes;
+use es_auth::acl::{AclOperation, ResourceType, CLUSTER_NAME};
 use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
 use kafka_protocol::messages::describe_log_dirs_response::{
     DescribeLogDirsPartition, DescribeLogDirsResult, DescribeLogDirsTopic,
@@ -69,17 +70,32 @@ pub fn describe_cluster(
         })
         .collect();
     r.cluster_authorized_operations = if req.include_cluster_authorized_operations {
-        CLUSTER_OPERATIONS_ALL
+        cluster_operations(ctx)
     } else {
         AUTHORIZED_OPERATIONS_OMITTED
     };
     ctx.respond(&r)
 }
 
+/// Kafka's cluster authorized operations: computed only for a client that
+/// may describe the cluster, else none.
+pub(crate) fn cluster_operations(ctx: &Ctx) -> i32 {
+    if ctx.allowed_on_cluster(AclOperation::Describe) {
+        ctx.authorized_operations(CLUSTER_OPERATIONS_ALL, ResourceType::Cluster, CLUSTER_NAME)
+    } else {
+        0
+    }
+}
+
 pub async fn describe_log_dirs(
     ctx: &Ctx,
     req: DescribeLogDirsRequest,
 ) -> Result<Option<Bytes>, RequestError> {
+    if !ctx.allowed_on_cluster(AclOperation::Describe) {
+        let mut r = DescribeLogDirsResponse::default();
+        r.error_code = code(ResponseError::ClusterAuthorizationFailed);
+        return respond_log_dirs(ctx, &r);
+    }
     let b = ctx.broker.clone();
     // Kafka reads the request into a set of topic partitions: each is
     // described once, a topic with no partitions not at all.
@@ -154,10 +170,15 @@ pub async fn describe_log_dirs(
     }
     let mut r = DescribeLogDirsResponse::default();
     r.results = vec![dir];
+    respond_log_dirs(ctx, &r)
+}
+
+/// A DescribeLogDirs response at the request's version (v5 past the crate).
+fn respond_log_dirs(ctx: &Ctx, r: &DescribeLogDirsResponse) -> Result<Option<Bytes>, RequestError> {
     if ctx.version >= 5 {
-        ctx.respond(&crate::handlers::past_crate::DescribeLogDirsV5(&r))
+        ctx.respond(&crate::handlers::past_crate::DescribeLogDirsV5(r))
     } else {
-        ctx.respond(&r)
+        ctx.respond(r)
     }
 }
 
@@ -184,8 +205,14 @@ pub fn describe_topic_partitions(
         return ctx.respond(&r);
     }
     // Requested names (sorted, as Kafka answers), or every topic.
+    // All topics: those the client may not describe are left out.
+    let describable = |n: &str| ctx.allowed(AclOperation::Describe, ResourceType::Topic, n);
     let mut names: Vec<String> = if req.topics.is_empty() {
-        b.topics().iter().map(|t| t.name.clone()).collect()
+        b.topics()
+            .iter()
+            .map(|t| t.name.clone())
+            .filter(|n| describable(n))
+            .collect()
     } else {
         req.topics.iter().map(|t| t.name.0.to_string()).collect()
     };
@@ -204,6 +231,13 @@ pub fn describe_topic_partitions(
         }
         let mut t = DescribeTopicPartitionsResponseTopic::default();
         t.name = Some(TopicName(s(name.clone())));
+        // A named topic the client may not describe: refused, whether it
+        // exists or not.
+        if !describable(&name) {
+            t.error_code = code(ResponseError::TopicAuthorizationFailed);
+            r.topics.push(t);
+            continue;
+        }
         let Some(topic) = b.topic(&name) else {
             // Kafka answers a name that cannot be a topic INVALID_TOPIC_EXCEPTION,
             // with the operations it would allow on it.
@@ -212,13 +246,20 @@ pub fn describe_topic_partitions(
                 t.topic_authorized_operations = TOPIC_OPERATIONS_ALL;
             } else {
                 t.error_code = code(ResponseError::UnknownTopicOrPartition);
+                // With an authorizer Kafka reports what the client may do
+                // with the name it asked for.
+                if ctx.broker.security().authorizer().is_some() {
+                    t.topic_authorized_operations =
+                        ctx.authorized_operations(TOPIC_OPERATIONS_ALL, ResourceType::Topic, &name);
+                }
             }
             r.topics.push(t);
             continue;
         };
         t.topic_id = topic.id;
         t.is_internal = is_internal(&name);
-        t.topic_authorized_operations = TOPIC_OPERATIONS_ALL;
+        t.topic_authorized_operations =
+            ctx.authorized_operations(TOPIC_OPERATIONS_ALL, ResourceType::Topic, &name);
         let start = if cursor_topic.as_deref() == Some(name.as_str()) {
             cursor_partition
         } else {

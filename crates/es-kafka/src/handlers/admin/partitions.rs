@@ -5,6 +5,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use bytes::Bytes;
+use es_auth::acl::AclOperation;
 use kafka_protocol::messages::{
     delete_records_response, elect_leaders_response, DeleteRecordsRequest, DeleteRecordsResponse,
     ElectLeadersRequest, ElectLeadersResponse, TopicName,
@@ -14,6 +15,7 @@ use es_meta::records::{code as meta_code, ElectionType, MetaRequest, TopicPartit
 
 use super::s;
 use crate::errors::{code, ResponseError};
+use crate::handlers::authz::CLUSTER_AUTHORIZATION_FAILED;
 use crate::handlers::route::{route, NO_EPOCH};
 use crate::handlers::{blocking, controller_deadline_passed, Ctx, RequestError};
 use crate::topics::is_internal;
@@ -52,11 +54,17 @@ pub async fn delete_records(
             }
         }
     }
+    // DELETE on each topic, before its existence is looked at.
+    let denied = ctx.denied_topics(
+        AclOperation::Delete,
+        topics.iter().map(|(name, _)| name.0.as_str()),
+    );
     let results = blocking(move || {
         let image = b.image();
         let mut out = Vec::with_capacity(topics.len());
         for (name, partitions) in topics {
             let topic = b.topic(name.0.as_str());
+            let denied = denied.contains(name.0.as_str());
             let mut tr = delete_records_response::DeleteRecordsTopicResult::default();
             tr.name = name;
             for (partition_index, offset) in partitions {
@@ -67,6 +75,11 @@ pub async fn delete_records(
                 let mut pr = delete_records_response::DeleteRecordsPartitionResult::default();
                 pr.partition_index = p.partition_index;
                 pr.low_watermark = -1;
+                if denied {
+                    pr.error_code = code(ResponseError::TopicAuthorizationFailed);
+                    tr.partitions.push(pr);
+                    continue;
+                }
                 let routed = route(&b, image.as_deref(), topic.as_ref(), p.partition_index, NO_EPOCH)
                     .map(|r| r.slot);
                 match routed {
@@ -125,7 +138,12 @@ pub async fn elect_leaders(
     // Refused whole as Kafka does: an election type it does not know
     // (preferred 0, unclean 1) is INVALID_REQUEST; a deadline already past
     // (timeout_ms of 0 or less) REQUEST_TIMED_OUT from its controller.
-    let whole = if ctx.version >= 1 && !(0..=1).contains(&req.election_type) {
+    let whole = if !ctx.allowed_on_cluster(AclOperation::Alter) {
+        Some((
+            code(ResponseError::ClusterAuthorizationFailed),
+            CLUSTER_AUTHORIZATION_FAILED.to_string(),
+        ))
+    } else if ctx.version >= 1 && !(0..=1).contains(&req.election_type) {
         Some((
             code(ResponseError::InvalidRequest),
             format!("Unknown election type {}", req.election_type),

@@ -6,6 +6,7 @@
 use std::collections::{BTreeMap, HashSet};
 
 use bytes::Bytes;
+use es_auth::acl::{AclOperation, ResourceType};
 use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
 use kafka_protocol::messages::create_topics_response::{
     CreatableTopicConfigs, CreatableTopicResult,
@@ -20,6 +21,7 @@ use super::s;
 use crate::broker::{AdminError, Broker};
 use crate::config::{validate_topic_config, TopicConfig};
 use crate::errors::{code, ResponseError};
+use crate::handlers::authz::TOPIC_AUTHORIZATION_FAILED;
 use crate::handlers::{controller_deadline_passed, Ctx, RequestError};
 
 /// KRaft's metadata log: the one topic name CreateTopics refuses.
@@ -148,11 +150,26 @@ pub async fn create_topics(
             )
         })
         .collect();
+    // CREATE on the cluster or on the topic; the new topic's configs are
+    // answered only with DESCRIBE_CONFIGS on it (Kafka's ControllerApis).
+    let cluster_create = ctx.allowed_on_cluster(AclOperation::Create);
     for t in req.topics {
         let name = t.name.0.to_string();
         if counts.get(name.as_str()).copied().unwrap_or(0) > 1 || name == CLUSTER_METADATA_TOPIC {
             continue;
         }
+        if !cluster_create && !ctx.allowed(AclOperation::Create, ResourceType::Topic, &name) {
+            r.topics.push(create_topic_error(
+                t.name,
+                AdminError::new(
+                    ResponseError::TopicAuthorizationFailed,
+                    "Authorization failed.",
+                ),
+            ));
+            continue;
+        }
+        let describe_configs =
+            ctx.allowed(AclOperation::DescribeConfigs, ResourceType::Topic, &name);
         let mut res = CreatableTopicResult::default();
         res.name = t.name.clone();
         res.error_message = None;
@@ -233,6 +250,12 @@ pub async fn create_topics(
                 } else {
                     res.num_partitions = -1;
                     res.replication_factor = -1;
+                }
+                if !describe_configs {
+                    res.num_partitions = -1;
+                    res.replication_factor = -1;
+                    res.topic_config_error_code = code(ResponseError::TopicAuthorizationFailed);
+                    res.configs = Some(Vec::new());
                 }
                 if !req.validate_only {
                     tracing::debug!(topic = %name, "CreateTopics ok");
@@ -324,6 +347,17 @@ pub async fn delete_topics(
         }
     }
     let invalid = |m: &str| Some(AdminError::new(ResponseError::InvalidRequest, m));
+    let cluster_delete = ctx.allowed_on_cluster(AclOperation::Delete);
+    let describable =
+        |n: &str| cluster_delete || ctx.allowed(AclOperation::Describe, ResourceType::Topic, n);
+    let deletable =
+        |n: &str| cluster_delete || ctx.allowed(AclOperation::Delete, ResourceType::Topic, n);
+    let denied = || {
+        AdminError::new(
+            ResponseError::TopicAuthorizationFailed,
+            TOPIC_AUTHORIZATION_FAILED,
+        )
+    };
     let mut answered_dups: HashSet<(Option<String>, uuid::Uuid)> = HashSet::new();
     for (name, id) in targets.iter().cloned() {
         let outcome = match (&name, id.is_nil()) {
@@ -357,8 +391,18 @@ pub async fn delete_topics(
                 }
                 continue;
             }
+            // As Kafka's ControllerApis: DELETE on the cluster stands in
+            // for DESCRIBE and DELETE on every topic; a topic the client
+            // may not describe is refused before its existence is told.
+            (Some(n), true) if !describable(n) => Err(denied()),
+            (Some(n), true) if b.topic(n).is_some() && !deletable(n) => Err(denied()),
             (Some(n), true) => b.delete_topic(n).await.map(|t| (n.clone(), t.id)),
             (None, false) => match b.topic_by_id(id).map(|t| t.name.clone()) {
+                Some(n) if !deletable(&n) => {
+                    let shown = describable(&n).then_some(n);
+                    r.responses.push(result(shown, id, Some(denied())));
+                    continue;
+                }
                 Some(n) => b.delete_topic(&n).await.map(|t| (n, t.id)),
                 None => Err(AdminError::new(
                     ResponseError::UnknownTopicId,
@@ -438,6 +482,12 @@ pub async fn create_partitions(
         }
         let mut res = CreatePartitionsTopicResult::default();
         res.name = t.name.clone();
+        if !ctx.allowed(AclOperation::Alter, ResourceType::Topic, &name) {
+            res.error_code = code(ResponseError::TopicAuthorizationFailed);
+            res.error_message = Some(s(TOPIC_AUTHORIZATION_FAILED));
+            r.results.push(res);
+            continue;
+        }
         let outcome: Result<(), AdminError> = async {
             // A list, even empty, is a manual assignment of the new
             // partitions (null is none).

@@ -3,6 +3,7 @@
 //! broker's topics through `BrokerTopics`.
 
 use bytes::Bytes;
+use es_auth::acl::{AclOperation, ResourceType};
 use kafka_protocol::messages::consumer_group_describe_response::{
     Assignment as CgdAssignment, DescribedGroup as CgdGroup, Member as CgdMember,
     TopicPartitions as CgdTopicPartitions,
@@ -29,7 +30,20 @@ pub fn consumer_group_heartbeat(
     let v = ctx.version;
     let gid = group_id(&req.group_id);
     let not_here = ctx.broker.owns_group(&gid).err();
-    let outcome = if gid.is_empty() {
+    // READ on the group, then DESCRIBE on every topic it subscribes to by
+    // name (a client may not learn of topics it cannot describe).
+    let topics_denied = req.subscribed_topic_names.as_ref().is_some_and(|ts| {
+        ts.iter()
+            .any(|t| !ctx.allowed(AclOperation::Describe, ResourceType::Topic, t.0.as_str()))
+    });
+    let outcome = if !ctx.allowed(AclOperation::Read, ResourceType::Group, &gid) {
+        consumer::HeartbeatResponse::error(GroupError::GroupAuthorizationFailed)
+    } else if topics_denied {
+        let mut r = ConsumerGroupHeartbeatResponse::default();
+        r.error_code = code(ResponseError::TopicAuthorizationFailed);
+        r.heartbeat_interval_ms = 0;
+        return ctx.respond(&r);
+    } else if gid.is_empty() {
         consumer::HeartbeatResponse::error(GroupError::InvalidRequest(
             "GroupId can't be empty.".to_string(),
         ))
@@ -118,6 +132,11 @@ pub fn consumer_group_describe(
         let gid = group_id(g);
         let mut d = CgdGroup::default();
         d.group_id = g.clone();
+        if !ctx.allowed(AclOperation::Describe, ResourceType::Group, &gid) {
+            d.error_code = code(ResponseError::GroupAuthorizationFailed);
+            r.groups.push(d);
+            continue;
+        }
         if gid.is_empty() {
             d.error_code = code(ResponseError::InvalidGroupId);
             r.groups.push(d);
@@ -133,13 +152,26 @@ pub fn consumer_group_describe(
                 d.error_code = e.code();
                 d.error_message = e.message().map(s);
             }
+            // A group whose members subscribe to or are assigned a topic
+            // the client may not describe is refused whole.
+            Ok(x)
+                if x.members.iter().any(|m| {
+                    m.subscribed_topic_names
+                        .iter()
+                        .chain(m.assignment.iter().map(|(_, n, _)| n))
+                        .chain(m.target_assignment.iter().map(|(_, n, _)| n))
+                        .any(|t| !ctx.allowed(AclOperation::Describe, ResourceType::Topic, t))
+                }) =>
+            {
+                d.error_code = code(ResponseError::TopicAuthorizationFailed);
+            }
             Ok(x) => {
                 d.group_state = s(x.state);
                 d.group_epoch = x.group_epoch;
                 d.assignment_epoch = x.assignment_epoch;
                 d.assignor_name = s(x.assignor_name);
                 d.authorized_operations = if req.include_authorized_operations {
-                    GROUP_OPERATIONS_ALL
+                    ctx.authorized_operations(GROUP_OPERATIONS_ALL, ResourceType::Group, &gid)
                 } else {
                     AUTHORIZED_OPERATIONS_OMITTED
                 };

@@ -5,12 +5,14 @@
 //! the placing topic exists, as Kafka creates it there.
 
 use bytes::Bytes;
+use es_auth::acl::{AclOperation, ResourceType};
 use kafka_protocol::messages::find_coordinator_response::Coordinator as FcCoordinator;
 use kafka_protocol::messages::{BrokerId, FindCoordinatorRequest, FindCoordinatorResponse};
 
 use super::s;
 use crate::broker::{Broker, CoordinatorPlace};
 use crate::errors::{code, ResponseError, NONE};
+use crate::handlers::authz::GROUP_AUTHORIZATION_FAILED;
 use crate::handlers::{Ctx, RequestError};
 use crate::topics::{CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC};
 
@@ -83,7 +85,28 @@ pub async fn find_coordinator(
         }
         None => false,
     };
+    // DESCRIBE on the group or transactional id, as Kafka checks it.
+    let denied = |key: &str| -> Option<Answer> {
+        let (rt, error, message) = match key_type {
+            KEY_TYPE_GROUP => (
+                ResourceType::Group,
+                ResponseError::GroupAuthorizationFailed,
+                GROUP_AUTHORIZATION_FAILED,
+            ),
+            KEY_TYPE_TRANSACTION => (
+                ResourceType::TransactionalId,
+                ResponseError::TransactionalIdAuthorizationFailed,
+                "Transactional Id authorization failed.",
+            ),
+            _ => return None,
+        };
+        (!ctx.allowed(AclOperation::Describe, rt, key))
+            .then(|| (code(error), -1, String::new(), -1, message))
+    };
     let answer = |key: &str| -> Answer {
+        if let Some(a) = denied(key) {
+            return a;
+        }
         match topic {
             Some(t) if topic_ready => place(b, t, key),
             Some(_) => not_available(),

@@ -7,6 +7,7 @@
 use std::collections::HashSet;
 
 use bytes::Bytes;
+use es_auth::acl::{AclOperation, ResourceType};
 use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
 use kafka_protocol::messages::describe_groups_response::{DescribedGroup, DescribedGroupMember};
 use kafka_protocol::messages::list_groups_response::ListedGroup;
@@ -39,6 +40,11 @@ pub fn describe_groups(
                 d.error_message = Some(s(message));
             }
         };
+        if !ctx.allowed(AclOperation::Describe, ResourceType::Group, &gid) {
+            d.error_code = code(ResponseError::GroupAuthorizationFailed);
+            r.groups.push(d);
+            continue;
+        }
         if let Err(n) = ctx.broker.owns_group(&gid) {
             // Kafka's error entry: the group id and the code, nothing else.
             d.error_code = n.code();
@@ -72,7 +78,7 @@ pub fn describe_groups(
                     .collect();
                 if v >= 3 {
                     d.authorized_operations = if include_ops {
-                        GROUP_OPERATIONS_ALL
+                        ctx.authorized_operations(GROUP_OPERATIONS_ALL, ResourceType::Group, &gid)
                     } else {
                         AUTHORIZED_OPERATIONS_OMITTED
                     };
@@ -97,11 +103,15 @@ pub fn list_groups(ctx: &Ctx, req: ListGroupsRequest) -> Result<Option<Bytes>, R
         Vec::new()
     };
     let mut r = ListGroupsResponse::default();
+    // Every group with DESCRIBE on the cluster, else those the client may
+    // describe.
+    let all = ctx.allowed_on_cluster(AclOperation::Describe);
     r.groups = ctx
         .broker
         .groups()
         .list(&states, &types)
         .into_iter()
+        .filter(|l| all || ctx.allowed(AclOperation::Describe, ResourceType::Group, &l.group_id))
         .map(|l| {
             let mut g = ListedGroup::default();
             g.group_id = GroupId(s(l.group_id));
@@ -133,6 +143,9 @@ pub async fn delete_groups(
         let mut x = DeletableGroupResult::default();
         x.group_id = g.clone();
         x.error_code = match ctx.broker.owns_group(&gid) {
+            _ if !ctx.allowed(AclOperation::Delete, ResourceType::Group, &gid) => {
+                code(ResponseError::GroupAuthorizationFailed)
+            }
             Err(n) => n.code(),
             Ok(()) => group_result_code(&coord.delete(&gid).await),
         };

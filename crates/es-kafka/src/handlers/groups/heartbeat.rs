@@ -1,6 +1,7 @@
 //! Heartbeat (v0-4) of a classic group member.
 
 use bytes::Bytes;
+use es_auth::acl::{AclOperation, ResourceType};
 use kafka_protocol::messages::{HeartbeatRequest, HeartbeatResponse};
 
 use super::group_id;
@@ -10,7 +11,9 @@ use crate::handlers::{Ctx, RequestError};
 
 pub fn heartbeat(ctx: &Ctx, req: HeartbeatRequest) -> Result<Option<Bytes>, RequestError> {
     let gid = group_id(&req.group_id);
-    let outcome = if gid.is_empty() {
+    let outcome = if !ctx.allowed(AclOperation::Read, ResourceType::Group, &gid) {
+        Err(GroupError::GroupAuthorizationFailed)
+    } else if gid.is_empty() {
         Err(GroupError::InvalidGroupId)
     } else if let Err(n) = ctx.broker.owns_group(&gid) {
         Err(n.into())

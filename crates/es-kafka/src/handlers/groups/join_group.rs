@@ -4,6 +4,7 @@
 //! join phase completes, and the response fields by version.
 
 use bytes::Bytes;
+use es_auth::acl::{AclOperation, ResourceType};
 use kafka_protocol::messages::join_group_response::JoinGroupResponseMember;
 use kafka_protocol::messages::{JoinGroupRequest, JoinGroupResponse};
 
@@ -24,7 +25,10 @@ pub async fn join_group(
     let cfg = *coord.config();
     let gid = group_id(&req.group_id);
     let member_id = req.member_id.to_string();
-    let precheck = if gid.is_empty() {
+    let denied = !ctx.allowed(AclOperation::Read, ResourceType::Group, &gid);
+    let precheck = if denied {
+        Some(GroupError::GroupAuthorizationFailed)
+    } else if gid.is_empty() {
         Some(GroupError::InvalidGroupId)
     } else if req.session_timeout_ms < cfg.min_session_timeout_ms
         || req.session_timeout_ms > cfg.max_session_timeout_ms
@@ -37,7 +41,8 @@ pub async fn join_group(
     let outcome = match precheck {
         Some(e) => {
             turn.finish();
-            classic::JoinResponse::error(e, &member_id)
+            // Kafka answers an unauthorized join without a member id.
+            classic::JoinResponse::error(e, if denied { "" } else { &member_id })
         }
         None => {
             let jr = JoinRequest {

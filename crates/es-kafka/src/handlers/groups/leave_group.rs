@@ -2,6 +2,7 @@
 //! or `group.instance.id` (v3+), with per-member outcomes.
 
 use bytes::Bytes;
+use es_auth::acl::{AclOperation, ResourceType};
 use kafka_protocol::messages::leave_group_response::MemberResponse;
 use kafka_protocol::messages::{LeaveGroupRequest, LeaveGroupResponse};
 
@@ -28,7 +29,9 @@ pub fn leave_group(ctx: &Ctx, req: LeaveGroupRequest) -> Result<Option<Bytes>, R
             group_instance_id: None,
         }]
     };
-    let result = if gid.is_empty() {
+    let result = if !ctx.allowed(AclOperation::Read, ResourceType::Group, &gid) {
+        Err(GroupError::GroupAuthorizationFailed)
+    } else if gid.is_empty() {
         Err(GroupError::InvalidGroupId)
     } else if let Err(n) = ctx.broker.owns_group(&gid) {
         Err(n.into())

@@ -8,6 +8,7 @@
 //! partition), the request (OffsetDelete).
 
 use bytes::Bytes;
+use es_auth::acl::{AclOperation, ResourceType};
 use kafka_protocol::messages::offset_commit_response::{
     OffsetCommitResponsePartition, OffsetCommitResponseTopic,
 };
@@ -42,12 +43,26 @@ pub async fn offset_commit(
     let v = ctx.version;
     let b = &ctx.broker;
     let gid = group_id(&req.group_id);
+    // READ on the group (else every partition is refused), then READ on
+    // each topic, before its existence is looked at.
+    let group_denied = !ctx.allowed(AclOperation::Read, ResourceType::Group, &gid);
     // Per partition: Some(code) decided here, None goes to the coordinator.
     let mut decided: Vec<Vec<Option<i16>>> = Vec::with_capacity(req.topics.len());
     let mut topics: Vec<CommitTopic> = Vec::new();
     let mut slots: Vec<(usize, usize)> = Vec::new();
     for (ti, t) in req.topics.iter().enumerate() {
         let name = t.name.0.to_string();
+        let denied = if group_denied {
+            Some(code(ResponseError::GroupAuthorizationFailed))
+        } else if !ctx.allowed(AclOperation::Read, ResourceType::Topic, &name) {
+            Some(code(ResponseError::TopicAuthorizationFailed))
+        } else {
+            None
+        };
+        if let Some(c) = denied {
+            decided.push(vec![Some(c); t.partitions.len()]);
+            continue;
+        }
         let topic = b.topic(&name);
         let mut row = Vec::with_capacity(t.partitions.len());
         let mut ct = CommitTopic {
@@ -211,13 +226,56 @@ pub async fn offset_fetch(
     let topic_id = |name: &str| b.topic(name).map(|t| t.id);
     let mut answered: Vec<FetchGroup> = Vec::with_capacity(wanted.len());
     let mut waits: Vec<(usize, DurableWait)> = Vec::new();
+    let describable = |t: &str| ctx.allowed(AclOperation::Describe, ResourceType::Topic, t);
     for (gid, topics, member) in wanted {
         let name = group_id(&gid);
+        // DESCRIBE on the group; named topics the client may not describe
+        // are answered TOPIC_AUTHORIZATION_FAILED after the others, and
+        // left out of an all-topics answer.
+        if !ctx.allowed(AclOperation::Describe, ResourceType::Group, &name) {
+            answered.push(FetchGroup {
+                group_id: gid,
+                error: Some(GroupError::GroupAuthorizationFailed),
+                topics: Vec::new(),
+            });
+            continue;
+        }
+        let all_topics = topics.is_none();
+        let (topics, denied): (Option<Vec<_>>, Vec<_>) = match topics {
+            None => (None, Vec::new()),
+            Some(ts) => {
+                let (ok, no): (Vec<_>, Vec<_>) = ts
+                    .into_iter()
+                    .partition(|(t, _): &(String, Vec<i32>)| describable(t));
+                (Some(ok), no)
+            }
+        };
         let member_ref = member.as_ref().map(|(m, e)| (m.as_str(), *e));
         let fetched = b
             .owns_group(&name)
             .map_err(GroupError::from)
-            .and_then(|()| coord.fetch_offsets(&name, topics, member_ref, &topic_id));
+            .and_then(|()| coord.fetch_offsets(&name, topics, member_ref, &topic_id))
+            .map(|(mut topics, wait)| {
+                if all_topics {
+                    topics.retain(|t| describable(&t.name));
+                }
+                topics.extend(denied.into_iter().map(|(t, ps)| {
+                    FetchedTopic {
+                        name: t,
+                        partitions: ps
+                            .into_iter()
+                            .map(|p| crate::groups::coordinator::FetchedPartition {
+                                partition: p,
+                                offset: -1,
+                                leader_epoch: -1,
+                                metadata: String::new(),
+                                error: Some(GroupError::TopicAuthorizationFailed),
+                            })
+                            .collect(),
+                    }
+                }));
+                (topics, wait)
+            });
         match fetched {
             Ok((mut topics, wait)) => {
                 if require_stable {
@@ -364,6 +422,14 @@ pub async fn offset_delete(
     let mut slots: Vec<Vec<(usize, usize)>> = Vec::new();
     for (ti, t) in req.topics.iter().enumerate() {
         let name = t.name.0.to_string();
+        // READ on the topic, before its existence is looked at.
+        if !ctx.allowed(AclOperation::Read, ResourceType::Topic, &name) {
+            decided.push(vec![
+                Some(code(ResponseError::TopicAuthorizationFailed));
+                t.partitions.len()
+            ]);
+            continue;
+        }
         let topic = b.topic(&name);
         let mut row = Vec::with_capacity(t.partitions.len());
         let mut parts = Vec::new();
@@ -388,7 +454,10 @@ pub async fn offset_delete(
     }
     turn.wait().await;
     let mut r = OffsetDeleteResponse::default();
-    let result = if gid.is_empty() {
+    // DELETE on the group, else the whole request is refused.
+    let result = if !ctx.allowed(AclOperation::Delete, ResourceType::Group, &gid) {
+        Err(GroupError::GroupAuthorizationFailed)
+    } else if gid.is_empty() {
         Err(GroupError::InvalidGroupId)
     } else if let Err(n) = b.owns_group(&gid) {
         Err(n.into())

@@ -2,6 +2,7 @@
 //! member's SyncGroup parked until its assignment is known.
 
 use bytes::Bytes;
+use es_auth::acl::{AclOperation, ResourceType};
 use kafka_protocol::messages::{SyncGroupRequest, SyncGroupResponse};
 
 use super::{group_id, s};
@@ -19,7 +20,9 @@ pub async fn sync_group(
     let v = ctx.version;
     let coord = ctx.broker.groups();
     let gid = group_id(&req.group_id);
-    let precheck = if v >= 5 && (req.protocol_type.is_none() || req.protocol_name.is_none()) {
+    let precheck = if !ctx.allowed(AclOperation::Read, ResourceType::Group, &gid) {
+        Some(GroupError::GroupAuthorizationFailed)
+    } else if v >= 5 && (req.protocol_type.is_none() || req.protocol_name.is_none()) {
         // Mandatory from v5 on.
         Some(GroupError::InconsistentGroupProtocol)
     } else if gid.is_empty() {
