@@ -410,3 +410,89 @@ fn decode<T: Decodable>(frame: &Bytes, key: ApiKey, version: i16) -> Option<(Req
     let req = T::decode(&mut body, version).ok()?;
     Some((header, req))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn session(dir: &std::path::Path) -> SaslSession {
+        let listener = crate::security::SecurityConfig::default()
+            .broker_wide()
+            .clone();
+        let creds = Arc::new(Credentials::open(dir).expect("credentials"));
+        SaslSession::new(listener, creds, Duration::ZERO, 512 * 1024)
+    }
+
+    /// A request frame body: header v1 or v2 for `key` at `version`, then
+    /// `rest`.
+    fn request(key: ApiKey, version: i16, rest: &[u8]) -> Bytes {
+        let mut h = RequestHeader::default();
+        h.request_api_key = key as i16;
+        h.request_api_version = version;
+        h.correlation_id = 7;
+        let mut out = BytesMut::new();
+        h.encode(&mut out, key.request_header_version(version))
+            .expect("header");
+        out.put_slice(rest);
+        out.freeze()
+    }
+
+    fn runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime")
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        /// Whatever bytes arrive, before and after a handshake for each
+        /// mechanism, the exchange answers, fails or closes: it never
+        /// panics and never lets an unauthenticated client through.
+        #[test]
+        fn arbitrary_frames_never_panic_nor_authenticate(
+            frames in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..200), 1..8),
+            mechanism in prop_oneof![Just("PLAIN"), Just("SCRAM-SHA-256"), Just("SCRAM-SHA-512")],
+            v1 in any::<bool>(),
+        ) {
+            let dir = tempfile::tempdir().expect("tmp");
+            runtime().block_on(async {
+                let mut s = session(dir.path());
+                // Raw bytes first, then after a handshake as tokens and as
+                // SaslAuthenticate payloads.
+                for f in &frames {
+                    let _ = s.on_frame(&Bytes::copy_from_slice(f)).await;
+                }
+                let mut s = session(dir.path());
+                let mut hs = SaslHandshakeRequest::default();
+                hs.mechanism = StrBytes::from_static_str(mechanism);
+                let mut body = BytesMut::new();
+                let version = if v1 { 1 } else { 0 };
+                hs.encode(&mut body, version).expect("handshake");
+                let out = s.on_frame(&request(ApiKey::SaslHandshake, version, &body)).await;
+                prop_assert!(matches!(out, Outcome::Reply(_)), "{out:?}");
+                for f in &frames {
+                    let frame = if v1 {
+                        let mut a = SaslAuthenticateRequest::default();
+                        a.auth_bytes = Bytes::copy_from_slice(f);
+                        let mut b = BytesMut::new();
+                        a.encode(&mut b, 2).expect("authenticate");
+                        request(ApiKey::SaslAuthenticate, 2, &b)
+                    } else {
+                        Bytes::copy_from_slice(f)
+                    };
+                    match s.on_frame(&frame).await {
+                        Outcome::Fail { .. } | Outcome::Close(_) => break,
+                        Outcome::Reply(_) | Outcome::Serve => {}
+                    }
+                }
+                // No API keys and no SCRAM credentials exist: nobody can
+                // have authenticated.
+                prop_assert!(!s.authenticated());
+                Ok(())
+            })?;
+        }
+    }
+}
