@@ -79,17 +79,6 @@ pub struct Session {
     pub sasl: Option<SaslSession>,
 }
 
-impl Session {
-    /// A PLAINTEXT connection outside any listener (tests).
-    pub fn anonymous() -> Self {
-        Session {
-            listener: None,
-            principal: Arc::new(Principal::anonymous()),
-            sasl: None,
-        }
-    }
-}
-
 /// A response that is already encoded, as a pending entry of the writer.
 fn ready(frame: Bytes) -> Pending {
     tokio::spawn(async move { Ok(Some(ResponseFrame::from(frame))) })
