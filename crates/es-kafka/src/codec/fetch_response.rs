@@ -54,6 +54,23 @@ pub struct FetchedPartition {
     pub current_leader: Option<(i32, i32)>,
 }
 
+impl FetchedPartition {
+    /// A partition answered only with `error_code`: no offsets, no records
+    /// (Kafka's `FetchResponse.partitionResponse` for an error).
+    pub fn refused(partition_index: i32, error_code: i16) -> Self {
+        FetchedPartition {
+            partition_index,
+            error_code,
+            high_watermark: -1,
+            last_stable_offset: -1,
+            log_start_offset: -1,
+            aborted_transactions: Some(Vec::new()),
+            records: Bytes::new(),
+            current_leader: None,
+        }
+    }
+}
+
 /// A broker named in [`FetchReply::node_endpoints`].
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Endpoint {

@@ -311,16 +311,10 @@ pub async fn handle(ctx: &Ctx, req: FetchRequest) -> Result<Option<ResponseFrame
             (TopicKey::Id(_), None) => None,
         };
         if name.is_some_and(|n| !ctx.allowed(AclOperation::Read, ResourceType::Topic, n)) {
-            let p = FetchedPartition {
-                partition_index: key.partition,
-                error_code: code(ResponseError::TopicAuthorizationFailed),
-                high_watermark: -1,
-                last_stable_offset: -1,
-                log_start_offset: -1,
-                aborted_transactions: Some(Vec::new()),
-                records: Bytes::new(),
-                current_leader: None,
-            };
+            let p = FetchedPartition::refused(
+                key.partition,
+                code(ResponseError::TopicAuthorizationFailed),
+            );
             erroneous.push((key, p));
             continue;
         }
@@ -573,16 +567,7 @@ fn error_reply(req: &FetchRequest, version: i16, e: ResponseError) -> FetchReply
                 partitions: t
                     .partitions
                     .iter()
-                    .map(|p| FetchedPartition {
-                        partition_index: p.partition,
-                        error_code: code(e),
-                        high_watermark: -1,
-                        last_stable_offset: -1,
-                        log_start_offset: -1,
-                        aborted_transactions: Some(Vec::new()),
-                        records: Bytes::new(),
-                        current_leader: None,
-                    })
+                    .map(|p| FetchedPartition::refused(p.partition, code(e)))
                     .collect(),
             })
             .collect();
