@@ -328,29 +328,54 @@ impl ApiKeys {
         while self.keys.contains_key(&id) {
             id = random_string(ID_ALPHABET, API_KEY_ID_CHARS);
         }
+        self.create_named(&id, principal, description, now_ms)
+    }
+
+    /// As [`ApiKeys::create`], with the id chosen by the operator (the PLAIN
+    /// username clients give, e.g. a service's name): 1 to
+    /// [`CREDENTIAL_BYTES_MAX`] bytes of ASCII letters, digits and `._@-`, not
+    /// the id of any key, revoked ones included (a revoked id is never reused).
+    pub fn create_named(
+        &mut self,
+        id: &str,
+        principal: Principal,
+        description: Option<String>,
+        now_ms: i64,
+    ) -> Result<(ApiKey, String), ApiKeysError> {
+        let invalid = |reason: String| ApiKeysError::InvalidKey {
+            id: id.to_string(),
+            reason,
+        };
+        if !id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"._@-".contains(&b))
+        {
+            return Err(invalid(
+                "an id is made of ASCII letters, digits and ._@- only".into(),
+            ));
+        }
+        if self.keys.contains_key(id) {
+            return Err(invalid("a key with this id exists (or was revoked)".into()));
+        }
         if description
             .as_ref()
             .is_some_and(|d| d.len() > DESCRIPTION_BYTES_MAX)
         {
-            return Err(ApiKeysError::InvalidKey {
-                id,
-                reason: format!("description longer than {DESCRIPTION_BYTES_MAX} bytes"),
-            });
+            return Err(invalid(format!(
+                "description longer than {DESCRIPTION_BYTES_MAX} bytes"
+            )));
         }
         let secret = random_string(SECRET_ALPHABET, API_KEY_SECRET_CHARS);
         let key = ApiKey {
-            id: id.clone(),
+            id: id.to_string(),
             principal,
             hash: hash_secret(&secret)?,
             created_ms: now_ms,
             description,
             revoked: false,
         };
-        check_key(&key).map_err(|reason| ApiKeysError::InvalidKey {
-            id: id.clone(),
-            reason,
-        })?;
-        self.keys.insert(id, key.clone());
+        check_key(&key).map_err(invalid)?;
+        self.keys.insert(id.to_string(), key.clone());
         Ok((key, secret))
     }
 

@@ -56,6 +56,29 @@ fn two_keys_have_different_salts_and_ids() {
 }
 
 #[test]
+fn named_keys_take_the_operator_s_id_once() {
+    let mut keys = ApiKeys::new();
+    let (key, secret) = keys
+        .create_named("svc-orders", alice(), None, 1)
+        .expect("named");
+    assert_eq!(key.id, "svc-orders");
+    assert_eq!(keys.verify("svc-orders", &secret), Some(alice()));
+    assert!(keys.create_named("svc-orders", alice(), None, 2).is_err());
+    assert!(keys.revoke("svc-orders"));
+    assert!(
+        keys.create_named("svc-orders", alice(), None, 3).is_err(),
+        "a revoked id was reused"
+    );
+    let long = "x".repeat(CREDENTIAL_BYTES_MAX + 1);
+    for bad in ["", "has space", "colon:", "nul\0", "é", long.as_str()] {
+        assert!(
+            keys.create_named(bad, alice(), None, 4).is_err(),
+            "{bad:?} accepted as an id"
+        );
+    }
+}
+
+#[test]
 fn oversized_credentials_are_refused_unhashed() {
     let mut keys = ApiKeys::new();
     let (key, secret) = keys.create(alice(), None, 0).expect("create");

@@ -33,6 +33,10 @@ enum KeysCommand {
         /// The principal the key acts as, e.g. User:alice.
         #[arg(long)]
         principal: String,
+        /// The key's id, the PLAIN username clients give (default: 16
+        /// random characters). Letters, digits and `._@-`; never reused.
+        #[arg(long)]
+        id: Option<String>,
         /// A note for `keys list`.
         #[arg(long)]
         description: Option<String>,
@@ -73,6 +77,7 @@ pub fn run(args: &KeysArgs) -> anyhow::Result<()> {
         KeysCommand::Create {
             data_dir,
             principal,
+            id,
             description,
         } => {
             let principal: Principal = principal
@@ -84,9 +89,11 @@ pub fn run(args: &KeysArgs) -> anyhow::Result<()> {
             let now_ms = SystemTime::now()
                 .duration_since(UNIX_EPOCH)
                 .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
-            let (key, secret) = keys
-                .create(principal, description.clone(), now_ms)
-                .map_err(|e| anyhow::anyhow!("{e}"))?;
+            let (key, secret) = match id {
+                Some(id) => keys.create_named(id, principal, description.clone(), now_ms),
+                None => keys.create(principal, description.clone(), now_ms),
+            }
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
             keys.save(&path).map_err(|e| anyhow::anyhow!("{e}"))?;
             println!("{} {secret}", key.id);
         }
