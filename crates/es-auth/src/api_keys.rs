@@ -61,6 +61,8 @@ pub const API_KEY_ID_CHARS: usize = 16;
 pub const API_KEY_SECRET_CHARS: usize = 64;
 /// Longest id or secret [`ApiKeys::verify`] will hash; longer is refused unhashed.
 pub const CREDENTIAL_BYTES_MAX: usize = 256;
+/// The key store's file name under a broker's data directory.
+pub const API_KEYS_FILE: &str = "api_keys.json";
 /// Longest key description.
 pub const DESCRIPTION_BYTES_MAX: usize = 1024;
 /// Largest `api_keys.json` loaded.
@@ -120,8 +122,40 @@ pub enum ApiKeysError {
     Hash(String),
 }
 
+impl ApiKey {
+    /// Whether the key is usable as stored: an id of 1 to
+    /// [`CREDENTIAL_BYTES_MAX`] bytes, a bounded description, an argon2id hash
+    /// with bounded parameters (none once revoked).
+    pub fn validate(&self) -> Result<(), String> {
+        check_key(self)
+    }
+}
+
+/// Locks the key store of data directory `dir` (`DIR/api_keys.json.lock`,
+/// an exclusive `flock`) until the returned file is dropped: every writer of
+/// the file (the `keys` commands, a broker writing what the metadata holds)
+/// takes it, so that no change is lost between a read and a write.
+pub fn lock_dir(dir: &Path) -> Result<std::fs::File, ApiKeysError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| ApiKeysError::Io { path, source }
+    };
+    std::fs::create_dir_all(dir).map_err(io(dir))?;
+    let path = dir.join(format!("{API_KEYS_FILE}.lock"));
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .mode(0o600)
+        .open(&path)
+        .map_err(io(&path))?;
+    f.lock().map_err(io(&path))?;
+    Ok(f)
+}
+
 /// The set of API keys, by id.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ApiKeys {
     keys: BTreeMap<String, ApiKey>,
 }
@@ -377,6 +411,46 @@ impl ApiKeys {
         check_key(&key).map_err(invalid)?;
         self.keys.insert(id.to_string(), key.clone());
         Ok((key, secret))
+    }
+
+    /// Lays `other`'s keys over these: a key not here is added, a revocation
+    /// revokes, a revocation here is never undone, and a live key here that
+    /// differs from `other`'s is replaced only with `replace_live`. True if
+    /// anything changed.
+    pub fn overlay(&mut self, other: &ApiKeys, replace_live: bool) -> bool {
+        let mut changed = false;
+        for (id, k) in &other.keys {
+            let take = match self.keys.get(id) {
+                None => true,
+                Some(mine) if mine.revoked || mine == k => false,
+                Some(_) => k.revoked || replace_live,
+            };
+            if take {
+                self.keys.insert(id.clone(), k.clone());
+                changed = true;
+            }
+        }
+        changed
+    }
+
+    /// What these keys have that `base` lacks: keys it does not have, and
+    /// revocations of keys it still has live.
+    pub fn missing_from(&self, base: &ApiKeys) -> Vec<ApiKey> {
+        self.keys
+            .values()
+            .filter(|k| match base.keys.get(&k.id) {
+                None => true,
+                Some(b) => k.revoked && !b.revoked,
+            })
+            .cloned()
+            .collect()
+    }
+
+    /// The keys of `keys` (as the cluster metadata holds them), by id.
+    pub fn from_keys<'a>(keys: impl IntoIterator<Item = &'a ApiKey>) -> ApiKeys {
+        ApiKeys {
+            keys: keys.into_iter().map(|k| (k.id.clone(), k.clone())).collect(),
+        }
     }
 
     /// Every key, revoked ones included, by id.

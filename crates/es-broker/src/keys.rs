@@ -11,7 +11,7 @@
 use std::path::PathBuf;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use anyhow::{bail, Context};
+use anyhow::bail;
 use es_auth::api_keys::ApiKeys;
 use es_auth::principal::Principal;
 use es_kafka::security::credentials::API_KEYS_FILE;
@@ -57,19 +57,7 @@ enum KeysCommand {
 
 /// Holds `DIR/api_keys.json.lock` until dropped.
 fn lock(dir: &std::path::Path) -> anyhow::Result<std::fs::File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    let path = dir.join(format!("{API_KEYS_FILE}.lock"));
-    let f = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .mode(0o600)
-        .open(&path)
-        .with_context(|| format!("opening {}", path.display()))?;
-    f.lock()
-        .with_context(|| format!("locking {}", path.display()))?;
-    Ok(f)
+    es_auth::api_keys::lock_dir(dir).map_err(|e| anyhow::anyhow!("{e}"))
 }
 
 pub fn run(args: &KeysArgs) -> anyhow::Result<()> {

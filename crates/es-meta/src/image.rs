@@ -20,6 +20,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use es_auth::acl::Acls;
+use es_auth::api_keys::ApiKey;
 use es_auth::scram::ScramCredential;
 use serde::{Deserialize, Serialize};
 
@@ -125,6 +126,8 @@ pub enum MetaEvent {
     Acls,
     /// SCRAM credentials were set or removed.
     ScramCredentials,
+    /// API keys were added or revoked.
+    ApiKeys,
 }
 
 /// The cluster metadata, as of the last applied entry.
@@ -150,6 +153,9 @@ pub struct MetaImage {
     /// SCRAM credentials by user, then mechanism type (1 SHA-256, 2 SHA-512).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub scram: BTreeMap<String, BTreeMap<i8, ScramCredential>>,
+    /// API keys by id, revoked ones kept as tombstones (hashes only).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub api_keys: BTreeMap<String, ApiKey>,
 }
 
 /// The name with '.' and '_' made equal: two topics that differ only there
@@ -304,6 +310,7 @@ impl MetaImage {
                 deletions,
                 upsertions,
             } => self.alter_scram(deletions, upsertions, &mut ev),
+            MetaRequest::PutApiKeys { keys } => self.put_api_keys(keys, &mut ev),
         };
         (resp, ev)
     }
