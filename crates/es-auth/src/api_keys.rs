@@ -449,7 +449,10 @@ impl ApiKeys {
     /// The keys of `keys` (as the cluster metadata holds them), by id.
     pub fn from_keys<'a>(keys: impl IntoIterator<Item = &'a ApiKey>) -> ApiKeys {
         ApiKeys {
-            keys: keys.into_iter().map(|k| (k.id.clone(), k.clone())).collect(),
+            keys: keys
+                .into_iter()
+                .map(|k| (k.id.clone(), k.clone()))
+                .collect(),
         }
     }
 

@@ -343,13 +343,19 @@ fn overlays_add_keys_and_never_undo_a_revocation() {
     let (k1, _) = a.create_named("one", alice(), None, 1).expect("one");
     let mut b = ApiKeys::new();
     let (k2, _) = b.create_named("two", alice(), None, 2).expect("two");
-    let (k1b, _) = b.create_named("one", Principal::user("bob"), None, 3).expect("one'");
+    let (k1b, _) = b
+        .create_named("one", Principal::user("bob"), None, 3)
+        .expect("one'");
 
     // b has "two" that a lacks, and a different live "one".
     assert_eq!(b.missing_from(&a), vec![k2.clone()]);
     let mut merged = a.clone();
     assert!(merged.overlay(&b, false));
-    assert_eq!(merged.get("one"), Some(&k1), "a live key kept without replace_live");
+    assert_eq!(
+        merged.get("one"),
+        Some(&k1),
+        "a live key kept without replace_live"
+    );
     assert_eq!(merged.get("two"), Some(&k2));
     let mut replaced = a.clone();
     assert!(replaced.overlay(&b, true));
@@ -363,7 +369,10 @@ fn overlays_add_keys_and_never_undo_a_revocation() {
     let mut back = a.clone();
     assert!(back.overlay(&revoked, false));
     assert!(back.get("one").is_some_and(|k| k.revoked));
-    assert!(!back.overlay(&a, true), "a live key never replaces a tombstone");
+    assert!(
+        !back.overlay(&a, true),
+        "a live key never replaces a tombstone"
+    );
     assert!(back.get("one").is_some_and(|k| k.revoked));
     assert_eq!(ApiKeys::from_keys(back.list()), back);
 }

@@ -256,7 +256,11 @@ fn api_keys_reach_every_node_through_the_metadata() {
     c.leader();
     let d1 = c.nodes[&1].data_dir.clone();
     let d2 = c.nodes[&2].data_dir.clone();
-    let line = keys_cli(&d1, "create", &["--principal", "User:alice", "--id", "alice"]);
+    let line = keys_cli(
+        &d1,
+        "create",
+        &["--principal", "User:alice", "--id", "alice"],
+    );
     assert!(line.starts_with("alice "), "{line}");
     let on1 = key_in_file(&d1, "alice").expect("the key on node 1");
     let on2 = eventually(Duration::from_secs(30), "the key on node 2", || {
@@ -264,7 +268,9 @@ fn api_keys_reach_every_node_through_the_metadata() {
     });
     assert_eq!(on2, on1, "node 2 holds the key as created");
     assert_eq!(on2["principal"], "User:alice");
-    assert!(on2["hash"].as_str().is_some_and(|h| h.starts_with("$argon2id$")));
+    assert!(on2["hash"]
+        .as_str()
+        .is_some_and(|h| h.starts_with("$argon2id$")));
 
     assert_eq!(keys_cli(&d2, "revoke", &["alice"]).trim(), "revoked alice");
     eventually(Duration::from_secs(30), "the revocation on node 1", || {

@@ -7,8 +7,8 @@ use es_meta::image::MetaImage;
 use es_meta::records::{MetaRequest, MetaResponse};
 
 use super::Broker;
-use crate::errors::{AdminError, ResponseError};
 use crate::config::ConfigType;
+use crate::errors::{AdminError, ResponseError};
 use crate::security::settings::{
     ClientAuth, FAILED_AUTHENTICATION_DELAY_MS_DEFAULT, SASL_MAX_RECEIVE_SIZE_DEFAULT,
     STANDARD_AUTHORIZER,
@@ -50,7 +50,10 @@ impl Broker {
                 tracing::warn!(key = %r.name, why = r.message.as_deref().unwrap_or(""), "API key of the keys file refused by the metadata");
             }
         }
-        tracing::info!(keys = n, "API keys of the keys file proposed to the metadata");
+        tracing::info!(
+            keys = n,
+            "API keys of the keys file proposed to the metadata"
+        );
         Ok(n)
     }
 }

@@ -368,7 +368,11 @@ fn api_keys_are_added_and_revoked_for_good() {
         )
     };
     assert_eq!(put(&mut img, vec![key.clone()]), (vec![0], true));
-    assert_eq!(put(&mut img, vec![key.clone()]), (vec![0], false), "same key again");
+    assert_eq!(
+        put(&mut img, vec![key.clone()]),
+        (vec![0], false),
+        "same key again"
+    );
     assert_eq!(
         put(&mut img, vec![other.clone()]),
         (vec![code::INVALID_REQUEST], false),
@@ -386,7 +390,10 @@ fn api_keys_are_added_and_revoked_for_good() {
     let mut broken = other.clone();
     broken.hash = "not a hash".into();
     broken.id = "other".into();
-    assert_eq!(put(&mut img, vec![broken]), (vec![code::INVALID_REQUEST], false));
+    assert_eq!(
+        put(&mut img, vec![broken]),
+        (vec![code::INVALID_REQUEST], false)
+    );
     assert_eq!(img.api_keys.get("svc"), Some(&revoked));
     let s = serde_json::to_string(&MetaRequest::PutApiKeys { keys: vec![] }).unwrap();
     assert_eq!(s, r#"{"kind":"put_api_keys.v1","keys":[]}"#);

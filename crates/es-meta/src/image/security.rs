@@ -115,7 +115,11 @@ impl MetaImage {
         MetaResponse::Items { results }
     }
 
-    pub(super) fn put_api_keys(&mut self, keys: &[ApiKey], ev: &mut Vec<MetaEvent>) -> MetaResponse {
+    pub(super) fn put_api_keys(
+        &mut self,
+        keys: &[ApiKey],
+        ev: &mut Vec<MetaEvent>,
+    ) -> MetaResponse {
         let mut results = Vec::with_capacity(keys.len());
         let mut changed = false;
         for k in keys {
