@@ -214,7 +214,7 @@ impl Remote {
         self.send(&body)?;
         let mut resp = self.receive()?;
         ResponseHeader::decode(&mut resp, key.response_header_version(version))?;
-        Ok(Resp::decode(&mut resp, version)?)
+        Resp::decode(&mut resp, version)
     }
 
     /// Sends one API-keys request; its answer, or its error.

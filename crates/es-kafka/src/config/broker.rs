@@ -8,9 +8,8 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use super::table::{
-    broker_dynamic_def, BrokerDefault, ConfigSource, ConfigType, TopicConfigDef, TOPIC_CONFIGS,
-};
+use super::broker_only::broker_dynamic_def;
+use super::table::{BrokerDefault, ConfigSource, ConfigType, TopicConfigDef, TOPIC_CONFIGS};
 use super::validate::validate_broker_config;
 
 /// Default partitions of the `__consumer_offsets` es creates (the broker

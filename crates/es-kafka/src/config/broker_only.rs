@@ -11,7 +11,7 @@
 //! login): a value set here changes nothing else, as each one's
 //! documentation says.
 
-use super::table::{def, Check, ConfigType, TopicConfigDef};
+use super::table::{def, Check, ConfigType, TopicConfigDef, TOPIC_CONFIGS};
 
 const IMAX: i64 = i32::MAX as i64;
 const LMAX: i64 = i64::MAX;
@@ -39,3 +39,14 @@ pub const BROKER_ONLY_CONFIGS: &[TopicConfigDef] = &[
     def("sasl.login.refresh.window.factor", Some("sasl.login.refresh.window.factor"), "0.8", ConfigType::Double, Check::Double { min: 0.5, max: 1.0 }, "Login refresh thread will sleep until the specified window factor relative to the credential's lifetime has been reached. es has no OAUTHBEARER login, so the value changes nothing else."),
     def("sasl.login.refresh.window.jitter", Some("sasl.login.refresh.window.jitter"), "0.05", ConfigType::Double, Check::Double { min: 0.0, max: 0.25 }, "The maximum amount of random jitter relative to the credential's lifetime that is added to the login refresh thread's sleep time. es has no OAUTHBEARER login, so the value changes nothing else."),
 ];
+
+/// Looks up the topic config whose broker-level name is `broker_name`, or
+/// one of the other reconfigurable broker configs
+/// ([`BROKER_ONLY_CONFIGS`]): the broker configs es can
+/// change at run time.
+pub fn broker_dynamic_def(broker_name: &str) -> Option<&'static TopicConfigDef> {
+    TOPIC_CONFIGS
+        .iter()
+        .find(|d| !d.internal && d.broker_name == Some(broker_name))
+        .or_else(|| BROKER_ONLY_CONFIGS.iter().find(|d| d.name == broker_name))
+}

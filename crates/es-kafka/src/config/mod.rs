@@ -39,10 +39,11 @@ pub use broker::{
     TRANSACTION_STATE_PARTITIONS_DEFAULT, TRANSACTION_STATE_REPLICATION_FACTOR,
     TRANSACTION_STATE_SEGMENT_BYTES,
 };
+pub use broker_only::broker_dynamic_def;
 pub use rules::{CleanupPolicy, TimestampType, TopicRules};
 pub use table::{
-    broker_dynamic_def, topic_config_def, ConfigSource, ConfigType, TopicConfigDef,
-    INTERNAL_SEGMENT_BYTES, TOPIC_CONFIGS,
+    topic_config_def, ConfigSource, ConfigType, TopicConfigDef, INTERNAL_SEGMENT_BYTES,
+    TOPIC_CONFIGS,
 };
 pub use topic::{DescribedConfig, TopicConfig};
 pub use validate::{validate_broker_config, validate_topic_config, ConfigError};

@@ -441,18 +441,3 @@ pub const TOPIC_CONFIGS: &[TopicConfigDef] = &[
 pub fn topic_config_def(name: &str) -> Option<&'static TopicConfigDef> {
     TOPIC_CONFIGS.iter().find(|d| d.name == name)
 }
-
-/// Looks up the topic config whose broker-level name is `broker_name`, or
-/// one of the other reconfigurable broker configs
-/// ([`super::broker_only::BROKER_ONLY_CONFIGS`]): the broker configs es can
-/// change at run time.
-pub fn broker_dynamic_def(broker_name: &str) -> Option<&'static TopicConfigDef> {
-    TOPIC_CONFIGS
-        .iter()
-        .find(|d| !d.internal && d.broker_name == Some(broker_name))
-        .or_else(|| {
-            super::broker_only::BROKER_ONLY_CONFIGS
-                .iter()
-                .find(|d| d.name == broker_name)
-        })
-}

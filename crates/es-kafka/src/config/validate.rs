@@ -2,7 +2,8 @@
 //! topic or dynamic broker config value is accepted or refused, and the
 //! typed [`ConfigError`] that says why.
 
-use super::table::{broker_dynamic_def, topic_config_def, Check, TopicConfigDef};
+use super::broker_only::broker_dynamic_def;
+use super::table::{topic_config_def, Check, TopicConfigDef};
 
 /// Why a config value was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
