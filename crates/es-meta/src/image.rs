@@ -23,6 +23,8 @@ use es_auth::acl::Acls;
 use es_auth::scram::ScramCredential;
 use serde::{Deserialize, Serialize};
 
+use crate::quotas::ClientQuotas;
+
 use crate::records::{
     code, BrokerId, ConfigAlteration, ConfigResource, Endpoint, ItemResult, LeaderRecovery,
     MetaRequest, MetaResponse, NewPartitions, NewTopic, PartitionChange, RegisterBroker,
@@ -125,6 +127,8 @@ pub enum MetaEvent {
     Acls,
     /// SCRAM credentials were set or removed.
     ScramCredentials,
+    /// Client quotas were set or removed.
+    ClientQuotas,
 }
 
 /// The cluster metadata, as of the last applied entry.
@@ -150,6 +154,9 @@ pub struct MetaImage {
     /// SCRAM credentials by user, then mechanism type (1 SHA-256, 2 SHA-512).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub scram: BTreeMap<String, BTreeMap<i8, ScramCredential>>,
+    /// Client quotas by entity (AlterClientQuotas).
+    #[serde(default, skip_serializing_if = "ClientQuotas::is_empty")]
+    pub client_quotas: ClientQuotas,
 }
 
 /// The name with '.' and '_' made equal: two topics that differ only there
@@ -304,6 +311,9 @@ impl MetaImage {
                 deletions,
                 upsertions,
             } => self.alter_scram(deletions, upsertions, &mut ev),
+            MetaRequest::AlterClientQuotas { alterations } => {
+                self.alter_client_quotas(alterations, &mut ev)
+            }
         };
         (resp, ev)
     }

@@ -294,6 +294,14 @@ pub enum MetaRequest {
         deletions: Vec<ScramKey>,
         upsertions: Vec<ScramUpsertion>,
     },
+    /// One AlterClientQuotas request (not `validate_only`): the entities'
+    /// changes the broker that received it found valid
+    /// ([`crate::quotas::validate_alteration`]), checked again and applied
+    /// in order.
+    #[serde(rename = "alter_client_quotas.v1")]
+    AlterClientQuotas {
+        alterations: Vec<crate::quotas::QuotaAlteration>,
+    },
 }
 
 /// A user's credential for one SCRAM mechanism.
