@@ -31,6 +31,8 @@ const BROKER_NAMES: &[&str] = &[
     "ssl.principal.mapping.rules",
     "max.connections",
     "inter.broker.listener.name",
+    "quota.window.num",
+    "quota.window.size.seconds",
 ];
 
 /// Names that may also be given per listener (`listener.name.<l>.<name>`).
@@ -107,6 +109,11 @@ pub struct SecurityConfig {
     pub max_connections: Option<usize>,
     /// `inter.broker.listener.name`, when set.
     pub inter_broker_listener: Option<String>,
+    /// `quota.window.num`: the samples a client quota's rate is measured
+    /// over.
+    pub quota_window_num: u32,
+    /// `quota.window.size.seconds`: the length of each sample.
+    pub quota_window_size_seconds: u32,
     /// Broker-wide values of the per-listener settings.
     default_listener: ListenerSecurity,
     /// Per-listener overrides, by upper-case listener name.
@@ -124,6 +131,8 @@ impl Default for SecurityConfig {
             principal_mapping_rules: "DEFAULT".into(),
             max_connections: None,
             inter_broker_listener: None,
+            quota_window_num: crate::quota::QUOTA_WINDOW_NUM_DEFAULT,
+            quota_window_size_seconds: crate::quota::QUOTA_WINDOW_SIZE_SECONDS_DEFAULT,
             default_listener: ListenerSecurity {
                 mechanisms: MECHANISMS.iter().map(|m| m.to_string()).collect(),
                 max_reauth_ms: 0,
@@ -146,6 +155,25 @@ fn parse_num<T: std::str::FromStr>(name: &str, v: &str) -> Result<T, String> {
     v.trim()
         .parse()
         .map_err(|_| format!("{name}={v:?}: not a valid number"))
+}
+
+fn parse_positive(name: &str, v: &str) -> Result<u32, String> {
+    let n: u32 = parse_num(name, v)?;
+    if n == 0 {
+        return Err(format!("{name} must be at least 1"));
+    }
+    Ok(n)
+}
+
+impl SecurityConfig {
+    /// How client quotas measure rates (`quota.window.num` samples of
+    /// `quota.window.size.seconds`).
+    pub fn quota_rate(&self) -> crate::quota::RateConfig {
+        crate::quota::RateConfig {
+            samples: self.quota_window_num,
+            window_ms: u64::from(self.quota_window_size_seconds) * 1000,
+        }
+    }
 }
 
 fn list(v: &str) -> Vec<String> {
@@ -274,6 +302,11 @@ impl SecurityConfig {
                 }
                 "inter.broker.listener.name" => {
                     c.inter_broker_listener = Some(v.trim().to_ascii_uppercase())
+                }
+                // Kafka's ranges: at least 1 sample, at least 1 second.
+                "quota.window.num" => c.quota_window_num = parse_positive(name, v)?,
+                "quota.window.size.seconds" => {
+                    c.quota_window_size_seconds = parse_positive(name, v)?
                 }
                 _ => return Err(format!("{name} is not a setting es knows")),
             }
