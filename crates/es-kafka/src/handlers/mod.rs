@@ -14,6 +14,7 @@ pub mod acls;
 pub mod admin;
 pub mod api_versions;
 pub mod authz;
+pub mod client_quotas;
 pub mod cluster;
 pub mod durable;
 pub mod fetch;
@@ -33,6 +34,8 @@ pub mod write_txn_markers;
 
 #[cfg(test)]
 mod acls_tests;
+#[cfg(test)]
+mod client_quotas_tests;
 #[cfg(test)]
 mod internal_topics_tests;
 #[cfg(test)]
@@ -438,6 +441,12 @@ async fn served_encoded(
                 }
                 ApiKey::AlterUserScramCredentials => {
                     scram::alter(&ctx, decode_body(&mut body, key, v)?).await
+                }
+                ApiKey::DescribeClientQuotas => {
+                    client_quotas::describe(&ctx, decode_body(&mut body, key, v)?)
+                }
+                ApiKey::AlterClientQuotas => {
+                    client_quotas::alter(&ctx, decode_body(&mut body, key, v)?).await
                 }
                 ApiKey::DescribeAcls => acls::describe_acls(&ctx, decode_body(&mut body, key, v)?),
                 ApiKey::CreateAcls => {
