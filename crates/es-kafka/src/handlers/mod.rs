@@ -27,6 +27,7 @@ pub mod produce;
 pub mod route;
 pub mod sasl;
 pub mod scram;
+pub mod throttle;
 pub mod txn;
 pub mod txn_verify;
 pub mod unsupported;
@@ -38,6 +39,8 @@ mod acls_tests;
 mod client_quotas_tests;
 #[cfg(test)]
 mod internal_topics_tests;
+#[cfg(test)]
+mod throttle_tests;
 #[cfg(test)]
 pub(crate) mod wire_client;
 
@@ -149,6 +152,9 @@ pub struct Client {
     /// The listener the request arrived on; `None` for a request made
     /// inside the broker or by a test.
     pub listener: Option<Arc<str>>,
+    /// The connection's mute, which a client over its quota is given
+    /// ([`throttle`]); `None` outside a connection.
+    pub throttle: Option<Arc<throttle::ConnThrottle>>,
 }
 
 impl Client {
@@ -158,6 +164,7 @@ impl Client {
             peer: None,
             principal: Arc::new(Principal::anonymous()),
             listener: None,
+            throttle: None,
         }
     }
 }
@@ -176,6 +183,13 @@ pub struct Ctx {
     /// Made inside the broker or by a test, not over a listener: never
     /// refused for authorization.
     pub internal: bool,
+    /// The request's size in bytes (after the size prefix), as Kafka's
+    /// produce quota counts it.
+    pub request_bytes: usize,
+    /// What the request has used so far, for the quotas ([`throttle`]).
+    pub usage: Arc<throttle::Usage>,
+    /// The connection's mute.
+    pub conn: Option<Arc<throttle::ConnThrottle>>,
 }
 
 impl Ctx {
@@ -309,6 +323,7 @@ async fn dispatch(
         Support::Served(key) => {
             let version = prefix.api_version;
             let header_version = key.request_header_version(version);
+            let frame_bytes = frame.len();
             // No count or length in the request is trusted before it is held
             // against the bytes that follow it, and strings that are not
             // UTF-8 read as Kafka reads them (codec::shape).
@@ -332,16 +347,42 @@ async fn dispatch(
                     detail: format!("{e:#}"),
                 }
             })?;
+            let internal = client.listener.is_none();
+            let usage = Arc::new(throttle::Usage::default());
+            let finish = throttle::Finish {
+                key,
+                version,
+                subject: (!internal).then(|| {
+                    let client_id = header.client_id.as_deref().unwrap_or("").to_string();
+                    (client.principal.name.clone(), client_id)
+                }),
+                usage: usage.clone(),
+                conn: client.throttle.clone(),
+            };
             let ctx = Ctx {
-                broker,
+                broker: broker.clone(),
                 key,
                 version,
                 header,
                 peer: client.peer,
-                internal: client.listener.is_none(),
+                internal,
                 principal: client.principal,
+                request_bytes: frame_bytes,
+                usage: usage.clone(),
+                conn: client.throttle,
             };
-            served(ctx, body, turn).await
+            let r = throttle::Timed::new(served(ctx, body, turn), usage).await?;
+            // Only responses encoded in one buffer need the dispatcher's
+            // throttle time (Fetch writes its own).
+            Ok(match r {
+                Some(frame) if frame.parts().len() == 1 => finish
+                    .finish(&broker, Some(frame.into_bytes()))
+                    .map(ResponseFrame::from),
+                other => {
+                    let _ = finish.finish(&broker, None);
+                    other
+                }
+            })
         }
     }
 }
@@ -645,6 +686,9 @@ mod tests {
             peer,
             principal: Client::internal().principal,
             internal: true,
+            request_bytes: 0,
+            usage: Default::default(),
+            conn: None,
         };
         assert_eq!(ctx(None).client_host(), "");
         let v4: IpAddr = "10.1.2.3".parse().expect("v4");
