@@ -316,7 +316,10 @@ mod tests {
         window_ms: 1000,
     };
 
-    fn quotas(entries: &[(Option<Option<&str>>, Option<Option<&str>>, f64)]) -> ClientQuotas {
+    /// A part of an entity: absent, the default, or named.
+    type TestPart<'a> = Option<Option<&'a str>>;
+
+    fn quotas(entries: &[(TestPart<'_>, TestPart<'_>, f64)]) -> ClientQuotas {
         let mut q = ClientQuotas::default();
         for (u, c, v) in entries {
             let mut parts = Vec::new();
