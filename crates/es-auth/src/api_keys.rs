@@ -61,6 +61,8 @@ pub const API_KEY_ID_CHARS: usize = 16;
 pub const API_KEY_SECRET_CHARS: usize = 64;
 /// Longest id or secret [`ApiKeys::verify`] will hash; longer is refused unhashed.
 pub const CREDENTIAL_BYTES_MAX: usize = 256;
+/// The key store's file name under a broker's data directory.
+pub const API_KEYS_FILE: &str = "api_keys.json";
 /// Longest key description.
 pub const DESCRIPTION_BYTES_MAX: usize = 1024;
 /// Largest `api_keys.json` loaded.
@@ -120,8 +122,40 @@ pub enum ApiKeysError {
     Hash(String),
 }
 
+impl ApiKey {
+    /// Whether the key is usable as stored: an id of 1 to
+    /// [`CREDENTIAL_BYTES_MAX`] bytes, a bounded description, an argon2id hash
+    /// with bounded parameters (none once revoked).
+    pub fn validate(&self) -> Result<(), String> {
+        check_key(self)
+    }
+}
+
+/// Locks the key store of data directory `dir` (`DIR/api_keys.json.lock`,
+/// an exclusive `flock`) until the returned file is dropped: every writer of
+/// the file (the `keys` commands, a broker writing what the metadata holds)
+/// takes it, so that no change is lost between a read and a write.
+pub fn lock_dir(dir: &Path) -> Result<std::fs::File, ApiKeysError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| ApiKeysError::Io { path, source }
+    };
+    std::fs::create_dir_all(dir).map_err(io(dir))?;
+    let path = dir.join(format!("{API_KEYS_FILE}.lock"));
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .mode(0o600)
+        .open(&path)
+        .map_err(io(&path))?;
+    f.lock().map_err(io(&path))?;
+    Ok(f)
+}
+
 /// The set of API keys, by id.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ApiKeys {
     keys: BTreeMap<String, ApiKey>,
 }
@@ -328,30 +362,98 @@ impl ApiKeys {
         while self.keys.contains_key(&id) {
             id = random_string(ID_ALPHABET, API_KEY_ID_CHARS);
         }
+        self.create_named(&id, principal, description, now_ms)
+    }
+
+    /// As [`ApiKeys::create`], with the id chosen by the operator (the PLAIN
+    /// username clients give, e.g. a service's name): 1 to
+    /// [`CREDENTIAL_BYTES_MAX`] bytes of ASCII letters, digits and `._@-`, not
+    /// the id of any key, revoked ones included (a revoked id is never reused).
+    pub fn create_named(
+        &mut self,
+        id: &str,
+        principal: Principal,
+        description: Option<String>,
+        now_ms: i64,
+    ) -> Result<(ApiKey, String), ApiKeysError> {
+        let invalid = |reason: String| ApiKeysError::InvalidKey {
+            id: id.to_string(),
+            reason,
+        };
+        if !id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"._@-".contains(&b))
+        {
+            return Err(invalid(
+                "an id is made of ASCII letters, digits and ._@- only".into(),
+            ));
+        }
+        if self.keys.contains_key(id) {
+            return Err(invalid("a key with this id exists (or was revoked)".into()));
+        }
         if description
             .as_ref()
             .is_some_and(|d| d.len() > DESCRIPTION_BYTES_MAX)
         {
-            return Err(ApiKeysError::InvalidKey {
-                id,
-                reason: format!("description longer than {DESCRIPTION_BYTES_MAX} bytes"),
-            });
+            return Err(invalid(format!(
+                "description longer than {DESCRIPTION_BYTES_MAX} bytes"
+            )));
         }
         let secret = random_string(SECRET_ALPHABET, API_KEY_SECRET_CHARS);
         let key = ApiKey {
-            id: id.clone(),
+            id: id.to_string(),
             principal,
             hash: hash_secret(&secret)?,
             created_ms: now_ms,
             description,
             revoked: false,
         };
-        check_key(&key).map_err(|reason| ApiKeysError::InvalidKey {
-            id: id.clone(),
-            reason,
-        })?;
-        self.keys.insert(id, key.clone());
+        check_key(&key).map_err(invalid)?;
+        self.keys.insert(id.to_string(), key.clone());
         Ok((key, secret))
+    }
+
+    /// Lays `other`'s keys over these: a key not here is added, a revocation
+    /// revokes, a revocation here is never undone, and a live key here that
+    /// differs from `other`'s is replaced only with `replace_live`. True if
+    /// anything changed.
+    pub fn overlay(&mut self, other: &ApiKeys, replace_live: bool) -> bool {
+        let mut changed = false;
+        for (id, k) in &other.keys {
+            let take = match self.keys.get(id) {
+                None => true,
+                Some(mine) if mine.revoked || mine == k => false,
+                Some(_) => k.revoked || replace_live,
+            };
+            if take {
+                self.keys.insert(id.clone(), k.clone());
+                changed = true;
+            }
+        }
+        changed
+    }
+
+    /// What these keys have that `base` lacks: keys it does not have, and
+    /// revocations of keys it still has live.
+    pub fn missing_from(&self, base: &ApiKeys) -> Vec<ApiKey> {
+        self.keys
+            .values()
+            .filter(|k| match base.keys.get(&k.id) {
+                None => true,
+                Some(b) => k.revoked && !b.revoked,
+            })
+            .cloned()
+            .collect()
+    }
+
+    /// The keys of `keys` (as the cluster metadata holds them), by id.
+    pub fn from_keys<'a>(keys: impl IntoIterator<Item = &'a ApiKey>) -> ApiKeys {
+        ApiKeys {
+            keys: keys
+                .into_iter()
+                .map(|k| (k.id.clone(), k.clone()))
+                .collect(),
+        }
     }
 
     /// Every key, revoked ones included, by id.

@@ -56,6 +56,29 @@ fn two_keys_have_different_salts_and_ids() {
 }
 
 #[test]
+fn named_keys_take_the_operator_s_id_once() {
+    let mut keys = ApiKeys::new();
+    let (key, secret) = keys
+        .create_named("svc-orders", alice(), None, 1)
+        .expect("named");
+    assert_eq!(key.id, "svc-orders");
+    assert_eq!(keys.verify("svc-orders", &secret), Some(alice()));
+    assert!(keys.create_named("svc-orders", alice(), None, 2).is_err());
+    assert!(keys.revoke("svc-orders"));
+    assert!(
+        keys.create_named("svc-orders", alice(), None, 3).is_err(),
+        "a revoked id was reused"
+    );
+    let long = "x".repeat(CREDENTIAL_BYTES_MAX + 1);
+    for bad in ["", "has space", "colon:", "nul\0", "é", long.as_str()] {
+        assert!(
+            keys.create_named(bad, alice(), None, 4).is_err(),
+            "{bad:?} accepted as an id"
+        );
+    }
+}
+
+#[test]
 fn oversized_credentials_are_refused_unhashed() {
     let mut keys = ApiKeys::new();
     let (key, secret) = keys.create(alice(), None, 0).expect("create");
@@ -312,4 +335,44 @@ proptest! {
     fn plain_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..300)) {
         let _ = parse_plain(&bytes);
     }
+}
+
+#[test]
+fn overlays_add_keys_and_never_undo_a_revocation() {
+    let mut a = ApiKeys::new();
+    let (k1, _) = a.create_named("one", alice(), None, 1).expect("one");
+    let mut b = ApiKeys::new();
+    let (k2, _) = b.create_named("two", alice(), None, 2).expect("two");
+    let (k1b, _) = b
+        .create_named("one", Principal::user("bob"), None, 3)
+        .expect("one'");
+
+    // b has "two" that a lacks, and a different live "one".
+    assert_eq!(b.missing_from(&a), vec![k2.clone()]);
+    let mut merged = a.clone();
+    assert!(merged.overlay(&b, false));
+    assert_eq!(
+        merged.get("one"),
+        Some(&k1),
+        "a live key kept without replace_live"
+    );
+    assert_eq!(merged.get("two"), Some(&k2));
+    let mut replaced = a.clone();
+    assert!(replaced.overlay(&b, true));
+    assert_eq!(replaced.get("one"), Some(&k1b));
+    assert!(!replaced.overlay(&b, true), "nothing new the second time");
+
+    // A revocation travels both ways and is final.
+    let mut revoked = a.clone();
+    assert!(revoked.revoke("one"));
+    assert_eq!(revoked.missing_from(&a).len(), 1);
+    let mut back = a.clone();
+    assert!(back.overlay(&revoked, false));
+    assert!(back.get("one").is_some_and(|k| k.revoked));
+    assert!(
+        !back.overlay(&a, true),
+        "a live key never replaces a tombstone"
+    );
+    assert!(back.get("one").is_some_and(|k| k.revoked));
+    assert_eq!(ApiKeys::from_keys(back.list()), back);
 }

@@ -2,7 +2,9 @@
 //! compaction, the high-watermark checkpoint of a cluster node, and the
 //! coordinators' timers ([`coordinator_timers`]: group
 //! session and rebalance timeouts, transaction timeouts, producer-id
-//! expiration), which `Broker::open` hands over instead of starting them.
+//! expiration), which `Broker::open` hands over instead of starting them, and
+//! the API keys of `api_keys.json` proposed to the metadata
+//! ([`api_keys_loop`]).
 //!
 //! Each is a loop that sleeps its interval, runs one pass, and stops when the
 //! shutdown flag flips. Retention and compaction visit every partition of
@@ -124,6 +126,24 @@ pub async fn coordinator_timers(timers: Timers, mut stop: watch::Receiver<bool>)
     }
     if let Err(e) = groups.await {
         tracing::error!(error = %e, "group coordinator timers failed");
+    }
+}
+
+/// How often the API keys file is compared with the metadata.
+const API_KEYS_SYNC_INTERVAL: Duration = Duration::from_secs(1);
+
+/// Proposes to the metadata, now and then every [`API_KEYS_SYNC_INTERVAL`]
+/// until `stop` flips, the keys `es-broker keys --data-dir` created or
+/// revoked in this node's `api_keys.json` (a `stat` when nothing changed).
+pub async fn api_keys_loop(broker: Arc<Broker>, mut stop: watch::Receiver<bool>) {
+    loop {
+        if let Err(e) = broker.sync_api_keys().await {
+            tracing::warn!(code = e.code, error = %e.message, "API keys of the keys file not proposed yet; retrying");
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(API_KEYS_SYNC_INTERVAL) => {}
+            _ = stop.changed() => return,
+        }
     }
 }
 

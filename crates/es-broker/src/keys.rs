@@ -11,7 +11,7 @@
 use std::path::PathBuf;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use anyhow::{bail, Context};
+use anyhow::bail;
 use es_auth::api_keys::ApiKeys;
 use es_auth::principal::Principal;
 use es_kafka::security::credentials::API_KEYS_FILE;
@@ -33,6 +33,10 @@ enum KeysCommand {
         /// The principal the key acts as, e.g. User:alice.
         #[arg(long)]
         principal: String,
+        /// The key's id, the PLAIN username clients give (default: 16
+        /// random characters). Letters, digits and `._@-`; never reused.
+        #[arg(long)]
+        id: Option<String>,
         /// A note for `keys list`.
         #[arg(long)]
         description: Option<String>,
@@ -53,19 +57,7 @@ enum KeysCommand {
 
 /// Holds `DIR/api_keys.json.lock` until dropped.
 fn lock(dir: &std::path::Path) -> anyhow::Result<std::fs::File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    let path = dir.join(format!("{API_KEYS_FILE}.lock"));
-    let f = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .mode(0o600)
-        .open(&path)
-        .with_context(|| format!("opening {}", path.display()))?;
-    f.lock()
-        .with_context(|| format!("locking {}", path.display()))?;
-    Ok(f)
+    es_auth::api_keys::lock_dir(dir).map_err(|e| anyhow::anyhow!("{e}"))
 }
 
 pub fn run(args: &KeysArgs) -> anyhow::Result<()> {
@@ -73,6 +65,7 @@ pub fn run(args: &KeysArgs) -> anyhow::Result<()> {
         KeysCommand::Create {
             data_dir,
             principal,
+            id,
             description,
         } => {
             let principal: Principal = principal
@@ -84,9 +77,11 @@ pub fn run(args: &KeysArgs) -> anyhow::Result<()> {
             let now_ms = SystemTime::now()
                 .duration_since(UNIX_EPOCH)
                 .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
-            let (key, secret) = keys
-                .create(principal, description.clone(), now_ms)
-                .map_err(|e| anyhow::anyhow!("{e}"))?;
+            let (key, secret) = match id {
+                Some(id) => keys.create_named(id, principal, description.clone(), now_ms),
+                None => keys.create(principal, description.clone(), now_ms),
+            }
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
             keys.save(&path).map_err(|e| anyhow::anyhow!("{e}"))?;
             println!("{} {secret}", key.id);
         }

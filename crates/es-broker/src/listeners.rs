@@ -146,9 +146,8 @@ pub async fn bind(args: &Args, security: &SecurityConfig) -> anyhow::Result<Boun
         };
         let tls = if protocol.tls() {
             let files = security
-                .listener(&name)
-                .map_err(|e| anyhow::anyhow!(e))?
-                .tls;
+                .listener_tls(&name, protocol.sasl())
+                .map_err(|e| anyhow::anyhow!(e))?;
             let t =
                 Arc::new(Tls::load(files).map_err(|e| anyhow::anyhow!("listener {name}: {e}"))?);
             tls_all.push(t.clone());

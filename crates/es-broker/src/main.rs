@@ -490,6 +490,7 @@ async fn run(
             stop_rx.clone(),
         )),
         tokio::spawn(background::coordinator_timers(timers, stop_rx.clone())),
+        tokio::spawn(background::api_keys_loop(broker.clone(), stop_rx.clone())),
     ];
     let b = broker.clone();
     tokio::spawn(async move {

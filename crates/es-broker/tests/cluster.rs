@@ -218,6 +218,81 @@ fn three_nodes_form_a_quorum_and_survive_the_loss_of_the_leader() {
     }
 }
 
+/// `es-broker keys SUBCOMMAND --data-dir DIR ARGS`: its output.
+fn keys_cli(data_dir: &Path, sub: &str, args: &[&str]) -> String {
+    let out = std::process::Command::new(EXE)
+        .args(["keys", sub, "--data-dir"])
+        .arg(data_dir)
+        .args(args)
+        .output()
+        .expect("run keys");
+    assert!(
+        out.status.success(),
+        "keys {sub} {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("utf-8")
+}
+
+/// Key `id` as node data directory `dir`'s `api_keys.json` holds it.
+fn key_in_file(dir: &Path, id: &str) -> Option<serde_json::Value> {
+    let text = std::fs::read_to_string(dir.join("api_keys.json")).ok()?;
+    let file: serde_json::Value = serde_json::from_str(&text).ok()?;
+    file["keys"]
+        .as_array()?
+        .iter()
+        .find(|k| k["id"] == id)
+        .cloned()
+}
+
+/// API keys live in the cluster metadata: a key created with `keys create
+/// --data-dir` beside one running node reaches the other's keys file (only
+/// the metadata writes it there), a revocation on the other node comes
+/// back, and a node whose file is lost gets it back from the metadata.
+#[test]
+fn api_keys_reach_every_node_through_the_metadata() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let mut c = Cluster::start(dir.path(), 2, 2);
+    c.leader();
+    let d1 = c.nodes[&1].data_dir.clone();
+    let d2 = c.nodes[&2].data_dir.clone();
+    let line = keys_cli(
+        &d1,
+        "create",
+        &["--principal", "User:alice", "--id", "alice"],
+    );
+    assert!(line.starts_with("alice "), "{line}");
+    let on1 = key_in_file(&d1, "alice").expect("the key on node 1");
+    let on2 = eventually(Duration::from_secs(30), "the key on node 2", || {
+        key_in_file(&d2, "alice")
+    });
+    assert_eq!(on2, on1, "node 2 holds the key as created");
+    assert_eq!(on2["principal"], "User:alice");
+    assert!(on2["hash"]
+        .as_str()
+        .is_some_and(|h| h.starts_with("$argon2id$")));
+
+    assert_eq!(keys_cli(&d2, "revoke", &["alice"]).trim(), "revoked alice");
+    eventually(Duration::from_secs(30), "the revocation on node 1", || {
+        key_in_file(&d1, "alice").filter(|k| k["revoked"] == true)
+    });
+
+    let p2 = c.nodes.remove(&2).expect("node 2");
+    p2.stop();
+    std::fs::remove_file(d2.join("api_keys.json")).expect("remove the file");
+    let mut p = c.spawn(2);
+    p.wait_listening();
+    c.nodes.insert(2, p);
+    let back = eventually(Duration::from_secs(30), "the file rewritten", || {
+        key_in_file(&d2, "alice")
+    });
+    assert_eq!(back["revoked"], true);
+    assert_eq!(back["hash"], "");
+    for (_, p) in std::mem::take(&mut c.nodes) {
+        p.stop();
+    }
+}
+
 /// `es-broker quorum` over a node's Raft listener.
 fn quorum_cli(controller: &str, args: &[&str]) -> String {
     let out = std::process::Command::new(EXE)

@@ -176,6 +176,7 @@ impl Broker {
             if let Some(image) = me.image() {
                 me.reconcile_all(&image);
                 me.security().apply_metadata(&image);
+                me.apply_api_keys(&image);
             }
             Ok::<(), StorageError>(())
         })
@@ -471,6 +472,7 @@ impl Broker {
             MetaEvent::Acls | MetaEvent::ScramCredentials | MetaEvent::ClientQuotas => {
                 self.security().apply_metadata(image)
             }
+            MetaEvent::ApiKeys => self.apply_api_keys(image),
             MetaEvent::ClusterId | MetaEvent::Broker(_) => {}
         }
         Ok(())

@@ -3,8 +3,12 @@
 
 use std::sync::Arc;
 
+use es_meta::image::MetaImage;
+use es_meta::records::{MetaRequest, MetaResponse};
+
 use super::Broker;
 use crate::config::ConfigType;
+use crate::errors::{AdminError, ResponseError};
 use crate::security::settings::{
     ClientAuth, FAILED_AUTHENTICATION_DELAY_MS_DEFAULT, SASL_MAX_RECEIVE_SIZE_DEFAULT,
     STANDARD_AUTHORIZER,
@@ -15,6 +19,42 @@ impl Broker {
     /// Listener settings, credentials and the authorizer.
     pub fn security(&self) -> &Arc<Security> {
         &self.security
+    }
+
+    /// Takes the API keys of the applied metadata `image` (and writes them
+    /// into `api_keys.json`). Blocking.
+    pub(super) fn apply_api_keys(&self, image: &MetaImage) {
+        if let Err(e) = self.security.credentials.set_metadata_keys(&image.api_keys) {
+            tracing::error!(error = %e, "cannot write the API keys of the metadata to the keys file");
+        }
+    }
+
+    /// Proposes to the metadata what this node's `api_keys.json` has and the
+    /// metadata lacks (keys created or revoked with `es-broker keys
+    /// --data-dir`), so that every node learns them. Returns how many keys
+    /// were proposed; a refused key (a different key of its id exists, or
+    /// it was revoked) is logged, and the file gets the metadata's version.
+    pub async fn sync_api_keys(&self) -> Result<usize, AdminError> {
+        let creds = self.security.credentials.clone();
+        let keys = tokio::task::spawn_blocking(move || creds.to_propose())
+            .await
+            .map_err(|e| AdminError::new(ResponseError::UnknownServerError, e.to_string()))?;
+        if keys.is_empty() {
+            return Ok(0);
+        }
+        let n = keys.len();
+        if let MetaResponse::Items { results } =
+            self.propose(MetaRequest::PutApiKeys { keys }).await?
+        {
+            for r in results.iter().filter(|r| r.error_code != 0) {
+                tracing::warn!(key = %r.name, why = r.message.as_deref().unwrap_or(""), "API key of the keys file refused by the metadata");
+            }
+        }
+        tracing::info!(
+            keys = n,
+            "API keys of the keys file proposed to the metadata"
+        );
+        Ok(n)
     }
 }
 

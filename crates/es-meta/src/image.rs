@@ -20,6 +20,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use es_auth::acl::Acls;
+use es_auth::api_keys::ApiKey;
 use es_auth::scram::ScramCredential;
 use serde::{Deserialize, Serialize};
 
@@ -129,6 +130,8 @@ pub enum MetaEvent {
     ScramCredentials,
     /// Client quotas were set or removed.
     ClientQuotas,
+    /// API keys were added or revoked.
+    ApiKeys,
 }
 
 /// The cluster metadata, as of the last applied entry.
@@ -157,6 +160,9 @@ pub struct MetaImage {
     /// Client quotas by entity (AlterClientQuotas).
     #[serde(default, skip_serializing_if = "ClientQuotas::is_empty")]
     pub client_quotas: ClientQuotas,
+    /// API keys by id, revoked ones kept as tombstones (hashes only).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub api_keys: BTreeMap<String, ApiKey>,
 }
 
 /// The name with '.' and '_' made equal: two topics that differ only there
@@ -314,6 +320,7 @@ impl MetaImage {
             MetaRequest::AlterClientQuotas { alterations } => {
                 self.alter_client_quotas(alterations, &mut ev)
             }
+            MetaRequest::PutApiKeys { keys } => self.put_api_keys(keys, &mut ev),
         };
         (resp, ev)
     }

@@ -390,3 +390,57 @@ fn client_quotas_apply_per_entity_and_announce_a_change() {
     assert_eq!(ev, vec![MetaEvent::ClientQuotas]);
     assert!(img.client_quotas.is_empty());
 }
+
+#[test]
+fn api_keys_are_added_and_revoked_for_good() {
+    use es_auth::api_keys::ApiKeys;
+    use es_auth::principal::Principal;
+    let mut made = ApiKeys::new();
+    let (key, _) = made
+        .create_named("svc", Principal::user("svc"), None, 1)
+        .expect("key");
+    let (other, _) = ApiKeys::new()
+        .create_named("svc", Principal::user("mallory"), None, 2)
+        .expect("key");
+    let mut img = MetaImage::default();
+    let put = |img: &mut MetaImage, keys: Vec<es_auth::api_keys::ApiKey>| {
+        let (resp, ev) = img.apply(1, &MetaRequest::PutApiKeys { keys });
+        let MetaResponse::Items { results } = resp else {
+            panic!("{resp:?}")
+        };
+        (
+            results.iter().map(|r| r.error_code).collect::<Vec<_>>(),
+            ev.contains(&MetaEvent::ApiKeys),
+        )
+    };
+    assert_eq!(put(&mut img, vec![key.clone()]), (vec![0], true));
+    assert_eq!(
+        put(&mut img, vec![key.clone()]),
+        (vec![0], false),
+        "same key again"
+    );
+    assert_eq!(
+        put(&mut img, vec![other.clone()]),
+        (vec![code::INVALID_REQUEST], false),
+        "another live key of the id"
+    );
+    let mut revoked = key.clone();
+    revoked.revoked = true;
+    revoked.hash.clear();
+    assert_eq!(put(&mut img, vec![revoked.clone()]), (vec![0], true));
+    assert_eq!(
+        put(&mut img, vec![key.clone()]),
+        (vec![code::INVALID_REQUEST], false),
+        "a revocation is final"
+    );
+    let mut broken = other.clone();
+    broken.hash = "not a hash".into();
+    broken.id = "other".into();
+    assert_eq!(
+        put(&mut img, vec![broken]),
+        (vec![code::INVALID_REQUEST], false)
+    );
+    assert_eq!(img.api_keys.get("svc"), Some(&revoked));
+    let s = serde_json::to_string(&MetaRequest::PutApiKeys { keys: vec![] }).unwrap();
+    assert_eq!(s, r#"{"kind":"put_api_keys.v1","keys":[]}"#);
+}

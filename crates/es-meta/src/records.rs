@@ -14,6 +14,7 @@
 use std::collections::BTreeMap;
 
 use es_auth::acl::{AclBinding, AclBindingFilter};
+use es_auth::api_keys::ApiKey;
 use es_auth::scram::ScramCredential;
 use serde::{Deserialize, Serialize};
 
@@ -302,6 +303,12 @@ pub enum MetaRequest {
     AlterClientQuotas {
         alterations: Vec<crate::quotas::QuotaAlteration>,
     },
+    /// API keys (SASL/PLAIN) created or revoked on a node (`es-broker
+    /// keys`, its data directory's `api_keys.json`): each key is added, or
+    /// revokes the one of its id; a revocation is final, and a live key
+    /// never replaces a different live key of its id. Hashes only.
+    #[serde(rename = "put_api_keys.v1")]
+    PutApiKeys { keys: Vec<ApiKey> },
 }
 
 /// A user's credential for one SCRAM mechanism.

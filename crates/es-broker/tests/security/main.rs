@@ -9,6 +9,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 mod pki;
+mod tls_alerts;
 
 use std::io::Read;
 use std::net::TcpStream;

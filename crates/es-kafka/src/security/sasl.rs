@@ -210,7 +210,16 @@ impl SaslSession {
                 }
             }
             (State::Initial, Some(ApiKey::ApiVersions)) => {
-                self.state = State::AfterVersions;
+                // As Kafka: an ApiVersions of a version not served is
+                // answered with UNSUPPORTED_VERSION and may be sent again
+                // (clients start at their newest version and retry with the
+                // broker's); a served one moves on to the handshake.
+                if matches!(
+                    crate::versions::classify(key_code, version),
+                    crate::versions::Support::Served(_)
+                ) {
+                    self.state = State::AfterVersions;
+                }
                 Outcome::Serve
             }
             (State::Initial | State::AfterVersions, Some(ApiKey::SaslHandshake)) => {
@@ -443,6 +452,32 @@ mod tests {
             .enable_all()
             .build()
             .expect("runtime")
+    }
+
+    /// franz-go's opening: ApiVersions at a version newer than es serves
+    /// (answered UNSUPPORTED_VERSION by the server), again at a served one,
+    /// then the handshake. A second served ApiVersions is refused as Kafka
+    /// refuses it.
+    #[test]
+    fn an_unsupported_api_versions_may_be_retried() {
+        let dir = tempfile::tempdir().expect("tmp");
+        runtime().block_on(async {
+            let mut s = session(dir.path());
+            let too_new = request(ApiKey::ApiVersions, 99, &[]);
+            assert!(matches!(s.on_frame(&too_new).await, Outcome::Serve));
+            let v3 = request(ApiKey::ApiVersions, 3, &[0, 0, 0]);
+            assert!(matches!(s.on_frame(&v3).await, Outcome::Serve));
+            assert!(matches!(s.on_frame(&v3).await, Outcome::Close(_)));
+            let mut s = session(dir.path());
+            assert!(matches!(s.on_frame(&too_new).await, Outcome::Serve));
+            assert!(matches!(s.on_frame(&v3).await, Outcome::Serve));
+            let mut hs = SaslHandshakeRequest::default();
+            hs.mechanism = StrBytes::from_static_str("PLAIN");
+            let mut body = BytesMut::new();
+            hs.encode(&mut body, 1).expect("handshake");
+            let out = s.on_frame(&request(ApiKey::SaslHandshake, 1, &body)).await;
+            assert!(matches!(out, Outcome::Reply(_)), "{out:?}");
+        });
     }
 
     proptest! {

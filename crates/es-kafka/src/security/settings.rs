@@ -81,6 +81,24 @@ pub struct TlsFiles {
     /// PEM certificates of the CAs client certificates must chain to.
     pub ca: Option<PathBuf>,
     pub client_auth: ClientAuth,
+    pub protocols: TlsProtocols,
+}
+
+/// `ssl.enabled.protocols`: which TLS versions a listener offers (Kafka's
+/// default, both of the two es has).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TlsProtocols {
+    pub tls12: bool,
+    pub tls13: bool,
+}
+
+impl Default for TlsProtocols {
+    fn default() -> Self {
+        Self {
+            tls12: true,
+            tls13: true,
+        }
+    }
 }
 
 /// What one listener's connections need to know.
@@ -233,13 +251,30 @@ fn apply_listener_setting(l: &mut ListenerSecurity, name: &str, v: &str) -> Resu
         }
         "ssl.truststore.location" => l.tls.ca = Some(PathBuf::from(v.trim())),
         "ssl.enabled.protocols" => {
+            let mut protocols = TlsProtocols {
+                tls12: false,
+                tls13: false,
+            };
             for p in list(v) {
-                if p != "TLSv1.2" && p != "TLSv1.3" {
-                    return Err(format!(
-                        "ssl.enabled.protocols: {p} is not supported (TLSv1.2 and TLSv1.3 only)"
-                    ));
+                match p.as_str() {
+                    "TLSv1.2" => protocols.tls12 = true,
+                    "TLSv1.3" => protocols.tls13 = true,
+                    _ => {
+                        return Err(format!(
+                            "ssl.enabled.protocols: {p} is not supported (TLSv1.2 and TLSv1.3 only)"
+                        ))
+                    }
                 }
             }
+            if protocols
+                == (TlsProtocols {
+                    tls12: false,
+                    tls13: false,
+                })
+            {
+                return Err("ssl.enabled.protocols names no protocol".into());
+            }
+            l.tls.protocols = protocols;
         }
         _ => return Err(format!("{name} is not a setting es knows")),
     }
@@ -349,6 +384,21 @@ impl SecurityConfig {
         Ok(l)
     }
 
+    /// Listener `name`'s TLS files. On a SASL_SSL listener (`sasl`) only a
+    /// listener-prefixed `ssl.client.auth` counts, as in Kafka (KIP-684):
+    /// the broker-wide one is for SSL listeners.
+    pub fn listener_tls(&self, name: &str, sasl: bool) -> Result<TlsFiles, String> {
+        let mut tls = self.listener(name)?.tls;
+        let own = self
+            .listeners
+            .get(&name.to_ascii_uppercase())
+            .is_some_and(|own| own.iter().any(|(k, _)| k == "ssl.client.auth"));
+        if sasl && !own {
+            tls.client_auth = ClientAuth::None;
+        }
+        Ok(tls)
+    }
+
     /// The broker-wide values of the per-listener settings.
     pub fn broker_wide(&self) -> &ListenerSecurity {
         &self.default_listener
@@ -414,6 +464,35 @@ mod tests {
         assert_eq!(
             c.listener("ssl").expect("listener").tls.client_auth,
             ClientAuth::Required
+        );
+        // KIP-684: on SASL_SSL only the listener's own ssl.client.auth counts.
+        let tls = |name, sasl| c.listener_tls(name, sasl).expect("tls").client_auth;
+        assert_eq!(tls("SASL_SSL", true), ClientAuth::None);
+        assert_eq!(tls("SASL_SSL", false), ClientAuth::Requested);
+        assert_eq!(tls("SSL", true), ClientAuth::Required);
+    }
+
+    #[test]
+    fn enabled_protocols_are_applied() {
+        let c = |v| SecurityConfig::from_settings(&settings(&[("ssl.enabled.protocols", v)]));
+        let p = |v| c(v).expect("valid").broker_wide().tls.protocols;
+        assert_eq!(
+            p("TLSv1.2"),
+            TlsProtocols {
+                tls12: true,
+                tls13: false
+            }
+        );
+        assert_eq!(p("TLSv1.3, TLSv1.2"), TlsProtocols::default());
+        assert!(c("").is_err());
+        assert!(c("TLSv1.2,SSLv3").is_err());
+        assert_eq!(
+            SecurityConfig::from_settings(&settings(&[]))
+                .expect("valid")
+                .broker_wide()
+                .tls
+                .protocols,
+            TlsProtocols::default()
         );
     }
 

@@ -2,6 +2,11 @@
 //! 1.3 only, a certificate chain and key from PEM files, and client
 //! certificates checked against a CA when `ssl.client.auth` asks for them.
 //!
+//! A client certificate that does not verify (another CA, a bad signature,
+//! expired) is refused with alert 42 (bad_certificate), the alert Java's TLS
+//! sends and clients' tests expect (librdkafka's 0097 accepts no other), not
+//! the more precise ones rustls sends (unknown_ca, decrypt_error, ...).
+//!
 //! A [`Tls`] keeps the files it was built from; [`Tls::reload`] (on SIGHUP)
 //! reads them again and swaps the configuration new handshakes use, so
 //! renewed certificates take effect without a restart and open connections
@@ -12,9 +17,14 @@ use std::path::Path;
 use std::sync::Arc;
 
 use parking_lot::RwLock;
+use rustls::client::danger::HandshakeSignatureValid;
+use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
 use rustls::server::WebPkiClientVerifier;
-use rustls::{RootCertStore, ServerConfig};
-use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::{
+    CertificateError, DigitallySignedStruct, DistinguishedName, RootCertStore, ServerConfig,
+    SignatureScheme,
+};
+use rustls_pki_types::{CertificateDer, PrivateKeyDer, UnixTime};
 
 use super::settings::{ClientAuth, TlsFiles};
 
@@ -73,8 +83,15 @@ pub fn server_config(files: &TlsFiles) -> Result<ServerConfig, String> {
     let chain = certificates(cert, "certificate")?;
     let key = private_key(key)?;
     let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let mut versions = Vec::new();
+    if files.protocols.tls12 {
+        versions.push(&rustls::version::TLS12);
+    }
+    if files.protocols.tls13 {
+        versions.push(&rustls::version::TLS13);
+    }
     let builder = ServerConfig::builder_with_provider(provider.clone())
-        .with_protocol_versions(&[&rustls::version::TLS12, &rustls::version::TLS13])
+        .with_protocol_versions(&versions)
         .map_err(|e| format!("TLS versions: {e}"))?;
     let builder = match files.client_auth {
         ClientAuth::None => builder.with_no_client_auth(),
@@ -94,16 +111,76 @@ pub fn server_config(files: &TlsFiles) -> Result<ServerConfig, String> {
             } else {
                 verifier
             };
-            builder.with_client_cert_verifier(
-                verifier
-                    .build()
-                    .map_err(|e| format!("client certificate verifier: {e}"))?,
-            )
+            let verifier = verifier
+                .build()
+                .map_err(|e| format!("client certificate verifier: {e}"))?;
+            builder.with_client_cert_verifier(Arc::new(JavaAlerts(verifier)))
         }
     };
     builder
         .with_single_cert(chain, key)
         .map_err(|e| format!("certificate {} and its key: {e}", cert.display()))
+}
+
+/// A client certificate verifier that answers a refused certificate with
+/// the alert Java's TLS sends, bad_certificate, and otherwise is `.0`.
+#[derive(Debug)]
+struct JavaAlerts(Arc<dyn ClientCertVerifier>);
+
+impl ClientCertVerifier for JavaAlerts {
+    fn offer_client_auth(&self) -> bool {
+        self.0.offer_client_auth()
+    }
+
+    fn client_auth_mandatory(&self) -> bool {
+        self.0.client_auth_mandatory()
+    }
+
+    fn root_hint_subjects(&self) -> &[DistinguishedName] {
+        self.0.root_hint_subjects()
+    }
+
+    fn verify_client_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        now: UnixTime,
+    ) -> Result<ClientCertVerified, rustls::Error> {
+        self.0
+            .verify_client_cert(end_entity, intermediates, now)
+            .map_err(|e| match e {
+                rustls::Error::InvalidCertificate(why) => {
+                    tracing::debug!("client certificate refused: {why}");
+                    // Java's server answers every certificate its trust
+                    // manager refuses with bad_certificate, which rustls
+                    // sends for this error.
+                    rustls::Error::InvalidCertificate(CertificateError::BadEncoding)
+                }
+                other => other,
+            })
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.0.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.0.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.0.supported_verify_schemes()
+    }
 }
 
 /// A listener's TLS: the acceptor new connections use, reloadable.

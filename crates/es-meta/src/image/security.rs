@@ -1,5 +1,5 @@
-//! The security state of the metadata: ACL bindings, SCRAM credentials and
-//! client quotas,
+//! The security state of the metadata: ACL bindings, SCRAM credentials,
+//! client quotas and API keys,
 //! changed by one entry per admin request so that every node enforces the
 //! same, at the same index.
 //!
@@ -11,6 +11,7 @@
 use std::collections::BTreeMap;
 
 use es_auth::acl::{AclBinding, AclBindingFilter};
+use es_auth::api_keys::ApiKey;
 
 use super::{MetaEvent, MetaImage};
 use crate::quotas::{entity_text, validate_alteration, QuotaAlteration, ENTITIES_MAX};
@@ -149,6 +150,42 @@ impl MetaImage {
         }
         if changed {
             ev.push(MetaEvent::ClientQuotas);
+        }
+        MetaResponse::Items { results }
+    }
+
+    pub(super) fn put_api_keys(
+        &mut self,
+        keys: &[ApiKey],
+        ev: &mut Vec<MetaEvent>,
+    ) -> MetaResponse {
+        let mut results = Vec::with_capacity(keys.len());
+        let mut changed = false;
+        for k in keys {
+            let refused = |m: &str| ItemResult::err(&k.id, code::INVALID_REQUEST, m);
+            if let Err(why) = k.validate() {
+                results.push(refused(&why));
+                continue;
+            }
+            match self.api_keys.get(&k.id) {
+                Some(old) if old == k => {}
+                Some(old) if old.revoked => {
+                    results.push(refused("the key was revoked"));
+                    continue;
+                }
+                Some(_) if !k.revoked => {
+                    results.push(refused("a different key with this id exists"));
+                    continue;
+                }
+                _ => {
+                    self.api_keys.insert(k.id.clone(), k.clone());
+                    changed = true;
+                }
+            }
+            results.push(ItemResult::ok(&k.id));
+        }
+        if changed {
+            ev.push(MetaEvent::ApiKeys);
         }
         MetaResponse::Items { results }
     }
