@@ -37,6 +37,11 @@ pub const IP_KEYS: &[(&str, Integral)] = &[("connection_creation_rate", Integral
 /// client from growing every node's image without limit).
 pub const ENTITIES_MAX: usize = 100_000;
 
+/// Most quota records one AlterClientQuotas may write (Kafka's
+/// `MAX_RECORDS_PER_USER_OP`): a request that would change more values is
+/// refused whole with POLICY_VIOLATION.
+pub const RECORDS_PER_REQUEST_MAX: usize = 10_000;
+
 /// A quota key's value type.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Integral {
@@ -129,6 +134,23 @@ impl From<ClientQuotas> for Vec<QuotaEntry> {
 impl ClientQuotas {
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
+    }
+
+    /// How many of `a`'s changes would change something (Kafka writes a
+    /// record only for a value that differs, and a removal of a key that
+    /// is there).
+    pub fn changes(&self, a: &QuotaAlteration) -> usize {
+        let current = self.0.get(&a.entity);
+        a.ops
+            .iter()
+            .filter(|op| {
+                let have = current.and_then(|c| c.get(&op.key));
+                match op.value {
+                    Some(v) => have != Some(&v),
+                    None => have.is_some(),
+                }
+            })
+            .count()
     }
 
     /// Applies one validated alteration; whether anything changed.

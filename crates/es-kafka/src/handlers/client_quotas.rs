@@ -10,11 +10,13 @@
 //! enforces the same quotas and a restart keeps them. Kafka lists an
 //! entity's parts in the order of a Java `HashMap`, and so does es.
 
+use std::collections::{HashMap, HashSet};
+
 use bytes::Bytes;
 use es_auth::acl::AclOperation;
 use es_meta::quotas::{
     entity_text, java_map_order, validate_alteration, Filter, QuotaAlteration, QuotaEntity,
-    QuotaError, QuotaOp, QuotaValue,
+    QuotaError, QuotaOp, QuotaValue, RECORDS_PER_REQUEST_MAX,
 };
 use es_meta::records::{MetaRequest, MetaResponse};
 use kafka_protocol::messages::{
@@ -126,6 +128,30 @@ fn entry(
     e
 }
 
+/// Kafka's getErrorResponse: every entry, its entity as sent, refused with
+/// `error`.
+fn refuse_all(
+    req: &AlterClientQuotasRequest,
+    error: i16,
+    message: &str,
+) -> Vec<alter_client_quotas_response::EntryData> {
+    req.entries
+        .iter()
+        .map(|e| {
+            let mut out = alter_client_quotas_response::EntryData::default();
+            for d in &e.entity {
+                let mut x = alter_client_quotas_response::EntityData::default();
+                x.entity_type = d.entity_type.clone();
+                x.entity_name = d.entity_name.clone();
+                out.entity.push(x);
+            }
+            out.error_code = error;
+            out.error_message = Some(s(message));
+            out
+        })
+        .collect()
+}
+
 /// What one entity of the request comes to: its result so far, and
 /// whether its changes are to be applied.
 struct Outcome {
@@ -141,19 +167,11 @@ pub async fn alter(
 ) -> Result<Option<Bytes>, RequestError> {
     let mut r = AlterClientQuotasResponse::default();
     if !ctx.allowed_on_cluster(AclOperation::AlterConfigs) {
-        // Kafka's getErrorResponse: every entry, its entity as sent.
-        for e in &req.entries {
-            let mut out = alter_client_quotas_response::EntryData::default();
-            for d in &e.entity {
-                let mut x = alter_client_quotas_response::EntityData::default();
-                x.entity_type = d.entity_type.clone();
-                x.entity_name = d.entity_name.clone();
-                out.entity.push(x);
-            }
-            out.error_code = code(ResponseError::ClusterAuthorizationFailed);
-            out.error_message = Some(s(CLUSTER_AUTHORIZATION_FAILED));
-            r.entries.push(out);
-        }
+        r.entries = refuse_all(
+            &req,
+            code(ResponseError::ClusterAuthorizationFailed),
+            CLUSTER_AUTHORIZATION_FAILED,
+        );
         return ctx.respond(&r);
     }
     // Kafka's ClientQuotaControlManager.alterClientQuotas: one result per
@@ -161,6 +179,9 @@ pub async fn alter(
     // result "Ignoring duplicate entity" (the changes of its first
     // occurrence still apply, as in Kafka).
     let mut outcomes: Vec<Outcome> = Vec::new();
+    // Where each entity's outcome is (requests are untrusted: no quadratic
+    // scans over their entries).
+    let mut seen_at: HashMap<QuotaEntity, usize> = HashMap::new();
     let mut alterations: Vec<QuotaAlteration> = Vec::new();
     for e in &req.entries {
         // As Kafka's request reads it: a map of type to name, the last
@@ -173,19 +194,19 @@ pub async fn alter(
             );
         }
         let mut ops: Vec<QuotaOp> = Vec::with_capacity(e.ops.len());
+        let mut keys: HashSet<&str> = HashSet::with_capacity(e.ops.len());
         let mut repeated_key = false;
         for op in &e.ops {
-            let key = op.key.to_string();
-            if ops.iter().any(|o| o.key == key) {
-                repeated_key = true;
-            } else {
+            if keys.insert(op.key.as_str()) {
                 ops.push(QuotaOp {
-                    key,
+                    key: op.key.to_string(),
                     value: (!op.remove).then_some(QuotaValue(op.value)),
                 });
+            } else {
+                repeated_key = true;
             }
         }
-        let seen = outcomes.iter().position(|o| o.entity == entity);
+        let seen = seen_at.get(&entity).copied();
         if repeated_key || seen.is_some() {
             let error = QuotaError {
                 code: code(ResponseError::InvalidRequest),
@@ -193,14 +214,18 @@ pub async fn alter(
             };
             match seen {
                 Some(i) => outcomes[i].error = Some(error),
-                None => outcomes.push(Outcome {
-                    entity,
-                    error: Some(error),
-                    applied: None,
-                }),
+                None => {
+                    seen_at.insert(entity.clone(), outcomes.len());
+                    outcomes.push(Outcome {
+                        entity,
+                        error: Some(error),
+                        applied: None,
+                    });
+                }
             }
             continue;
         }
+        seen_at.insert(entity.clone(), outcomes.len());
         let a = QuotaAlteration {
             entity: entity.clone(),
             ops,
@@ -220,6 +245,26 @@ pub async fn alter(
                 applied: None,
             }),
         }
+    }
+    // Kafka's controller writes at most RECORDS_PER_REQUEST_MAX records for
+    // one request, validate_only or not; past that the whole request is
+    // refused.
+    let image = ctx.broker.image();
+    let records: usize = alterations
+        .iter()
+        .map(|a| {
+            image
+                .as_ref()
+                .map_or(a.ops.len(), |i| i.client_quotas.changes(a))
+        })
+        .sum();
+    if records > RECORDS_PER_REQUEST_MAX {
+        r.entries = refuse_all(
+            &req,
+            code(ResponseError::PolicyViolation),
+            "Unable to perform excessively large batch operation.",
+        );
+        return ctx.respond(&r);
     }
     if !req.validate_only && !alterations.is_empty() {
         let answer = ctx

@@ -380,3 +380,44 @@ async fn the_quota_apis_need_the_cluster_config_operations() {
         vec![("user=carol".into(), "producer_byte_rate=1024".into())]
     );
 }
+
+#[tokio::test]
+async fn a_request_writing_too_many_records_is_refused_whole() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let b = open(dir.path()).await;
+    // Kafka's controller writes at most 10,000 records for one request;
+    // one more is POLICY_VIOLATION on every entry, validate_only or not.
+    let entries = |n: usize| {
+        (0..n)
+            .map(|i| {
+                let name = format!("user-{i}");
+                (
+                    entity(&[("user", Some(name.as_str()))]),
+                    vec![op("producer_byte_rate", Some(1024.0))],
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    let r: AlterClientQuotasResponse = call(
+        &b,
+        ApiKey::AlterClientQuotas,
+        1,
+        &alter(entries(10_001), true),
+    )
+    .await;
+    assert_eq!(r.entries.len(), 10_001);
+    assert!(r
+        .entries
+        .iter()
+        .all(|e| e.error_code == c(ResponseError::PolicyViolation)
+            && e.error_message.as_deref().map(|m| m.to_string())
+                == Some("Unable to perform excessively large batch operation.".into())));
+    let r: AlterClientQuotasResponse = call(
+        &b,
+        ApiKey::AlterClientQuotas,
+        1,
+        &alter(entries(10_000), true),
+    )
+    .await;
+    assert!(r.entries.iter().all(|e| e.error_code == 0));
+}
