@@ -497,6 +497,40 @@ mod tests {
     }
 
     #[test]
+    fn quota_windows_are_read_with_kafkas_defaults_and_ranges() {
+        let c = SecurityConfig::from_settings(&settings(&[])).expect("defaults");
+        assert_eq!(
+            c.quota_rate(),
+            crate::quota::RateConfig {
+                samples: 11,
+                window_ms: 1000
+            }
+        );
+        let c = SecurityConfig::from_settings(&settings(&[
+            ("quota.window.num", "5"),
+            ("quota.window.size.seconds", "2"),
+        ]))
+        .expect("set");
+        assert_eq!(
+            c.quota_rate(),
+            crate::quota::RateConfig {
+                samples: 5,
+                window_ms: 2000
+            }
+        );
+        assert!(is_security_setting("quota.window.num"));
+        for bad in [
+            ("quota.window.num", "0"),
+            ("quota.window.size.seconds", "x"),
+        ] {
+            assert!(
+                SecurityConfig::from_settings(&settings(&[bad])).is_err(),
+                "{bad:?}"
+            );
+        }
+    }
+
+    #[test]
     fn what_es_cannot_do_is_refused_at_start() {
         for bad in [
             (
