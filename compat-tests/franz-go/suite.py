@@ -14,6 +14,14 @@ ApiVersions and skips what the broker does not advertise (KIP-848, share groups,
 membership), so it grows with the broker. Test output goes to the suite's work dir. ./prepare
 patches one upstream test race that shows against a cluster (Test848RegexBrokerResolves; see
 FINDINGS.md).
+
+With compat-tests/run --security MODE: TLS modes set KGO_TEST_TLS=ca:PATH[,cert:PATH,key:PATH]
+(the CA; and the client's certificate and key when the broker asks for one, ssl), which every
+test client dials with; SASL modes set KGO_TEST_SCRAM=USER:PASS[:512] (the test user; SCRAM only,
+SHA-256 unless SCRAM-SHA-512 is asked for), KGO_TEST_SCRAM_SEEDS (the same listener) and
+KGO_TEST_SCRAM_ALL, which ./prepare's patch reads to give SCRAM to every test client too (upstream
+gives it only to TestSCRAMAuth and TestSCRAMAuthBadCredentials, on a separate listener; FINDINGS.md
+C3), and those two tests run as well.
 """
 import os
 import re
@@ -33,6 +41,18 @@ suite.version += f", KGO_TEST_RF={TEST_RF}"
 SRC = os.path.join(REPO, "target", "compat", "src", f"franz-go@{VER}", "pkg", "kgo")
 BIN = os.path.join(REPO, "target", "compat", "bin", f"kgo-{VER}.test")
 BROKER_HELPERS = re.compile(r"\b(newTestClient|adm\(\)|tmpTopic|testClientOpts|getSeedBrokers)\b")
+SEC = suite.security
+if SEC.sasl:  # the two SCRAM tests dial KGO_TEST_SCRAM_SEEDS themselves
+    BROKER_HELPERS = re.compile(BROKER_HELPERS.pattern + r"|\bscramSeeds\b")
+if SEC.on:
+    suite.version += f", {SEC.describe()}"
+# Not applicable over TLS: tests that give their client a Dialer of their own, which franz-go
+# refuses beside DialTLSConfig ("cannot set both Dialer and DialTLSConfig"; the test ignores the
+# error and panics on the nil client). FINDINGS.md C3.
+NOT_APPLICABLE_TLS = {
+    "TestIssue769": "sets its own Dialer (a slow dialer), which franz-go refuses beside KGO_TEST_TLS's "
+                    "DialTLSConfig; the test ignores NewClient's error and panics on the nil client",
+}
 # Long-running end-to-end checks, left out of --quick.
 SLOW = {"TestGroupETL", "TestTxnEtl", "TestShareGroupETL", "TestClient_ProduceLargeMessages"}
 TEST_TIMEOUT_S = {True: 240, False: 900}
@@ -53,9 +73,24 @@ def broker_tests():
     return names
 
 
+def security_env():
+    """KGO_TEST_TLS / KGO_TEST_SCRAM* for the --security mode (none without it)."""
+    env = {}
+    if SEC.tls:
+        env["KGO_TEST_TLS"] = f"ca:{SEC.ca}" + (f",cert:{SEC.cert},key:{SEC.key}" if SEC.client_auth == "required" else "")
+    if SEC.sasl:
+        user, password = SEC.creds()
+        env.update({"KGO_TEST_SCRAM": f"{user}:{password}" + (":512" if SEC.mechanism == "SCRAM-SHA-512" else ""),
+                    "KGO_TEST_SCRAM_SEEDS": suite.bootstrap, "KGO_TEST_SCRAM_ALL": "1"})
+    return env
+
+
 def run_one(name):
     env = {**os.environ, "KGO_SEEDS": suite.bootstrap, "KGO_TEST_RF": str(TEST_RF),
-           "KGO_TEST_RECORDS": "10000" if suite.quick else "50000"}
+           "KGO_TEST_RECORDS": "10000" if suite.quick else "50000", **security_env()}
+    for k in ("KGO_TEST_TLS", "KGO_TEST_SCRAM", "KGO_TEST_SCRAM_SEEDS", "KGO_TEST_SCRAM_ALL"):
+        if k not in security_env():
+            env.pop(k, None)
     log = os.path.join(suite.work, f"{name}.log")
     timeout = TEST_TIMEOUT_S[suite.quick]
     t0 = time.monotonic()
@@ -97,6 +132,9 @@ def main():
             continue
         if suite.quick and name in SLOW:
             suite.add_result(name, "skipped", "not in --quick")
+            continue
+        if SEC.tls and name in NOT_APPLICABLE_TLS:
+            suite.add_result(name, "n/a", NOT_APPLICABLE_TLS[name])
             continue
         suite.add_result(name, *run_one(name))
     suite.main()

@@ -7,6 +7,9 @@ and ConsoleConsumer round trip, consumer groups with group.protocol classic and 
 (KIP-848) described with lag by ConsumerGroupCommand, GetOffsetShell, DeleteRecordsCommand,
 TransactionsCommand list and BrokerApiVersionsCommand (its output is kept in the suite's work
 dir so the two brokers' advertised versions can be diffed). Started by compat-tests/run.
+With compat-tests/run --security MODE every tool gets --command-config with the mode's client
+settings, logged in as the test user (SASL with the suite's mechanism; the client's certificate
+where the broker asks for one; compat.py ClientSecurity).
 """
 import json
 import os
@@ -24,8 +27,15 @@ KAFKA_REF = os.path.join(REPO, "scripts", "kafka-ref")
 T = "org.apache.kafka.tools."
 
 
+SEC = suite.security
+# --security: the test user's client configuration, given to every tool (none without it).
+LOGIN = ["--command-config", SEC.write_java(os.path.join(suite.work, "client.properties"))] if SEC.on else []
+if SEC.on:
+    suite.version += f", {SEC.describe()}"
+
+
 def tool(cls, *args, input=None, ok=True, timeout=120):
-    return sh([KAFKA_REF, "run", T + cls, *args], input=input, ok=ok, timeout=timeout)
+    return sh([KAFKA_REF, "run", T + cls, *LOGIN, *args], input=input, ok=ok, timeout=timeout)
 
 
 def topics(*args, ok=True):

@@ -18,6 +18,15 @@ a running broker.
 4. ClientCompatibilityTest with the feature flags Kafka's system test passes for brokers >= 0.11
    (tests/kafkatest/tests/client/client_compatibility_features_test.py): exits non-zero on any
    mismatch.
+With compat-tests/run --security MODE (COMPAT_SECURITY_*): every client of 1.-2. and the tools that
+take a configuration file (TopicCommand, GetOffsetShell, VerifiableConsumer, ConsoleConsumer:
+--command-config; VerifiableProducer: --producer.config, with its own settings) log in
+with the mode's settings as the test user (SASL with the suite's mechanism; the client's
+certificate where the broker asks for one); JUnit also runs SaslTest (SASL modes: produce, consume
+in a group, admin calls as the test user with each of PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512, and
+a wrong password refused with SaslAuthenticationException) or TlsTest (ssl: a client without a
+certificate, or not trusting the CA, refused with SslAuthenticationException). 3. and 4. take no
+client configuration (TransactionalMessageCopier, ClientCompatibilityTest): n/a there.
 5. (cluster runs only) verifiable-bounce: VerifiableProducer and a VerifiableConsumer group on a
    topic with replication factor 3 and min.insync.replicas 2 while the leader of one of its
    partitions is killed and restarted mid-run (compat-tests/run's COMPAT_CLUSTER_CTL): every
@@ -49,10 +58,32 @@ suite = Suite("java", f"Kafka {PINS['org.apache.kafka:kafka-clients']} clients, 
 B = suite.bootstrap
 N = 4000 if suite.quick else 20000
 JUNIT_TIMEOUT_S = 1200
+SEC = suite.security
+# --security: the test user's client configuration (empty without it), for the tools and JUnit.
+CLIENT_CONFIG = SEC.write_java(os.path.join(suite.work, "client.properties")) if SEC.on else None
+if SEC.on:
+    suite.version += f", {SEC.describe()}"
+# Tools with a client configuration file, and the option that names it.
+CONFIG_OPTION = {"TopicCommand": "--command-config", "GetOffsetShell": "--command-config",
+                 "consumer.ConsoleConsumer": "--command-config", "VerifiableConsumer": "--command-config"}
+NO_CLIENT_CONFIG = "takes no client configuration (no way to give it TLS or SASL settings)"
 
 
 def tool(cls, *args, ok=True, timeout=180):
-    return sh([KAFKA_REF, "run", T + cls, *args], ok=ok, timeout=timeout)
+    return sh(tool_argv(cls, *args), ok=ok, timeout=timeout)
+
+
+def tool_argv(cls, *args):
+    login = [CONFIG_OPTION[cls], CLIENT_CONFIG] if CLIENT_CONFIG and cls in CONFIG_OPTION else []
+    return [KAFKA_REF, "run", T + cls, *login, *args]
+
+
+def producer_config(path, text):
+    """A VerifiableProducer configuration: text, then the --security mode's settings."""
+    with open(path, "w") as f:
+        f.write(text)
+        f.write("".join(f"{k}={v}\n" for k, v in SEC.java().items()))
+    return path
 
 
 def create_topic(topic, partitions):
@@ -76,10 +107,9 @@ def events(text):
 def produce(topic, n, *extra):
     """VerifiableProducer, idempotent (Kafka 4's default, and said explicitly), acks=all.
     Returns {(partition, offset): value} of the acknowledged records."""
-    cfg = os.path.join(suite.work, "producer.properties")
-    with open(cfg, "w") as f:
-        # as kafkatest sets them for an idempotent VerifiableProducer (the tool defaults to retries=0)
-        f.write("enable.idempotence=true\nretries=2147483647\nmax.in.flight.requests.per.connection=5\nlinger.ms=5\n")
+    # as kafkatest sets them for an idempotent VerifiableProducer (the tool defaults to retries=0)
+    cfg = producer_config(os.path.join(suite.work, "producer.properties"),
+                          "enable.idempotence=true\nretries=2147483647\nmax.in.flight.requests.per.connection=5\nlinger.ms=5\n")
     p = tool("VerifiableProducer", "--bootstrap-server", B, "--topic", topic, "--max-messages", str(n),
              "--acks", "-1", "--throughput", "-1", "--producer.config", cfg, *extra, timeout=300)
     acked, errors = {}, []
@@ -105,9 +135,9 @@ class Consumer:
         self.committed, self.lock = {}, threading.Lock()
         self.log = open(os.path.join(suite.work, f"{name}.log"), "w")
         self.proc = subprocess.Popen(
-            [KAFKA_REF, "run", T + "VerifiableConsumer", "--bootstrap-server", B, "--topic", topic,
-             "--group-id", group, "--group-protocol", protocol, "--reset-policy", "earliest",
-             "--verbose", *(["--session-timeout", "10000"] if protocol == "classic" else [])],
+            tool_argv("VerifiableConsumer", "--bootstrap-server", B, "--topic", topic,
+                      "--group-id", group, "--group-protocol", protocol, "--reset-policy", "earliest",
+                      "--verbose", *(["--session-timeout", "10000"] if protocol == "classic" else [])),
             stdout=subprocess.PIPE, stderr=self.log, text=True, start_new_session=True)
         self.reader = threading.Thread(target=self.read, daemon=True)
         self.reader.start()
@@ -245,6 +275,8 @@ def verifiable_producer_consumer_consumer():
 
 @suite.test
 def transactional_message_copier():
+    if SEC.on:
+        raise NotApplicable(f"TransactionalMessageCopier {NO_CLIENT_CONFIG}")
     src, dst = suite.topic("copier-in"), suite.topic("copier-out")
     create_topic(src, 2)
     create_topic(dst, 2)
@@ -287,6 +319,8 @@ def transactional_message_copier():
 
 @suite.test
 def client_compatibility_test():
+    if SEC.on:
+        raise NotApplicable(f"ClientCompatibilityTest {NO_CLIENT_CONFIG}")
     topic = suite.topic("clientcompat")
     create_topic(topic, 1)
     # It creates a topic named "newtopic": on a broker that is reused, delete an earlier one.
@@ -311,10 +345,9 @@ class Producer:
     """A running VerifiableProducer (idempotent, acks=all, throttled), its events read as they come."""
 
     def __init__(self, name, topic, n, rate):
-        cfg = os.path.join(suite.work, f"{name}.properties")
-        with open(cfg, "w") as f:
-            f.write("enable.idempotence=true\nretries=2147483647\nmax.in.flight.requests.per.connection=5\n"
-                    "linger.ms=5\n")
+        cfg = producer_config(os.path.join(suite.work, f"{name}.properties"),
+                              "enable.idempotence=true\nretries=2147483647\nmax.in.flight.requests.per.connection=5\n"
+                              "linger.ms=5\n")
         self.acked, self.errors, self.lock = {}, [], threading.Lock()
         self.log = open(os.path.join(suite.work, f"{name}.log"), "w")
         self.proc = subprocess.Popen(
@@ -471,6 +504,17 @@ def verifiable_bounce():
                            f"first: {prod.errors[:1]}")
 
 
+def security_properties():
+    """JVM system properties for Env.java: the --security mode's client configuration, its protocol
+    and, for SaslTest, the test user's credentials for every SASL mechanism."""
+    if not SEC.on:
+        return []
+    props = [f"-Dcompat.security.config={CLIENT_CONFIG}", f"-Dcompat.security.protocol={SEC.protocol}"]
+    for mech, (user, password) in SEC.credentials.get("test", {}).items():
+        props += [f"-Dcompat.sasl.{mech}.username={user}", f"-Dcompat.sasl.{mech}.password={password}"]
+    return props
+
+
 def junit():
     """Our JUnit scenarios, one result each (ClassName.method[parameters])."""
     lib = sorted(glob.glob(os.path.join(BUILD, "lib", "*.jar")))
@@ -482,16 +526,18 @@ def junit():
     for f in glob.glob(os.path.join(reports, "*.xml")):
         os.remove(f)
     args = ["java", "-Xmx1G", f"-Dcompat.bootstrap={B}", f"-Dcompat.nodes={suite.nodes}", f"-Dlog4j2.configurationFile={LOG4J}",
-            "-Dkafka.ref.log.level=WARN", "-cp", ":".join([classes, *lib]),
+            "-Dkafka.ref.log.level=WARN", *security_properties(), "-cp", ":".join([classes, *lib]),
             "org.junit.platform.console.ConsoleLauncher", "execute", "--disable-banner",
             "--details=tree", f"--reports-dir={reports}"]
+    # SaslTest runs in the SASL modes only, TlsTest with --security ssl only (Env.java, the tests).
+    skip = [c for c, wanted in (("SaslTest", SEC.sasl), ("TlsTest", SEC.mode == "ssl")) if not wanted]
     if suite.only:  # --only ProducerTest.method,...: those JUnit methods (none: JUnit is not run)
         picked = sorted({o.split("[")[0] for o in suite.only if "." in o and o[:1].isupper()})
         if not picked:
             return
         args += [f"--select-method=es.compat.{o.replace('.', '#')}" for o in picked]
     else:
-        args += [f"--scan-classpath={classes}"]
+        args += [f"--scan-classpath={classes}", *(f"--exclude-classname=^es\\.compat\\.{c}$" for c in skip)]
     log = os.path.join(suite.work, "junit.log")
     with open(log, "w") as out:
         try:

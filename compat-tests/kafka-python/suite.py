@@ -5,8 +5,14 @@ sdist, prepared by ./prepare) against a running broker.
 Environment the tests read: KAFKA_VERSION (gates features; the reference Kafka's version for
 both brokers, so the same tests are selected), KAFKA_URI=tcp://host:port (use that broker, do
 not spawn one), KAFKA_ROOT (any existing directory). SSL and SASL test files are not applicable
-to a plaintext broker yet (TLS and SASL are scheduled later) and are not run. Results come from
-pytest's JUnit XML; pytest's output is kept in the suite's work dir.
+to a plaintext broker and are not run. Results come from pytest's JUnit XML; pytest's output is
+kept in the suite's work dir.
+
+With compat-tests/run --security MODE, pytest loads compat_security.py (this folder), which gives
+every client of every test the mode's settings through the fixtures' own TLS and SASL support, and
+in SASL modes runs test_sasl_integration.py (produce, consume, admin, a raw client, each with PLAIN,
+SCRAM-SHA-256 and SCRAM-SHA-512) against the broker; test_ssl_integration.py starts a broker of its
+own and stays not applicable.
 """
 import os
 import re
@@ -24,20 +30,31 @@ BASE = os.path.join(REPO, "target", "compat", f"kafka-python-{PIN}")
 SRC = os.path.join(BASE, f"kafka_python-{PIN}")
 PY = os.path.join(BASE, "venv", "bin", "python")
 KAFKA_VERSION = "4.4.0"
+SEC = None  # set below, once the suite exists
 NOT_APPLICABLE = {
-    "test_ssl_integration.py": "TLS listeners are scheduled later (es and the reference broker run plaintext)",
-    "test_sasl_integration.py": "SASL is scheduled later (es and the reference broker run without SASL)",
+    "test_ssl_integration.py": "starts a broker of its own (KafkaFixture.instance(transport='SSL').start()); "
+                               "TLS is covered by compat-tests/run --security ssl|sasl_ssl",
+    "test_sasl_integration.py": "needs a SASL listener (compat-tests/run --security sasl_plaintext or sasl_ssl)",
 }
 # --quick: the producer and consumer files; admin and the rest run in full runs only.
 QUICK_FILES = ["test_producer_integration.py", "test_consumer_integration.py"]
 RUN_TIMEOUT_S = {True: 900, False: 1800}
 
 suite = Suite("kafka-python", f"kafka-python {PIN}")
+SEC = suite.security
+if SEC.sasl:
+    del NOT_APPLICABLE["test_sasl_integration.py"]
+    QUICK_FILES.append("test_sasl_integration.py")
+if SEC.on:
+    suite.version += f", {SEC.describe()}"
 
 
 def env_for(suite):
-    return {**os.environ, "KAFKA_VERSION": KAFKA_VERSION, "KAFKA_URI": f"tcp://{suite.bootstrap_one}",
-            "KAFKA_ROOT": suite.work}
+    env = {**os.environ, "KAFKA_VERSION": KAFKA_VERSION, "KAFKA_URI": f"tcp://{suite.bootstrap_one}",
+           "KAFKA_ROOT": suite.work}
+    if SEC.on:  # compat_security.py, found as a plugin module on PYTHONPATH
+        env["PYTHONPATH"] = HERE + os.pathsep + env.get("PYTHONPATH", "")
+    return env
 
 
 def run_pytest(env, targets, junit_name, log_name):
@@ -46,7 +63,8 @@ def run_pytest(env, targets, junit_name, log_name):
     junit = os.path.join(suite.work, junit_name)
     log = os.path.join(suite.work, log_name)
     args = [PY, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-rN", f"--junitxml={junit}",
-            "-o", "log_level=INFO", "--timeout=120", "--timeout-method=signal", *targets]
+            "-o", "log_level=INFO", "--timeout=120", "--timeout-method=signal",
+            *(["-p", "compat_security"] if SEC.on else []), *targets]
     if suite.only:
         args += ["-k", " or ".join(sorted(suite.only))]
     if os.path.exists(junit):

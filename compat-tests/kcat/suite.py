@@ -5,6 +5,9 @@ Scenarios from COMPAT.md section 7: metadata (-L), keyed and headered produce wi
 codec (none, gzip, snappy, lz4, zstd) read back with -J and checked field by field, consume
 to end from several start offsets, a balanced consumer group (-G) that commits and resumes,
 and offsets for times (-Q). Started by compat-tests/run; see compat-tests/lib/compat.py.
+With compat-tests/run --security MODE every kcat call also gets that mode's librdkafka settings
+as -X KEY=VALUE (security.protocol, sasl.mechanisms, sasl.username and sasl.password of the test
+user, ssl.ca.location, ssl.certificate.location, ssl.key.location; compat.py ClientSecurity).
 """
 import json
 import os
@@ -17,10 +20,14 @@ from compat import Fail, Suite, check, sh  # noqa: E402
 suite = Suite("kcat", "kcat 1.7.1 / librdkafka 2.0.2 (Debian 12)")
 B = suite.bootstrap
 N = 2000 if suite.quick else 20000
+# --security: the mode's client settings, on every call (none without --security).
+SECURITY = [a for k, v in suite.security.librdkafka().items() for a in ("-X", f"{k}={v}")]
+if suite.security.on:
+    suite.version += f", {suite.security.describe()}"
 
 
 def kcat(*args, input=None, ok=True, timeout=120):
-    return sh(["kcat", "-b", B, *args], input=input, ok=ok, timeout=timeout)
+    return sh(["kcat", "-b", B, *SECURITY, *args], input=input, ok=ok, timeout=timeout)
 
 
 def produce(topic, lines, *extra):

@@ -3,19 +3,26 @@
 //!
 //! With `--data-dir` the command edits `DIR/api_keys.json` directly: how
 //! the first super user gets a key, on a stopped node or beside a running
-//! one (which reads the file again when it changes). The secret is printed
-//! once, with the id, as `KEY_ID SECRET`; the file keeps only its argon2id
-//! hash. Two commands on one directory at once are serialised by a lock
-//! file.
+//! one (which reads the file again when it changes and proposes the change
+//! to the cluster metadata). With `--bootstrap` it goes through a running
+//! broker's Kafka listener instead, logged in as `--command-config` says
+//! (`keys_remote`). The secret is printed once, with the id, as `KEY_ID
+//! SECRET`; only its argon2id hash is stored, and with `--bootstrap` only
+//! the hash travels. Two commands on one directory at once are serialised by
+//! a lock file.
 
 use std::path::PathBuf;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use anyhow::bail;
+use anyhow::{bail, Context};
 use es_auth::api_keys::ApiKeys;
 use es_auth::principal::Principal;
+use es_kafka::handlers::api_keys::KeysRequest;
 use es_kafka::security::credentials::API_KEYS_FILE;
 
+use crate::keys_remote;
+
+/// `es-broker keys`.
 /// `es-broker keys`.
 #[derive(Debug, clap::Args)]
 pub struct KeysArgs {
@@ -23,13 +30,29 @@ pub struct KeysArgs {
     command: KeysCommand,
 }
 
+/// Where the keys are: a data directory, or a running broker.
+#[derive(Debug, Clone, clap::Args)]
+#[group(required = true, multiple = false)]
+pub struct Target {
+    /// The broker's data directory (`api_keys.json` there).
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+    /// A running broker's Kafka listener, HOST:PORT; needs ALTER (create,
+    /// revoke) or DESCRIBE (list) on the cluster when an authorizer runs.
+    #[arg(long)]
+    bootstrap: Option<String>,
+}
+
 #[derive(Debug, clap::Subcommand)]
 enum KeysCommand {
     /// Create a key acting as PRINCIPAL; prints `KEY_ID SECRET` once.
     Create {
-        /// The broker's data directory.
-        #[arg(long)]
-        data_dir: PathBuf,
+        #[command(flatten)]
+        target: Target,
+        /// With --bootstrap: a Kafka client properties file (security.protocol,
+        /// sasl.mechanism=PLAIN, sasl.jaas.config, ssl.truststore.location).
+        #[arg(long, requires = "bootstrap")]
+        command_config: Option<PathBuf>,
         /// The principal the key acts as, e.g. User:alice.
         #[arg(long)]
         principal: String,
@@ -43,13 +66,17 @@ enum KeysCommand {
     },
     /// List keys (ids, principals, creation times; never secrets).
     List {
-        #[arg(long)]
-        data_dir: PathBuf,
+        #[command(flatten)]
+        target: Target,
+        #[arg(long, requires = "bootstrap")]
+        command_config: Option<PathBuf>,
     },
     /// Revoke a key: it authenticates no one from now on.
     Revoke {
-        #[arg(long)]
-        data_dir: PathBuf,
+        #[command(flatten)]
+        target: Target,
+        #[arg(long, requires = "bootstrap")]
+        command_config: Option<PathBuf>,
         /// The key's id.
         key_id: String,
     },
@@ -60,10 +87,32 @@ fn lock(dir: &std::path::Path) -> anyhow::Result<std::fs::File> {
     es_auth::api_keys::lock_dir(dir).map_err(|e| anyhow::anyhow!("{e}"))
 }
 
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+fn print_key(id: &str, principal: &str, created_ms: i64, revoked: bool, description: Option<&str>) {
+    println!(
+        "{id}\t{principal}\t{created_ms}\t{}{}",
+        if revoked { "revoked" } else { "active" },
+        description.map(|d| format!("\t{d}")).unwrap_or_default()
+    );
+}
+
 pub fn run(args: &KeysArgs) -> anyhow::Result<()> {
+    let remote = |target: &Target, config: &Option<PathBuf>| {
+        target
+            .bootstrap
+            .as_deref()
+            .map(|b| keys_remote::Remote::connect(b, config.as_deref()))
+            .transpose()
+    };
     match &args.command {
         KeysCommand::Create {
-            data_dir,
+            target,
+            command_config,
             principal,
             id,
             description,
@@ -71,38 +120,71 @@ pub fn run(args: &KeysArgs) -> anyhow::Result<()> {
             let principal: Principal = principal
                 .parse()
                 .map_err(|e| anyhow::anyhow!("--principal {principal:?}: {e}"))?;
+            if let Some(mut broker) = remote(target, command_config)? {
+                // Made here, hashed here: only the hash goes to the broker.
+                let mut fresh = ApiKeys::new();
+                let (key, secret) = match id {
+                    Some(id) => fresh.create_named(id, principal, description.clone(), now_ms()),
+                    None => fresh.create(principal, description.clone(), now_ms()),
+                }
+                .map_err(|e| anyhow::anyhow!("{e}"))?;
+                broker.call(&KeysRequest::Create { key: key.clone() })?;
+                println!("{} {secret}", key.id);
+                return Ok(());
+            }
+            let data_dir = target.data_dir.as_deref().context("--data-dir")?;
             let _lock = lock(data_dir)?;
             let path = data_dir.join(API_KEYS_FILE);
             let mut keys = ApiKeys::load(&path).map_err(|e| anyhow::anyhow!("{e}"))?;
-            let now_ms = SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
             let (key, secret) = match id {
-                Some(id) => keys.create_named(id, principal, description.clone(), now_ms),
-                None => keys.create(principal, description.clone(), now_ms),
+                Some(id) => keys.create_named(id, principal, description.clone(), now_ms()),
+                None => keys.create(principal, description.clone(), now_ms()),
             }
             .map_err(|e| anyhow::anyhow!("{e}"))?;
             keys.save(&path).map_err(|e| anyhow::anyhow!("{e}"))?;
             println!("{} {secret}", key.id);
         }
-        KeysCommand::List { data_dir } => {
+        KeysCommand::List {
+            target,
+            command_config,
+        } => {
+            if let Some(mut broker) = remote(target, command_config)? {
+                for k in broker.call(&KeysRequest::List)?.keys {
+                    print_key(
+                        &k.id,
+                        &k.principal,
+                        k.created_ms,
+                        k.revoked,
+                        k.description.as_deref(),
+                    );
+                }
+                return Ok(());
+            }
+            let data_dir = target.data_dir.as_deref().context("--data-dir")?;
             let keys =
                 ApiKeys::load(&data_dir.join(API_KEYS_FILE)).map_err(|e| anyhow::anyhow!("{e}"))?;
             for k in keys.list() {
-                println!(
-                    "{}\t{}\t{}\t{}{}",
-                    k.id,
-                    k.principal,
+                let principal = k.principal.to_string();
+                print_key(
+                    &k.id,
+                    &principal,
                     k.created_ms,
-                    if k.revoked { "revoked" } else { "active" },
-                    k.description
-                        .as_deref()
-                        .map(|d| format!("\t{d}"))
-                        .unwrap_or_default()
+                    k.revoked,
+                    k.description.as_deref(),
                 );
             }
         }
-        KeysCommand::Revoke { data_dir, key_id } => {
+        KeysCommand::Revoke {
+            target,
+            command_config,
+            key_id,
+        } => {
+            if let Some(mut broker) = remote(target, command_config)? {
+                broker.call(&KeysRequest::Revoke { id: key_id.clone() })?;
+                println!("revoked {key_id}");
+                return Ok(());
+            }
+            let data_dir = target.data_dir.as_deref().context("--data-dir")?;
             let _lock = lock(data_dir)?;
             let path = data_dir.join(API_KEYS_FILE);
             let mut keys = ApiKeys::load(&path).map_err(|e| anyhow::anyhow!("{e}"))?;

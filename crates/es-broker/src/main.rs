@@ -9,6 +9,7 @@
 mod background;
 mod dump_log;
 mod keys;
+mod keys_remote;
 mod listeners;
 mod quorum;
 mod settings;

@@ -134,7 +134,7 @@ pub struct Expanded {
 }
 
 /// Reads a properties file.
-fn read_properties(path: &Path) -> anyhow::Result<Vec<(String, String)>> {
+pub(crate) fn read_properties(path: &Path) -> anyhow::Result<Vec<(String, String)>> {
     let len = std::fs::metadata(path)
         .with_context(|| format!("--config {}", path.display()))?
         .len();

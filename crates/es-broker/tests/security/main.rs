@@ -8,6 +8,7 @@
 
 #[path = "../common/mod.rs"]
 mod common;
+mod keys_remote;
 mod pki;
 mod tls_alerts;
 

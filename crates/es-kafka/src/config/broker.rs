@@ -345,7 +345,12 @@ impl BrokerSettings {
         }
         // The broker-level names of the topic configs: dynamic, each at its
         // most specific level.
-        for d in TOPIC_CONFIGS.iter().filter(|d| !d.internal) {
+        let broker_only = super::broker_only::BROKER_ONLY_CONFIGS.iter();
+        for d in TOPIC_CONFIGS
+            .iter()
+            .filter(|d| !d.internal)
+            .chain(broker_only)
+        {
             let Some(bn) = d.broker_name else { continue };
             if out.iter().any(|x| x.name == bn) {
                 continue;

@@ -197,7 +197,7 @@ fn dynamic_broker_configs_are_the_topic_configs_broker_names() {
     let (clean, dropped) = DynamicBrokerConfigs {
         broker: BTreeMap::from([
             ("log.retention.ms".to_string(), " 5 ".to_string()),
-            ("num.io.threads".to_string(), "8".to_string()),
+            ("broker.id".to_string(), "8".to_string()),
         ]),
         cluster_default: BTreeMap::from([("log.segment.bytes".to_string(), "1".to_string())]),
     }
@@ -211,7 +211,7 @@ fn dynamic_broker_configs_are_the_topic_configs_broker_names() {
         clean.cluster_default,
         BTreeMap::from([("min.insync.replicas".to_string(), "1".to_string())])
     );
-    assert_eq!(dropped, vec!["num.io.threads", "log.segment.bytes"]);
+    assert_eq!(dropped, vec!["broker.id", "log.segment.bytes"]);
 }
 
 #[test]
@@ -366,4 +366,38 @@ fn internal_segment_bytes_wins_and_is_not_described() {
     let keys = vec![INTERNAL_SEGMENT_BYTES.to_string()];
     assert!(c.describe(Some(&keys)).is_empty());
     assert_eq!(cfg(&[]).expect("valid").segment_bytes(), 1 << 30);
+}
+
+#[test]
+fn kafka_s_other_reconfigurable_broker_configs_are_accepted_with_their_ranges() {
+    assert_eq!(
+        broker_dynamic_def("background.threads").map(|d| d.default),
+        Some("10")
+    );
+    assert!(validate_broker_config("background.threads", Some("9")).is_ok());
+    assert!(validate_broker_config("background.threads", Some("0")).is_err());
+    assert!(validate_broker_config("sasl.kerberos.min.time.before.relogin", Some("58000")).is_ok());
+    assert!(validate_broker_config("sasl.login.refresh.window.factor", Some("0.3")).is_err());
+    assert!(validate_broker_config("sasl.login.refresh.buffer.seconds", Some("3601")).is_err());
+    assert!(broker_dynamic_def("broker.id").is_none());
+    let names: Vec<&str> = super::broker_only::BROKER_ONLY_CONFIGS
+        .iter()
+        .map(|d| d.name)
+        .collect();
+    let mut sorted = names.clone();
+    sorted.sort_unstable();
+    assert_eq!(names, sorted);
+    for d in super::broker_only::BROKER_ONLY_CONFIGS {
+        assert_eq!(d.broker_name, Some(d.name));
+        assert!(
+            super::table::topic_config_def(d.name).is_none(),
+            "{}",
+            d.name
+        );
+        assert!(
+            d.doc.contains(" es "),
+            "{} says what es does with it",
+            d.name
+        );
+    }
 }

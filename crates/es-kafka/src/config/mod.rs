@@ -13,7 +13,10 @@
 //! `retention.ms`, ...), as Kafka's dynamic log configs are: a topic without
 //! an override of its own takes the per-broker dynamic value, then the
 //! cluster-wide dynamic default, then the broker flag, then Kafka's default
-//! ([`BrokerTopicDefaults`]). Every other broker config is read-only.
+//! ([`BrokerTopicDefaults`]). Kafka's other reconfigurable broker configs
+//! ([`broker_only`]: thread pools, cleaner tuning, the listeners' Kerberos
+//! settings) are accepted and kept without effect. Every other broker config
+//! is read-only.
 //!
 //! The parts: [`table`] lists the configs, [`validate`] checks values
 //! against it, [`broker`] holds the broker-level settings and dynamic
@@ -21,6 +24,7 @@
 //! parsed per-topic rules the request paths read.
 
 pub mod broker;
+pub mod broker_only;
 pub mod rules;
 pub mod table;
 pub mod topic;

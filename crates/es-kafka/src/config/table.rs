@@ -82,7 +82,7 @@ pub(super) const LONG_MAX_STR: &str = "9223372036854775807";
 /// Kafka's `LogConfig.INTERNAL_SEGMENT_BYTES_CONFIG`.
 pub const INTERNAL_SEGMENT_BYTES: &str = "internal.segment.bytes";
 
-const fn def(
+pub(super) const fn def(
     name: &'static str,
     broker_name: Option<&'static str>,
     default: &'static str,
@@ -442,10 +442,17 @@ pub fn topic_config_def(name: &str) -> Option<&'static TopicConfigDef> {
     TOPIC_CONFIGS.iter().find(|d| d.name == name)
 }
 
-/// Looks up the topic config whose broker-level name is `broker_name`: the
-/// broker configs es can change at run time.
+/// Looks up the topic config whose broker-level name is `broker_name`, or
+/// one of the other reconfigurable broker configs
+/// ([`super::broker_only::BROKER_ONLY_CONFIGS`]): the broker configs es can
+/// change at run time.
 pub fn broker_dynamic_def(broker_name: &str) -> Option<&'static TopicConfigDef> {
     TOPIC_CONFIGS
         .iter()
         .find(|d| !d.internal && d.broker_name == Some(broker_name))
+        .or_else(|| {
+            super::broker_only::BROKER_ONLY_CONFIGS
+                .iter()
+                .find(|d| d.name == broker_name)
+        })
 }

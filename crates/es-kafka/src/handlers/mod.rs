@@ -12,6 +12,7 @@
 
 pub mod acls;
 pub mod admin;
+pub mod api_keys;
 pub mod api_versions;
 pub mod authz;
 pub mod client_quotas;
@@ -303,6 +304,13 @@ async fn dispatch(
     turn: Turn,
 ) -> Result<Option<ResponseFrame>, RequestError> {
     let prefix = frame::peek_request_header(&frame)?;
+    if prefix.api_key == api_keys::ES_API_KEYS {
+        let mut turn = turn;
+        turn.wait().await;
+        return Ok(Some(
+            api_keys::handle(&broker, &client, &frame).await.into(),
+        ));
+    }
     match versions::classify(prefix.api_key, prefix.api_version) {
         Support::UnknownKey => Err(CloseReason::UnknownApiKey {
             key: prefix.api_key,

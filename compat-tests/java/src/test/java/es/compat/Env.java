@@ -1,5 +1,10 @@
 package es.compat;
 
+import java.io.IOException;
+import java.io.Reader;
+import java.io.UncheckedIOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
@@ -25,14 +30,40 @@ import org.apache.kafka.common.serialization.StringSerializer;
  * compat-tests/java/suite.py, and compat.nodes, how many brokers it has), unique topic and group names, and client factories with the
  * Kafka 4.4 defaults (the producer is idempotent with acks=all unless a test says otherwise).
  * Every wait is bounded: a hung broker fails a test, it never hangs the run.
+ *
+ * <p>With compat-tests/run --security MODE, compat.security.config names a properties file with
+ * that mode's client settings (security.protocol, the trust store, SASL as the test user, the
+ * client's key store when the broker asks for one); every client here gets them (withSecurity).
+ * compat.security.protocol is the mode's protocol (PLAINTEXT without --security) and
+ * compat.sasl.credentials the users' credentials per mechanism (SecurityTest).
  */
 final class Env {
     static final String BOOTSTRAP = System.getProperty("compat.bootstrap", "127.0.0.1:9092");
     static final int NODES = Integer.getInteger("compat.nodes", 1);
     static final Duration WAIT = Duration.ofSeconds(60);
+    static final String SECURITY_PROTOCOL = System.getProperty("compat.security.protocol", "PLAINTEXT");
+    private static final Properties SECURITY = load(System.getProperty("compat.security.config", ""));
     private static final String RUN = UUID.randomUUID().toString().substring(0, 8);
 
     private Env() {}
+
+    private static Properties load(String path) {
+        Properties p = new Properties();
+        if (!path.isEmpty()) {
+            try (Reader r = Files.newBufferedReader(Path.of(path))) {
+                p.load(r);
+            } catch (IOException e) {
+                throw new UncheckedIOException("compat.security.config " + path, e);
+            }
+        }
+        return p;
+    }
+
+    /** The --security mode's client settings (none without it), added to p; returns p. */
+    static Properties withSecurity(Properties p) {
+        p.putAll(SECURITY);
+        return p;
+    }
 
     static String name(String label) {
         return "compat-java-" + label + "-" + RUN + "-" + UUID.randomUUID().toString().substring(0, 6);
@@ -41,7 +72,7 @@ final class Env {
     static Admin admin() {
         Properties p = new Properties();
         p.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, BOOTSTRAP);
-        return Admin.create(p);
+        return Admin.create(withSecurity(p));
     }
 
     static void createTopic(String topic, int partitions, Map<String, String> configs) throws Exception {
@@ -61,6 +92,7 @@ final class Env {
         p.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
         p.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
         p.put(ProducerConfig.DELIVERY_TIMEOUT_MS_CONFIG, 60000);
+        withSecurity(p);
         p.putAll(extra);
         return new KafkaProducer<>(p);
     }
@@ -72,6 +104,7 @@ final class Env {
         p.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
         p.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
         p.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, false);
+        withSecurity(p);
         p.putAll(extra);
         return new KafkaConsumer<>(p);
     }

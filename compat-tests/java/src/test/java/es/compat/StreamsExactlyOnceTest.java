@@ -85,12 +85,12 @@ class StreamsExactlyOnceTest {
 
         Map<String, List<Long>> updates = new HashMap<>();
         long seen = 0;
-        try (KafkaStreams streams = new KafkaStreams(b.build(), props)) {
+        try (KafkaStreams streams = new KafkaStreams(b.build(), Env.withSecurity(props))) {
             streams.start();
             Properties cp = new Properties();
             cp.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, Env.BOOTSTRAP);
             cp.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, "read_committed");
-            try (KafkaConsumer<String, Long> c = new KafkaConsumer<>(cp, new StringDeserializer(), new LongDeserializer())) {
+            try (KafkaConsumer<String, Long> c = new KafkaConsumer<>(Env.withSecurity(cp), new StringDeserializer(), new LongDeserializer())) {
                 List<TopicPartition> parts = new ArrayList<>();
                 for (int i = 0; i < 3; i++) {
                     parts.add(new TopicPartition(out, i));
