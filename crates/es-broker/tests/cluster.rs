@@ -24,6 +24,9 @@
 //!   broker is fenced after its session times out, its partitions have no
 //!   leader until it returns, then it leads them at a new epoch.
 //!
+//! - Client quotas set through one node are described by every node, and
+//!   each node throttles a producer over its client id's byte rate.
+//!
 //! Waits are bounded polls on conditions; the election time printed is a
 //! measurement, not an assertion.
 
@@ -288,6 +291,87 @@ fn api_keys_reach_every_node_through_the_metadata() {
     });
     assert_eq!(back["revoked"], true);
     assert_eq!(back["hash"], "");
+    for (_, p) in std::mem::take(&mut c.nodes) {
+        p.stop();
+    }
+}
+
+/// A client id's quota through `addr`: AlterClientQuotas, its result code.
+fn set_client_quota(addr: &str, client: &str, key: &str, value: f64) -> i16 {
+    use kafka_protocol::messages::alter_client_quotas_request::{EntityData, EntryData, OpData};
+    let mut d = EntityData::default();
+    d.entity_type = sb("client-id");
+    d.entity_name = Some(sb(client));
+    let mut op = OpData::default();
+    op.key = sb(key);
+    op.value = value;
+    let mut e = EntryData::default();
+    e.entity = vec![d];
+    e.ops = vec![op];
+    let mut req = AlterClientQuotasRequest::default();
+    req.entries = vec![e];
+    let mut c = KafkaClient::connect_with_timeout(addr, "cluster-test", Duration::from_secs(40));
+    let r: AlterClientQuotasResponse = c.call(ApiKey::AlterClientQuotas, 1, &req);
+    r.entries[0].error_code
+}
+
+/// The client ids with a quota, as `addr` describes them.
+fn quota_clients(addr: &str) -> Vec<String> {
+    let req = DescribeClientQuotasRequest::default();
+    let mut c = KafkaClient::connect(addr, "cluster-test");
+    let r: DescribeClientQuotasResponse = c.call(ApiKey::DescribeClientQuotas, 1, &req);
+    r.entries
+        .unwrap_or_default()
+        .iter()
+        .flat_map(|e| e.entity.iter())
+        .filter_map(|d| d.entity_name.as_ref().map(|n| n.to_string()))
+        .collect()
+}
+
+#[test]
+fn client_quotas_reach_every_node_and_each_enforces_them() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let mut c = Cluster::start(dir.path(), 2, 2);
+    c.leader();
+    assert_eq!(
+        set_client_quota(&c.addr(1), "metered", "producer_byte_rate", 1024.0),
+        0
+    );
+    for id in 1..=2 {
+        let addr = c.addr(id);
+        eventually(Duration::from_secs(30), "the quota on every node", || {
+            (quota_clients(&addr) == ["metered"]).then_some(())
+        });
+    }
+    assert_eq!(create_topic(&c.addr(2), "metered"), Some(0));
+    // Every node counts the produce bytes it receives against the quota
+    // (quotas are per broker, as in Kafka), whether it leads the partition
+    // or answers NOT_LEADER_OR_FOLLOWER: 20 KiB at once is twice what ten
+    // windows of 1024 B/s allow.
+    for id in 1..=2 {
+        let mut batch = es_test_support::batch::KafkaBatch::new();
+        let value = vec![b'm'; 20 * 1024];
+        batch.record(
+            1_700_000_000_000,
+            None,
+            Some(&value),
+            &[],
+            &Default::default(),
+        );
+        let mut pd = produce_request::PartitionProduceData::default();
+        pd.index = 0;
+        pd.records = Some(batch.encode().into());
+        let mut td = produce_request::TopicProduceData::default();
+        td.name = TopicName(sb("metered"));
+        td.partition_data = vec![pd];
+        let mut req = ProduceRequest::default();
+        req.acks = -1;
+        req.timeout_ms = 30_000;
+        req.topic_data = vec![td];
+        let mut k = KafkaClient::connect(&c.addr(id), "metered");
+        let r: ProduceResponse = k.call(ApiKey::Produce, 9, &req);
+        assert!(r.throttle_time_ms > 0, "node {id}: {r:?}");
+    }
     for (_, p) in std::mem::take(&mut c.nodes) {
         p.stop();
     }

@@ -21,7 +21,7 @@ use es_test_support::wire::{raw_request_frame, read_frame, KafkaClient};
 
 const API_PRODUCE: i16 = 0;
 const API_METADATA: i16 = 3;
-const API_DESCRIBE_CLIENT_QUOTAS: i16 = 48;
+const API_EXPIRE_DELEGATION_TOKEN: i16 = 40;
 const API_VERSIONS: i16 = 18;
 
 fn connect(b: &Broker) -> TcpStream {
@@ -193,16 +193,16 @@ fn unsupported_api_gets_unsupported_version() {
     let dir = tempfile::tempdir().expect("tempdir");
     let b = common::start(dir.path(), &[]);
     let mut s = connect(&b);
-    // DescribeClientQuotas v0 (no quotas in es): components [], strict false.
+    // ExpireDelegationToken v1 (no delegation tokens in es): an empty
+    // hmac, a period of 0.
     let mut body = Vec::new();
     body.extend_from_slice(&0i32.to_be_bytes());
-    body.push(0);
-    s.write_all(&frame(API_DESCRIBE_CLIENT_QUOTAS, 0, 11, &body))
+    body.extend_from_slice(&0i64.to_be_bytes());
+    s.write_all(&frame(API_EXPIRE_DELEGATION_TOKEN, 1, 11, &body))
         .expect("write");
     let resp = read_frame(&mut s).expect("an error response");
     let mut r = Reader { b: &resp };
     assert_eq!(r.i32(), 11);
-    assert_eq!(r.i32(), 0, "throttle_time_ms");
     assert_eq!(r.i16(), 35, "UNSUPPORTED_VERSION");
     api_versions_ok(&mut s, 12);
 }

@@ -175,7 +175,7 @@ impl Broker {
             me.sweep_placement()?;
             if let Some(image) = me.image() {
                 me.reconcile_all(&image);
-                me.security().apply_metadata(&image.acls, &image.scram);
+                me.security().apply_metadata(&image);
                 me.apply_api_keys(&image);
             }
             Ok::<(), StorageError>(())
@@ -469,8 +469,8 @@ impl Broker {
                 self.place_partitions(image, name, partitions)?;
             }
             MetaEvent::CoordinatorState(touched) => self.materialize_groups(image, touched)?,
-            MetaEvent::Acls | MetaEvent::ScramCredentials => {
-                self.security().apply_metadata(&image.acls, &image.scram)
+            MetaEvent::Acls | MetaEvent::ScramCredentials | MetaEvent::ClientQuotas => {
+                self.security().apply_metadata(image)
             }
             MetaEvent::ApiKeys => self.apply_api_keys(image),
             MetaEvent::ClusterId | MetaEvent::Broker(_) => {}

@@ -14,6 +14,10 @@
 //! phase (a produce's append, an admin change); slow tails (fsync waits, long
 //! polls) run outside it. A malformed or oversized frame, or a request that
 //! cannot be parsed, closes this connection with a log line and nothing else.
+//!
+//! A client over its quota is muted (KIP-219): the connection's
+//! [`ConnThrottle`] holds when the mute ends, and no further request is
+//! dispatched before then.
 
 use std::sync::Arc;
 
@@ -26,6 +30,7 @@ use es_auth::principal::Principal;
 
 use crate::broker::Broker;
 use crate::codec::frame::{self, FrameStatus, ResponseFrame};
+use crate::handlers::throttle::ConnThrottle;
 use crate::handlers::{self, Client, CloseReason};
 use crate::security::sasl::{Outcome, SaslSession};
 use crate::turn::Turn;
@@ -107,6 +112,8 @@ pub async fn serve<S>(
     let mut buf = BytesMut::with_capacity(READ_CHUNK_BYTES);
     let mut prev_turn: Option<oneshot::Receiver<()>> = None;
     let mut writer_done = false;
+    // KIP-219: a client over its quota is muted; its next request waits.
+    let throttle = Arc::new(ConnThrottle::default());
     'conn: loop {
         // Take every whole frame already buffered.
         loop {
@@ -132,6 +139,13 @@ pub async fn serve<S>(
                     break;
                 }
                 Ok(FrameStatus::Complete { .. }) => {
+                    if let Some(until) = throttle.muted_until() {
+                        tracing::debug!(%peer, "connection muted: client over its quota");
+                        tokio::select! {
+                            _ = tokio::time::sleep_until(until) => {}
+                            _ = shutdown.changed() => break 'conn,
+                        }
+                    }
                     let body = match frame::split_frame(&mut buf, frame_bytes_max) {
                         Ok(Some(b)) => b,
                         Ok(None) => break,
@@ -188,6 +202,7 @@ pub async fn serve<S>(
                             .and_then(SaslSession::principal)
                             .unwrap_or_else(|| session.principal.clone()),
                         listener: session.listener.clone(),
+                        throttle: Some(throttle.clone()),
                     };
                     let handle =
                         tokio::spawn(

@@ -24,6 +24,7 @@ pub mod handlers;
 pub mod hw_checkpoint;
 pub mod interbroker;
 pub mod partition_log;
+pub mod quota;
 pub mod replica;
 pub mod security;
 pub mod server;

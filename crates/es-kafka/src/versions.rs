@@ -80,6 +80,9 @@ pub const SUPPORTED: &[ApiRange] = &[
     r(ApiKey::AlterPartitionReassignments, 0, 1),
     r(ApiKey::ListPartitionReassignments, 0, 0),
     r(ApiKey::OffsetDelete, 0, 0),
+    // KIP-546: client quotas in the metadata log (handlers/client_quotas.rs).
+    r(ApiKey::DescribeClientQuotas, 0, 1),
+    r(ApiKey::AlterClientQuotas, 0, 1),
     // KIP-554: SCRAM credentials in the metadata log (handlers/scram.rs).
     r(ApiKey::DescribeUserScramCredentials, 0, 0),
     r(ApiKey::AlterUserScramCredentials, 0, 0),

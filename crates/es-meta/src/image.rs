@@ -24,6 +24,8 @@ use es_auth::api_keys::ApiKey;
 use es_auth::scram::ScramCredential;
 use serde::{Deserialize, Serialize};
 
+use crate::quotas::ClientQuotas;
+
 use crate::records::{
     code, BrokerId, ConfigAlteration, ConfigResource, Endpoint, ItemResult, LeaderRecovery,
     MetaRequest, MetaResponse, NewPartitions, NewTopic, PartitionChange, RegisterBroker,
@@ -126,6 +128,8 @@ pub enum MetaEvent {
     Acls,
     /// SCRAM credentials were set or removed.
     ScramCredentials,
+    /// Client quotas were set or removed.
+    ClientQuotas,
     /// API keys were added or revoked.
     ApiKeys,
 }
@@ -153,6 +157,9 @@ pub struct MetaImage {
     /// SCRAM credentials by user, then mechanism type (1 SHA-256, 2 SHA-512).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub scram: BTreeMap<String, BTreeMap<i8, ScramCredential>>,
+    /// Client quotas by entity (AlterClientQuotas).
+    #[serde(default, skip_serializing_if = "ClientQuotas::is_empty")]
+    pub client_quotas: ClientQuotas,
     /// API keys by id, revoked ones kept as tombstones (hashes only).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub api_keys: BTreeMap<String, ApiKey>,
@@ -310,6 +317,9 @@ impl MetaImage {
                 deletions,
                 upsertions,
             } => self.alter_scram(deletions, upsertions, &mut ev),
+            MetaRequest::AlterClientQuotas { alterations } => {
+                self.alter_client_quotas(alterations, &mut ev)
+            }
             MetaRequest::PutApiKeys { keys } => self.put_api_keys(keys, &mut ev),
         };
         (resp, ev)

@@ -346,6 +346,52 @@ fn entries_keep_their_versioned_tags() {
 }
 
 #[test]
+fn client_quotas_apply_per_entity_and_announce_a_change() {
+    use crate::quotas::{QuotaAlteration, QuotaEntity, QuotaOp, QuotaValue, USER};
+    let mut img = MetaImage::default();
+    let set = |name: Option<&str>, v: Option<f64>| QuotaAlteration {
+        entity: QuotaEntity::of(&[(USER, name)]),
+        ops: vec![QuotaOp {
+            key: "producer_byte_rate".into(),
+            value: v.map(QuotaValue),
+        }],
+    };
+    let bad = QuotaAlteration {
+        entity: QuotaEntity::of(&[(USER, Some("bob"))]),
+        ops: vec![QuotaOp {
+            key: "producer_byte_rate".into(),
+            value: Some(QuotaValue(-1.0)),
+        }],
+    };
+    let req = MetaRequest::AlterClientQuotas {
+        alterations: vec![set(Some("alice"), Some(1024.0)), bad, set(None, Some(10.0))],
+    };
+    let (r, ev) = img.apply(1, &req);
+    let MetaResponse::Items { results } = r else {
+        panic!("{r:?}")
+    };
+    let codes: Vec<i16> = results.iter().map(|r| r.error_code).collect();
+    assert_eq!(codes, vec![0, code::INVALID_REQUEST, 0]);
+    assert_eq!(ev, vec![MetaEvent::ClientQuotas]);
+    assert_eq!(img.client_quotas.0.len(), 2);
+    // The same values again change nothing, and announce nothing.
+    let (_, ev) = img.apply(2, &req);
+    assert!(ev.is_empty());
+    // The image (and so a snapshot) keeps them.
+    let json = serde_json::to_string(&img).expect("json");
+    let back: MetaImage = serde_json::from_str(&json).expect("back");
+    assert_eq!(back, img);
+    let (_, ev) = img.apply(
+        3,
+        &MetaRequest::AlterClientQuotas {
+            alterations: vec![set(Some("alice"), None), set(None, None)],
+        },
+    );
+    assert_eq!(ev, vec![MetaEvent::ClientQuotas]);
+    assert!(img.client_quotas.is_empty());
+}
+
+#[test]
 fn api_keys_are_added_and_revoked_for_good() {
     use es_auth::api_keys::ApiKeys;
     use es_auth::principal::Principal;

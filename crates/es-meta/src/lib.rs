@@ -19,13 +19,16 @@
 //! [`rt`] (the runtime openraft runs on, seedable for the simulation),
 //! [`session`] (broker registration, heartbeats, fencing),
 //! [`control`] (the requests nodes send each other besides Raft's own),
-//! [`node`] (one node of the quorum, as the broker uses it).
+//! [`node`] (one node of the quorum, as the broker uses it), [`quotas`]
+//! (client quotas: entities, Kafka's checks of an alteration, describe
+//! filters).
 //! It knows nothing of Kafka's wire protocol.
 
 pub mod control;
 pub mod image;
 pub mod net;
 pub mod node;
+pub mod quotas;
 pub mod records;
 pub mod rt;
 pub mod session;

@@ -295,6 +295,14 @@ pub enum MetaRequest {
         deletions: Vec<ScramKey>,
         upsertions: Vec<ScramUpsertion>,
     },
+    /// One AlterClientQuotas request (not `validate_only`): the entities'
+    /// changes the broker that received it found valid
+    /// ([`crate::quotas::validate_alteration`]), checked again and applied
+    /// in order.
+    #[serde(rename = "alter_client_quotas.v1")]
+    AlterClientQuotas {
+        alterations: Vec<crate::quotas::QuotaAlteration>,
+    },
     /// API keys (SASL/PLAIN) created or revoked on a node (`es-broker
     /// keys`, its data directory's `api_keys.json`): each key is added, or
     /// revokes the one of its id; a revocation is final, and a live key

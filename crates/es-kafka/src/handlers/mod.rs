@@ -15,6 +15,7 @@ pub mod admin;
 pub mod api_keys;
 pub mod api_versions;
 pub mod authz;
+pub mod client_quotas;
 pub mod cluster;
 pub mod durable;
 pub mod fetch;
@@ -27,6 +28,7 @@ pub mod produce;
 pub mod route;
 pub mod sasl;
 pub mod scram;
+pub mod throttle;
 pub mod txn;
 pub mod txn_verify;
 pub mod unsupported;
@@ -35,7 +37,11 @@ pub mod write_txn_markers;
 #[cfg(test)]
 mod acls_tests;
 #[cfg(test)]
+mod client_quotas_tests;
+#[cfg(test)]
 mod internal_topics_tests;
+#[cfg(test)]
+mod throttle_tests;
 #[cfg(test)]
 pub(crate) mod wire_client;
 
@@ -147,6 +153,9 @@ pub struct Client {
     /// The listener the request arrived on; `None` for a request made
     /// inside the broker or by a test.
     pub listener: Option<Arc<str>>,
+    /// The connection's mute, which a client over its quota is given
+    /// ([`throttle`]); `None` outside a connection.
+    pub throttle: Option<Arc<throttle::ConnThrottle>>,
 }
 
 impl Client {
@@ -156,6 +165,7 @@ impl Client {
             peer: None,
             principal: Arc::new(Principal::anonymous()),
             listener: None,
+            throttle: None,
         }
     }
 }
@@ -174,6 +184,13 @@ pub struct Ctx {
     /// Made inside the broker or by a test, not over a listener: never
     /// refused for authorization.
     pub internal: bool,
+    /// The request's size in bytes (after the size prefix), as Kafka's
+    /// produce quota counts it.
+    pub request_bytes: usize,
+    /// What the request has used so far, for the quotas ([`throttle`]).
+    pub usage: Arc<throttle::Usage>,
+    /// The connection's mute.
+    pub conn: Option<Arc<throttle::ConnThrottle>>,
 }
 
 impl Ctx {
@@ -314,6 +331,7 @@ async fn dispatch(
         Support::Served(key) => {
             let version = prefix.api_version;
             let header_version = key.request_header_version(version);
+            let frame_bytes = frame.len();
             // No count or length in the request is trusted before it is held
             // against the bytes that follow it, and strings that are not
             // UTF-8 read as Kafka reads them (codec::shape).
@@ -337,16 +355,42 @@ async fn dispatch(
                     detail: format!("{e:#}"),
                 }
             })?;
+            let internal = client.listener.is_none();
+            let usage = Arc::new(throttle::Usage::default());
+            let finish = throttle::Finish {
+                key,
+                version,
+                subject: (!internal).then(|| {
+                    let client_id = header.client_id.as_deref().unwrap_or("").to_string();
+                    (client.principal.name.clone(), client_id)
+                }),
+                usage: usage.clone(),
+                conn: client.throttle.clone(),
+            };
             let ctx = Ctx {
-                broker,
+                broker: broker.clone(),
                 key,
                 version,
                 header,
                 peer: client.peer,
-                internal: client.listener.is_none(),
+                internal,
                 principal: client.principal,
+                request_bytes: frame_bytes,
+                usage: usage.clone(),
+                conn: client.throttle,
             };
-            served(ctx, body, turn).await
+            let r = throttle::Timed::new(served(ctx, body, turn), usage).await?;
+            // Only responses encoded in one buffer need the dispatcher's
+            // throttle time (Fetch writes its own).
+            Ok(match r {
+                Some(frame) if frame.parts().len() == 1 => finish
+                    .finish(&broker, Some(frame.into_bytes()))
+                    .map(ResponseFrame::from),
+                other => {
+                    let _ = finish.finish(&broker, None);
+                    other
+                }
+            })
         }
     }
 }
@@ -446,6 +490,12 @@ async fn served_encoded(
                 }
                 ApiKey::AlterUserScramCredentials => {
                     scram::alter(&ctx, decode_body(&mut body, key, v)?).await
+                }
+                ApiKey::DescribeClientQuotas => {
+                    client_quotas::describe(&ctx, decode_body(&mut body, key, v)?)
+                }
+                ApiKey::AlterClientQuotas => {
+                    client_quotas::alter(&ctx, decode_body(&mut body, key, v)?).await
                 }
                 ApiKey::DescribeAcls => acls::describe_acls(&ctx, decode_body(&mut body, key, v)?),
                 ApiKey::CreateAcls => {
@@ -644,6 +694,9 @@ mod tests {
             peer,
             principal: Client::internal().principal,
             internal: true,
+            request_bytes: 0,
+            usage: Default::default(),
+            conn: None,
         };
         assert_eq!(ctx(None).client_host(), "");
         let v4: IpAddr = "10.1.2.3".parse().expect("v4");

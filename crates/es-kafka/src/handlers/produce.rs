@@ -43,6 +43,7 @@ use crate::broker::CoordinatorPlace;
 use crate::codec::batch::{check_produce_compression, BatchDecoder, BatchSummary, DecodeLimits};
 use crate::config::{TimestampType, TopicRules};
 use crate::errors::{batch_error_code, code, storage_error_code, ResponseError, NONE};
+use crate::quota::QuotaKind;
 use crate::replica::WaitError;
 use crate::topics::{is_internal, PartitionSlot, TRANSACTION_STATE_TOPIC};
 use crate::turn::Turn;
@@ -421,6 +422,22 @@ pub async fn handle(
         });
     }
 
+    // Kafka records the request's bytes against the produce quota, and for
+    // acks != 0 its handler time against the request quota, once the
+    // records are in: a client over its quota still has them appended, and
+    // is then throttled by the larger of the two.
+    let throttle_ms = {
+        let bandwidth = ctx.record_bytes(QuotaKind::Produce, ctx.request_bytes);
+        let request = if acks == 0 {
+            ctx.exempt_request_time();
+            0
+        } else {
+            ctx.record_request_time()
+        };
+        let t = bandwidth.max(request);
+        ctx.throttle_connection(t);
+        t
+    };
     if acks == 0 {
         // No response at all; but as in Kafka, a failed acks=0 produce closes
         // the connection, the only signal such a client gets to refresh its
@@ -442,6 +459,7 @@ pub async fn handle(
             .push(partition_response(v, head.partition, step));
     }
     let mut r = ProduceResponse::default();
+    r.throttle_time_ms = throttle_ms;
     for (ti, (name, id)) in topic_names.into_iter().enumerate() {
         let mut t = TopicProduceResponse::default();
         if v >= 13 {

@@ -42,6 +42,7 @@ pub fn as_principal(principal: &str) -> super::Client {
         peer: Some(std::net::IpAddr::from([127, 0, 0, 1])),
         principal: Arc::new(principal.parse().expect("principal")),
         listener: Some(Arc::from("CLIENTS")),
+        throttle: None,
     }
 }
 

@@ -24,7 +24,6 @@ use std::sync::Arc;
 
 use es_auth::acl::{Acls, Authorizer, AuthorizerConfig};
 use es_auth::principal::{MappingRules, Principal};
-use es_auth::scram::ScramCredential;
 use parking_lot::RwLock;
 
 pub use settings::{ListenerSecurity, SecurityConfig};
@@ -150,6 +149,9 @@ pub fn default_protocol(name: &str) -> Option<SecurityProtocol> {
 pub struct Security {
     pub config: SecurityConfig,
     pub credentials: Arc<credentials::Credentials>,
+    /// Client quotas, as the metadata has them, and the rates measured
+    /// against them.
+    pub quotas: Arc<crate::quota::ClientQuotaManagers>,
     mapping: MappingRules,
     /// Present when `authorizer.class.name` names the StandardAuthorizer;
     /// rebuilt whenever the applied ACLs change.
@@ -168,9 +170,11 @@ impl Security {
                 Self::authorizer_config(&config),
             )))
         });
+        let quotas = Arc::new(crate::quota::ClientQuotaManagers::new(config.quota_rate()));
         Ok(Security {
             config,
             credentials,
+            quotas,
             mapping,
             authorizer,
         })
@@ -190,12 +194,11 @@ impl Security {
         self.authorizer.as_ref().map(|a| a.read().clone())
     }
 
-    /// Takes the ACLs and SCRAM credentials of the applied metadata.
-    pub fn apply_metadata(
-        &self,
-        acls: &Acls,
-        scram: &BTreeMap<String, BTreeMap<i8, ScramCredential>>,
-    ) {
+    /// Takes the ACLs, SCRAM credentials and client quotas of the applied
+    /// metadata.
+    pub fn apply_metadata(&self, image: &es_meta::MetaImage) {
+        self.quotas.set_quotas(&image.client_quotas);
+        let (acls, scram) = (&image.acls, &image.scram);
         if let Some(a) = &self.authorizer {
             *a.write() = Arc::new(Authorizer::new(acls, Self::authorizer_config(&self.config)));
         }

@@ -31,6 +31,8 @@ const BROKER_NAMES: &[&str] = &[
     "ssl.principal.mapping.rules",
     "max.connections",
     "inter.broker.listener.name",
+    "quota.window.num",
+    "quota.window.size.seconds",
 ];
 
 /// Names that may also be given per listener (`listener.name.<l>.<name>`).
@@ -125,6 +127,11 @@ pub struct SecurityConfig {
     pub max_connections: Option<usize>,
     /// `inter.broker.listener.name`, when set.
     pub inter_broker_listener: Option<String>,
+    /// `quota.window.num`: the samples a client quota's rate is measured
+    /// over.
+    pub quota_window_num: u32,
+    /// `quota.window.size.seconds`: the length of each sample.
+    pub quota_window_size_seconds: u32,
     /// Broker-wide values of the per-listener settings.
     default_listener: ListenerSecurity,
     /// Per-listener overrides, by upper-case listener name.
@@ -142,6 +149,8 @@ impl Default for SecurityConfig {
             principal_mapping_rules: "DEFAULT".into(),
             max_connections: None,
             inter_broker_listener: None,
+            quota_window_num: crate::quota::QUOTA_WINDOW_NUM_DEFAULT,
+            quota_window_size_seconds: crate::quota::QUOTA_WINDOW_SIZE_SECONDS_DEFAULT,
             default_listener: ListenerSecurity {
                 mechanisms: MECHANISMS.iter().map(|m| m.to_string()).collect(),
                 max_reauth_ms: 0,
@@ -164,6 +173,25 @@ fn parse_num<T: std::str::FromStr>(name: &str, v: &str) -> Result<T, String> {
     v.trim()
         .parse()
         .map_err(|_| format!("{name}={v:?}: not a valid number"))
+}
+
+fn parse_positive(name: &str, v: &str) -> Result<u32, String> {
+    let n: u32 = parse_num(name, v)?;
+    if n == 0 {
+        return Err(format!("{name} must be at least 1"));
+    }
+    Ok(n)
+}
+
+impl SecurityConfig {
+    /// How client quotas measure rates (`quota.window.num` samples of
+    /// `quota.window.size.seconds`).
+    pub fn quota_rate(&self) -> crate::quota::RateConfig {
+        crate::quota::RateConfig {
+            samples: self.quota_window_num,
+            window_ms: u64::from(self.quota_window_size_seconds) * 1000,
+        }
+    }
 }
 
 fn list(v: &str) -> Vec<String> {
@@ -309,6 +337,11 @@ impl SecurityConfig {
                 }
                 "inter.broker.listener.name" => {
                     c.inter_broker_listener = Some(v.trim().to_ascii_uppercase())
+                }
+                // Kafka's ranges: at least 1 sample, at least 1 second.
+                "quota.window.num" => c.quota_window_num = parse_positive(name, v)?,
+                "quota.window.size.seconds" => {
+                    c.quota_window_size_seconds = parse_positive(name, v)?
                 }
                 _ => return Err(format!("{name} is not a setting es knows")),
             }
@@ -461,6 +494,40 @@ mod tests {
                 .protocols,
             TlsProtocols::default()
         );
+    }
+
+    #[test]
+    fn quota_windows_are_read_with_kafkas_defaults_and_ranges() {
+        let c = SecurityConfig::from_settings(&settings(&[])).expect("defaults");
+        assert_eq!(
+            c.quota_rate(),
+            crate::quota::RateConfig {
+                samples: 11,
+                window_ms: 1000
+            }
+        );
+        let c = SecurityConfig::from_settings(&settings(&[
+            ("quota.window.num", "5"),
+            ("quota.window.size.seconds", "2"),
+        ]))
+        .expect("set");
+        assert_eq!(
+            c.quota_rate(),
+            crate::quota::RateConfig {
+                samples: 5,
+                window_ms: 2000
+            }
+        );
+        assert!(is_security_setting("quota.window.num"));
+        for bad in [
+            ("quota.window.num", "0"),
+            ("quota.window.size.seconds", "x"),
+        ] {
+            assert!(
+                SecurityConfig::from_settings(&settings(&[bad])).is_err(),
+                "{bad:?}"
+            );
+        }
     }
 
     #[test]

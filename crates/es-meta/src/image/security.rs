@@ -1,5 +1,5 @@
-//! The security state of the metadata: ACL bindings, SCRAM credentials and
-//! API keys,
+//! The security state of the metadata: ACL bindings, SCRAM credentials,
+//! client quotas and API keys,
 //! changed by one entry per admin request so that every node enforces the
 //! same, at the same index.
 //!
@@ -14,6 +14,7 @@ use es_auth::acl::{AclBinding, AclBindingFilter};
 use es_auth::api_keys::ApiKey;
 
 use super::{MetaEvent, MetaImage};
+use crate::quotas::{entity_text, validate_alteration, QuotaAlteration, ENTITIES_MAX};
 use crate::records::{code, AclResult, ItemResult, MetaResponse, ScramKey, ScramUpsertion};
 
 fn result(r: Result<Vec<AclBinding>, es_auth::acl::AclError>) -> AclResult {
@@ -111,6 +112,44 @@ impl MetaImage {
         }
         if changed {
             ev.push(MetaEvent::ScramCredentials);
+        }
+        MetaResponse::Items { results }
+    }
+
+    pub(super) fn alter_client_quotas(
+        &mut self,
+        alterations: &[QuotaAlteration],
+        ev: &mut Vec<MetaEvent>,
+    ) -> MetaResponse {
+        // Kafka's ClientQuotaControlManager: each entity's changes apply or
+        // fail alone. The broker checked them; they are checked again here so
+        // that no entry, however it was made, puts in the image what Kafka
+        // would refuse.
+        let mut results = Vec::with_capacity(alterations.len());
+        let mut changed = false;
+        for a in alterations {
+            let name = entity_text(&a.entity);
+            if let Err(e) = validate_alteration(a) {
+                results.push(ItemResult::err(&name, e.code, e.message));
+                continue;
+            }
+            let adds = a.ops.iter().any(|o| o.value.is_some());
+            if adds
+                && !self.client_quotas.0.contains_key(&a.entity)
+                && self.client_quotas.0.len() >= ENTITIES_MAX
+            {
+                results.push(ItemResult::err(
+                    &name,
+                    code::INVALID_REQUEST,
+                    format!("es keeps at most {ENTITIES_MAX} client quota entities"),
+                ));
+                continue;
+            }
+            changed |= self.client_quotas.apply(a);
+            results.push(ItemResult::ok(&name));
+        }
+        if changed {
+            ev.push(MetaEvent::ClientQuotas);
         }
         MetaResponse::Items { results }
     }

@@ -31,6 +31,8 @@ macro_rules! served_types {
         SaslHandshake => SaslHandshakeRequest, SaslAuthenticate => SaslAuthenticateRequest,
         DescribeUserScramCredentials => DescribeUserScramCredentialsRequest,
         AlterUserScramCredentials => AlterUserScramCredentialsRequest,
+        DescribeClientQuotas => DescribeClientQuotasRequest,
+        AlterClientQuotas => AlterClientQuotasRequest,
         ApiVersions => ApiVersionsRequest, CreateTopics => CreateTopicsRequest,
         DeleteTopics => DeleteTopicsRequest, DeleteRecords => DeleteRecordsRequest,
         InitProducerId => InitProducerIdRequest,

@@ -59,6 +59,7 @@ use kafka_protocol::messages::{ApiKey, FetchRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use tokio::sync::Notify;
 
+mod quota;
 pub mod read_ahead;
 pub mod replica;
 pub mod session;
@@ -405,14 +406,19 @@ pub async fn handle(ctx: &Ctx, req: FetchRequest) -> Result<Option<ResponseFrame
             &error_reply(&req, v, ResponseError::UnknownServerError),
         );
     }
+    // Kafka caps a consumer's fetch to what its quota allows in a window.
+    let quota_bytes = ctx.fetch_quota_window_bytes();
     let max_bytes = usize::try_from(req.max_bytes)
         .unwrap_or(0)
-        .min(FETCH_RESPONSE_BYTES_MAX);
+        .min(FETCH_RESPONSE_BYTES_MAX)
+        .min(quota_bytes);
     let limit = Limits {
         max_bytes,
-        raw_max_bytes: req.max_bytes,
+        raw_max_bytes: req
+            .max_bytes
+            .min(i32::try_from(quota_bytes).unwrap_or(i32::MAX)),
     };
-    let min_bytes = usize::try_from(req.min_bytes).unwrap_or(0);
+    let min_bytes = usize::try_from(req.min_bytes).unwrap_or(0).min(max_bytes);
     let wait = Duration::from_millis(
         u64::try_from(req.max_wait_ms)
             .unwrap_or(0)
@@ -489,7 +495,7 @@ pub async fn handle(ctx: &Ctx, req: FetchRequest) -> Result<Option<ResponseFrame
         answer.push((key, p));
     }
     answer.extend(erroneous);
-    let mut r = FetchReply {
+    let r = FetchReply {
         node_endpoints: leaders
             .into_endpoints()
             .map(|e| Endpoint {
@@ -501,24 +507,7 @@ pub async fn handle(ctx: &Ctx, req: FetchRequest) -> Result<Option<ResponseFrame
             .collect(),
         ..FetchReply::default()
     };
-    match context {
-        Context::Full => {
-            r.session_id = sessions.open(by_id, &requested, &answer);
-        }
-        Context::Incremental { id, epoch } => {
-            r.session_id = id;
-            match sessions.answer_incremental(id, epoch, answer) {
-                Ok(a) => answer = a,
-                Err(e) => {
-                    r.error_code = e;
-                    answer = Vec::new();
-                }
-            }
-        }
-        _ => {}
-    }
-    r.topics = group_by_topic(answer);
-    respond(ctx, &r)
+    quota::answer(ctx, &sessions, context, by_id, &requested, answer, r)
 }
 
 /// The answer's partitions as topics: consecutive partitions of one topic

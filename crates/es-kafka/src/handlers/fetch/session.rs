@@ -294,36 +294,78 @@ impl FetchSessions {
                 crate::errors::ResponseError::InvalidFetchSessionEpoch,
             ));
         };
-        let mut out = Vec::new();
-        for (key, p) in answer {
-            let Some(c) = s.partitions.get_mut(&key) else {
-                continue;
-            };
-            let mut must = !p.records.is_empty();
-            if c.high_watermark != p.high_watermark {
-                must = true;
-                c.high_watermark = p.high_watermark;
-            }
-            if c.log_start_offset != p.log_start_offset {
-                must = true;
-                c.log_start_offset = p.log_start_offset;
-            }
-            if p.error_code != crate::errors::NONE {
-                // Sent again once the error is gone.
-                c.high_watermark = -1;
-                must = true;
-            }
-            if must {
-                if !p.records.is_empty() {
-                    if let Some(c) = s.partitions.shift_remove(&key) {
-                        s.partitions.insert(key.clone(), c);
-                    }
-                }
-                out.push((key, p));
-            }
-        }
-        Ok(out)
+        Ok(select_incremental(&mut s.partitions, answer))
     }
+
+    /// What [`FetchSessions::answer_incremental`] would answer, the session
+    /// left as it is (Kafka sizes a response before it decides to throttle,
+    /// and a throttled fetch changes no session).
+    pub fn preview_incremental(
+        &self,
+        id: i32,
+        epoch: i32,
+        answer: Vec<(PartKey, FetchedPartition)>,
+    ) -> Result<Vec<(PartKey, FetchedPartition)>, i16> {
+        let mut partitions = {
+            let sessions = self.sessions.lock();
+            match sessions.get(&id).filter(|s| s.epoch == epoch) {
+                Some(s) => s.partitions.clone(),
+                None => {
+                    return Err(crate::errors::code(
+                        crate::errors::ResponseError::InvalidFetchSessionEpoch,
+                    ))
+                }
+            }
+        };
+        Ok(select_incremental(&mut partitions, answer))
+    }
+
+    /// Whether session `id` is still at `epoch` (Kafka's check of a
+    /// throttled incremental fetch).
+    pub fn at_epoch(&self, id: i32, epoch: i32) -> bool {
+        self.sessions
+            .lock()
+            .get(&id)
+            .is_some_and(|s| s.epoch == epoch)
+    }
+}
+
+/// Kafka's `IncrementalFetchContext.updateAndGenerateResponseData` over a
+/// session's partitions: those the answer must hold, each remembered as
+/// told.
+fn select_incremental(
+    partitions: &mut IndexMap<PartKey, Cached>,
+    answer: Vec<(PartKey, FetchedPartition)>,
+) -> Vec<(PartKey, FetchedPartition)> {
+    let mut out = Vec::new();
+    for (key, p) in answer {
+        let Some(c) = partitions.get_mut(&key) else {
+            continue;
+        };
+        let mut must = !p.records.is_empty();
+        if c.high_watermark != p.high_watermark {
+            must = true;
+            c.high_watermark = p.high_watermark;
+        }
+        if c.log_start_offset != p.log_start_offset {
+            must = true;
+            c.log_start_offset = p.log_start_offset;
+        }
+        if p.error_code != crate::errors::NONE {
+            // Sent again once the error is gone.
+            c.high_watermark = -1;
+            must = true;
+        }
+        if must {
+            if !p.records.is_empty() {
+                if let Some(c) = partitions.shift_remove(&key) {
+                    partitions.insert(key.clone(), c);
+                }
+            }
+            out.push((key, p));
+        }
+    }
+    out
 }
 
 /// Makes room for a session of `size` partitions in a full cache: Kafka's
