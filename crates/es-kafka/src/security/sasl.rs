@@ -361,6 +361,13 @@ impl SaslSession {
                 let creds = self.credentials.clone();
                 let msg = token.to_vec();
                 let reauth = self.reauthenticating;
+                // At most as many argon2 checks at once as the machine has
+                // cores: each holds ~19 MiB while it runs, and waiting
+                // logins cost only their connection.
+                let _permit = argon2_permits()
+                    .acquire()
+                    .await
+                    .map_err(|e| format!("Authentication failed: {e}"))?;
                 let principal = tokio::task::spawn_blocking(move || creds.authenticate_plain(&msg))
                     .await
                     .map_err(|e| format!("Authentication failed: {e}"))?
@@ -418,6 +425,18 @@ fn decode<T: Decodable>(frame: &Bytes, key: ApiKey, version: i16) -> Option<(Req
     let header = RequestHeader::decode(&mut body, key.request_header_version(version)).ok()?;
     let req = T::decode(&mut body, version).ok()?;
     Some((header, req))
+}
+
+/// The permits of concurrent argon2 checks (API keys): one per core, so
+/// that a flood of PLAIN logins with made-up keys holds at most that many
+/// argon2 memory blocks (~19 MiB each) at once, instead of one per blocking
+/// thread (tokio's pool has 512).
+fn argon2_permits() -> &'static tokio::sync::Semaphore {
+    static PERMITS: std::sync::OnceLock<tokio::sync::Semaphore> = std::sync::OnceLock::new();
+    PERMITS.get_or_init(|| {
+        let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
+        tokio::sync::Semaphore::new(cores)
+    })
 }
 
 #[cfg(test)]
