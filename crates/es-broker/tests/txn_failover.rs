@@ -133,10 +133,13 @@ fn an_open_transaction_is_aborted_by_the_new_coordinator_after_kill_9() {
     let dir = tempfile::tempdir().expect("tmp");
     let mut c = Cluster::start_with(dir.path(), 3, 3, &["--replica-lag-time-max-ms", "4000"]);
     c.leader();
-    assert_eq!(
-        create(&c.addr(1), TOPIC, 3, &[("min.insync.replicas", "2")]),
-        0
-    );
+    // Right after the quorum forms, a node may not be registered yet
+    // (INVALID_REPLICATION_FACTOR, 38): wait until all three are.
+    let created = eventually(Duration::from_secs(30), "three brokers to place on", || {
+        let e = create(&c.addr(1), TOPIC, 3, &[("min.insync.replicas", "2")]);
+        (e != 38).then_some(e)
+    });
+    assert_eq!(created, 0);
     let (leader, ..) = eventually(Duration::from_secs(30), "three in sync", || {
         let s = shown(&c.addr(1), TOPIC);
         (s.0 >= 0 && s.3.len() == 3).then_some(s)

@@ -135,7 +135,13 @@ fn three_nodes(dir: &std::path::Path, offsets_partitions: &str) -> Cluster {
         ],
     );
     c.leader();
-    assert_eq!(create(&c.addr(1), TOPIC, 3, &[]), 0);
+    // Right after the quorum forms, a node may not be registered yet
+    // (INVALID_REPLICATION_FACTOR, 38): wait until all three are.
+    let created = eventually(Duration::from_secs(30), "three brokers to place on", || {
+        let e = create(&c.addr(1), TOPIC, 3, &[]);
+        (e != 38).then_some(e)
+    });
+    assert_eq!(created, 0);
     agreed_coordinator(&c, TRANSACTION_KEY, "probe", None);
     agreed_coordinator(&c, GROUP_KEY, "probe", None);
     for t in ["__consumer_offsets", "__transaction_state"] {
