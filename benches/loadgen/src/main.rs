@@ -8,13 +8,26 @@
 //! es-loadgen produce --bootstrap B --topic T [--partitions N] (--records N | --duration-s S)
 //!            [--record-size 256] [--producers 1] [--rate R] [--linger-ms 5]
 //!            [--batch-size 16384] [--acks all] [--max-inflight 5] [--queue-kbytes 4096]
-//!            [--idempotence false] [--timeout-s 120] [--ack-log PATH]
+//!            [--idempotence false] [--timeout-s 120] [--ack-log PATH] [--connect-first false]
 //! es-loadgen consume --bootstrap B --topic T --partitions N --records N [--timeout-s 120]
+//!            [--connect-first false]
 //! es-loadgen e2e     --bootstrap B --topic T --rate R --duration-s S [--record-size 256]
 //!            [--linger-ms 0]
 //! es-loadgen create  --bootstrap B --topic T --partitions N [--replication 1] [--config k=v]...
 //! es-loadgen delete  --bootstrap B --topic T
 //! ```
+//!
+//! Every command also takes `--client-config KEY=VALUE` (repeated): a librdkafka
+//! setting for every client it makes, set after the generator's own so that it
+//! wins; e.g. `security.protocol=SASL_SSL`, `sasl.mechanisms=PLAIN`,
+//! `sasl.username=...`, `sasl.password=...`, `ssl.ca.location=ca.pem` for a TLS
+//! or SASL listener (benches/tls). librdkafka is built with OpenSSL for it.
+//! `produce` and `consume` also take `--connect-first true`: before the clock
+//! starts, each partition's leader is asked for its offsets, so that the
+//! connection to every leader (its TLS handshake and SASL authentication
+//! included) is made outside the timed run; `connect_ms` in the output is how
+//! long that took (librdkafka connects to a leader only once it needs it, apart
+//! from the bootstrap connection, so without it the first records wait for it).
 //!
 //! Producer settings mirror the Java producer's defaults (acks=all, linger.ms=5,
 //! batch.size=16384, 5 requests in flight per connection, TCP_NODELAY, no
@@ -41,7 +54,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
-use rdkafka::client::DefaultClientContext;
+use rdkafka::client::{Client, DefaultClientContext};
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
@@ -212,11 +225,49 @@ fn block_on<F: Future>(f: F) -> F::Output {
     }
 }
 
+/// Applies `--client-config KEY=VALUE` (repeated) to a client's configuration,
+/// over what the generator set itself.
+fn client_config(a: &Args, c: &mut ClientConfig) -> Res<()> {
+    for kv in a.all("client-config") {
+        let (k, v) = kv
+            .split_once('=')
+            .ok_or_else(|| format!("--client-config {kv:?} is not key=value"))?;
+        c.set(k, v);
+    }
+    Ok(())
+}
+
+/// `--connect-first true`: ListOffsets to the leader of each of the first
+/// `partitions` partitions, so that the client is connected (and
+/// authenticated) to every leader before the clock starts. Returns the
+/// milliseconds it took, None without the option.
+fn connect_first<C: ClientContext>(
+    a: &Args,
+    client: &Client<C>,
+    topic: &str,
+    partitions: i32,
+) -> Res<Option<f64>> {
+    if a.opt_str("connect-first").as_deref() != Some("true") {
+        return Ok(None);
+    }
+    let t = Instant::now();
+    for p in 0..partitions {
+        client
+            .fetch_watermarks(topic, p, Duration::from_secs(30))
+            .map_err(|e| format!("connect first (offsets of {topic}/{p}): {e}"))?;
+    }
+    Ok(Some(t.elapsed().as_secs_f64() * 1e3))
+}
+
+fn fmt_ms(ms: Option<f64>) -> String {
+    ms.map_or_else(|| "null".into(), |x| format!("{x:.2}"))
+}
+
 fn admin(a: &Args) -> Res<AdminClient<DefaultClientContext>> {
-    ClientConfig::new()
-        .set("bootstrap.servers", a.str("bootstrap")?)
-        .create()
-        .map_err(|e| format!("admin client: {e}"))
+    let mut c = ClientConfig::new();
+    c.set("bootstrap.servers", a.str("bootstrap")?);
+    client_config(a, &mut c)?;
+    c.create().map_err(|e| format!("admin client: {e}"))
 }
 
 fn create(a: &Args) -> Res<String> {
@@ -342,6 +393,7 @@ fn producer_config(a: &Args, linger_default: u64) -> Res<ClientConfig> {
         )
         .set("socket.nagle.disable", "true")
         .set("message.timeout.ms", "120000");
+    client_config(a, &mut c)?;
     Ok(c)
 }
 
@@ -383,6 +435,7 @@ fn produce(a: &Args) -> Res<String> {
     let chunk = (batch / size as u64).max(1);
     // Connect every producer before the clock starts.
     let mut made = Vec::new();
+    let mut connect_ms: Option<f64> = None;
     for _ in 0..producers {
         let p: BaseProducer<Ctx> = cfg
             .create_with_context(Ctx {
@@ -390,9 +443,20 @@ fn produce(a: &Args) -> Res<String> {
                 lat_us: Mutex::new(Vec::new()),
             })
             .map_err(|e| format!("producer: {e}"))?;
-        p.client()
+        let md = p
+            .client()
             .fetch_metadata(Some(&topic), Duration::from_secs(30))
             .map_err(|e| format!("metadata: {e}"))?;
+        let used = match partitions {
+            Some(n) => n as i32,
+            None => md
+                .topics()
+                .first()
+                .map_or(1, |t| t.partitions().len() as i32),
+        };
+        if let Some(ms) = connect_first(a, p.client(), &topic, used)? {
+            connect_ms = Some(connect_ms.unwrap_or(0.0).max(ms));
+        }
         made.push(p);
     }
     let start = Instant::now();
@@ -489,10 +553,11 @@ fn produce(a: &Args) -> Res<String> {
     }
     let bytes = ok * size as u64;
     Ok(format!(
-        "{{\"ok\":true,\"records\":{ok},\"bytes\":{bytes},\"secs\":{secs:.4},\"records_per_s\":{:.1},\"mb_per_s\":{:.2},\"offered_rate\":{rate},\"send_rate\":{:.1},\"behind_ms\":{behind_ms:.2},\"latency\":{}}}",
+        "{{\"ok\":true,\"records\":{ok},\"bytes\":{bytes},\"secs\":{secs:.4},\"records_per_s\":{:.1},\"mb_per_s\":{:.2},\"offered_rate\":{rate},\"send_rate\":{:.1},\"behind_ms\":{behind_ms:.2},\"connect_ms\":{},\"latency\":{}}}",
         ok as f64 / secs,
         bytes as f64 / secs / 1e6,
         sent as f64 / send_secs.max(1e-9),
+        fmt_ms(connect_ms),
         latency_json(&mut lat)
     ))
 }
@@ -526,6 +591,7 @@ fn consumer(a: &Args, extra: &[(&str, &str)]) -> Res<BaseConsumer> {
     for (k, v) in extra {
         c.set(*k, *v);
     }
+    client_config(a, &mut c)?;
     c.create().map_err(|e| format!("consumer: {e}"))
 }
 
@@ -537,6 +603,7 @@ fn consume(a: &Args) -> Res<String> {
     let c = consumer(a, &[])?;
     c.fetch_metadata(Some(&topic), Duration::from_secs(30))
         .map_err(|e| format!("metadata: {e}"))?;
+    let connect_ms = connect_first(a, c.client(), &topic, partitions)?;
     let mut tpl = TopicPartitionList::new();
     for p in 0..partitions {
         tpl.add_partition_offset(&topic, p, Offset::Beginning)
@@ -560,9 +627,10 @@ fn consume(a: &Args) -> Res<String> {
     }
     let secs = start.elapsed().as_secs_f64();
     Ok(format!(
-        "{{\"ok\":true,\"records\":{n},\"bytes\":{bytes},\"secs\":{secs:.4},\"records_per_s\":{:.1},\"mb_per_s\":{:.2}}}",
+        "{{\"ok\":true,\"records\":{n},\"bytes\":{bytes},\"secs\":{secs:.4},\"records_per_s\":{:.1},\"mb_per_s\":{:.2},\"connect_ms\":{}}}",
         n as f64 / secs,
-        bytes as f64 / secs / 1e6
+        bytes as f64 / secs / 1e6,
+        fmt_ms(connect_ms)
     ))
 }
 
