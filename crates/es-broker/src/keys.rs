@@ -15,7 +15,7 @@ use std::path::PathBuf;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::{bail, Context};
-use es_auth::api_keys::ApiKeys;
+use es_auth::api_keys::{ApiKey, ApiKeys};
 use es_auth::principal::Principal;
 use es_kafka::handlers::api_keys::KeysRequest;
 use es_kafka::security::credentials::API_KEYS_FILE;
@@ -101,6 +101,20 @@ fn print_key(id: &str, principal: &str, created_ms: i64, revoked: bool, descript
     );
 }
 
+/// A new key in `keys`, named `id` or at random: the key and its secret.
+fn new_key(
+    keys: &mut ApiKeys,
+    id: Option<&str>,
+    principal: Principal,
+    description: &Option<String>,
+) -> anyhow::Result<(ApiKey, String)> {
+    match id {
+        Some(id) => keys.create_named(id, principal, description.clone(), now_ms()),
+        None => keys.create(principal, description.clone(), now_ms()),
+    }
+    .map_err(|e| anyhow::anyhow!("{e}"))
+}
+
 pub fn run(args: &KeysArgs) -> anyhow::Result<()> {
     let remote = |target: &Target, config: &Option<PathBuf>| {
         target
@@ -122,12 +136,8 @@ pub fn run(args: &KeysArgs) -> anyhow::Result<()> {
                 .map_err(|e| anyhow::anyhow!("--principal {principal:?}: {e}"))?;
             if let Some(mut broker) = remote(target, command_config)? {
                 // Made here, hashed here: only the hash goes to the broker.
-                let mut fresh = ApiKeys::new();
-                let (key, secret) = match id {
-                    Some(id) => fresh.create_named(id, principal, description.clone(), now_ms()),
-                    None => fresh.create(principal, description.clone(), now_ms()),
-                }
-                .map_err(|e| anyhow::anyhow!("{e}"))?;
+                let (key, secret) =
+                    new_key(&mut ApiKeys::new(), id.as_deref(), principal, description)?;
                 broker.call(&KeysRequest::Create { key: key.clone() })?;
                 println!("{} {secret}", key.id);
                 return Ok(());
@@ -136,11 +146,7 @@ pub fn run(args: &KeysArgs) -> anyhow::Result<()> {
             let _lock = lock(data_dir)?;
             let path = data_dir.join(API_KEYS_FILE);
             let mut keys = ApiKeys::load(&path).map_err(|e| anyhow::anyhow!("{e}"))?;
-            let (key, secret) = match id {
-                Some(id) => keys.create_named(id, principal, description.clone(), now_ms()),
-                None => keys.create(principal, description.clone(), now_ms()),
-            }
-            .map_err(|e| anyhow::anyhow!("{e}"))?;
+            let (key, secret) = new_key(&mut keys, id.as_deref(), principal, description)?;
             keys.save(&path).map_err(|e| anyhow::anyhow!("{e}"))?;
             println!("{} {secret}", key.id);
         }

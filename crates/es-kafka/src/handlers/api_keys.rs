@@ -15,7 +15,7 @@
 use std::sync::Arc;
 
 use bytes::{BufMut, Bytes, BytesMut};
-use es_auth::acl::{java_host_address, AclOperation, ResourceType, CLUSTER_NAME};
+use es_auth::acl::{AclOperation, ResourceType, CLUSTER_NAME};
 use es_auth::api_keys::ApiKey;
 use es_meta::records::{MetaRequest, MetaResponse};
 use serde::{Deserialize, Serialize};
@@ -195,15 +195,11 @@ fn listed(k: &ApiKey) -> ListedKey {
 
 /// Whether the client may perform `op` on the cluster.
 fn allowed(broker: &Broker, client: &Client, op: AclOperation) -> bool {
-    let Some(authorizer) = broker.security().authorizer() else {
-        return true;
+    let who = super::authz::Who {
+        principal: &client.principal,
+        peer: client.peer,
+        internal: client.listener.is_none(),
     };
-    if client.listener.is_none() {
-        return true;
-    }
-    let host = client.peer.map(java_host_address).unwrap_or_default();
-    let principal = client.principal.to_string();
-    let d = authorizer.authorize(&principal, &host, op, ResourceType::Cluster, CLUSTER_NAME);
-    tracing::debug!(principal = %principal, host = %host, operation = %op, allowed = d.allowed, rule = %d, "authorization of an API keys request");
-    d.allowed
+    let api = "ApiKeys (es)";
+    super::authz::allowed(broker, &who, op, ResourceType::Cluster, CLUSTER_NAME, &api)
 }

@@ -9,8 +9,10 @@
 //! authorizer logger does.
 
 use es_auth::acl::{java_host_address, AclOperation, ResourceType, CLUSTER_NAME};
+use es_auth::principal::Principal;
 
 use super::Ctx;
+use crate::broker::Broker;
 
 /// Kafka's message of CLUSTER_AUTHORIZATION_FAILED.
 pub const CLUSTER_AUTHORIZATION_FAILED: &str = "Cluster authorization failed.";
@@ -19,30 +21,56 @@ pub const TOPIC_AUTHORIZATION_FAILED: &str = "Topic authorization failed.";
 /// Kafka's message of GROUP_AUTHORIZATION_FAILED.
 pub const GROUP_AUTHORIZATION_FAILED: &str = "Group authorization failed.";
 
+/// Who asks, for [`allowed`].
+pub struct Who<'a> {
+    pub principal: &'a Principal,
+    pub peer: Option<std::net::IpAddr>,
+    /// Made inside the broker or by a test: never refused.
+    pub internal: bool,
+}
+
+/// Whether `who` may perform `op` on resource `name` of type `rt` (always,
+/// without an authorizer); `api` names the request in the log line.
+pub fn allowed(
+    broker: &Broker,
+    who: &Who<'_>,
+    op: AclOperation,
+    rt: ResourceType,
+    name: &str,
+    api: &dyn std::fmt::Debug,
+) -> bool {
+    let Some(authorizer) = broker.security().authorizer() else {
+        return true;
+    };
+    if who.internal {
+        return true;
+    }
+    let host = who.peer.map(java_host_address).unwrap_or_default();
+    let principal = who.principal.to_string();
+    let d = authorizer.authorize(&principal, &host, op, rt, name);
+    tracing::debug!(
+        principal = %principal,
+        host = %host,
+        operation = %op,
+        resource = %format!("{rt}:{name}"),
+        allowed = d.allowed,
+        rule = %d,
+        api = ?api,
+        "authorization"
+    );
+    d.allowed
+}
+
 impl Ctx {
     /// Whether the principal may perform `op` on resource `name` of type
     /// `rt`.
     pub fn allowed(&self, op: AclOperation, rt: ResourceType, name: &str) -> bool {
-        let Some(authorizer) = self.broker.security().authorizer() else {
-            return true;
+        let who = Who {
+            principal: &self.principal,
+            peer: self.peer,
+            internal: self.internal,
         };
-        if self.internal {
-            return true;
-        }
-        let host = self.peer.map(java_host_address).unwrap_or_default();
-        let principal = self.principal.to_string();
-        let d = authorizer.authorize(&principal, &host, op, rt, name);
-        tracing::debug!(
-            principal = %principal,
-            host = %host,
-            operation = %op,
-            resource = %format!("{rt}:{name}"),
-            allowed = d.allowed,
-            rule = %d,
-            api = ?self.key,
-            "authorization"
-        );
-        d.allowed
+        allowed(&self.broker, &who, op, rt, name, &self.key)
     }
 
     /// The topics among `names` the principal may not perform `op` on.

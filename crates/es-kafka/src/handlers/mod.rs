@@ -361,8 +361,8 @@ async fn dispatch(
                 key,
                 version,
                 subject: (!internal).then(|| {
-                    let client_id = header.client_id.as_deref().unwrap_or("").to_string();
-                    (client.principal.name.clone(), client_id)
+                    let client_id = header.client_id.clone().unwrap_or_default();
+                    (client.principal.clone(), client_id)
                 }),
                 usage: usage.clone(),
                 conn: client.throttle.clone(),

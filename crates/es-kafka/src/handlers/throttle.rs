@@ -29,7 +29,9 @@ use std::task::{Context, Poll};
 use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
+use es_auth::principal::Principal;
 use kafka_protocol::messages::ApiKey;
+use kafka_protocol::protocol::StrBytes;
 use parking_lot::Mutex;
 
 use super::Ctx;
@@ -183,9 +185,9 @@ pub fn patch(frame: Bytes, key: ApiKey, version: i16, ms: i32) -> Bytes {
 pub struct Finish {
     pub key: ApiKey,
     pub version: i16,
-    /// (principal name, client id); `None` for requests made inside the
-    /// broker.
-    pub subject: Option<(String, String)>,
+    /// (principal, client id), shared with the request rather than copied;
+    /// `None` for requests made inside the broker.
+    pub subject: Option<(Arc<Principal>, StrBytes)>,
     pub usage: Arc<Usage>,
     pub conn: Option<Arc<ConnThrottle>>,
 }
@@ -204,7 +206,7 @@ impl Finish {
         let quotas = &broker.security().quotas;
         let nanos = self.usage.handler_nanos.load(Ordering::Relaxed);
         let t = quotas.request.record(
-            user,
+            &user.name,
             client_id,
             nanos_to_percentage(nanos),
             broker.clock().now_ms(),
@@ -324,8 +326,10 @@ mod tests {
     macro_rules! check {
         ($($k:ident => $t:ty),* $(,)?) => {{
             let mut checked = 0;
+            let mut keys = Vec::new();
             $(
                 let key = ApiKey::$k;
+                keys.push(key);
                 let range = crate::versions::SUPPORTED
                     .iter()
                     .find(|r| r.key == key)
@@ -344,13 +348,13 @@ mod tests {
                     checked += 1;
                 }
             )*
-            checked
+            (checked, keys)
         }};
     }
 
     #[test]
     fn throttle_offsets_agree_with_the_crate() {
-        let n = check! {
+        let (n, patched) = check! {
             ListOffsets => ListOffsetsResponse, Metadata => MetadataResponse,
             OffsetCommit => OffsetCommitResponse, OffsetFetch => OffsetFetchResponse,
             FindCoordinator => FindCoordinatorResponse, JoinGroup => JoinGroupResponse,
@@ -387,19 +391,10 @@ mod tests {
             DescribeTopicPartitions => DescribeTopicPartitionsResponse,
         };
         assert!(n > 100, "{n} versions checked");
-        // Every served API not checked above has no field to patch.
+        // Every served API not checked above is one the dispatcher does not
+        // patch: a newly served API lands in neither until it is listed.
         for r in crate::versions::SUPPORTED {
-            let handled = matches!(
-                r.key,
-                ApiKey::Produce
-                    | ApiKey::Fetch
-                    | ApiKey::ApiVersions
-                    | ApiKey::SaslHandshake
-                    | ApiKey::SaslAuthenticate
-                    | ApiKey::DescribeQuorum
-                    | ApiKey::WriteTxnMarkers
-            );
-            if handled {
+            if !patched.contains(&r.key) {
                 assert_eq!(throttle_offset(r.key, r.max), None, "{:?}", r.key);
             }
         }
