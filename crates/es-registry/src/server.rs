@@ -111,11 +111,15 @@ impl Shared {
     }
 }
 
-/// Loads the registry, listens, and serves until `stop` completes.
-pub async fn run(
-    config: Config,
-    stop: impl Future<Output = ()> + Send + 'static,
-) -> Result<(), StartError> {
+/// A registry loaded and listening, not yet serving.
+#[derive(Debug)]
+pub struct Bound {
+    listener: tokio::net::TcpListener,
+    shared: Shared,
+}
+
+/// Loads the registry from `config.data_dir` and binds `config.listen`.
+pub async fn bind(config: Config) -> Result<Bound, StartError> {
     let store = Store::in_dir(&config.data_dir);
     let (store, registry) = tokio::task::spawn_blocking(move || store.load().map(|r| (store, r)))
         .await
@@ -126,17 +130,44 @@ pub async fn run(
             addr: config.listen.clone(),
             source,
         })?;
-    let addr = listener
-        .local_addr()
-        .map_or_else(|_| config.listen.clone(), |a| a.to_string());
     tracing::info!(
         file = %store.path().display(),
         subjects = registry.subjects("", true).len(),
-        "schema registry listening on {addr}"
+        "schema registry loaded"
     );
-    let shared = Shared::new(registry, Some(store), config.cluster_id);
-    axum::serve(listener, crate::http::router(shared))
-        .with_graceful_shutdown(stop)
-        .await
-        .map_err(StartError::Serve)
+    Ok(Bound {
+        listener,
+        shared: Shared::new(registry, Some(store), config.cluster_id),
+    })
+}
+
+impl Bound {
+    /// The address the listener is bound to.
+    pub fn local_addr(&self) -> std::io::Result<std::net::SocketAddr> {
+        self.listener.local_addr()
+    }
+
+    /// Serves until `stop` completes.
+    pub async fn serve(
+        self,
+        stop: impl Future<Output = ()> + Send + 'static,
+    ) -> Result<(), StartError> {
+        axum::serve(self.listener, crate::http::router(self.shared))
+            .with_graceful_shutdown(stop)
+            .await
+            .map_err(StartError::Serve)
+    }
+}
+
+/// Loads the registry, listens (logging "schema registry listening on
+/// ADDR"), and serves until `stop` completes.
+pub async fn run(
+    config: Config,
+    stop: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), StartError> {
+    let bound = bind(config).await?;
+    if let Ok(addr) = bound.local_addr() {
+        tracing::info!("schema registry listening on {addr}");
+    }
+    bound.serve(stop).await
 }
