@@ -259,10 +259,11 @@ impl Registry {
         Ok(())
     }
 
-    /// The texts of every schema `refs` reach, each once, the deepest
-    /// first (the order parsers want them in). A missing reference or a
-    /// chain deeper than [`REFERENCE_DEPTH_MAX`] makes the schema invalid.
-    fn dependencies(&self, refs: &[Reference]) -> Result<Vec<&str>> {
+    /// Every schema `refs` reach, each once, as (the name it is referenced
+    /// by, its text), the deepest first (the order parsers want them in).
+    /// A missing reference or a chain deeper than [`REFERENCE_DEPTH_MAX`]
+    /// makes the schema invalid.
+    fn dependencies<'a>(&'a self, refs: &'a [Reference]) -> Result<Vec<(&'a str, &'a str)>> {
         let mut out = Vec::new();
         let mut seen = std::collections::HashSet::new();
         self.collect_dependencies(refs, 0, &mut seen, &mut out)?;
@@ -271,10 +272,10 @@ impl Registry {
 
     fn collect_dependencies<'a>(
         &'a self,
-        refs: &[Reference],
+        refs: &'a [Reference],
         depth: usize,
         seen: &mut std::collections::HashSet<i32>,
-        out: &mut Vec<&'a str>,
+        out: &mut Vec<(&'a str, &'a str)>,
     ) -> Result<()> {
         if depth >= REFERENCE_DEPTH_MAX {
             return Err(RegistryError::InvalidSchema(format!(
@@ -297,7 +298,7 @@ impl Registry {
             }
             let s = self.schema(id)?;
             self.collect_dependencies(&s.references, depth + 1, seen, out)?;
-            out.push(&s.schema);
+            out.push((&r.name, &s.schema));
         }
         Ok(())
     }

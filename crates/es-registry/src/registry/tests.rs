@@ -281,11 +281,17 @@ fn invalid_schemas_and_subjects_answer_42201_42208() {
         42201
     );
     assert_eq!(code(r.register("s", &avro("not json"), false)), 42201);
-    let json = NewSchema {
-        schema_type: SchemaType::Json,
-        ..avro("{\"type\":\"object\"}")
+    // Protobuf is not parsed yet: refused, not stored unchecked.
+    let proto = NewSchema {
+        schema_type: SchemaType::Protobuf,
+        ..avro("syntax = \"proto3\"; message M { string a = 1; }")
     };
-    assert_eq!(code(r.register("s", &json, false)), 42201);
+    assert_eq!(code(r.register("s", &proto, false)), 42201);
+    let bad_json = NewSchema {
+        schema_type: SchemaType::Json,
+        ..avro("{\"type\":\"objec\"}")
+    };
+    assert_eq!(code(r.register("s", &bad_json, false)), 42201);
     assert_eq!(code(SchemaType::parse(Some("XML"))), 42201);
     assert_eq!(code(r.register("", &avro(V1), false)), 42208);
     assert_eq!(code(r.register("a\u{1}b", &avro(V1), false)), 42208);
