@@ -116,6 +116,8 @@ pub enum MetaEvent {
     TopicConfigs(String),
     /// `""` is the cluster default, otherwise a broker id.
     BrokerConfigs(String),
+    /// The configs of this group id changed.
+    GroupConfigs(String),
     /// Leader or ISR of these partitions changed.
     Leadership {
         name: String,
@@ -145,6 +147,9 @@ pub struct MetaImage {
     pub topics: BTreeMap<String, TopicInfo>,
     /// Dynamic broker configs: `""` is the cluster default, otherwise a broker id.
     pub broker_configs: BTreeMap<String, BTreeMap<String, String>>,
+    /// Group configs by group id (IncrementalAlterConfigs on GROUP).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub group_configs: BTreeMap<String, BTreeMap<String, String>>,
     /// The next producer id to hand out.
     pub next_producer_id: i64,
     /// The group and transaction coordinators' state, by space and key
@@ -781,6 +786,11 @@ impl MetaImage {
                 n,
                 MetaEvent::BrokerConfigs(n.clone()),
             ),
+            ConfigResource::Group(n) => (
+                self.group_configs.entry(n.clone()).or_default(),
+                n,
+                MetaEvent::GroupConfigs(n.clone()),
+            ),
         };
         if a.replace {
             set.clear();
@@ -796,10 +806,18 @@ impl MetaImage {
             }
         }
         let name = name.clone();
-        if let ConfigResource::Broker(n) = &a.resource {
-            if self.broker_configs.get(n).is_some_and(BTreeMap::is_empty) {
-                self.broker_configs.remove(n);
+        match &a.resource {
+            ConfigResource::Broker(n) => {
+                if self.broker_configs.get(n).is_some_and(BTreeMap::is_empty) {
+                    self.broker_configs.remove(n);
+                }
             }
+            ConfigResource::Group(n) => {
+                if self.group_configs.get(n).is_some_and(BTreeMap::is_empty) {
+                    self.group_configs.remove(n);
+                }
+            }
+            ConfigResource::Topic(_) => {}
         }
         ev.push(event);
         ItemResult::ok(&name)

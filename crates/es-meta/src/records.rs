@@ -107,6 +107,9 @@ pub enum ConfigResource {
     Topic(String),
     /// `""` is the cluster-wide default, otherwise a broker id.
     Broker(String),
+    /// A group's configs (Kafka's GROUP config resource, KIP-848), by
+    /// group id; the group need not exist.
+    Group(String),
 }
 
 /// The config changes of one resource: values set (`Some`) or removed (`None`),
