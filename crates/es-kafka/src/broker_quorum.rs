@@ -485,7 +485,8 @@ impl Broker {
                 self.security().apply_metadata(image)
             }
             MetaEvent::ApiKeys => self.apply_api_keys(image),
-            MetaEvent::ClusterId | MetaEvent::Broker(_) => {}
+            // Mirrors are read from the image by the mirror service.
+            MetaEvent::ClusterId | MetaEvent::Broker(_) | MetaEvent::Mirrors => {}
         }
         Ok(())
     }

@@ -33,6 +33,7 @@ use crate::records::{
 
 pub(crate) mod change;
 mod coordinator;
+mod mirror;
 mod reassign;
 mod replication;
 mod security;
@@ -134,6 +135,8 @@ pub enum MetaEvent {
     ClientQuotas,
     /// API keys were added or revoked.
     ApiKeys,
+    /// Mirror links or mirror topics changed.
+    Mirrors,
 }
 
 /// The cluster metadata, as of the last applied entry.
@@ -168,6 +171,12 @@ pub struct MetaImage {
     /// API keys by id, revoked ones kept as tombstones (hashes only).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub api_keys: BTreeMap<String, ApiKey>,
+    /// Mirror links by name (secrets included: see [`crate::mirror`]).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub mirror_links: BTreeMap<String, crate::mirror::MirrorLink>,
+    /// Mirror topics by es topic name.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub mirror_topics: BTreeMap<String, crate::mirror::MirrorTopic>,
 }
 
 /// The name with '.' and '_' made equal: two topics that differ only there
@@ -259,6 +268,9 @@ impl MetaImage {
                     .iter()
                     .map(|n| match self.topics.remove(n) {
                         Some(t) => {
+                            if self.mirror_topics.remove(n).is_some() {
+                                ev.push(MetaEvent::Mirrors);
+                            }
                             ev.push(MetaEvent::TopicDeleted {
                                 name: t.name,
                                 id: t.id,
@@ -326,6 +338,9 @@ impl MetaImage {
                 self.alter_client_quotas(alterations, &mut ev)
             }
             MetaRequest::PutApiKeys { keys } => self.put_api_keys(keys, &mut ev),
+            MetaRequest::PutMirrorLink { link } => self.put_mirror_link(link, &mut ev),
+            MetaRequest::DeleteMirrorLink { name } => self.delete_mirror_link(name, &mut ev),
+            MetaRequest::PutMirrorTopics { topics } => self.put_mirror_topics(topics, &mut ev),
         };
         (resp, ev)
     }
