@@ -229,6 +229,15 @@ pub async fn handle(
                                 code(ResponseError::InvalidTopicException),
                                 format!("Cannot append to internal topic {}", topic.name),
                             )),
+                            // A mirror topic is written by its mirror only,
+                            // until it is promoted.
+                            Ok(_) if crate::mirror::produce_refusal(image.as_deref(), &topic.name).is_some() => {
+                                Err(Refusal::new(
+                                    code(ResponseError::InvalidRequest),
+                                    crate::mirror::produce_refusal(image.as_deref(), &topic.name)
+                                        .unwrap_or_default(),
+                                ))
+                            }
                             Ok(Routed { slot, .. })
                                 if acks == -1
                                     && slot.log.isr_size() < topic.rules().min_insync_replicas =>
