@@ -278,21 +278,22 @@ fn print_link(l: &MirrorLink) {
 }
 
 fn print_status(topics: &[TopicStatus]) {
-    println!("TOPIC\tPARTITION\tSTATE\tSOURCE_HW\tMIRRORED_END\tLAG\tRECORDS");
+    println!("TOPIC\tPARTITION\tSTATE\tSOURCE_HW\tMIRRORED_END\tLAG\tRECORDS\tRECORDS/S");
     for t in topics {
         if t.partitions.is_empty() {
-            println!("{}\t-\t{}\t-\t-\t-\t-", t.topic, t.state);
+            println!("{}\t-\t{}\t-\t-\t-\t-\t-", t.topic, t.state);
         }
         for p in &t.partitions {
             println!(
-                "{}\t{}\t{}\t{}\t{}\t{}\t{}",
+                "{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}",
                 t.topic,
                 p.partition,
                 t.state,
                 p.source_high_watermark,
                 p.mirrored_end,
                 p.lag,
-                p.records_copied
+                p.records_copied,
+                p.records_per_second
             );
         }
         if let Some(e) = &t.error {

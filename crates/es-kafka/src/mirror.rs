@@ -45,6 +45,9 @@ pub struct PartitionStatus {
     pub lag: i64,
     pub records_copied: u64,
     pub bytes_copied: u64,
+    /// Records copied per second lately (this node, since it started).
+    #[serde(default)]
+    pub records_per_second: u64,
 }
 
 /// A future the service answers with.

@@ -195,15 +195,11 @@ impl MirrorService {
         if let Some(local) = self.broker.topic(&t.topic) {
             for slot in local.partitions() {
                 let end = i64::try_from(slot.log.storage().log_end_offset()).unwrap_or(-1);
-                let s =
-                    stats
-                        .partitions
-                        .get(&slot.index)
-                        .copied()
-                        .unwrap_or(status::PartitionStats {
-                            source_hw: -1,
-                            ..Default::default()
-                        });
+                let s = stats
+                    .partitions
+                    .get(&slot.index)
+                    .copied()
+                    .unwrap_or_else(status::PartitionStats::unknown);
                 partitions.push(PartitionStatus {
                     partition: slot.index,
                     source_high_watermark: s.source_hw,
@@ -215,6 +211,7 @@ impl MirrorService {
                     },
                     records_copied: s.records,
                     bytes_copied: s.bytes,
+                    records_per_second: s.records_per_second(),
                 });
             }
         }

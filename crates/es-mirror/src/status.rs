@@ -4,10 +4,16 @@
 //! (writers) and the service (reader); es's log ends are read when asked.
 
 use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
 use crate::copy::Copied;
+
+/// The window a copy rate is measured over.
+const RATE_WINDOW: Duration = Duration::from_secs(1);
+/// A rate older than this reads as 0 (nothing was copied since).
+const RATE_STALE: Duration = Duration::from_secs(5);
 
 /// One partition's counters.
 #[derive(Clone, Copy, Debug, Default)]
@@ -16,6 +22,28 @@ pub struct PartitionStats {
     pub source_hw: i64,
     pub records: u64,
     pub bytes: u64,
+    /// Records per second over the last full window.
+    rate: u64,
+    window: Option<(Instant, u64)>,
+    last_copy: Option<Instant>,
+}
+
+impl PartitionStats {
+    /// No source high watermark known yet, nothing copied.
+    pub fn unknown() -> PartitionStats {
+        PartitionStats {
+            source_hw: -1,
+            ..PartitionStats::default()
+        }
+    }
+
+    /// Records per second copied lately (0 when nothing was for a while).
+    pub fn records_per_second(&self) -> u64 {
+        match self.last_copy {
+            Some(t) if t.elapsed() < RATE_STALE => self.rate,
+            _ => 0,
+        }
+    }
 }
 
 /// One mirror topic's state as its worker last saw it.
@@ -56,10 +84,7 @@ impl Shared {
             .or_default()
             .partitions
             .entry(partition)
-            .or_insert(PartitionStats {
-                source_hw: -1,
-                ..PartitionStats::default()
-            })
+            .or_insert_with(PartitionStats::unknown)
             .source_hw = hw;
     }
 
@@ -70,12 +95,20 @@ impl Shared {
             .or_default()
             .partitions
             .entry(partition)
-            .or_insert(PartitionStats {
-                source_hw: -1,
-                ..PartitionStats::default()
-            });
+            .or_insert_with(PartitionStats::unknown);
         s.records += c.records;
         s.bytes += c.bytes;
+        let now = Instant::now();
+        s.last_copy = Some(now);
+        match s.window {
+            Some((start, n)) if now.duration_since(start) >= RATE_WINDOW => {
+                let secs = now.duration_since(start).as_secs_f64();
+                s.rate = ((n + c.records) as f64 / secs) as u64;
+                s.window = Some((now, 0));
+            }
+            Some((start, n)) => s.window = Some((start, n + c.records)),
+            None => s.window = Some((now, 0)),
+        }
     }
 
     pub fn topic(&self, topic: &str) -> TopicStats {
