@@ -74,6 +74,9 @@ def read_partition(bootstrap, topic, partition, with_bounds=False, start=OFFSET_
                             done = True
                         continue
                     raise KafkaException(m.error())
+                if m.offset() >= high:  # written after the end was taken: not this read's
+                    done = True
+                    break
                 tt, ts = m.timestamp()
                 h = m.headers() or []
                 recs.append({"o": m.offset(), "k": m.key(), "v": m.value(), "h": h, "ts": ts, "tt": tt,

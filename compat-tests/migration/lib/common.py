@@ -18,8 +18,6 @@ PORTS = {
     "kafka": 29092,             # source Apache Kafka, PLAINTEXT
     "kafka_controller": 29093,  # its KRaft controller listener
     "es": 29192,                # target es-broker
-    "es_schema_registry": 29181,  # es services, when the build has them and `none` is not accepted
-    "es_admin": 29644,
 }
 
 

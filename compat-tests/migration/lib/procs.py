@@ -128,7 +128,7 @@ class EsBroker:
         os.makedirs(self.data, exist_ok=True)
         _, helptext = self.help_text()
         extra = []
-        for flag, key in (("--schema-registry-listen", "es_schema_registry"), ("--admin-listen", "es_admin")):
+        for flag in ("--schema-registry-listen", "--admin-listen"):
             if flag in helptext:
                 extra += [flag, "none"]
         self.proc = subprocess.Popen(
