@@ -9,6 +9,7 @@ consumer reading read_committed (MM2's own default is the Java consumer's read_u
 would copy records of aborted transactions), topic configs synced, ACL sync off.
 es -> Kafka (the way back): DefaultReplicationPolicy, so es's topics land on Kafka as
 `es.<topic>` beside the originals, with checkpoints and group-offset sync as above.
+The reverse flow of each is disabled and emits no heartbeats (see flow_props).
 Replication factors are 1: both clusters are single nodes.
 """
 
@@ -24,6 +25,10 @@ def flow_props(src_alias, src_bootstrap, dst_alias, dst_bootstrap, topics, group
         (f"{dst_alias}.bootstrap.servers", dst_bootstrap),
         (f"{src_alias}->{dst_alias}.enabled", "true"),
         (f"{dst_alias}->{src_alias}.enabled", "false"),
+        # Without this, MM2 still runs a worker for the disabled flow (to emit its heartbeats), and
+        # that worker restarts whatever connectors an earlier MM2 stored in that flow's config
+        # topic: the way back would resume the forward flow's connectors.
+        (f"{dst_alias}->{src_alias}.emit.heartbeats.enabled", "false"),
         (f"{src_alias}->{dst_alias}.topics", topics),
         (f"{src_alias}->{dst_alias}.groups", groups),
         ("replication.policy.class", IDENTITY if identity else DEFAULT),
