@@ -108,11 +108,14 @@ def codec_record(codec, i, base_ts):
     return topic, key, value, headers, base_ts + i
 
 
-def compact_record(i, base_ts):
+def compact_record(i, now_ms):
+    """Record i of the compacted topic. Its explicit timestamp is the wall clock: Kafka rolls a
+    segment after segment.ms measured in record timestamps, so timestamps an hour back (the
+    other topics') would leave its segments open, and its cleaner idle, for a long while."""
     rid = f"compact-{i}"
     key = f"ckey-{i % COMPACT_KEYS}".encode()
     value = None if i % 7 == 6 else f"{rid}|v{i}".encode() * (1 + i % 5)
-    return "mig-compact", key, value, [("id", rid.encode())], base_ts + i
+    return "mig-compact", key, value, [("id", rid.encode())], now_ms
 
 
 class Producers:
@@ -172,7 +175,7 @@ class Producers:
         for k in range(count):
             i = self.next["compact"]
             self.next["compact"] += 1
-            self._produce(p, d, compact_record(i, self.base_ts))
+            self._produce(p, d, compact_record(i, int(time.time() * 1000)))
             if rate:
                 ahead = (k + 1) / rate - (time.monotonic() - t0)
                 if ahead > 0:
@@ -246,7 +249,7 @@ class Producers:
         while not self.stop_trickle.is_set():
             i = self.next["compact"]
             self.next["compact"] += 1
-            self._produce(p, d, compact_record(i, self.base_ts))
+            self._produce(p, d, compact_record(i, int(time.time() * 1000)))
             p.poll(0)
             self.produced["compact"] += 1
             self.stop_trickle.wait(0.2)
@@ -354,7 +357,7 @@ def read_log(path):
     return out
 
 
-def wait_compacted(bootstrap, timeout_s):
+def wait_compacted(bootstrap, timeout_s=180):
     """Waits until Kafka's cleaner has removed records from every partition of the compacted
     topics (fewer records than offsets between log start and high watermark)."""
     from check import read_partition  # check.py reads partitions; imported here to avoid a cycle
