@@ -7,7 +7,6 @@ it polls a condition until a deadline and fails with a message naming what did n
 condition's last answer, so nothing sleeps and hopes.
 """
 import os
-import sys
 import time
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # compat-tests/migration
@@ -47,7 +46,3 @@ def wait_for(what, cond, timeout_s, interval_s=0.5):
                              + (f" (last: {detail})" if detail is not None else ""))
         time.sleep(interval_s)
 
-
-def die(msg):
-    print(f"migration: FAILED: {msg}", file=sys.stderr, flush=True)
-    sys.exit(1)

@@ -12,7 +12,6 @@ import os
 import signal
 import socket
 import subprocess
-import time
 
 from common import OUT, PORTS, REPO, TrialError, log, wait_for
 

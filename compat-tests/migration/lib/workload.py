@@ -10,9 +10,9 @@ Every record carries a header `id` unique in the trial (so content identifies a 
 explicit CreateTime timestamp, and most carry a key; codec records also carry an empty header
 value, a repeated header key and sometimes a null header value.
 
-Consumer groups (GROUPS): mig-group-a reads mig-single, mig-multi and mig-txn and keeps up with
-the producers; mig-group-b reads the same topics but stops after a fixed number of records, so it
-is far behind when the cut-over comes. Both run read_committed, commit explicitly (synchronously,
+Consumer groups (GROUPS): mig-group-a reads mig-single, mig-multi and mig-txn at a bounded rate
+(sizes()), so it is mid-stream when the cut-over stops it; mig-group-b reads the same topics but
+stops after a fixed number of records, so it is far behind. Both run read_committed, commit explicitly (synchronously,
 the offset after the last record they logged) every COMMIT_EVERY records and when stopped, and
 log each record they consumed (topic, partition, offset, content digest) to a JSON-lines file, so
 the checker can tell whether each record was consumed exactly once across the switch.
@@ -46,13 +46,15 @@ FLUSH_TIMEOUT_S = 60
 
 
 def sizes(quick):
-    """Record counts: (codec records per producer before the mirror, during it; compacted before,
-    during; transactions before, during; how many records mig-group-b reads before it stops)."""
+    """Record counts: codec records per producer before the mirror and during it; compacted
+    records before, during; transactions before, during; how many records mig-group-b reads
+    before it stops; the producers' total rate during the mirror and mig-group-a's reading rate
+    (records/s; below what it must read, so it is mid-stream when the cut-over comes)."""
     if quick:
         return dict(codec_pre=1200, codec_live=600, compact_pre=2000, compact_live=400,
-                    txn_pre=60, txn_live=30, group_b_limit=2500, live_rate=300)
+                    txn_pre=60, txn_live=30, group_b_limit=2500, live_rate=300, group_a_rate=250)
     return dict(codec_pre=6000, codec_live=3000, compact_pre=8000, compact_live=2000,
-                txn_pre=300, txn_live=150, group_b_limit=12000, live_rate=1000)
+                txn_pre=300, txn_live=150, group_b_limit=12000, live_rate=1000, group_a_rate=800)
 
 
 def digest(key, value, headers, ts):
@@ -265,13 +267,13 @@ class Producers:
 class GroupConsumer(threading.Thread):
     """One member of a consumer group on one cluster. Reads GROUP_TOPICS (read_committed), logs
     every record to log_path, commits the offset after the last logged record every COMMIT_EVERY
-    records and at the end. Stops when stop() is called, after `limit` records, or (until_end)
-    once its position has reached end_offsets on every partition."""
+    records and at the end. Reads at most `rate` records/s when given. Stops when stop() is called,
+    after `limit` records, or once its position has reached end_offsets on every partition."""
 
-    def __init__(self, bootstrap, group, log_path, limit=None, end_offsets=None):
+    def __init__(self, bootstrap, group, log_path, limit=None, end_offsets=None, rate=None):
         super().__init__(daemon=True, name=f"{group}@{bootstrap}")
         self.bootstrap, self.group, self.log_path = bootstrap, group, log_path
-        self.limit, self.end_offsets = limit, end_offsets
+        self.limit, self.end_offsets, self.rate = limit, end_offsets, rate
         self.stopping = threading.Event()
         self.count = 0
         self.error = None
@@ -296,9 +298,15 @@ class GroupConsumer(threading.Thread):
                       "isolation.level": "read_committed", "session.timeout.ms": 10000})
         try:
             c.subscribe(GROUP_TOPICS)
+            t0 = time.monotonic()
             with open(self.log_path, "a") as out:
                 while not self.stopping.is_set():
-                    msgs = c.consume(200, 0.5)
+                    if self.rate:  # pacing of a consumer that processes slowly, not a wait
+                        ahead = self.count / self.rate - (time.monotonic() - t0)
+                        if ahead > 0:
+                            self.stopping.wait(ahead)
+                            continue
+                    msgs = c.consume(50 if self.rate else 200, 0.5)
                     for m in msgs:
                         if m.error():
                             if m.error().code() == KafkaError._PARTITION_EOF:
