@@ -149,8 +149,36 @@ fn check(input: &[u8], limits: &DecodeLimits, replica: bool, d: &Decoded) {
     }
 }
 
+/// The process's peak virtual and resident memory (`VmPeak`, `VmHWM`, KiB),
+/// for traces: libzstd allocates with C's malloc, which the counting
+/// allocator does not see.
+fn vm_peak_kib() -> (u64, u64) {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .unwrap_or(0)
+    };
+    (field("VmPeak:"), field("VmHWM:"))
+}
+
 fn bounded(input: &[u8], limits: &DecodeLimits, replica: bool) -> Decoded {
+    let vm_before = if es_fuzz::tracing() {
+        vm_peak_kib()
+    } else {
+        (0, 0)
+    };
     let (d, peak) = peak_during(|| decode(input, limits, replica));
+    if es_fuzz::tracing() {
+        let vm = vm_peak_kib();
+        trace!(
+            "  VmPeak grew by {} KiB, VmHWM by {} KiB",
+            vm.0 - vm_before.0,
+            vm.1 - vm_before.1
+        );
+    }
     let bound = ALLOC_PER_LIMIT_BYTE * limits.records_bytes_max
         + ALLOC_PER_INPUT_BYTE * input.len()
         + ALLOC_SLACK_BYTES;

@@ -26,6 +26,12 @@
 //! (response buffers, `anyhow` errors with their context) of a short
 //! request.
 //!
+//! Seeds: requests captured from clients (`scripts/fuzz-capture`), and one
+//! request for every (api key, version) es serves, written by this target
+//! when `ES_FUZZ_WRITE_SEEDS=DIR` is set: the crate's decoding of a body of
+//! zero bytes (or of 0x01 bytes, for flexible versions, where a zero length
+//! is null), encoded again, after a header with client id `es-fuzz`.
+//!
 //! At start the harness shows what the bounds check is for: a Metadata v12
 //! request of 34 bytes claiming a million topics is refused by es's check,
 //! and the crate alone, given it, allocates tens of megabytes (printed with
@@ -144,10 +150,49 @@ fn show_the_guard() {
     );
 }
 
+/// Writes a minimal request for every (api key, version) es serves to `dir`.
+fn write_seeds(dir: &str) {
+    std::fs::create_dir_all(dir).expect("the seed directory");
+    for range in versions::SUPPORTED {
+        for version in range.min..=range.max {
+            let key = range.key;
+            let header_version = key.request_header_version(version);
+            let crate_version = versions::crate_version(key, version);
+            let body = [0x00u8, 0x01].iter().find_map(|&fill| {
+                let mut zeros = Bytes::from(vec![fill; 64]);
+                let req = RequestKind::decode(key, &mut zeros, crate_version).ok()?;
+                let mut out = BytesMut::new();
+                req.encode(&mut out, crate_version).ok()?;
+                Some(out)
+            });
+            let Some(body) = body else {
+                trace!("no seed for {key:?} v{version}");
+                continue;
+            };
+            let mut seed = BytesMut::new();
+            seed.put_i16(key as i16);
+            seed.put_i16(version);
+            seed.put_i16(7);
+            seed.put_slice(b"es-fuzz");
+            if header_version >= 2 {
+                seed.put_u8(0);
+            }
+            seed.put_slice(&body);
+            let name = format!("{dir}/{:02}-{key:?}-v{version}", key as i16);
+            std::fs::write(name, &seed).expect("a seed file");
+        }
+    }
+}
+
 static START: Once = Once::new();
 
 fuzz_target!(|data: &[u8]| {
-    START.call_once(show_the_guard);
+    START.call_once(|| {
+        if let Ok(dir) = std::env::var("ES_FUZZ_WRITE_SEEDS") {
+            write_seeds(&dir);
+        }
+        show_the_guard();
+    });
     if data.len() < 4 {
         return;
     }
