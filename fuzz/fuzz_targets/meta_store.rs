@@ -15,6 +15,10 @@
 //! after its first frame's index; otherwise the section is the segment's
 //! bytes as they are, named 1, 101, 201, ...
 //!
+//! Seeds: written by this target when `ES_FUZZ_WRITE_SEEDS=DIR` is set, from
+//! es-meta's own types (entries of the kinds a node writes first, a vote, a
+//! purge point, a snapshot of an empty image), in both modes.
+//!
 //! Must hold, against a frame reader written here from the documented
 //! frame (`store/frame.rs`):
 //! - no panic;
@@ -144,7 +148,98 @@ fn build_segments(sections: &[&[u8]], framed: bool) -> Built {
     }
 }
 
+fn lid(term: u64, index: u64) -> openraft::LogId<u64> {
+    openraft::LogId::new(openraft::CommittedLeaderId::new(term, 0), index)
+}
+
+fn entry_json(term: u64, index: u64) -> Vec<u8> {
+    let payload = if index == 1 {
+        openraft::EntryPayload::Blank
+    } else {
+        openraft::EntryPayload::Normal(es_meta::MetaRequest::InitCluster {
+            cluster_id: format!("cluster-{index}"),
+        })
+    };
+    serde_json::to_vec(&Entry {
+        log_id: lid(term, index),
+        payload,
+    })
+    .expect("an entry encodes")
+}
+
+/// Writes seeds in this target's format to `dir`.
+fn write_seeds(dir: &str) {
+    std::fs::create_dir_all(dir).expect("the seed directory");
+    let vote = serde_json::to_vec(&openraft::Vote::new_committed(2, 1)).expect("vote");
+    let committed = serde_json::to_vec(&Some(lid(2, 3))).expect("committed");
+    let purged = serde_json::to_vec(&lid(1, 1)).expect("purged");
+    let snapshot = store::SnapshotFile {
+        meta: openraft::SnapshotMeta {
+            last_log_id: Some(lid(1, 2)),
+            ..Default::default()
+        },
+        image: es_meta::MetaImage::default(),
+    }
+    .to_bytes()
+    .expect("snapshot");
+    let lines = |range: std::ops::RangeInclusive<u64>| {
+        let mut out = Vec::new();
+        for i in range {
+            out.extend_from_slice(&entry_json(1 + i / 3, i));
+            out.push(b'\n');
+        }
+        out
+    };
+    let join = |flags: u8, parts: &[&[u8]]| {
+        let mut out = vec![flags];
+        for (i, p) in parts.iter().enumerate() {
+            if i > 0 {
+                out.extend_from_slice(SEPARATOR);
+            }
+            out.extend_from_slice(p);
+        }
+        out
+    };
+    let framed = |range: std::ops::RangeInclusive<u64>| {
+        let mut out = Vec::new();
+        for i in range {
+            out.extend_from_slice(&frame(i, 1 + i / 3, &entry_json(1 + i / 3, i)));
+        }
+        out
+    };
+    let seeds: Vec<(&str, Vec<u8>)> = vec![
+        ("honest-one-segment", join(0x10, &[b"", b"", b"", b"", &lines(1..=4)])),
+        ("honest-two-segments", join(0x10, &[b"", b"", b"", b"", &lines(1..=3), &lines(4..=6)])),
+        (
+            "all-files-framed",
+            join(0x1f, &[&vote, &committed, &purged, &snapshot, &lines(2..=5)]),
+        ),
+        ("raw-segment-torn-tail", {
+            let mut seg = framed(1..=3);
+            let last = framed(4..=4);
+            seg.extend_from_slice(&last[..last.len() / 2]);
+            join(0x00, &[b"", b"", b"", b"", &seg])
+        }),
+        ("raw-first-segment-corrupt", {
+            let mut seg = framed(1..=2);
+            seg[30] ^= 0x40;
+            join(0x01, &[&vote, b"", b"", b"", &seg, &framed(101..=101)])
+        }),
+        ("snapshot-and-vote", join(0x09, &[&vote, b"", b"", &snapshot])),
+    ];
+    for (name, bytes) in seeds {
+        std::fs::write(format!("{dir}/{name}"), bytes).expect("a seed file");
+    }
+}
+
+static START: std::sync::Once = std::sync::Once::new();
+
 fuzz_target!(|data: &[u8]| {
+    START.call_once(|| {
+        if let Ok(dir) = std::env::var("ES_FUZZ_WRITE_SEEDS") {
+            write_seeds(&dir);
+        }
+    });
     let Some((&flags, rest)) = data.split_first() else {
         return;
     };
