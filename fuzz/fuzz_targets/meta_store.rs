@@ -50,7 +50,12 @@ use openraft::storage::{RaftLogReader, RaftLogStorage};
 type Entry = openraft::Entry<MetaTypes>;
 
 const SEPARATOR: &[u8] = b"|~|";
-const FILES: [&str; 4] = ["vote.json", "committed.json", "purged.json", "snapshot.json"];
+const FILES: [&str; 4] = [
+    "vote.json",
+    "committed.json",
+    "purged.json",
+    "snapshot.json",
+];
 const LEN_MIN: usize = 8 + 8 + 1 + 4;
 const LEN_MAX: usize = 64 * 1024 * 1024;
 
@@ -208,11 +213,20 @@ fn write_seeds(dir: &str) {
         out
     };
     let seeds: Vec<(&str, Vec<u8>)> = vec![
-        ("honest-one-segment", join(0x10, &[b"", b"", b"", b"", &lines(1..=4)])),
-        ("honest-two-segments", join(0x10, &[b"", b"", b"", b"", &lines(1..=3), &lines(4..=6)])),
+        (
+            "honest-one-segment",
+            join(0x10, &[b"", b"", b"", b"", &lines(1..=4)]),
+        ),
+        (
+            "honest-two-segments",
+            join(0x10, &[b"", b"", b"", b"", &lines(1..=3), &lines(4..=6)]),
+        ),
         (
             "all-files-framed",
-            join(0x1f, &[&vote, &committed, &purged, &snapshot, &lines(2..=5)]),
+            join(
+                0x1f,
+                &[&vote, &committed, &purged, &snapshot, &lines(2..=5)],
+            ),
         ),
         ("raw-segment-torn-tail", {
             let mut seg = framed(1..=3);
@@ -225,7 +239,10 @@ fn write_seeds(dir: &str) {
             seg[30] ^= 0x40;
             join(0x01, &[&vote, b"", b"", b"", &seg, &framed(101..=101)])
         }),
-        ("snapshot-and-vote", join(0x09, &[&vote, b"", b"", &snapshot])),
+        (
+            "snapshot-and-vote",
+            join(0x09, &[&vote, b"", b"", &snapshot]),
+        ),
     ];
     for (name, bytes) in seeds {
         std::fs::write(format!("{dir}/{name}"), bytes).expect("a seed file");
@@ -307,21 +324,36 @@ fuzz_target!(|data: &[u8]| {
         if i < last && (!whole || frames.is_empty()) && flags & 0x04 == 0 {
             // A damaged or empty segment before the last one is never a torn
             // tail. (With a purge point, segments it covers go unread.)
-            assert!(opened.is_err(), "segment {i} of {} is damaged, yet the store opened", segments.len());
+            assert!(
+                opened.is_err(),
+                "segment {i} of {} is damaged, yet the store opened",
+                segments.len()
+            );
         }
         intact.extend(frames);
     }
     match &opened {
         Ok(entries) => {
             for w in entries.windows(2) {
-                assert_eq!(w[1].log_id.index, w[0].log_id.index + 1, "indexes consecutive");
+                assert_eq!(
+                    w[1].log_id.index,
+                    w[0].log_id.index + 1,
+                    "indexes consecutive"
+                );
             }
             for e in entries {
                 let id = (e.log_id.index, e.log_id.leader_id.term);
-                assert!(intact.contains(&id), "entry {id:?} is no intact frame of the input");
+                assert!(
+                    intact.contains(&id),
+                    "entry {id:?} is no intact frame of the input"
+                );
             }
             if honest {
-                assert_eq!(entries.len() as u64, built.entries, "an honest log opens whole");
+                assert_eq!(
+                    entries.len() as u64,
+                    built.entries,
+                    "an honest log opens whole"
+                );
             }
         }
         Err(e) => assert!(!honest, "an honest directory did not open: {e}"),

@@ -74,7 +74,9 @@ enum Outcome {
     Header(String),
     Body(String),
     /// Decoded (the repair copied the frame or not).
-    Decoded { repaired: bool },
+    Decoded {
+        repaired: bool,
+    },
 }
 
 /// The steps of `handlers::dispatch` up to the handler call.

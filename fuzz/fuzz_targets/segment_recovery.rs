@@ -61,7 +61,11 @@ const NOW_MS: i64 = 1_700_000_000_000;
 fn record_len(b: &[u8]) -> Option<usize> {
     let raw = u32::from_be_bytes(b.get(..4)?.try_into().ok()?);
     let body = (raw & !EXT_BIT) as usize;
-    let min = if raw & EXT_BIT != 0 { BODY_MIN + 5 } else { BODY_MIN };
+    let min = if raw & EXT_BIT != 0 {
+        BODY_MIN + 5
+    } else {
+        BODY_MIN
+    };
     if !(min..=BODY_MAX).contains(&body) || b.len() < 4 + body {
         return None;
     }
@@ -186,10 +190,15 @@ fuzz_target!(|data: &[u8]| {
         "read {read} bytes of files of {files_bytes}"
     );
     let bound = 16 * files_bytes as usize + 256 * 1024;
-    assert!(peak <= bound, "recovery allocated {peak} bytes at once, over {bound}");
+    assert!(
+        peak <= bound,
+        "recovery allocated {peak} bytes at once, over {bound}"
+    );
 
     let valid = seg.valid_len();
-    let file_now = fs.read_all(&dir.join(format!("{stem}{LOG_SUFFIX}"))).unwrap();
+    let file_now = fs
+        .read_all(&dir.join(format!("{stem}{LOG_SUFFIX}")))
+        .unwrap();
     assert!(valid <= log.len() as u64);
     if rep.scanned {
         let (len, count, next) = good_prefix(&log, base);
@@ -197,7 +206,11 @@ fuzz_target!(|data: &[u8]| {
         assert_eq!(rep.records, Some(count));
         assert_eq!(seg.end_offset(), next);
         if active {
-            assert_eq!(file_now, log[..len], "the active segment is cut to what it keeps");
+            assert_eq!(
+                file_now,
+                log[..len],
+                "the active segment is cut to what it keeps"
+            );
             assert_eq!(rep.truncated_bytes, (log.len() - len) as u64);
         } else {
             assert_eq!(file_now, log, "a sealed segment's file is left whole");
@@ -212,11 +225,17 @@ fuzz_target!(|data: &[u8]| {
         .unwrap_or_else(|e| panic!("a kept record does not read back: {e}"));
         assert_eq!(seen, count);
     } else {
-        assert!(!active || clean, "an unclean active segment is always scanned");
+        assert!(
+            !active || clean,
+            "an unclean active segment is always scanned"
+        );
         assert_eq!(valid, log.len() as u64, "a trusted segment is kept whole");
         assert_eq!(file_now, log);
         if log.is_empty() {
-            assert!(index.is_empty(), "an empty log is trusted with an empty index only");
+            assert!(
+                index.is_empty(),
+                "an empty log is trusted with an empty index only"
+            );
             assert_eq!(seg.end_offset(), base);
             return;
         }
@@ -229,7 +248,9 @@ fuzz_target!(|data: &[u8]| {
             let (offset, n) =
                 good_record(&log[at..]).expect("every record after the last index entry is good");
             assert!(offset >= next);
-            next = offset.checked_add(1).expect("no kept record has the last offset");
+            next = offset
+                .checked_add(1)
+                .expect("no kept record has the last offset");
             at += n;
         }
         assert_eq!(at, log.len());
@@ -261,5 +282,7 @@ fn index_is_sorted(index: &[u8]) -> bool {
         })
         .collect();
     entries.first() == Some(&(0, 0))
-        && entries.windows(2).all(|w| w[1].0 > w[0].0 && w[1].1 > w[0].1)
+        && entries
+            .windows(2)
+            .all(|w| w[1].0 > w[0].0 && w[1].1 > w[0].1)
 }
