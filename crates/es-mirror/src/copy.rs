@@ -36,7 +36,9 @@ pub struct Copied {
 /// The buffers of every partition a worker copies.
 #[derive(Default)]
 pub struct Gather {
-    pending: HashMap<(String, i32), Pending>,
+    /// By es topic, then partition: a record looks its buffer up without
+    /// allocating.
+    pending: HashMap<String, HashMap<i32, Pending>>,
 }
 
 impl Gather {
@@ -50,10 +52,13 @@ impl Gather {
         if offset < floor {
             return false;
         }
-        let p = self
-            .pending
-            .entry((topic.to_string(), m.partition()))
-            .or_default();
+        if !self.pending.contains_key(topic) {
+            self.pending.insert(topic.to_string(), HashMap::new());
+        }
+        let Some(by_partition) = self.pending.get_mut(topic) else {
+            return false;
+        };
+        let p = by_partition.entry(m.partition()).or_default();
         if p.offsets.last().is_some_and(|&last| offset <= last) {
             return false;
         }
@@ -80,7 +85,8 @@ impl Gather {
     pub fn has(&self, topic: Option<&str>) -> bool {
         self.pending
             .iter()
-            .any(|((t, _), p)| !p.offsets.is_empty() && topic.is_none_or(|x| x == t))
+            .filter(|(t, _)| topic.is_none_or(|x| x == t.as_str()))
+            .any(|(_, ps)| ps.values().any(|p| !p.offsets.is_empty()))
     }
 
     /// Appends what is gathered (for `topic` only, when given) and waits
@@ -91,8 +97,13 @@ impl Gather {
         topic: Option<&str>,
     ) -> Vec<((String, i32), Result<Copied, String>)> {
         let mut out = Vec::new();
-        for ((t, partition), p) in self.pending.iter_mut() {
-            if p.offsets.is_empty() || topic.is_some_and(|x| x != t) {
+        let entries = self
+            .pending
+            .iter_mut()
+            .filter(|(t, _)| topic.is_none_or(|x| x == t.as_str()))
+            .flat_map(|(t, ps)| ps.iter_mut().map(move |(partition, p)| (t, partition, p)));
+        for (t, partition, p) in entries {
+            if p.offsets.is_empty() {
                 continue;
             }
             let result = match local_partition(broker, t, *partition) {
