@@ -5,8 +5,8 @@
 //! A link holds the source's bootstrap servers and the client settings to
 //! reach it in librdkafka's names (`security.protocol`, `sasl.*`, `ssl.*`),
 //! secrets included: the mirror must log in to the source, so they cannot be
-//! hashed. They are kept as the other credentials are (the metadata log and
-//! its materialised file, mode 0600) and never listed: [`MirrorLink::redacted`].
+//! hashed. They are kept in clear in the metadata log (files of mode 0600;
+//! no other file holds them) and never listed: [`MirrorLink::redacted`].
 //! A mirror topic's records are written only by the mirror until it is
 //! promoted; promotion is final.
 
