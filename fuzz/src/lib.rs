@@ -14,6 +14,8 @@
 //! - [`plain`]: the API keys PLAIN checks: two live keys hashed with the
 //!   cheapest argon2id parameters (es-auth reads the cost from each stored PHC
 //!   string) and one revoked key.
+//! - [`alloc`]: a counting global allocator, for the targets that bound the
+//!   memory one decode may take by a multiple of its input.
 //! - [`Sampler`]: how often the harness lets an input pay for an argon2id
 //!   verification with es's real cost (the dummy hash an unknown API key id is
 //!   checked against, about 20 ms here).
@@ -23,6 +25,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 
+pub mod alloc;
 pub mod plain;
 pub mod scram;
 pub mod template;

@@ -100,6 +100,15 @@ impl Remote {
     /// Connects to `bootstrap` and logs in as `config` (a Kafka client
     /// properties file; none: PLAINTEXT) says.
     pub fn connect(bootstrap: &str, config: Option<&Path>) -> anyhow::Result<Remote> {
+        Remote::connect_with_timeout(bootstrap, config, TIMEOUT)
+    }
+
+    /// [`Remote::connect`], waiting up to `timeout` for each answer.
+    pub fn connect_with_timeout(
+        bootstrap: &str,
+        config: Option<&Path>,
+        timeout: Duration,
+    ) -> anyhow::Result<Remote> {
         let props: BTreeMap<String, String> = match config {
             Some(path) => crate::settings::read_properties(path)?
                 .into_iter()
@@ -118,7 +127,7 @@ impl Remote {
         };
         let tcp =
             TcpStream::connect(bootstrap).with_context(|| format!("connecting to {bootstrap}"))?;
-        tcp.set_read_timeout(Some(TIMEOUT))?;
+        tcp.set_read_timeout(Some(timeout))?;
         tcp.set_write_timeout(Some(TIMEOUT))?;
         let stream: Box<dyn Stream> = if tls {
             let host = bootstrap
@@ -219,18 +228,7 @@ impl Remote {
 
     /// Sends one API-keys request; its answer, or its error.
     pub fn call(&mut self, req: &KeysRequest) -> anyhow::Result<KeysResponse> {
-        self.correlation_id += 1;
-        let mut body = BytesMut::new();
-        body.put_i16(ES_API_KEYS);
-        body.put_i16(0);
-        body.put_i32(self.correlation_id);
-        body.put_slice(&serde_json::to_vec(req)?);
-        self.send(&body)?;
-        let resp = self.receive()?;
-        let json = resp
-            .get(4..)
-            .context("a response without its correlation id")?;
-        let r: KeysResponse = serde_json::from_slice(json).context("the broker's answer")?;
+        let r: KeysResponse = self.call_json(ES_API_KEYS, req)?;
         if r.error_code != 0 {
             bail!(
                 "the broker refused (error {}): {}",
@@ -239,6 +237,27 @@ impl Remote {
             );
         }
         Ok(r)
+    }
+
+    /// Sends one of es's own requests (api key `api_key`, version 0, a
+    /// JSON body); its JSON answer.
+    pub fn call_json<Req: serde::Serialize, Resp: serde::de::DeserializeOwned>(
+        &mut self,
+        api_key: i16,
+        req: &Req,
+    ) -> anyhow::Result<Resp> {
+        self.correlation_id += 1;
+        let mut body = BytesMut::new();
+        body.put_i16(api_key);
+        body.put_i16(0);
+        body.put_i32(self.correlation_id);
+        body.put_slice(&serde_json::to_vec(req)?);
+        self.send(&body)?;
+        let resp = self.receive()?;
+        let json = resp
+            .get(4..)
+            .context("a response without its correlation id")?;
+        serde_json::from_slice(json).context("the broker's answer")
     }
 }
 

@@ -11,6 +11,7 @@ mod dump_log;
 mod keys;
 mod keys_remote;
 mod listeners;
+mod mirror_cmd;
 mod quorum;
 mod schema_registry;
 mod settings;
@@ -201,6 +202,9 @@ enum Command {
     Quorum(quorum::QuorumArgs),
     /// Create, list and revoke the API keys SASL/PLAIN authenticates.
     Keys(keys::KeysArgs),
+    /// Mirror topics of a source Kafka cluster at their source offsets:
+    /// links, topics, group offsets, status, promotion.
+    Mirror(mirror_cmd::MirrorArgs),
 }
 
 /// `--sync-mode`.
@@ -283,6 +287,7 @@ fn main() -> anyhow::Result<()> {
         Some(Command::DumpLog(a)) => return dump_log::run(a),
         Some(Command::Quorum(a)) => return quorum::run(a),
         Some(Command::Keys(a)) => return keys::run(a),
+        Some(Command::Mirror(a)) => return mirror_cmd::run(a),
         None => {}
     }
     let security = expanded.security;
@@ -530,7 +535,14 @@ async fn run(
             stop_rx.clone(),
         );
     }
+    // Mirror links (es-broker mirror ...): one worker thread per link,
+    // following the metadata.
+    let mirrors = es_mirror::MirrorService::start(broker.clone());
     es_kafka::server::run(broker.clone(), bound.listeners, stop_rx, DRAIN_TIMEOUT).await;
+    let m = mirrors.clone();
+    tokio::task::spawn_blocking(move || m.shutdown())
+        .await
+        .context("stopping the mirror links")?;
 
     // A cleaner finishes the partition it is on; none runs once we close.
     for task in background {

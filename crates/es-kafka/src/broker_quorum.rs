@@ -28,7 +28,7 @@ use uuid::Uuid;
 
 use super::rebalance::PeriodicElection;
 use super::{AdminError, Broker, BROKER_CONFIGS_FILE};
-use crate::config::DynamicBrokerConfigs;
+use crate::config::{DynamicBrokerConfigs, GroupOverrides};
 use crate::errors::ResponseError;
 use crate::topics::{self, Topic, PARTITIONS_MAX};
 
@@ -177,6 +177,13 @@ impl Broker {
                 me.reconcile_all(&image);
                 me.security().apply_metadata(&image);
                 me.apply_api_keys(&image);
+                me.groups.set_all_group_overrides(
+                    image
+                        .group_configs
+                        .iter()
+                        .map(|(g, c)| (g.clone(), GroupOverrides::from_configs(c)))
+                        .collect(),
+                );
             }
             Ok::<(), StorageError>(())
         })
@@ -465,6 +472,11 @@ impl Broker {
                 }
                 tracing::info!("altered dynamic broker configs");
             }
+            MetaEvent::GroupConfigs(group) => {
+                let configs = image.group_configs.get(group).cloned().unwrap_or_default();
+                self.groups
+                    .set_group_overrides(group, GroupOverrides::from_configs(&configs));
+            }
             MetaEvent::Leadership { name, partitions } => {
                 self.place_partitions(image, name, partitions)?;
             }
@@ -473,7 +485,8 @@ impl Broker {
                 self.security().apply_metadata(image)
             }
             MetaEvent::ApiKeys => self.apply_api_keys(image),
-            MetaEvent::ClusterId | MetaEvent::Broker(_) => {}
+            // Mirrors are read from the image by the mirror service.
+            MetaEvent::ClusterId | MetaEvent::Broker(_) | MetaEvent::Mirrors => {}
         }
         Ok(())
     }
@@ -669,6 +682,36 @@ impl Broker {
                 resource: ConfigResource::Topic(name.to_string()),
                 replace: true,
                 changes: overrides.into_iter().map(|(k, v)| (k, Some(v))).collect(),
+            }],
+        };
+        answer(self.propose(req).await?)
+    }
+
+    /// A group's configs (the GROUP config resource), as the metadata holds
+    /// them: only what was set.
+    pub fn group_configs(&self, group_id: &str) -> BTreeMap<String, String> {
+        self.image()
+            .and_then(|i| i.group_configs.get(group_id).cloned())
+            .unwrap_or_default()
+    }
+
+    /// Replaces group `group_id`'s configs with `configs` (validated by the
+    /// caller), through the quorum; every broker applies them as the entry
+    /// is.
+    pub async fn set_group_configs(
+        &self,
+        group_id: &str,
+        configs: BTreeMap<String, String>,
+        validate_only: bool,
+    ) -> Result<(), AdminError> {
+        if validate_only || configs == self.group_configs(group_id) {
+            return Ok(());
+        }
+        let req = MetaRequest::AlterConfigs {
+            resources: vec![ConfigAlteration {
+                resource: ConfigResource::Group(group_id.to_string()),
+                replace: true,
+                changes: configs.into_iter().map(|(k, v)| (k, Some(v))).collect(),
             }],
         };
         answer(self.propose(req).await?)

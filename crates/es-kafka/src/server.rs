@@ -170,9 +170,14 @@ async fn open(
         drop(permit);
         return;
     };
-    let accept = tls.acceptor().accept(stream);
+    let accept = tls
+        .acceptor()
+        .accept(crate::security::alerts::JavaHandshakeAlerts::new(stream));
     let stream = match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, accept).await {
-        Ok(Ok(s)) => s,
+        Ok(Ok(mut s)) => {
+            s.get_mut().0.handshake_done();
+            s
+        }
         Ok(Err(e)) => {
             tracing::info!(%peer, listener = %name, error = %e, "TLS handshake failed");
             return;

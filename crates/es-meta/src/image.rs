@@ -33,6 +33,7 @@ use crate::records::{
 
 pub(crate) mod change;
 mod coordinator;
+mod mirror;
 mod reassign;
 mod replication;
 mod security;
@@ -116,6 +117,8 @@ pub enum MetaEvent {
     TopicConfigs(String),
     /// `""` is the cluster default, otherwise a broker id.
     BrokerConfigs(String),
+    /// The configs of this group id changed.
+    GroupConfigs(String),
     /// Leader or ISR of these partitions changed.
     Leadership {
         name: String,
@@ -132,6 +135,8 @@ pub enum MetaEvent {
     ClientQuotas,
     /// API keys were added or revoked.
     ApiKeys,
+    /// Mirror links or mirror topics changed.
+    Mirrors,
 }
 
 /// The cluster metadata, as of the last applied entry.
@@ -145,6 +150,9 @@ pub struct MetaImage {
     pub topics: BTreeMap<String, TopicInfo>,
     /// Dynamic broker configs: `""` is the cluster default, otherwise a broker id.
     pub broker_configs: BTreeMap<String, BTreeMap<String, String>>,
+    /// Group configs by group id (IncrementalAlterConfigs on GROUP).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub group_configs: BTreeMap<String, BTreeMap<String, String>>,
     /// The next producer id to hand out.
     pub next_producer_id: i64,
     /// The group and transaction coordinators' state, by space and key
@@ -163,6 +171,12 @@ pub struct MetaImage {
     /// API keys by id, revoked ones kept as tombstones (hashes only).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub api_keys: BTreeMap<String, ApiKey>,
+    /// Mirror links by name (secrets included: see [`crate::mirror`]).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub mirror_links: BTreeMap<String, crate::mirror::MirrorLink>,
+    /// Mirror topics by es topic name.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub mirror_topics: BTreeMap<String, crate::mirror::MirrorTopic>,
 }
 
 /// The name with '.' and '_' made equal: two topics that differ only there
@@ -254,6 +268,9 @@ impl MetaImage {
                     .iter()
                     .map(|n| match self.topics.remove(n) {
                         Some(t) => {
+                            if self.mirror_topics.remove(n).is_some() {
+                                ev.push(MetaEvent::Mirrors);
+                            }
                             ev.push(MetaEvent::TopicDeleted {
                                 name: t.name,
                                 id: t.id,
@@ -321,6 +338,9 @@ impl MetaImage {
                 self.alter_client_quotas(alterations, &mut ev)
             }
             MetaRequest::PutApiKeys { keys } => self.put_api_keys(keys, &mut ev),
+            MetaRequest::PutMirrorLink { link } => self.put_mirror_link(link, &mut ev),
+            MetaRequest::DeleteMirrorLink { name } => self.delete_mirror_link(name, &mut ev),
+            MetaRequest::PutMirrorTopics { topics } => self.put_mirror_topics(topics, &mut ev),
         };
         (resp, ev)
     }
@@ -781,6 +801,11 @@ impl MetaImage {
                 n,
                 MetaEvent::BrokerConfigs(n.clone()),
             ),
+            ConfigResource::Group(n) => (
+                self.group_configs.entry(n.clone()).or_default(),
+                n,
+                MetaEvent::GroupConfigs(n.clone()),
+            ),
         };
         if a.replace {
             set.clear();
@@ -796,10 +821,18 @@ impl MetaImage {
             }
         }
         let name = name.clone();
-        if let ConfigResource::Broker(n) = &a.resource {
-            if self.broker_configs.get(n).is_some_and(BTreeMap::is_empty) {
-                self.broker_configs.remove(n);
+        match &a.resource {
+            ConfigResource::Broker(n) => {
+                if self.broker_configs.get(n).is_some_and(BTreeMap::is_empty) {
+                    self.broker_configs.remove(n);
+                }
             }
+            ConfigResource::Group(n) => {
+                if self.group_configs.get(n).is_some_and(BTreeMap::is_empty) {
+                    self.group_configs.remove(n);
+                }
+            }
+            ConfigResource::Topic(_) => {}
         }
         ev.push(event);
         ItemResult::ok(&name)

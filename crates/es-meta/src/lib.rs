@@ -26,6 +26,7 @@
 
 pub mod control;
 pub mod image;
+pub mod mirror;
 pub mod net;
 pub mod node;
 pub mod quotas;

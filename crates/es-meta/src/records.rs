@@ -107,6 +107,9 @@ pub enum ConfigResource {
     Topic(String),
     /// `""` is the cluster-wide default, otherwise a broker id.
     Broker(String),
+    /// A group's configs (Kafka's GROUP config resource, KIP-848), by
+    /// group id; the group need not exist.
+    Group(String),
 }
 
 /// The config changes of one resource: values set (`Some`) or removed (`None`),
@@ -309,6 +312,17 @@ pub enum MetaRequest {
     /// never replaces a different live key of its id. Hashes only.
     #[serde(rename = "put_api_keys.v1")]
     PutApiKeys { keys: Vec<ApiKey> },
+    /// Creates or replaces a mirror link (`es-broker mirror link create`).
+    #[serde(rename = "put_mirror_link.v1")]
+    PutMirrorLink { link: crate::mirror::MirrorLink },
+    /// Deletes a link that no active or paused mirror topic uses.
+    #[serde(rename = "delete_mirror_link.v1")]
+    DeleteMirrorLink { name: String },
+    /// Adds mirror topics or changes their state (pause, resume, promote).
+    #[serde(rename = "put_mirror_topics.v1")]
+    PutMirrorTopics {
+        topics: Vec<crate::mirror::MirrorTopic>,
+    },
 }
 
 /// A user's credential for one SCRAM mechanism.

@@ -353,7 +353,10 @@ impl Segment {
             return Ok(None);
         }
         // Everything after the last entry, to the end of the file exactly.
-        let mut expect = self.base_offset + last.relative_offset;
+        // Offsets past u64::MAX (a damaged index or record) fail the check.
+        let Some(mut expect) = self.base_offset.checked_add(last.relative_offset) else {
+            return Ok(None);
+        };
         let mut max_ts = i64::MIN;
         let mut end = None;
         let mut in_order = true;
@@ -362,9 +365,13 @@ impl Segment {
                 in_order = false;
                 return false;
             }
-            expect = r.offset + 1;
+            let Some(next) = r.offset.checked_add(1) else {
+                in_order = false;
+                return false;
+            };
+            expect = next;
             max_ts = max_ts.max(r.timestamp_ms);
-            end = Some(r.offset + 1);
+            end = Some(next);
             true
         })?;
         match (scan, end) {
@@ -412,14 +419,19 @@ impl Segment {
                 disorder = Some((at, format!("offset {} out of order", r.offset)));
                 return false;
             }
+            // The last offset has no next one: no log holds it.
+            let Some(next) = r.offset.checked_add(1) else {
+                disorder = Some((at, format!("offset {} has no successor", r.offset)));
+                return false;
+            };
             if policy.wants_entry(out.entries.last().copied(), at) {
                 out.entries.push(IndexEntry {
                     relative_offset: r.offset - self.base_offset,
                     position: at,
                 });
             }
-            expect_min = r.offset + 1;
-            out.end_offset = r.offset + 1;
+            expect_min = next;
+            out.end_offset = next;
             out.max_ts = out.max_ts.max(r.timestamp_ms);
             out.records += 1;
             out.valid_len = at + r.encoded_len as u64;

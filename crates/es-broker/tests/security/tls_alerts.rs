@@ -1,6 +1,7 @@
 //! What a TLS client sees of es's handshake rules: `ssl.enabled.protocols`
-//! applied, and a client certificate from an unknown CA refused with the
-//! alert Java's TLS sends (bad_certificate), which clients' suites expect.
+//! applied, and a client certificate from an unknown CA, or none where one
+//! is required, refused with the alert Java's TLS sends (bad_certificate),
+//! which clients' suites expect.
 
 use std::io::BufReader;
 use std::net::TcpStream;
@@ -73,7 +74,7 @@ fn handshake(
 }
 
 #[test]
-fn enabled_protocols_apply_and_an_unknown_client_ca_gets_bad_certificate() {
+fn enabled_protocols_apply_and_an_unknown_or_missing_client_certificate_gets_bad_certificate() {
     let dir = tempfile::tempdir().expect("tmp");
     let pki = Pki::new(&dir.path().join("pki"));
     let other = Pki::new(&dir.path().join("other"));
@@ -117,5 +118,17 @@ fn enabled_protocols_apply_and_an_unknown_client_ca_gets_bad_certificate() {
         )),
         "a client certificate of another CA"
     );
+    // No certificate at all (librdkafka sends none when the server's CA
+    // list does not name its issuer): Java's "Empty client certificate
+    // chain", bad_certificate, not rustls's certificate_required.
+    assert_eq!(
+        handshake(&b.addr, v12, &pki.ca, None),
+        Err(rustls::Error::AlertReceived(
+            AlertDescription::BadCertificate
+        )),
+        "no client certificate under TLS 1.2"
+    );
+    handshake(&b.addr, v12, &pki.ca, Some((&good_cert, &good_key)))
+        .expect("the listener still serves");
     b.stop();
 }

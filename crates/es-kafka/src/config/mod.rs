@@ -18,6 +18,8 @@
 //! settings) are accepted and kept without effect. Every other broker config
 //! is read-only.
 //!
+//! Group configs (the GROUP resource of KIP-848) are in [`group`].
+//!
 //! The parts: [`table`] lists the configs, [`validate`] checks values
 //! against it, [`broker`] holds the broker-level settings and dynamic
 //! configs, [`topic`] a topic's configuration over them, and [`rules`] the
@@ -25,6 +27,7 @@
 
 pub mod broker;
 pub mod broker_only;
+pub mod group;
 pub mod rules;
 pub mod table;
 pub mod topic;
@@ -40,6 +43,9 @@ pub use broker::{
     TRANSACTION_STATE_SEGMENT_BYTES,
 };
 pub use broker_only::broker_dynamic_def;
+pub use group::{
+    describe_group, group_config_def, validate_group_config, GroupConfigDef, GroupOverrides,
+};
 pub use rules::{CleanupPolicy, TimestampType, TopicRules};
 pub use table::{
     topic_config_def, ConfigSource, ConfigType, TopicConfigDef, INTERNAL_SEGMENT_BYTES,

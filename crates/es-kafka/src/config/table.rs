@@ -27,6 +27,8 @@ pub enum ConfigSource {
     DynamicDefaultBroker = 3,
     StaticBroker = 4,
     Default = 5,
+    /// Set on a group (Kafka's GROUP_CONFIG).
+    Group = 8,
 }
 
 /// How a value is checked.

@@ -29,6 +29,8 @@ pub mod store;
 
 pub use coordinator::Coordinator;
 
+use crate::config::GroupOverrides;
+
 /// A monotonic instant in milliseconds, relative to the coordinator's start.
 pub type Millis = u64;
 
@@ -75,6 +77,23 @@ pub struct GroupConfig {
     /// (the group is "Assigning"); a heartbeat after the interval computes
     /// the next one. 0 computes it at every bump, as Kafka before 4.3 did.
     pub consumer_assignment_interval_ms: i32,
+}
+
+impl GroupConfig {
+    /// These settings with a group's own configs (the GROUP config
+    /// resource) in place of the broker's.
+    pub fn with_overrides(mut self, o: &GroupOverrides) -> GroupConfig {
+        if let Some(v) = o.consumer_session_timeout_ms {
+            self.consumer_session_timeout_ms = v;
+        }
+        if let Some(v) = o.consumer_heartbeat_interval_ms {
+            self.consumer_heartbeat_interval_ms = v;
+        }
+        if let Some(v) = o.consumer_assignment_interval_ms {
+            self.consumer_assignment_interval_ms = v;
+        }
+        self
+    }
 }
 
 /// es's `group.initial.rebalance.delay.ms` default (Kafka's is 3000); see

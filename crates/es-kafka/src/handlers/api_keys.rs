@@ -72,11 +72,17 @@ impl KeysResponse {
 /// Answers one request frame (the body after the size prefix); the response
 /// frame with its size prefix.
 pub async fn handle(broker: &Arc<Broker>, client: &Client, frame: &Bytes) -> Bytes {
+    let answer = answer(broker, client, frame).await;
+    respond_json(frame, &answer)
+}
+
+/// The response frame of es's own requests: size prefix, the request's
+/// correlation id, the JSON answer.
+pub(super) fn respond_json<T: Serialize>(frame: &Bytes, answer: &T) -> Bytes {
     let correlation_id = frame
         .get(4..8)
         .map_or(0, |b| i32::from_be_bytes([b[0], b[1], b[2], b[3]]));
-    let answer = answer(broker, client, frame).await;
-    let json = serde_json::to_vec(&answer).unwrap_or_default();
+    let json = serde_json::to_vec(answer).unwrap_or_default();
     let mut out = BytesMut::with_capacity(8 + json.len());
     out.put_i32(i32::try_from(4 + json.len()).unwrap_or(i32::MAX));
     out.put_i32(correlation_id);
@@ -84,21 +90,28 @@ pub async fn handle(broker: &Arc<Broker>, client: &Client, frame: &Bytes) -> Byt
     out.freeze()
 }
 
-async fn answer(broker: &Arc<Broker>, client: &Client, frame: &Bytes) -> KeysResponse {
+/// The JSON body of one of es's own requests (version 0, at most
+/// `bytes_max` bytes), or the error to answer.
+pub(super) fn json_body(frame: &Bytes, bytes_max: usize) -> Result<&[u8], (ResponseError, String)> {
     let version = frame.get(2..4).map(|b| i16::from_be_bytes([b[0], b[1]]));
     if version != Some(0) {
-        return KeysResponse::error(ResponseError::UnsupportedVersion, "version 0 only");
+        return Err((ResponseError::UnsupportedVersion, "version 0 only".into()));
     }
     let body = frame.get(8..).unwrap_or_default();
-    if body.len() > KEYS_REQUEST_BYTES_MAX {
-        return KeysResponse::error(
+    if body.len() > bytes_max {
+        return Err((
             ResponseError::InvalidRequest,
-            format!(
-                "a request of {} bytes, more than {KEYS_REQUEST_BYTES_MAX}",
-                body.len()
-            ),
-        );
+            format!("a request of {} bytes, more than {bytes_max}", body.len()),
+        ));
     }
+    Ok(body)
+}
+
+async fn answer(broker: &Arc<Broker>, client: &Client, frame: &Bytes) -> KeysResponse {
+    let body = match json_body(frame, KEYS_REQUEST_BYTES_MAX) {
+        Ok(b) => b,
+        Err((e, m)) => return KeysResponse::error(e, m),
+    };
     let req: KeysRequest = match serde_json::from_slice(body) {
         Ok(r) => r,
         Err(e) => return KeysResponse::error(ResponseError::InvalidRequest, e.to_string()),
@@ -195,11 +208,21 @@ fn listed(k: &ApiKey) -> ListedKey {
 
 /// Whether the client may perform `op` on the cluster.
 fn allowed(broker: &Broker, client: &Client, op: AclOperation) -> bool {
+    allowed_on_cluster(broker, client, op, "ApiKeys (es)")
+}
+
+/// Whether the client of one of es's own requests (`api`) may perform `op`
+/// on the cluster.
+pub(super) fn allowed_on_cluster(
+    broker: &Broker,
+    client: &Client,
+    op: AclOperation,
+    api: &'static str,
+) -> bool {
     let who = super::authz::Who {
         principal: &client.principal,
         peer: client.peer,
         internal: client.listener.is_none(),
     };
-    let api = "ApiKeys (es)";
     super::authz::allowed(broker, &who, op, ResourceType::Cluster, CLUSTER_NAME, &api)
 }

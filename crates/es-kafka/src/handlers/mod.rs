@@ -22,6 +22,7 @@ pub mod fetch;
 pub mod groups;
 pub mod list_offsets;
 pub mod metadata;
+pub mod mirror_admin;
 pub mod offset_for_leader_epoch;
 pub mod past_crate;
 pub mod produce;
@@ -309,6 +310,13 @@ async fn dispatch(
         turn.wait().await;
         return Ok(Some(
             api_keys::handle(&broker, &client, &frame).await.into(),
+        ));
+    }
+    if prefix.api_key == mirror_admin::ES_MIRROR {
+        let mut turn = turn;
+        turn.wait().await;
+        return Ok(Some(
+            mirror_admin::handle(&broker, &client, &frame).await.into(),
         ));
     }
     match versions::classify(prefix.api_key, prefix.api_version) {

@@ -206,6 +206,8 @@ pub async fn handle(
                 match &resolved {
                     Err((c, m)) => Err(Refusal::new(*c, m.clone())),
                     Ok(topic) => {
+                        let mirror_refusal =
+                            crate::mirror::produce_refusal(image.as_deref(), &topic.name);
                         match route(b, image.as_deref(), Some(topic), pd.index, NO_EPOCH) {
                             Err(m) => {
                                 leaders.note(&m);
@@ -228,6 +230,12 @@ pub async fn handle(
                             Ok(_) if is_internal(&topic.name) => Err(Refusal::new(
                                 code(ResponseError::InvalidTopicException),
                                 format!("Cannot append to internal topic {}", topic.name),
+                            )),
+                            // A mirror topic is written by its mirror only,
+                            // until it is promoted.
+                            Ok(_) if mirror_refusal.is_some() => Err(Refusal::new(
+                                code(ResponseError::InvalidRequest),
+                                mirror_refusal.clone().unwrap_or_default(),
                             )),
                             Ok(Routed { slot, .. })
                                 if acks == -1

@@ -4,6 +4,7 @@
 //! and which listener the request being handled came in on.
 //!
 //! - [`tls`]: rustls server configurations from PEM files, reloadable;
+//! - [`alerts`]: the handshake alert es sends as Java's TLS does;
 //! - [`sasl`]: one connection's SASL exchange (SaslHandshake,
 //!   SaslAuthenticate, re-authentication) against [`credentials`];
 //! - [`credentials`]: the API keys PLAIN checks and the SCRAM credentials.
@@ -11,6 +12,7 @@
 //! What an authenticated principal may do is es-auth's authorizer, applied
 //! by the handlers.
 
+pub mod alerts;
 pub mod credentials;
 pub mod sasl;
 pub mod settings;

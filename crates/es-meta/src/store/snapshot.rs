@@ -59,7 +59,7 @@ pub fn load(fs: &dyn Fs, dir: &Path) -> io::Result<Option<(SnapshotFile, Vec<u8>
 /// The events that describe the whole of `new` to a materializer, given the
 /// image it replaces: `ClusterId` (if set), `Broker` for every broker,
 /// `TopicCreated` for every topic, `TopicDeleted` for every topic of `old`
-/// whose id is gone, and `BrokerConfigs` for every config set of either.
+/// whose id is gone, `BrokerConfigs` and `GroupConfigs` for every config set of either.
 pub fn whole_image_events(old: &MetaImage, new: &MetaImage) -> Vec<MetaEvent> {
     let mut ev = Vec::new();
     if new.cluster_id.is_some() {
@@ -87,6 +87,14 @@ pub fn whole_image_events(old: &MetaImage, new: &MetaImage) -> Vec<MetaEvent> {
         .collect();
     for k in sets {
         ev.push(MetaEvent::BrokerConfigs(k.clone()));
+    }
+    let groups: BTreeSet<&String> = old
+        .group_configs
+        .keys()
+        .chain(new.group_configs.keys())
+        .collect();
+    for g in groups {
+        ev.push(MetaEvent::GroupConfigs(g.clone()));
     }
     let mut touched = Vec::new();
     for (space, keys) in old.coordinator.iter().chain(new.coordinator.iter()) {

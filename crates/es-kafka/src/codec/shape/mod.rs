@@ -122,6 +122,8 @@ pub enum Problem {
     Truncated,
     /// An unsigned varint longer than five bytes (Kafka's limit).
     BadVarint,
+    /// A known tagged field whose value takes `used` of its `declared` bytes.
+    TaggedSize { declared: u64, used: usize },
 }
 
 impl fmt::Display for ShapeError {
@@ -144,6 +146,11 @@ impl fmt::Display for ShapeError {
             Problem::NegativeLength(n) => write!(f, "{}: negative length {n}", self.field),
             Problem::Truncated => write!(f, "{}: cut off by the end of the request", self.field),
             Problem::BadVarint => write!(f, "{}: varint longer than five bytes", self.field),
+            Problem::TaggedSize { declared, used } => write!(
+                f,
+                "{}: tagged field of {declared} bytes whose value takes {used}",
+                self.field
+            ),
         }
     }
 }
@@ -405,6 +412,19 @@ impl<'a> Walk<'a> {
             if let Some(f) = known {
                 let mut inner = Walk::new(value, self.base + value_at);
                 inner.field(f, v, true)?;
+                // The crate reads a known tagged field by its own layout,
+                // not by its declared size, and goes on where the field
+                // ends: bytes of the size that the field leaves unread would
+                // be read as whatever follows (a count, unchecked).
+                if inner.pos != value.len() {
+                    return Err(ShapeError {
+                        field: f.name,
+                        problem: Problem::TaggedSize {
+                            declared: size,
+                            used: inner.pos,
+                        },
+                    });
+                }
                 let growth: i64 = inner.patches.iter().map(Patch::growth).sum();
                 if growth != 0 {
                     // The value's size changes with the strings in it.

@@ -8,6 +8,7 @@ use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use uuid::Uuid;
 
 use super::*;
 use crate::versions::{self, PRODUCE_SERVED_MIN};
@@ -333,6 +334,57 @@ fn a_known_tagged_field_is_held_to_its_size() {
             }
         ),
         "{e}"
+    );
+}
+
+/// A known tagged field must take exactly its declared size. The crate
+/// reads such a field by its layout and goes on after it, so bytes of the
+/// size left unread would be read as what follows: found by fuzzing
+/// (request_decode), a Fetch v18 whose partition's ReplicaDirectoryId (tag 0,
+/// a UUID) declared more than 16 bytes made the crate read a forgotten
+/// topic's partition count of four billion from them and ask for 16 GiB.
+#[test]
+fn a_known_tagged_field_must_fill_its_size() {
+    // Top level: Fetch v15's cluster id, "x" (2 bytes) declared as 3.
+    let mut r = fetch_request(15);
+    r.cluster_id = None;
+    let mut body = encode(&r, 15);
+    assert_eq!(body.pop(), Some(0), "no top-level tags");
+    body.extend_from_slice(&[1, 0, 3, 2, b'x', 0]);
+    let e = check_request(1, 15, &body).expect_err("refused");
+    assert_eq!(e.field, "cluster_id");
+    assert_eq!(
+        e.problem,
+        Problem::TaggedSize {
+            declared: 3,
+            used: 2
+        }
+    );
+    // Inside an array: Fetch v17's ReplicaDirectoryId of one partition,
+    // declared as 16 + 4 bytes, the 4 bytes the crate would read as the
+    // topic's tagged fields, the forgotten topics, ...
+    let mut r = fetch_request(17);
+    r.topics[0].partitions.truncate(1);
+    r.topics[0].partitions[0].replica_directory_id = Uuid::from_bytes([0xab; 16]);
+    let good = encode(&r, 17);
+    assert_eq!(check_request(1, 17, &good), Ok(good.len()));
+    let at = good
+        .windows(18)
+        .position(|w| w[..2] == [0, 16] && w[2..] == [0xab; 16])
+        .expect("the tagged uuid");
+    let mut body = good[..at].to_vec();
+    body.extend_from_slice(&[0, 20]);
+    body.extend_from_slice(&[0xab; 16]);
+    body.extend_from_slice(&[0xff, 0xff, 0xff, 0x0f]);
+    body.extend_from_slice(&good[at + 18..]);
+    let e = check_request(1, 17, &body).expect_err("refused");
+    assert_eq!(e.field, "replica_directory_id");
+    assert_eq!(
+        e.problem,
+        Problem::TaggedSize {
+            declared: 20,
+            used: 16
+        }
     );
 }
 

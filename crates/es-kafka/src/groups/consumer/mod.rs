@@ -292,6 +292,13 @@ fn timeout(ms: i32) -> u64 {
 }
 
 impl ConsumerGroup {
+    /// Runs with `config` from now on (a group config changed): deadlines
+    /// already set keep their time; the next heartbeat of each member sets
+    /// its session deadline and tells it the interval.
+    pub fn set_config(&mut self, config: GroupConfig) {
+        self.config = config;
+    }
+
     pub fn new(group_id: &str, config: GroupConfig) -> Self {
         ConsumerGroup {
             group_id: group_id.to_string(),

@@ -28,6 +28,7 @@ impl Coordinator {
         }
         let now = self.now();
         let group_id = req.group_id.clone();
+        let cfg = st.config_for(self.config, &group_id);
         match st.groups.get_mut(&group_id) {
             None => {
                 // Kafka 4.4: GROUP_ID_NOT_FOUND for any epoch but 0 (a
@@ -35,7 +36,7 @@ impl Coordinator {
                 if req.member_epoch != 0 {
                     return CgHeartbeatResponse::error(GroupError::GroupNotFound { group_id });
                 }
-                let kind = Kind::Consumer(ConsumerGroup::new(&group_id, self.config));
+                let kind = Kind::Consumer(ConsumerGroup::new(&group_id, cfg));
                 if let Err(e) = st.create(&group_id, kind) {
                     return CgHeartbeatResponse::error(e);
                 }
@@ -51,7 +52,7 @@ impl Coordinator {
                         });
                     }
                     tracing::info!(group = %group_id, "converting empty classic group to a consumer group");
-                    g.kind = Kind::Consumer(ConsumerGroup::new(&group_id, self.config));
+                    g.kind = Kind::Consumer(ConsumerGroup::new(&group_id, cfg));
                 }
             }
         }

@@ -51,6 +51,7 @@ use super::consumer::ConsumerGroup;
 use super::error::GroupError;
 use super::store::{self, TYPE_CLASSIC, TYPE_CONSUMER};
 use super::{GroupConfig, Millis, Token};
+use crate::config::GroupOverrides;
 
 pub use failover::{GroupLog, LogFuture};
 
@@ -293,6 +294,9 @@ struct State {
     /// File name -> the group that owns it.
     files: HashMap<String, String>,
     shut_down: bool,
+    /// Group configs (the GROUP config resource) that change how a group
+    /// runs, by group id.
+    overrides: HashMap<String, GroupOverrides>,
 }
 
 impl State {
@@ -346,6 +350,14 @@ impl State {
     }
 
     /// Creates a group, unless its file name belongs to another group.
+    /// The settings group `group_id` runs with: `base` with its own configs.
+    fn config_for(&self, base: GroupConfig, group_id: &str) -> GroupConfig {
+        match self.overrides.get(group_id) {
+            Some(o) => base.with_overrides(o),
+            None => base,
+        }
+    }
+
     fn create(&mut self, group_id: &str, kind: Kind) -> Result<(), GroupError> {
         let file = store::file_name(group_id);
         if let Some(owner) = self.files.get(&file) {
@@ -385,6 +397,31 @@ pub struct Coordinator {
 impl Coordinator {
     pub fn config(&self) -> &GroupConfig {
         &self.config
+    }
+
+    /// Group `group_id`'s configs changed to `o`: a consumer group in
+    /// memory runs with them from its next heartbeat, and one created later
+    /// starts with them.
+    pub fn set_group_overrides(&self, group_id: &str, o: GroupOverrides) {
+        let mut st = self.state.lock();
+        if o.is_empty() {
+            st.overrides.remove(group_id);
+        } else {
+            st.overrides.insert(group_id.to_string(), o);
+        }
+        let cfg = st.config_for(self.config, group_id);
+        if let Some(Kind::Consumer(c)) = st.groups.get_mut(group_id).map(|g| &mut g.kind) {
+            c.set_config(cfg);
+        }
+    }
+
+    /// Replaces every group's configs (the metadata image at start).
+    pub fn set_all_group_overrides(&self, all: HashMap<String, GroupOverrides>) {
+        let mut ids: Vec<String> = self.state.lock().overrides.keys().cloned().collect();
+        ids.extend(all.keys().cloned());
+        for id in ids {
+            self.set_group_overrides(&id, all.get(&id).copied().unwrap_or_default());
+        }
     }
 
     fn now(&self) -> Millis {

@@ -70,6 +70,7 @@ impl State {
     /// offsets), unless its file name belongs to another group.
     pub(super) fn adopt(&mut self, doc: GroupFile, config: GroupConfig) {
         let kind = if doc.group_type == TYPE_CONSUMER {
+            let config = self.config_for(config, &doc.group);
             Kind::Consumer(ConsumerGroup::new(&doc.group, config))
         } else {
             Kind::Classic(ClassicGroup::loaded(

@@ -1,5 +1,5 @@
-//! DescribeConfigs, AlterConfigs and IncrementalAlterConfigs on TOPIC and
-//! BROKER resources: mapping [`crate::config`]'s entries to Kafka's shapes,
+//! DescribeConfigs, AlterConfigs and IncrementalAlterConfigs on TOPIC,
+//! BROKER and GROUP resources: mapping [`crate::config`]'s entries to Kafka's shapes,
 //! checking which resources a request may change, and applying
 //! incremental operations to a set of overrides.
 
@@ -19,8 +19,8 @@ use kafka_protocol::messages::{
 use super::s;
 use crate::broker::AdminError;
 use crate::config::{
-    broker_dynamic_def, topic_config_def, validate_broker_config, validate_topic_config,
-    ConfigError, ConfigType, TopicConfigDef,
+    broker_dynamic_def, describe_group, group_config_def, topic_config_def, validate_broker_config,
+    validate_group_config, validate_topic_config, ConfigSource, ConfigType,
 };
 use crate::errors::{code, ResponseError};
 use crate::handlers::authz::{
@@ -228,6 +228,45 @@ pub fn describe_configs(
                     out.error_message = Some(s(e.message));
                 }
             },
+            RESOURCE_GROUP if name.is_empty() => {
+                out.error_code = code(ResponseError::InvalidRequest);
+                out.error_message = Some(s("Group name must not be empty"));
+            }
+            RESOURCE_GROUP => {
+                let set = b.group_configs(&name);
+                out.configs = describe_group(&set, keys.as_deref())
+                    .into_iter()
+                    .map(|d| {
+                        let mut synonyms = Vec::new();
+                        if d.set_on_group {
+                            synonyms.push((
+                                d.def.name.to_string(),
+                                d.value.clone(),
+                                ConfigSource::Group as i8,
+                            ));
+                        }
+                        synonyms.push((
+                            d.def.broker_name.to_string(),
+                            d.def.default.to_string(),
+                            ConfigSource::Default as i8,
+                        ));
+                        config_result(
+                            v,
+                            Entry {
+                                name: d.def.name,
+                                value: d.value,
+                                source: synonyms[0].2,
+                                ty: d.def.ty,
+                                read_only: false,
+                                doc: d.def.doc,
+                                synonyms,
+                            },
+                            req.include_synonyms,
+                            include_doc,
+                        )
+                    })
+                    .collect();
+            }
             RESOURCE_BROKER_LOGGER => {
                 // Loggers are set by --log-level; report none.
                 out.configs = Vec::new();
@@ -376,16 +415,19 @@ pub async fn alter_configs(
                     .iter()
                     .map(|c| (c.name.as_str(), OP_SET, c.value.is_some())),
             )?;
-            if res.resource_type == RESOURCE_BROKER {
-                let ops: Vec<BrokerOp> = res
+            if res.resource_type == RESOURCE_BROKER || res.resource_type == RESOURCE_GROUP {
+                let ops: Vec<ConfigOp> = res
                     .configs
                     .iter()
-                    .map(|c| BrokerOp {
+                    .map(|c| ConfigOp {
                         name: c.name.to_string(),
                         op: OP_SET,
                         value: c.value.as_ref().map(|v| v.to_string()),
                     })
                     .collect();
+                if res.resource_type == RESOURCE_GROUP {
+                    return alter_group(ctx, &name, &ops, true, req.validate_only).await;
+                }
                 return alter_broker(ctx, &name, &ops, true, req.validate_only).await;
             }
             alter_target(res.resource_type, &name)?;
@@ -432,26 +474,29 @@ pub fn apply_incremental(
             format!("unknown topic config name: {name}"),
         )
     })?;
-    apply_op(overrides, d, name, op, value, |v| {
-        validate_topic_config(name, v)
+    apply_op(overrides, d.ty, d.default, name, op, value, |v| {
+        validate_topic_config(name, v).map_err(AdminError::from)
     })
 }
 
-/// Applies one incremental operation on config `name` (defined by `d`) to
-/// `map`, checking every value it stores with `validate`.
+/// Applies one incremental operation on config `name` (of type `ty`,
+/// default `default`) to `map`, checking every value it stores with
+/// `validate`.
+#[allow(clippy::too_many_arguments)]
 fn apply_op(
     map: &mut BTreeMap<String, String>,
-    d: &TopicConfigDef,
+    ty: ConfigType,
+    default: &str,
     name: &str,
     op: i8,
     value: Option<&str>,
-    validate: impl Fn(Option<&str>) -> Result<(), ConfigError>,
+    validate: impl Fn(Option<&str>) -> Result<(), AdminError>,
 ) -> Result<(), AdminError> {
-    let is_list = d.ty == ConfigType::List;
+    let is_list = ty == ConfigType::List;
     let current = || {
         map.get(name)
             .cloned()
-            .unwrap_or_else(|| d.default.to_string())
+            .unwrap_or_else(|| default.to_string())
     };
     match op {
         OP_SET => {
@@ -496,8 +541,7 @@ fn apply_op(
             return Err(AdminError::new(
                 ResponseError::InvalidConfig,
                 format!(
-                "Config value append/subtract is not allowed for config key {name} of type {:?}",
-                d.ty
+                "Config value append/subtract is not allowed for config key {name} of type {ty:?}"
             ),
             ))
         }
@@ -544,9 +588,9 @@ fn broker_scope(node: i32, name: &str, describe: bool) -> Result<BrokerScope, Ad
     Ok(BrokerScope::ThisBroker)
 }
 
-/// One requested change to a broker config (legacy AlterConfigs is a SET of
-/// every config named, replacing the rest).
-struct BrokerOp {
+/// One requested change to a broker or group config (legacy AlterConfigs
+/// is a SET of every config named, replacing the rest).
+struct ConfigOp {
     name: String,
     op: i8,
     value: Option<String>,
@@ -571,7 +615,7 @@ const THROTTLE_RATES: [&str; 3] = [
 async fn alter_broker(
     ctx: &Ctx,
     name: &str,
-    ops: &[BrokerOp],
+    ops: &[ConfigOp],
     replace: bool,
     validate_only: bool,
 ) -> Result<(), AdminError> {
@@ -621,9 +665,15 @@ async fn alter_broker(
                 let Some(d) = broker_dynamic_def(&o.name) else {
                     continue;
                 };
-                apply_op(map, d, &o.name, o.op, o.value.as_deref(), |v| {
-                    validate_broker_config(&o.name, v)
-                })
+                apply_op(
+                    map,
+                    d.ty,
+                    d.default,
+                    &o.name,
+                    o.op,
+                    o.value.as_deref(),
+                    |v| validate_broker_config(&o.name, v).map_err(AdminError::from),
+                )
                 .map_err(as_invalid_request)?;
             }
             match all.min_insync_violation() {
@@ -631,6 +681,54 @@ async fn alter_broker(
                 None => Ok(()),
             }
         })
+        .await
+}
+
+/// AlterConfigs / IncrementalAlterConfigs on a GROUP resource, as Kafka's
+/// controller: the group name, then each operation over the group's
+/// current configs, then every resulting value (INVALID_CONFIG with
+/// Kafka's message). The group need not exist.
+async fn alter_group(
+    ctx: &Ctx,
+    name: &str,
+    ops: &[ConfigOp],
+    replace: bool,
+    validate_only: bool,
+) -> Result<(), AdminError> {
+    if name.is_empty() {
+        return Err(AdminError::new(
+            ResponseError::InvalidRequest,
+            "Default group resources are not allowed.",
+        ));
+    }
+    let invalid_config = |m: String| AdminError::new(ResponseError::InvalidConfig, m);
+    let mut configs = if replace {
+        BTreeMap::new()
+    } else {
+        ctx.broker.group_configs(name)
+    };
+    for o in ops {
+        let Some(d) = group_config_def(&o.name) else {
+            return Err(invalid_config(format!(
+                "Unknown group config name: {}",
+                o.name
+            )));
+        };
+        apply_op(
+            &mut configs,
+            d.ty,
+            d.default,
+            &o.name,
+            o.op,
+            o.value.as_deref(),
+            |_| Ok(()),
+        )?;
+    }
+    for (k, v) in &configs {
+        validate_group_config(k, Some(v)).map_err(invalid_config)?;
+    }
+    ctx.broker
+        .set_group_configs(name, configs, validate_only)
         .await
 }
 
@@ -657,16 +755,19 @@ pub async fn incremental_alter_configs(
                     .iter()
                     .map(|c| (c.name.as_str(), c.config_operation, c.value.is_some())),
             )?;
-            if res.resource_type == RESOURCE_BROKER {
-                let ops: Vec<BrokerOp> = res
+            if res.resource_type == RESOURCE_BROKER || res.resource_type == RESOURCE_GROUP {
+                let ops: Vec<ConfigOp> = res
                     .configs
                     .iter()
-                    .map(|c| BrokerOp {
+                    .map(|c| ConfigOp {
                         name: c.name.to_string(),
                         op: c.config_operation,
                         value: c.value.as_ref().map(|v| v.to_string()),
                     })
                     .collect();
+                if res.resource_type == RESOURCE_GROUP {
+                    return alter_group(ctx, &name, &ops, false, req.validate_only).await;
+                }
                 return alter_broker(ctx, &name, &ops, false, req.validate_only).await;
             }
             alter_target(res.resource_type, &name)?;

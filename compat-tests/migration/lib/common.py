@@ -1,0 +1,48 @@
+"""Shared bits of the migration trial (compat-tests/migration): paths, the ports it uses, logging,
+and bounded waiting.
+
+Every port the trial opens is in 29000-29999 (PORTS), every file it writes is under
+target/migration/ (OUT). wait_for() is the only way the trial waits for something to become true:
+it polls a condition until a deadline and fails with a message naming what did not happen and the
+condition's last answer, so nothing sleeps and hopes.
+"""
+import os
+import time
+
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # compat-tests/migration
+REPO = os.path.dirname(os.path.dirname(HERE))
+OUT = os.path.join(REPO, "target", "migration")
+
+PORTS = {
+    "kafka": 29092,             # source Apache Kafka, PLAINTEXT
+    "kafka_controller": 29093,  # its KRaft controller listener
+    "es": 29192,                # target es-broker
+}
+
+
+class TrialError(Exception):
+    """The trial could not go on (a process failed, a condition was not met in time)."""
+
+
+def log(msg):
+    print(f"migration: {msg}", flush=True)
+
+
+def wait_for(what, cond, timeout_s, interval_s=0.5):
+    """Polls cond() until it returns a truthy value, which is returned. cond may return
+    (False, detail) to say why not yet; detail goes into the timeout message."""
+    deadline = time.monotonic() + timeout_s
+    detail = None
+    while True:
+        r = cond()
+        if isinstance(r, tuple):
+            ok, detail = r
+        else:
+            ok = r
+        if ok:
+            return r
+        if time.monotonic() >= deadline:
+            raise TrialError(f"timed out after {timeout_s}s waiting for {what}"
+                             + (f" (last: {detail})" if detail is not None else ""))
+        time.sleep(interval_s)
+

@@ -1,0 +1,333 @@
+//! Mirror topics end to end between two real es-broker processes, the first
+//! one the source cluster (es speaks Kafka's protocol, transactions
+//! included, so it stands in for a Kafka cluster here; compat-tests/migration
+//! runs the same path against Apache Kafka). Driven through `es-broker
+//! mirror` as a user drives it: every committed record lands at its source
+//! offset with the same key, value, headers and timestamp, aborted records
+//! and markers stay gaps, producers are refused until promotion, a group's
+//! committed offset is copied unchanged, a restart of the mirror resumes
+//! with nothing written twice, and promotion moves the log end to the
+//! source's so new records continue at the offset consumers expect.
+
+mod common;
+
+use std::process::Command;
+use std::time::Duration;
+
+use common::{client_config, ES_BROKER};
+use es_test_support::wait::eventually;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::message::{Header, Headers, Message, OwnedHeaders};
+use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+use rdkafka::{Offset, TopicPartitionList};
+
+const TIMEOUT: Duration = Duration::from_secs(60);
+const INVALID_REQUEST: i16 = 42;
+
+/// Produce v9 of one record to partition 0: (error code, message).
+fn raw_produce(addr: &str) -> (i16, Option<String>) {
+    use es_kafka::kafka_protocol::messages::{
+        produce_request, ApiKey, ProduceRequest, ProduceResponse, TopicName,
+    };
+    use es_kafka::kafka_protocol::protocol::StrBytes;
+    let mut batch = es_test_support::batch::KafkaBatch::new();
+    batch.record(
+        common::now_ms(),
+        Some(b"x"),
+        Some(b"x"),
+        &[],
+        &es_storage::record::RecordMeta::default(),
+    );
+    let mut pd = produce_request::PartitionProduceData::default();
+    pd.index = 0;
+    pd.records = Some(batch.encode().into());
+    let mut td = produce_request::TopicProduceData::default();
+    td.name = TopicName(StrBytes::from_static_str(TOPIC));
+    td.partition_data = vec![pd];
+    let mut req = ProduceRequest::default();
+    req.acks = -1;
+    req.timeout_ms = 10_000;
+    req.topic_data = vec![td];
+    let mut k = es_test_support::wire::KafkaClient::connect(addr, "mirror-test");
+    let r: ProduceResponse = k.call(ApiKey::Produce, 9, &req);
+    let p = &r.responses[0].partition_responses[0];
+    (
+        p.error_code,
+        p.error_message.as_ref().map(|m| m.to_string()),
+    )
+}
+const TOPIC: &str = "orders";
+
+/// Runs `es-broker mirror ARGS --bootstrap ADDR`; its standard output.
+fn mirror(addr: &str, args: &[&str]) -> String {
+    let out = Command::new(ES_BROKER)
+        .arg("mirror")
+        .args(args)
+        .args(["--bootstrap", addr])
+        .output()
+        .expect("run es-broker mirror");
+    assert!(
+        out.status.success(),
+        "es-broker mirror {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// (partition, mirrored end, lag) of every partition of TOPIC.
+fn status(addr: &str) -> Vec<(i64, i64, i64, String)> {
+    let out = mirror(addr, &["status", TOPIC, "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&out).expect("status json");
+    let mut rows = Vec::new();
+    for t in v["topics"].as_array().expect("topics") {
+        for p in t["partitions"].as_array().expect("partitions") {
+            rows.push((
+                p["partition"].as_i64().unwrap_or(-1),
+                p["mirrored_end"].as_i64().unwrap_or(-1),
+                p["lag"].as_i64().unwrap_or(-1),
+                t["state"].as_str().unwrap_or("").to_string(),
+            ));
+        }
+    }
+    rows
+}
+
+/// Every committed record of TOPIC: (partition, offset, key, value,
+/// headers, timestamp).
+type Row = (
+    i32,
+    i64,
+    Option<Vec<u8>>,
+    Option<Vec<u8>>,
+    Vec<(String, Option<Vec<u8>>)>,
+    i64,
+);
+
+fn read_all(addr: &str, partitions: i32, count: usize) -> Vec<Row> {
+    let c: BaseConsumer = client_config(addr)
+        .set("group.id", "mirror-test-reader")
+        .set("enable.auto.commit", "false")
+        .set("isolation.level", "read_committed")
+        .create()
+        .expect("consumer");
+    let mut tpl = TopicPartitionList::new();
+    for p in 0..partitions {
+        tpl.add_partition_offset(TOPIC, p, Offset::Beginning)
+            .expect("partition");
+    }
+    c.assign(&tpl).expect("assign");
+    let mut rows: Vec<Row> = Vec::new();
+    eventually(TIMEOUT, "every record read", || {
+        while let Some(m) = c.poll(Duration::from_millis(200)) {
+            let m = m.expect("message");
+            let headers = m
+                .headers()
+                .map(|h| {
+                    h.iter()
+                        .map(|x| (x.key.to_string(), x.value.map(<[u8]>::to_vec)))
+                        .collect()
+                })
+                .unwrap_or_default();
+            rows.push((
+                m.partition(),
+                m.offset(),
+                m.key().map(<[u8]>::to_vec),
+                m.payload().map(<[u8]>::to_vec),
+                headers,
+                m.timestamp().to_millis().unwrap_or(-1),
+            ));
+        }
+        (rows.len() >= count).then_some(())
+    });
+    rows.sort_by_key(|r| (r.0, r.1));
+    rows
+}
+
+fn produce_plain(addr: &str, n: usize, from: usize) {
+    let p: BaseProducer = client_config(addr)
+        .set("linger.ms", "5")
+        .create()
+        .expect("producer");
+    for i in from..from + n {
+        let key = format!("k{i}");
+        let value = format!("v{i}");
+        let headers = OwnedHeaders::new().insert(Header {
+            key: "h",
+            value: Some(value.as_bytes()),
+        });
+        let rec = BaseRecord::to(TOPIC)
+            .partition((i % 2) as i32)
+            .key(&key)
+            .payload(&value)
+            .headers(headers)
+            .timestamp(1_700_000_000_000 + i as i64);
+        p.send(rec).expect("send");
+        p.poll(Duration::ZERO);
+    }
+    p.flush(TIMEOUT).expect("flush");
+}
+
+/// Three transactions into partition 0, the middle one aborted.
+fn produce_transactions(addr: &str) {
+    let p: BaseProducer = client_config(addr)
+        .set("transactional.id", "mirror-test-txn")
+        .create()
+        .expect("transactional producer");
+    p.init_transactions(TIMEOUT).expect("init");
+    for (t, abort) in [(0, false), (1, true), (2, false)] {
+        p.begin_transaction().expect("begin");
+        for i in 0..5 {
+            let key = format!("t{t}-{i}");
+            let rec: BaseRecord<'_, String, [u8]> = BaseRecord::to(TOPIC).partition(0).key(&key);
+            p.send(rec).expect("send");
+        }
+        p.flush(TIMEOUT).expect("flush");
+        if abort {
+            p.abort_transaction(TIMEOUT).expect("abort");
+        } else {
+            p.commit_transaction(TIMEOUT).expect("commit");
+        }
+    }
+}
+
+fn high_watermarks(addr: &str) -> Vec<i64> {
+    let c: BaseConsumer = client_config(addr)
+        .set("group.id", "mirror-test-hw")
+        .create()
+        .expect("consumer");
+    (0..2)
+        .map(|p| c.fetch_watermarks(TOPIC, p, TIMEOUT).expect("watermarks").1)
+        .collect()
+}
+
+fn commit_group(addr: &str, group: &str, offsets: &[(i32, i64)]) {
+    let c: BaseConsumer = client_config(addr)
+        .set("group.id", group)
+        .set("enable.auto.commit", "false")
+        .create()
+        .expect("consumer");
+    let mut tpl = TopicPartitionList::new();
+    for (p, o) in offsets {
+        tpl.add_partition_offset(TOPIC, *p, Offset::Offset(*o))
+            .expect("offset");
+    }
+    c.commit(&tpl, rdkafka::consumer::CommitMode::Sync)
+        .expect("commit");
+}
+
+fn committed(addr: &str, group: &str) -> Vec<(i32, Offset)> {
+    let c: BaseConsumer = client_config(addr)
+        .set("group.id", group)
+        .create()
+        .expect("consumer");
+    let mut tpl = TopicPartitionList::new();
+    for p in 0..2 {
+        tpl.add_partition(TOPIC, p);
+    }
+    let got = c.committed_offsets(tpl, TIMEOUT).expect("committed");
+    got.elements()
+        .iter()
+        .map(|e| (e.partition(), e.offset()))
+        .collect()
+}
+
+/// Waits until every partition's mirrored end is the source's last record + 1.
+fn caught_up(target: &str, source_rows: &[Row]) {
+    eventually(TIMEOUT, "the mirror to catch up", || {
+        let st = status(target);
+        let ok = st.len() == 2
+            && st.iter().all(|(p, end, _, _)| {
+                let last = source_rows
+                    .iter()
+                    .filter(|r| r.0 as i64 == *p)
+                    .map(|r| r.1)
+                    .max();
+                last.is_none_or(|l| *end == l + 1)
+            });
+        ok.then_some(())
+    });
+}
+
+#[test]
+fn a_mirror_keeps_source_offsets_resumes_after_a_restart_and_promotes() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let source = common::start(dir.path().join("source"), &["--default-partitions", "2"]);
+    let target_dir = dir.path().join("target");
+    let target = common::start(target_dir.clone(), &[]);
+
+    produce_plain(&source.addr, 20, 0);
+    produce_transactions(&source.addr);
+    commit_group(&source.addr, "app", &[(0, 7), (1, 4)]);
+
+    mirror(
+        &target.addr,
+        &["link", "create", "src", "--source-bootstrap", &source.addr],
+    );
+    mirror(&target.addr, &["topic", "create", TOPIC, "--link", "src"]);
+    mirror(
+        &target.addr,
+        &[
+            "groups",
+            "--link",
+            "src",
+            "--group",
+            "app",
+            "--group-sync-interval-ms",
+            "500",
+        ],
+    );
+    let listed = mirror(&target.addr, &["link", "list"]);
+    assert!(listed.contains("src"), "{listed}");
+
+    // 20 plain records, then 10 committed of the 15 transactional ones.
+    let want = read_all(&source.addr, 2, 30);
+    assert_eq!(want.len(), 30);
+    caught_up(&target.addr, &want);
+    let got = read_all(&target.addr, 2, 30);
+    assert_eq!(got, want, "every record at its source offset, identical");
+    // The aborted transaction left a gap on both.
+    let p0: Vec<i64> = got.iter().filter(|r| r.0 == 0).map(|r| r.1).collect();
+    assert!(p0.windows(2).any(|w| w[1] - w[0] > 1), "gap kept: {p0:?}");
+
+    // Read-only until promoted.
+    let (code, message) = raw_produce(&target.addr);
+    assert_eq!(code, INVALID_REQUEST, "{message:?}");
+    assert!(message.unwrap_or_default().contains("mirror topic"));
+    eventually(TIMEOUT, "the group's offsets copied", || {
+        let c = committed(&target.addr, "app");
+        (c == vec![(0, Offset::Offset(7)), (1, Offset::Offset(4))]).then_some(())
+    });
+
+    // A restart of the mirror (kill -9) resumes at the log end: more
+    // records on the source, none written twice.
+    target.kill();
+    produce_plain(&source.addr, 10, 20);
+    let target = common::start(target_dir, &[]);
+    let hw = high_watermarks(&source.addr);
+    let want = read_all(&source.addr, 2, 40);
+    assert_eq!(want.len(), 40);
+    caught_up(&target.addr, &want);
+    assert_eq!(read_all(&target.addr, 2, 40), want);
+
+    // Promotion: caught up, the ends move to the source's (past the last
+    // transaction's marker), producers are welcome.
+    let out = mirror(&target.addr, &["promote", TOPIC, "--timeout-s", "30"]);
+    assert!(out.contains("promoted orders"), "{out}");
+    let st = status(&target.addr);
+    for (p, end, lag, state) in &st {
+        assert_eq!(state, "promoted");
+        assert_eq!((*end, *lag), (hw[*p as usize], 0), "partition {p}");
+    }
+    let p: BaseProducer = client_config(&target.addr).create().expect("producer");
+    p.send(BaseRecord::to(TOPIC).partition(0).key("new").payload("new"))
+        .expect("queued");
+    p.flush(TIMEOUT).expect("accepted after promotion");
+    let c: BaseConsumer = client_config(&target.addr)
+        .set("group.id", "mirror-test-end")
+        .create()
+        .expect("consumer");
+    let (_, end) = c.fetch_watermarks(TOPIC, 0, TIMEOUT).expect("watermarks");
+    assert_eq!(end, hw[0] + 1, "the new record landed at the source's end");
+    target.stop();
+    source.stop();
+}

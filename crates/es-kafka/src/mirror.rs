@@ -1,0 +1,117 @@
+//! What the request layer knows of mirror topics (the migration issue):
+//! which topics producers may not write (a mirror topic until it is
+//! promoted), and the face of the mirror service (crates/es-mirror), which
+//! copies the source cluster and registers itself here at start
+//! ([`MirrorSlot`]), for `es-broker mirror status` and `promote`.
+//!
+//! This crate never talks to a source cluster: the service does, with a
+//! Kafka client library, so the protocol crate keeps no client of its own
+//! for other clusters.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use es_meta::image::MetaImage;
+use es_meta::mirror::MirrorState;
+use serde::{Deserialize, Serialize};
+
+use crate::broker::Broker;
+
+/// One mirror topic as status reports it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TopicStatus {
+    pub topic: String,
+    pub link: String,
+    pub source_topic: String,
+    /// `active`, `paused`, `promoted`, or `failed` (with `error`).
+    pub state: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    pub partitions: Vec<PartitionStatus>,
+}
+
+/// One partition of a mirror topic.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PartitionStatus {
+    pub partition: i32,
+    /// The source's high watermark when last asked (-1: not known).
+    pub source_high_watermark: i64,
+    /// es's log end offset for the partition.
+    pub mirrored_end: i64,
+    /// `source_high_watermark - mirrored_end` (offsets, including source
+    /// transaction markers not copied yet counted; -1: not known).
+    pub lag: i64,
+    pub records_copied: u64,
+    pub bytes_copied: u64,
+    /// Records copied per second lately (this node, since it started).
+    #[serde(default)]
+    pub records_per_second: u64,
+}
+
+/// A future the service answers with.
+pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
+
+/// The mirror service, as the request layer calls it.
+pub trait MirrorControl: Send + Sync + std::fmt::Debug {
+    /// The live state of the mirror topics this node copies.
+    fn status(&self) -> Vec<TopicStatus>;
+
+    /// Waits until `topic` has caught up with its source (every partition
+    /// within `max_lag` offsets), stops copying it, copies its groups'
+    /// offsets one last time, moves its log ends to the source's and marks
+    /// it promoted in the metadata; what it did, per partition.
+    fn promote(
+        &self,
+        topic: String,
+        max_lag: u64,
+        timeout: Duration,
+    ) -> BoxFuture<Result<Vec<PartitionStatus>, String>>;
+}
+
+/// Where the mirror service registers on a broker (a broker extension:
+/// [`Broker::extension`]).
+#[derive(Debug, Default)]
+pub struct MirrorSlot(OnceLock<Arc<dyn MirrorControl>>);
+
+impl MirrorSlot {
+    /// Registers the service (once; later calls are ignored).
+    pub fn set(&self, control: Arc<dyn MirrorControl>) {
+        let _ = self.0.set(control);
+    }
+
+    pub fn get(&self) -> Option<&Arc<dyn MirrorControl>> {
+        self.0.get()
+    }
+}
+
+impl Broker {
+    /// The mirror service, if one runs on this broker.
+    pub fn mirror_control(&self) -> Option<Arc<dyn MirrorControl>> {
+        self.extension(MirrorSlot::default).get().cloned()
+    }
+}
+
+/// Why producers may not write `topic`: it is a mirror topic that is not
+/// promoted (Kafka's Cluster Linking answers INVALID_REQUEST the same way).
+pub fn produce_refusal(image: Option<&MetaImage>, topic: &str) -> Option<String> {
+    let t = image?.mirror_topics.get(topic)?;
+    (t.state != MirrorState::Promoted).then(|| {
+        format!(
+            "Topic {topic} is a mirror topic of {} through link {}: it is read-only until it is promoted (es-broker mirror promote).",
+            t.source_topic, t.link
+        )
+    })
+}
+
+impl Broker {
+    /// Adds mirror topics or changes their state, through the metadata.
+    pub async fn put_mirror_topics(
+        &self,
+        topics: Vec<es_meta::mirror::MirrorTopic>,
+    ) -> Result<(), crate::broker::AdminError> {
+        self.propose_checked(es_meta::records::MetaRequest::PutMirrorTopics { topics })
+            .await
+    }
+}

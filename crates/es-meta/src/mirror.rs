@@ -1,0 +1,219 @@
+//! Mirror links and mirror topics (the migration issue): what the metadata
+//! keeps so that every node knows which source cluster a link reads, which
+//! es topics follow which source topics, and which are promoted.
+//!
+//! A link holds the source's bootstrap servers and the client settings to
+//! reach it in librdkafka's names (`security.protocol`, `sasl.*`, `ssl.*`),
+//! secrets included: the mirror must log in to the source, so they cannot be
+//! hashed. They are kept in clear in the metadata log (files of mode 0600;
+//! no other file holds them) and never listed: [`MirrorLink::redacted`].
+//! A mirror topic's records are written only by the mirror until it is
+//! promoted; promotion is final.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// Most links a cluster keeps.
+pub const LINKS_MAX: usize = 64;
+/// Most mirror topics a cluster keeps.
+pub const MIRROR_TOPICS_MAX: usize = 10_000;
+/// Most client settings of one link.
+pub const LINK_SETTINGS_MAX: usize = 64;
+/// Longest link name, setting name or value, group name or pattern.
+pub const LINK_TEXT_BYTES_MAX: usize = 16 * 1024;
+/// Most groups or group patterns one link names.
+pub const LINK_GROUPS_MAX: usize = 1_000;
+/// Kafka Cluster Linking's default interval between group offset syncs.
+pub const GROUP_SYNC_INTERVAL_MS_DEFAULT: u64 = 5_000;
+
+/// A connection to a source cluster.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MirrorLink {
+    pub name: String,
+    /// `host:port[,host:port...]`.
+    pub source_bootstrap: String,
+    /// librdkafka client settings for the source (security, SASL, TLS).
+    #[serde(default)]
+    pub source_config: BTreeMap<String, String>,
+    /// Topics of the source mirrored by pattern (a regex over whole names),
+    /// each with a prefix for the es name ("" keeps the name). Topics
+    /// created later on the source that match are mirrored too.
+    #[serde(default)]
+    pub topic_patterns: Vec<TopicPattern>,
+    /// Consumer groups whose committed offsets are copied, by name ...
+    #[serde(default)]
+    pub groups: Vec<String>,
+    /// ... or by pattern (a regex over whole names).
+    #[serde(default)]
+    pub group_patterns: Vec<String>,
+    /// How often group offsets are copied.
+    #[serde(default = "default_sync")]
+    pub group_sync_interval_ms: u64,
+    pub created_ms: i64,
+}
+
+fn default_sync() -> u64 {
+    GROUP_SYNC_INTERVAL_MS_DEFAULT
+}
+
+/// Source topics mirrored by name pattern.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TopicPattern {
+    pub regex: String,
+    #[serde(default)]
+    pub prefix: String,
+}
+
+/// Whether a setting's value is a secret (never listed, never logged).
+pub fn is_secret_setting(name: &str) -> bool {
+    let n = name.to_ascii_lowercase();
+    n.contains("password")
+        || n.contains("secret")
+        || n.contains("jaas")
+        || n == "ssl.key.pem"
+        || n == "ssl.keystore.key"
+        || n.ends_with("token")
+}
+
+impl MirrorLink {
+    /// The link as it may be shown: secret settings' values replaced.
+    pub fn redacted(&self) -> MirrorLink {
+        let mut l = self.clone();
+        for (k, v) in l.source_config.iter_mut() {
+            if is_secret_setting(k) {
+                *v = "[hidden]".into();
+            }
+        }
+        l
+    }
+
+    /// Checks sizes and shapes: why it may not be stored.
+    pub fn validate(&self) -> Result<(), String> {
+        let long = |s: &str| s.len() > LINK_TEXT_BYTES_MAX;
+        if self.name.is_empty()
+            || long(&self.name)
+            || !self
+                .name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
+        {
+            return Err(format!(
+                "a link name is 1 to {LINK_TEXT_BYTES_MAX} of [A-Za-z0-9._-]"
+            ));
+        }
+        if self.source_bootstrap.trim().is_empty() || long(&self.source_bootstrap) {
+            return Err("the source bootstrap servers are missing".into());
+        }
+        if self.source_config.len() > LINK_SETTINGS_MAX {
+            return Err(format!("at most {LINK_SETTINGS_MAX} source settings"));
+        }
+        if self.source_config.iter().any(|(k, v)| long(k) || long(v)) {
+            return Err(format!("a setting longer than {LINK_TEXT_BYTES_MAX} bytes"));
+        }
+        if self.groups.len() + self.group_patterns.len() + self.topic_patterns.len()
+            > LINK_GROUPS_MAX
+        {
+            return Err(format!("at most {LINK_GROUPS_MAX} groups and patterns"));
+        }
+        let texts = self
+            .groups
+            .iter()
+            .chain(&self.group_patterns)
+            .chain(self.topic_patterns.iter().map(|p| &p.regex))
+            .chain(self.topic_patterns.iter().map(|p| &p.prefix));
+        if texts.into_iter().any(|t| long(t)) {
+            return Err(format!(
+                "a name or pattern longer than {LINK_TEXT_BYTES_MAX} bytes"
+            ));
+        }
+        if self.group_sync_interval_ms == 0 {
+            return Err("the group sync interval is at least 1 ms".into());
+        }
+        Ok(())
+    }
+}
+
+/// Where a mirror topic is in its life.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MirrorState {
+    /// Copying from the source; read-only to producers.
+    #[default]
+    Active,
+    /// Not copying (the user paused it); still read-only.
+    Paused,
+    /// Cut over: no longer copied, writable. Final.
+    Promoted,
+}
+
+/// An es topic that follows a source topic.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MirrorTopic {
+    /// The es topic.
+    pub topic: String,
+    pub link: String,
+    /// The source topic it follows.
+    pub source_topic: String,
+    #[serde(default)]
+    pub state: MirrorState,
+    /// When it was promoted (ms since the epoch).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub promoted_ms: Option<i64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn link() -> MirrorLink {
+        MirrorLink {
+            name: "src".into(),
+            source_bootstrap: "kafka1:9092".into(),
+            source_config: [
+                ("security.protocol".to_string(), "SASL_SSL".to_string()),
+                ("sasl.password".to_string(), "s3cret".to_string()),
+            ]
+            .into_iter()
+            .collect(),
+            topic_patterns: Vec::new(),
+            groups: vec!["g".into()],
+            group_patterns: Vec::new(),
+            group_sync_interval_ms: 5_000,
+            created_ms: 1,
+        }
+    }
+
+    #[test]
+    fn secrets_are_never_listed() {
+        let r = link().redacted();
+        assert_eq!(r.source_config["sasl.password"], "[hidden]");
+        assert_eq!(r.source_config["security.protocol"], "SASL_SSL");
+        assert!(!format!("{r:?}").contains("s3cret"));
+    }
+
+    #[test]
+    fn bad_links_are_refused() {
+        assert_eq!(link().validate(), Ok(()));
+        let mut l = link();
+        l.name = "a b".into();
+        assert!(l.validate().is_err());
+        let mut l = link();
+        l.source_bootstrap = " ".into();
+        assert!(l.validate().is_err());
+        let mut l = link();
+        l.group_sync_interval_ms = 0;
+        assert!(l.validate().is_err());
+        let mut l = link();
+        l.groups = vec!["x".repeat(LINK_TEXT_BYTES_MAX + 1)];
+        assert!(l.validate().is_err());
+    }
+
+    #[test]
+    fn old_entries_read_with_defaults() {
+        let t: MirrorTopic =
+            serde_json::from_str(r#"{"topic":"t","link":"src","source_topic":"t"}"#)
+                .expect("parse");
+        assert_eq!(t.state, MirrorState::Active);
+    }
+}

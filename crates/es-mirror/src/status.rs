@@ -1,0 +1,126 @@
+//! What the workers report for `es-broker mirror status`: per link its
+//! last error, per mirror topic its last error and per partition the
+//! source's high watermark and what was copied. Shared between the workers
+//! (writers) and the service (reader); es's log ends are read when asked.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+
+use crate::copy::Copied;
+
+/// The window a copy rate is measured over.
+const RATE_WINDOW: Duration = Duration::from_secs(1);
+/// A rate older than this reads as 0 (nothing was copied since).
+const RATE_STALE: Duration = Duration::from_secs(5);
+
+/// One partition's counters.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct PartitionStats {
+    /// The source's high watermark when last asked (-1: never).
+    pub source_hw: i64,
+    pub records: u64,
+    pub bytes: u64,
+    /// Records per second over the last full window.
+    rate: u64,
+    window: Option<(Instant, u64)>,
+    last_copy: Option<Instant>,
+}
+
+impl PartitionStats {
+    /// No source high watermark known yet, nothing copied.
+    pub fn unknown() -> PartitionStats {
+        PartitionStats {
+            source_hw: -1,
+            ..PartitionStats::default()
+        }
+    }
+
+    /// Records per second copied lately (0 when nothing was for a while).
+    pub fn records_per_second(&self) -> u64 {
+        match self.last_copy {
+            Some(t) if t.elapsed() < RATE_STALE => self.rate,
+            _ => 0,
+        }
+    }
+}
+
+/// One mirror topic's state as its worker last saw it.
+#[derive(Clone, Debug, Default)]
+pub struct TopicStats {
+    pub error: Option<String>,
+    pub partitions: BTreeMap<i32, PartitionStats>,
+}
+
+/// Everything the workers of this node report.
+#[derive(Debug, Default)]
+pub struct Shared {
+    links: Mutex<BTreeMap<String, Option<String>>>,
+    topics: Mutex<BTreeMap<String, TopicStats>>,
+}
+
+impl Shared {
+    pub fn link_error(&self, link: &str, error: Option<String>) {
+        self.links.lock().insert(link.to_string(), error);
+    }
+
+    pub fn link_error_of(&self, link: &str) -> Option<String> {
+        self.links.lock().get(link).cloned().flatten()
+    }
+
+    pub fn topic_error(&self, topic: &str, error: Option<String>) {
+        self.topics
+            .lock()
+            .entry(topic.to_string())
+            .or_default()
+            .error = error;
+    }
+
+    pub fn set_source_hw(&self, topic: &str, partition: i32, hw: i64) {
+        self.topics
+            .lock()
+            .entry(topic.to_string())
+            .or_default()
+            .partitions
+            .entry(partition)
+            .or_insert_with(PartitionStats::unknown)
+            .source_hw = hw;
+    }
+
+    pub fn copied(&self, topic: &str, partition: i32, c: Copied) {
+        let mut t = self.topics.lock();
+        let s = t
+            .entry(topic.to_string())
+            .or_default()
+            .partitions
+            .entry(partition)
+            .or_insert_with(PartitionStats::unknown);
+        s.records += c.records;
+        s.bytes += c.bytes;
+        let now = Instant::now();
+        s.last_copy = Some(now);
+        match s.window {
+            Some((start, n)) if now.duration_since(start) >= RATE_WINDOW => {
+                let secs = now.duration_since(start).as_secs_f64();
+                s.rate = ((n + c.records) as f64 / secs) as u64;
+                s.window = Some((now, 0));
+            }
+            Some((start, n)) => s.window = Some((start, n + c.records)),
+            None => s.window = Some((now, 0)),
+        }
+    }
+
+    pub fn topic(&self, topic: &str) -> TopicStats {
+        self.topics.lock().get(topic).cloned().unwrap_or_default()
+    }
+
+    /// Forgets a link's and its topics' reports (the link was deleted).
+    pub fn forget(&self, link: &str, topics: &[String]) {
+        self.links.lock().remove(link);
+        let mut t = self.topics.lock();
+        for x in topics {
+            t.remove(x);
+        }
+    }
+}

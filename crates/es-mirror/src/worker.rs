@@ -1,0 +1,547 @@
+//! One link's worker: a thread of its own (librdkafka's consumer blocks)
+//! that follows the metadata and copies.
+//!
+//! Every [`REFRESH`] (and whenever the metadata image changes) it reads the
+//! link's mirror topics from the metadata, adds the source topics that match
+//! the link's patterns, creates each es topic with the source's partition
+//! count and topic configs (growing it when the source grows, keeping the
+//! copied configs in sync), and assigns the source partitions whose es
+//! partition this node leads, each at its es log end: the es log is where
+//! a mirror resumes, so a restart of either side continues exactly there.
+//! Between refreshes it polls the source and appends what arrives
+//! ([`crate::copy`]); every link's `group_sync_interval_ms` it copies group
+//! offsets ([`crate::groups`]). Promotion ([`Command::Promote`]) runs here
+//! too, because it needs the consumer: see [`Worker::promote`].
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::Receiver;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use es_kafka::broker::Broker;
+use es_kafka::mirror::PartitionStatus;
+use es_meta::image::MetaImage;
+use es_meta::mirror::{MirrorLink, MirrorState, MirrorTopic};
+use rdkafka::admin::AdminClient;
+use rdkafka::client::DefaultClientContext;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::error::KafkaError;
+use rdkafka::{Offset, TopicPartitionList};
+use regex::Regex;
+use tokio::runtime::Handle;
+
+use crate::copy::{local_partition, Gather};
+use crate::groups::{groups_of, GroupReaders};
+use crate::source::{self, SOURCE_REQUEST_TIMEOUT};
+use crate::status::Shared;
+use crate::topics;
+
+/// How often the worker re-reads the source's topics and its own.
+pub const REFRESH: Duration = Duration::from_secs(5);
+/// Longest one poll waits for records.
+const POLL: Duration = Duration::from_millis(100);
+/// Longest records gather before they are appended.
+const GATHER: Duration = Duration::from_millis(200);
+/// Wait before a failed source connection is tried again, doubling to
+/// [`BACKOFF_MAX`].
+const BACKOFF_MIN: Duration = Duration::from_millis(500);
+const BACKOFF_MAX: Duration = Duration::from_secs(30);
+/// How long the promotion probe waits for the source.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// What the service asks a worker.
+pub enum Command {
+    /// Promote `topic` if every partition is within `max_lag`.
+    Promote {
+        topic: String,
+        max_lag: u64,
+        reply: tokio::sync::oneshot::Sender<Result<Vec<PartitionStatus>, String>>,
+    },
+    /// A promotion did not complete: copy `topic` again.
+    Resume { topic: String },
+}
+
+/// The state of one link's worker.
+pub struct Worker {
+    broker: Arc<Broker>,
+    rt: Handle,
+    link: MirrorLink,
+    shared: Arc<Shared>,
+    consumer: BaseConsumer,
+    admin: AdminClient<DefaultClientContext>,
+    /// Assigned: (es topic, partition) -> source topic.
+    assigned: BTreeMap<(String, i32), String>,
+    /// Source topic -> es topic, for the assigned ones.
+    by_source: HashMap<String, String>,
+    /// What each assigned partition holds (its log end when last looked).
+    floors: HashMap<(String, i32), u64>,
+    gather: Gather,
+    groups: GroupReaders,
+    /// Topics being promoted: not copied.
+    promoting: HashSet<String>,
+    last_refresh: Option<Instant>,
+    last_groups: Option<Instant>,
+    last_image: Option<Arc<MetaImage>>,
+}
+
+/// Runs `link`'s worker until `stop`.
+pub fn run(
+    broker: Arc<Broker>,
+    rt: Handle,
+    link: MirrorLink,
+    stop: Arc<AtomicBool>,
+    commands: Receiver<Command>,
+    shared: Arc<Shared>,
+) {
+    // The broker's coordinators spawn their writes: this thread works in
+    // the broker's runtime.
+    let _in_runtime = rt.enter();
+    let mut backoff = BACKOFF_MIN;
+    let (consumer, admin) = loop {
+        if stop.load(Ordering::Relaxed) {
+            return;
+        }
+        let clients = source::consumer(&link, false)
+            .map_err(|e| e.to_string())
+            .and_then(|c| Ok((c, topics::admin_client(&link)?)));
+        match clients {
+            Ok(c) => break c,
+            Err(e) => {
+                shared.link_error(&link.name, Some(format!("source client: {e}")));
+                std::thread::sleep(backoff);
+                backoff = (backoff * 2).min(BACKOFF_MAX);
+            }
+        }
+    };
+    let mut w = Worker {
+        broker,
+        rt,
+        link,
+        shared,
+        consumer,
+        admin,
+        assigned: BTreeMap::new(),
+        by_source: HashMap::new(),
+        floors: HashMap::new(),
+        gather: Gather::default(),
+        groups: GroupReaders::default(),
+        promoting: HashSet::new(),
+        last_refresh: None,
+        last_groups: None,
+        last_image: None,
+    };
+    tracing::info!(link = %w.link.name, source = %w.link.source_bootstrap, "mirror link started");
+    while !stop.load(Ordering::Relaxed) {
+        let image = w.broker.image();
+        let changed = match (&image, &w.last_image) {
+            (Some(a), Some(b)) => !Arc::ptr_eq(a, b),
+            (a, b) => a.is_some() != b.is_some(),
+        };
+        if changed || w.last_refresh.is_none_or(|t| t.elapsed() >= REFRESH) {
+            w.last_image = image.clone();
+            if let Some(image) = image {
+                match w.refresh(&image) {
+                    Ok(()) => w.shared.link_error(&w.link.name, None),
+                    Err(e) => {
+                        tracing::warn!(link = %w.link.name, error = %e, "mirror refresh failed");
+                        w.shared.link_error(&w.link.name, Some(e));
+                    }
+                }
+            }
+            w.last_refresh = Some(Instant::now());
+        }
+        w.poll_and_copy();
+        while let Ok(cmd) = commands.try_recv() {
+            w.command(cmd);
+        }
+    }
+    w.flush(None);
+    tracing::info!(link = %w.link.name, "mirror link stopped");
+}
+
+impl Worker {
+    /// Follows the metadata and the source: topics, partitions, configs,
+    /// the assignment, group offsets.
+    fn refresh(&mut self, image: &MetaImage) -> Result<(), String> {
+        if let Some(l) = image.mirror_links.get(&self.link.name) {
+            self.link = l.clone();
+        }
+        self.promoting.retain(|t| {
+            image
+                .mirror_topics
+                .get(t)
+                .is_some_and(|m| m.state != MirrorState::Promoted)
+        });
+        self.discover(image)?;
+        let mine: Vec<MirrorTopic> = image
+            .mirror_topics
+            .values()
+            .filter(|t| t.link == self.link.name && t.state == MirrorState::Active)
+            .filter(|t| !self.promoting.contains(&t.topic))
+            .cloned()
+            .collect();
+        let mut want: BTreeMap<(String, i32), (String, u64)> = BTreeMap::new();
+        let mut counts: Vec<(MirrorTopic, i32)> = Vec::new();
+        for mt in &mine {
+            match self.follow_topic(image, mt, &mut want) {
+                Ok(n) => {
+                    self.shared.topic_error(&mt.topic, None);
+                    counts.push((mt.clone(), n));
+                }
+                Err(e) => {
+                    tracing::warn!(topic = %mt.topic, error = %e, "mirror topic not followed");
+                    self.shared.topic_error(&mt.topic, Some(e));
+                }
+            }
+        }
+        self.reassign(want)?;
+        let due = self
+            .last_groups
+            .is_none_or(|t| t.elapsed() >= Duration::from_millis(self.link.group_sync_interval_ms));
+        if due {
+            self.last_groups = Some(Instant::now());
+            self.sync_groups(&counts)?;
+        }
+        Ok(())
+    }
+
+    /// Adds, as mirror topics, the source topics the link's patterns match.
+    fn discover(&mut self, image: &MetaImage) -> Result<(), String> {
+        if self.link.topic_patterns.is_empty() {
+            return Ok(());
+        }
+        let md = self
+            .consumer
+            .fetch_metadata(None, SOURCE_REQUEST_TIMEOUT)
+            .map_err(|e| format!("source metadata: {e}"))?;
+        let mut new = Vec::new();
+        for p in &self.link.topic_patterns {
+            let Ok(re) = Regex::new(&format!("^(?:{})$", p.regex)) else {
+                continue;
+            };
+            for t in md.topics() {
+                let name = t.name();
+                if name.starts_with("__") || !re.is_match(name) {
+                    continue;
+                }
+                let es_name = format!("{}{name}", p.prefix);
+                if image.mirror_topics.contains_key(&es_name) || image.topics.contains_key(&es_name)
+                {
+                    continue;
+                }
+                new.push(MirrorTopic {
+                    topic: es_name,
+                    link: self.link.name.clone(),
+                    source_topic: name.to_string(),
+                    state: MirrorState::Active,
+                    promoted_ms: None,
+                });
+            }
+        }
+        if new.is_empty() {
+            return Ok(());
+        }
+        tracing::info!(link = %self.link.name, topics = new.len(), "new source topics match the link's patterns");
+        let broker = self.broker.clone();
+        self.rt
+            .block_on(async move { broker.put_mirror_topics(new).await })
+            .map_err(|e| format!("adding mirror topics: {}", e.message))
+    }
+
+    /// Creates, grows and configures `mt`'s es topic after its source; adds
+    /// the partitions this node leads to `want` with the offset each
+    /// resumes at. The source's partition count.
+    fn follow_topic(
+        &mut self,
+        image: &MetaImage,
+        mt: &MirrorTopic,
+        want: &mut BTreeMap<(String, i32), (String, u64)>,
+    ) -> Result<i32, String> {
+        let md = self
+            .consumer
+            .fetch_metadata(Some(&mt.source_topic), SOURCE_REQUEST_TIMEOUT)
+            .map_err(|e| format!("source metadata: {e}"))?;
+        let Some(t) = md.topics().iter().find(|t| t.name() == mt.source_topic) else {
+            return Err(format!("source topic {} not found", mt.source_topic));
+        };
+        if let Some(e) = t.error() {
+            return Err(format!("source topic {}: {e:?}", mt.source_topic));
+        }
+        let n = i32::try_from(t.partitions().len()).unwrap_or(i32::MAX);
+        if n == 0 {
+            return Err(format!(
+                "source topic {} has no partitions",
+                mt.source_topic
+            ));
+        }
+        let configs = topics::source_configs(&self.rt, &self.admin, &mt.source_topic)?;
+        topics::ensure_topic(&self.rt, &self.broker, &mt.topic, n, configs)?;
+        let Some(info) = image.topics.get(&mt.topic) else {
+            // Created just now: assigned at the next refresh, once the
+            // metadata has it.
+            self.last_refresh = None;
+            return Ok(n);
+        };
+        for (p, pi) in info.partitions.iter().enumerate() {
+            let p = i32::try_from(p).unwrap_or(i32::MAX);
+            if pi.leader != self.broker.node_id() || p >= n {
+                continue;
+            }
+            let Some(storage) = local_partition(&self.broker, &mt.topic, p) else {
+                continue;
+            };
+            let (low, high) = self
+                .consumer
+                .fetch_watermarks(&mt.source_topic, p, SOURCE_REQUEST_TIMEOUT)
+                .map_err(|e| format!("source offsets of {}-{p}: {e}", mt.source_topic))?;
+            self.shared.set_source_hw(&mt.topic, p, high);
+            let low = u64::try_from(low).unwrap_or(0);
+            let mut end = storage.log_end_offset();
+            if end < low {
+                if storage.log_start_offset() == end {
+                    // Nothing copied yet: start where the source starts.
+                    storage
+                        .truncate_fully_and_start_at(low)
+                        .map_err(|e| e.to_string())?;
+                } else {
+                    tracing::error!(topic = %mt.topic, partition = p, from = end, to = low, "the source deleted offsets before they were copied; the mirror continues at the source's log start");
+                    storage.advance_end_to(low).map_err(|e| e.to_string())?;
+                }
+                end = low;
+            }
+            want.insert((mt.topic.clone(), p), (mt.source_topic.clone(), end));
+        }
+        Ok(n)
+    }
+
+    /// Assigns exactly `want` (each at its es log end) if it changed.
+    fn reassign(&mut self, want: BTreeMap<(String, i32), (String, u64)>) -> Result<(), String> {
+        let same = want.len() == self.assigned.len()
+            && want
+                .iter()
+                .all(|(k, (src, _))| self.assigned.get(k) == Some(src));
+        if same {
+            return Ok(());
+        }
+        self.flush(None);
+        let mut tpl = TopicPartitionList::new();
+        self.floors.clear();
+        self.by_source.clear();
+        self.assigned.clear();
+        for ((topic, p), (src, _)) in &want {
+            // The log end now, after the flush: where copying resumes.
+            let end = local_partition(&self.broker, topic, *p)
+                .map(|s| s.log_end_offset())
+                .unwrap_or(0);
+            let offset = i64::try_from(end).unwrap_or(i64::MAX);
+            tpl.add_partition_offset(src, *p, Offset::Offset(offset))
+                .map_err(|e| e.to_string())?;
+            self.floors.insert((topic.clone(), *p), end);
+            self.by_source.insert(src.clone(), topic.clone());
+            self.assigned.insert((topic.clone(), *p), src.clone());
+        }
+        self.consumer
+            .assign(&tpl)
+            .map_err(|e| format!("assigning source partitions: {e}"))?;
+        tracing::info!(link = %self.link.name, partitions = self.assigned.len(), "mirror assignment");
+        Ok(())
+    }
+
+    /// Polls the source for up to [`GATHER`] and appends what came.
+    fn poll_and_copy(&mut self) {
+        if self.assigned.is_empty() {
+            std::thread::sleep(POLL);
+            return;
+        }
+        let until = Instant::now() + GATHER;
+        while Instant::now() < until {
+            match self.consumer.poll(POLL) {
+                None => break,
+                Some(Ok(m)) => {
+                    use rdkafka::message::Message;
+                    let Some(topic) = self.by_source.get(m.topic()).cloned() else {
+                        continue;
+                    };
+                    let floor = self
+                        .floors
+                        .get(&(topic.clone(), m.partition()))
+                        .copied()
+                        .unwrap_or(0);
+                    if self.gather.push(&topic, &m, floor) {
+                        break;
+                    }
+                }
+                Some(Err(KafkaError::PartitionEOF(_))) => {}
+                Some(Err(e)) => {
+                    tracing::warn!(link = %self.link.name, error = %e, "source consumer error");
+                    self.shared
+                        .link_error(&self.link.name, Some(format!("source: {e}")));
+                    break;
+                }
+            }
+        }
+        self.flush(None);
+    }
+
+    /// Appends what is gathered (for `topic` only, when given).
+    fn flush(&mut self, topic: Option<&str>) {
+        if !self.gather.has(topic) {
+            return;
+        }
+        for ((t, p), r) in self.gather.flush(&self.broker, topic) {
+            match r {
+                Ok(c) => {
+                    self.shared.copied(&t, p, c);
+                    if let Some(s) = local_partition(&self.broker, &t, p) {
+                        self.floors.insert((t.clone(), p), s.log_end_offset());
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(topic = %t, partition = p, error = %e, "mirror append failed; the partition is assigned again at its log end");
+                    self.shared.topic_error(&t, Some(e));
+                    self.assigned.clear();
+                    self.last_refresh = None;
+                }
+            }
+        }
+    }
+
+    fn sync_groups(&mut self, topics: &[(MirrorTopic, i32)]) -> Result<(), String> {
+        if self.link.groups.is_empty() && self.link.group_patterns.is_empty() {
+            return Ok(());
+        }
+        let groups = groups_of(&self.link, &self.consumer)?;
+        for (g, r) in self
+            .groups
+            .sync(&self.rt, &self.broker, &self.link, &groups, topics)
+        {
+            if let Err(e) = r {
+                tracing::debug!(group = %g, reason = %e, "group offsets not copied");
+            }
+        }
+        Ok(())
+    }
+
+    fn command(&mut self, cmd: Command) {
+        match cmd {
+            Command::Promote {
+                topic,
+                max_lag,
+                reply,
+            } => {
+                let r = self.promote(&topic, max_lag);
+                if r.is_err() {
+                    self.promoting.remove(&topic);
+                    self.last_refresh = None;
+                }
+                let _ = reply.send(r);
+            }
+            Command::Resume { topic } => {
+                self.promoting.remove(&topic);
+                self.last_refresh = None;
+            }
+        }
+    }
+
+    /// Promotion's part that needs the source: every partition of `topic`
+    /// this node leads must be within `max_lag` of the source's high
+    /// watermark, and when it is not at it, a probe from its log end must
+    /// find no record to copy (only markers or aborted records are left).
+    /// Then copying stops, the group offsets are copied one last time and
+    /// each log end moves to the source's, so that new records continue at
+    /// the offsets consumers' committed offsets point to.
+    fn promote(&mut self, topic: &str, max_lag: u64) -> Result<Vec<PartitionStatus>, String> {
+        let image = self.broker.image().ok_or("no metadata yet")?;
+        let mt = image
+            .mirror_topics
+            .get(topic)
+            .filter(|m| m.link == self.link.name && m.state != MirrorState::Promoted)
+            .cloned()
+            .ok_or_else(|| format!("{topic} is not a mirror topic of link {}", self.link.name))?;
+        let info = image
+            .topics
+            .get(topic)
+            .ok_or("the topic does not exist yet")?;
+        self.flush(Some(topic));
+        let mut parts = Vec::new();
+        for (p, pi) in info.partitions.iter().enumerate() {
+            let p = i32::try_from(p).unwrap_or(i32::MAX);
+            if pi.leader != self.broker.node_id() {
+                return Err(format!(
+                    "{topic}-{p} is led by node {}: promote there",
+                    pi.leader
+                ));
+            }
+            let storage = local_partition(&self.broker, topic, p).ok_or("partition not open")?;
+            let (_, high) = self
+                .consumer
+                .fetch_watermarks(&mt.source_topic, p, SOURCE_REQUEST_TIMEOUT)
+                .map_err(|e| format!("source offsets of {}-{p}: {e}", mt.source_topic))?;
+            let high = u64::try_from(high).unwrap_or(0);
+            let end = storage.log_end_offset();
+            let lag = high.saturating_sub(end);
+            let copyable = lag > 0 && self.probe(&mt.source_topic, p, end)?;
+            // Only records left to copy hold a promotion back: offsets
+            // past the last one (markers, aborted records) are not copied.
+            if copyable && (max_lag == 0 || lag > max_lag) {
+                return Err(format!(
+                    "{topic}-{p} is {lag} offsets behind its source (high watermark {high}, mirrored to {end})"
+                ));
+            }
+            parts.push((p, storage, high, end, copyable));
+        }
+        // Caught up: stop copying this topic.
+        self.promoting.insert(topic.to_string());
+        let keep: BTreeMap<(String, i32), (String, u64)> = self
+            .assigned
+            .iter()
+            .filter(|((t, _), _)| t != topic)
+            .map(|(k, src)| (k.clone(), (src.clone(), 0)))
+            .collect();
+        self.reassign(keep)?;
+        let n = i32::try_from(info.partitions.len()).unwrap_or(i32::MAX);
+        self.sync_groups(&[(mt.clone(), n)])?;
+        let mut out = Vec::new();
+        for (p, storage, high, end, copyable) in parts {
+            if !copyable && high > end {
+                storage.advance_end_to(high).map_err(|e| e.to_string())?;
+            }
+            let now = storage.log_end_offset();
+            out.push(PartitionStatus {
+                partition: p,
+                source_high_watermark: i64::try_from(high).unwrap_or(-1),
+                mirrored_end: i64::try_from(now).unwrap_or(-1),
+                lag: i64::try_from(high.saturating_sub(now)).unwrap_or(-1),
+                ..PartitionStatus::default()
+            });
+        }
+        Ok(out)
+    }
+
+    /// Whether a read_committed read of the source from `from` finds a
+    /// record before the partition's end.
+    fn probe(&self, source_topic: &str, p: i32, from: u64) -> Result<bool, String> {
+        let c = source::consumer(&self.link, true).map_err(|e| e.to_string())?;
+        let mut tpl = TopicPartitionList::new();
+        tpl.add_partition_offset(
+            source_topic,
+            p,
+            Offset::Offset(i64::try_from(from).unwrap_or(i64::MAX)),
+        )
+        .map_err(|e| e.to_string())?;
+        c.assign(&tpl).map_err(|e| e.to_string())?;
+        let until = Instant::now() + PROBE_TIMEOUT;
+        while Instant::now() < until {
+            match c.poll(POLL) {
+                Some(Ok(_)) => return Ok(true),
+                Some(Err(KafkaError::PartitionEOF(_))) => return Ok(false),
+                Some(Err(e)) => return Err(format!("probing {source_topic}-{p}: {e}")),
+                None => {}
+            }
+        }
+        Err(format!(
+            "probing {source_topic}-{p}: no answer from the source"
+        ))
+    }
+}
