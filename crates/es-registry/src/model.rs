@@ -38,7 +38,7 @@ impl SchemaType {
     }
 
     /// What `GET /schemas/types` lists: the formats this registry parses.
-    pub const SUPPORTED: [SchemaType; 1] = [SchemaType::Avro];
+    pub const SUPPORTED: [SchemaType; 2] = [SchemaType::Avro, SchemaType::Json];
 }
 
 /// A compatibility level (Confluent's names).

@@ -1,39 +1,48 @@
-//! (Not yet wired: see `format::parse`.)
 //! JSON Schema compatibility as Confluent's registry decides it: a diff
 //! from the original schema to the update, each difference typed
 //! (`TYPE_CHANGED`, `PROPERTY_ADDED_TO_OPEN_CONTENT_MODEL`,
 //! `REQUIRED_ATTRIBUTE_ADDED`, ...), and the update compatible when every
-//! difference is one of Confluent's strict compatible changes. BACKWARD
-//! diffs the old schema to the new; FORWARD the new to the old.
+//! difference is one of Confluent's strict compatible changes
+//! ([`COMPATIBLE`]). BACKWARD diffs the old schema to the new; FORWARD the
+//! new to the old. Objects and arrays are compared in
+//! [`super::json_shapes`].
 //!
-//! Schemas are read into Confluent's (everit's) model first: a `type`
-//! names one kind (a list of types is an `anyOf` of kinds), a schema
-//! without `type` takes its kind from its keywords, and a schema with
-//! several kinds (`type` with `enum`) is an `allOf` of them. `$ref`s are
-//! resolved inside the document and into referenced schemas by name.
+//! Schemas are read into Confluent's (everit's) model one level at a time
+//! ([`build`]): a `type` names one kind (a list of types is an `anyOf` of
+//! kinds), a schema without `type` takes its kind from its keywords, and a
+//! schema with several kinds (`type` with `enum`) is an `allOf` of them.
+//! `$ref`s are followed inside the document and into referenced schemas
+//! by name.
 //!
-//! Covered: types, strings, numbers, enums, consts, objects (properties,
-//! required, open, closed and partially open content models,
-//! additionalProperties, min/maxProperties), arrays (items,
-//! min/maxItems, uniqueItems), allOf/anyOf/oneOf, not. Not covered yet:
-//! dependencies, unevaluated*, contains, tuple items (`items` as a list,
-//! `prefixItems`), which are compared as unchanged.
-
-#![allow(clippy::collapsible_match)]
+//! Bounds (the diff runs on untrusted input): each pair of schemas is
+//! compared once and remembered; a pair met again inside itself (a
+//! recursive schema) is taken as compatible for the moment and the diff is
+//! rerun with the pairs found incompatible until nothing changes, as
+//! Confluent does, at most [`ROUNDS_MAX`] times. Every comparison counts
+//! against [`STEPS_MAX`], every difference's bytes against
+//! [`DIFF_BYTES_MAX`], nesting against [`DEPTH_MAX`]; past any of them the
+//! update is refused as incompatible (`COMPARISON_TOO_COMPLEX`), never
+//! computed for ever.
 
 use std::collections::{HashMap, HashSet};
+use std::rc::Rc;
 
 use serde_json::{Map, Value};
 
-/// Deepest nesting the diff follows (a bound on recursion).
-const DEPTH_MAX: usize = 200;
-/// Most schema pairs one diff compares: `anyOf`s of recursive `$ref`s can
-/// make the comparison exponential; past this the update is refused as
-/// incompatible (`COMPARISON_TOO_COMPLEX`) rather than computed for ever.
-const STEPS_MAX: usize = 100_000;
+use super::json_shapes::bound_kinds;
 
-/// The properties of an object schema without `properties`.
-static EMPTY: std::sync::LazyLock<Map<String, Value>> = std::sync::LazyLock::new(Map::new);
+/// Deepest nesting of comparisons (each level is a few stack frames).
+pub const DEPTH_MAX: usize = 64;
+/// Most pairs of schemas one diff compares.
+pub const STEPS_MAX: usize = 200_000;
+/// Most bytes of differences (paths) one diff may hold.
+pub const DIFF_BYTES_MAX: usize = 32 * 1024 * 1024;
+/// Most reruns for recursive schemas.
+pub const ROUNDS_MAX: usize = 8;
+/// Longest chain of `$ref`s to `$ref`s followed.
+const REF_HOPS_MAX: usize = 32;
+/// Largest combination whose duplicate subschemas are merged (a quadratic scan).
+const DEDUP_MAX: usize = 256;
 
 /// A parsed JSON Schema with the schemas it references, by name.
 #[derive(Debug, Clone)]
@@ -42,7 +51,8 @@ pub struct Json {
     pub referenced: HashMap<String, Value>,
 }
 
-/// One difference between two schemas.
+/// One difference between two schemas; `path` is relative to the root,
+/// without its leading `#/`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Difference {
     pub kind: &'static str,
@@ -50,7 +60,7 @@ pub struct Difference {
 }
 
 /// Confluent's strict set of compatible changes.
-const COMPATIBLE: &[&str] = &[
+pub const COMPATIBLE: &[&str] = &[
     "ID_CHANGED",
     "DESCRIPTION_CHANGED",
     "TITLE_CHANGED",
@@ -74,12 +84,17 @@ const COMPATIBLE: &[&str] = &[
     "MULTIPLE_OF_REMOVED",
     "REQUIRED_ATTRIBUTE_WITH_DEFAULT_ADDED",
     "REQUIRED_ATTRIBUTE_REMOVED",
+    "DEPENDENCY_ARRAY_NARROWED",
+    "DEPENDENCY_ARRAY_REMOVED",
+    "DEPENDENCY_SCHEMA_REMOVED",
     "MAX_PROPERTIES_INCREASED",
     "MAX_PROPERTIES_REMOVED",
     "MIN_PROPERTIES_DECREASED",
     "MIN_PROPERTIES_REMOVED",
     "ADDITIONAL_PROPERTIES_ADDED",
     "ADDITIONAL_PROPERTIES_EXTENDED",
+    "UNEVALUATED_PROPERTIES_ADDED",
+    "UNEVALUATED_PROPERTIES_EXTENDED",
     "PROPERTY_WITH_EMPTY_SCHEMA_ADDED_TO_OPEN_CONTENT_MODEL",
     "REQUIRED_PROPERTY_WITH_DEFAULT_ADDED_TO_UNOPEN_CONTENT_MODEL",
     "OPTIONAL_PROPERTY_ADDED_TO_UNOPEN_CONTENT_MODEL",
@@ -91,7 +106,21 @@ const COMPATIBLE: &[&str] = &[
     "MAX_ITEMS_REMOVED",
     "MIN_ITEMS_DECREASED",
     "MIN_ITEMS_REMOVED",
+    "MAX_CONTAINS_INCREASED",
+    "MAX_CONTAINS_REMOVED",
+    "MIN_CONTAINS_DECREASED",
+    "MIN_CONTAINS_REMOVED",
     "UNIQUE_ITEMS_REMOVED",
+    "ADDITIONAL_ITEMS_ADDED",
+    "ADDITIONAL_ITEMS_EXTENDED",
+    "UNEVALUATED_ITEMS_ADDED",
+    "UNEVALUATED_ITEMS_EXTENDED",
+    "ITEM_WITH_EMPTY_SCHEMA_ADDED_TO_OPEN_CONTENT_MODEL",
+    "ITEM_ADDED_TO_CLOSED_CONTENT_MODEL",
+    "ITEM_WITH_FALSE_REMOVED_FROM_CLOSED_CONTENT_MODEL",
+    "ITEM_REMOVED_FROM_OPEN_CONTENT_MODEL",
+    "ITEM_ADDED_IS_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL",
+    "ITEM_REMOVED_IS_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL",
     "ENUM_ARRAY_EXTENDED",
     "COMBINED_TYPE_EXTENDED",
     "PRODUCT_TYPE_NARROWED",
@@ -99,7 +128,7 @@ const COMPATIBLE: &[&str] = &[
     "NOT_TYPE_NARROWED",
 ];
 
-fn compatible(kind: &str) -> bool {
+pub fn compatible(kind: &str) -> bool {
     COMPATIBLE.contains(&kind)
 }
 
@@ -107,12 +136,11 @@ impl Difference {
     /// Confluent's sentence, `update` and `original` naming the two
     /// schemas ("new" and "old").
     pub fn describe(&self, update: &str, original: &str) -> String {
-        let p = &self.path;
+        let p = format!("#/{}", self.path);
         let k = self.kind;
-        let description = if k.ends_with("_ADDED")
-            && !k.contains("PROPERTY")
-            && !k.contains("ATTRIBUTE")
-        {
+        let description = if k == "COMPARISON_TOO_COMPLEX" {
+            format!("The {update} and {original} schema could not be compared within this registry's limits (nesting, size or recursion)")
+        } else if k.ends_with("_ADDED") && !k.contains("PROPERTY") && !k.contains("ATTRIBUTE") {
             format!("The keyword at path '{p}' in the {update} schema is not present in the {original} schema")
         } else if k.ends_with("_DECREASED") || k.ends_with("_NARROWED") && !k.contains("TYPE") {
             format!("The value at path '{p}' in the {update} schema is less than its value in the {original} schema")
@@ -134,7 +162,7 @@ impl Difference {
             || k == "REQUIRED_ATTRIBUTE_ADDED"
         {
             format!("The {update} schema has an unopen content model and has a required property at path '{p}' which is missing in the {original} schema")
-        } else if k == "PROPERTY_REMOVED_FROM_CLOSED_CONTENT_MODEL" {
+        } else if k.ends_with("REMOVED_FROM_CLOSED_CONTENT_MODEL") {
             format!("The {update} has a closed content model and is missing a property or item present at path '{p}' in the {original} schema")
         } else if k.contains("NOT_COVERED") {
             format!("A property or item at path '{p}' is not covered by the partially open content model of the {update} schema")
@@ -145,66 +173,141 @@ impl Difference {
     }
 }
 
-/// The differences from `original` to `update` that are not compatible.
-pub fn incompatible(original: &Json, update: &Json) -> Vec<Difference> {
-    let mut ctx = Ctx {
-        original,
-        update,
-        path: vec!["#".to_string()],
-        diffs: Vec::new(),
-        in_progress: HashSet::new(),
-        depth: 0,
-        steps: 0,
-    };
-    let o = build(&original.root, &original.root, original, 0);
-    let u = build(&update.root, &update.root, update, 0);
-    ctx.compare(Some(&o), Some(&u));
-    ctx.diffs.retain(|d| !compatible(d.kind));
-    ctx.diffs
+/// Every difference from `original` to `update`, compatible or not.
+pub fn differences(original: &Json, update: &Json) -> Vec<Difference> {
+    let mut seed: HashMap<PairKey, Rc<Vec<Difference>>> = HashMap::new();
+    let mut budget = Budget::default();
+    for _ in 0..ROUNDS_MAX {
+        let mut ctx = Ctx {
+            path: Vec::new(),
+            diffs: Vec::new(),
+            memo: HashMap::new(),
+            in_progress: HashSet::new(),
+            seed: &seed,
+            optimistic: false,
+            depth: 0,
+            budget: &mut budget,
+            _marker: std::marker::PhantomData,
+        };
+        let o = build(&original.root, &original.root, original);
+        let u = build(&update.root, &update.root, update);
+        ctx.compare(o.as_ref(), u.as_ref());
+        if ctx.budget.exhausted {
+            return vec![Difference {
+                kind: "COMPARISON_TOO_COMPLEX",
+                path: String::new(),
+            }];
+        }
+        let incompatible: HashMap<PairKey, Rc<Vec<Difference>>> = ctx
+            .memo
+            .iter()
+            .filter(|(_, d)| d.iter().any(|d| !compatible(d.kind)))
+            .map(|(k, d)| (*k, d.clone()))
+            .collect();
+        let same =
+            incompatible.len() == seed.len() && incompatible.keys().all(|k| seed.contains_key(k));
+        if !ctx.optimistic || same {
+            return ctx.diffs;
+        }
+        seed = incompatible;
+    }
+    // Still changing after every round: refuse rather than guess.
+    vec![Difference {
+        kind: "COMPARISON_TOO_COMPLEX",
+        path: String::new(),
+    }]
 }
 
-/// A schema in everit's model.
+/// The differences from `original` to `update` that are not compatible.
+pub fn incompatible(original: &Json, update: &Json) -> Vec<Difference> {
+    let mut d = differences(original, update);
+    d.retain(|d| !compatible(d.kind));
+    d
+}
+
+/// Identifies a node across a diff: the address of the JSON value it was
+/// read from and which part of that value it is.
+pub(super) type NodeKey = (usize, u32);
+type PairKey = (NodeKey, NodeKey);
+
+/// A schema in everit's model, one level deep.
 #[derive(Debug, Clone)]
-enum Node<'a> {
+pub(super) struct Node<'a> {
+    pub key: NodeKey,
+    /// The JSON object it was read from (None for `true` and `false`).
+    pub map: Option<&'a Map<String, Value>>,
+    /// The document it lives in, for its `$ref`s.
+    pub doc: &'a Value,
+    /// The schema (with its references) it belongs to.
+    pub json: &'a Json,
+    pub kind: Kind<'a>,
+}
+
+#[derive(Debug, Clone)]
+pub(super) enum Kind<'a> {
     True,
     False,
     Empty,
-    Str(&'a Map<String, Value>),
-    Num(&'a Map<String, Value>, bool),
+    Str,
+    Num { integer: bool },
     Bool,
     Null,
-    Obj(&'a Map<String, Value>, &'a Value),
-    Arr(&'a Map<String, Value>, &'a Value),
+    Obj,
+    Arr,
     Enum(&'a [Value]),
     Const(&'a Value),
-    Not(&'a Value, &'a Value),
-    Combined(Criterion, Vec<Node<'a>>),
+    Not(&'a Value),
+    Combined(Criterion, Vec<Part<'a>>),
+}
+
+/// A subschema of a combination: a JSON value not read yet, or a part of
+/// the same object (a synthesised combination).
+#[derive(Debug, Clone)]
+pub(super) enum Part<'a> {
+    Raw(&'a Value),
+    Built(Node<'a>),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Criterion {
+pub(super) enum Criterion {
     All,
     Any,
     One,
 }
 
-impl Node<'_> {
+impl Criterion {
+    fn word(self) -> &'static str {
+        match self {
+            Criterion::All => "allOf",
+            Criterion::Any => "anyOf",
+            Criterion::One => "oneOf",
+        }
+    }
+}
+
+impl Kind<'_> {
+    /// everit's class: two schemas of different classes are different types.
     fn class(&self) -> u8 {
         match self {
-            Node::True => 0,
-            Node::False => 1,
-            Node::Empty => 2,
-            Node::Str(_) => 3,
-            Node::Num(..) => 4,
-            Node::Bool => 5,
-            Node::Null => 6,
-            Node::Obj(..) => 7,
-            Node::Arr(..) => 8,
-            Node::Enum(_) => 9,
-            Node::Const(_) => 10,
-            Node::Not(..) => 11,
-            Node::Combined(..) => 12,
+            Kind::True => 0,
+            Kind::False => 1,
+            Kind::Empty => 2,
+            Kind::Str => 3,
+            Kind::Num { .. } => 4,
+            Kind::Bool => 5,
+            Kind::Null => 6,
+            Kind::Obj => 7,
+            Kind::Arr => 8,
+            Kind::Enum(_) => 9,
+            Kind::Const(_) => 10,
+            Kind::Not(_) => 11,
+            Kind::Combined(..) => 12,
         }
+    }
+
+    /// everit's `instanceof EmptySchema` (`true` is one).
+    pub(super) fn is_empty(&self) -> bool {
+        matches!(self, Kind::True | Kind::Empty)
     }
 }
 
@@ -224,10 +327,13 @@ const OBJECT_KEYWORDS: &[&str] = &[
     "minProperties",
     "maxProperties",
     "dependencies",
+    "dependentRequired",
+    "dependentSchemas",
     "propertyNames",
 ];
 const ARRAY_KEYWORDS: &[&str] = &[
     "items",
+    "prefixItems",
     "additionalItems",
     "minItems",
     "maxItems",
@@ -235,106 +341,128 @@ const ARRAY_KEYWORDS: &[&str] = &[
     "contains",
 ];
 
-/// Reads `v` (inside document `doc` of `schema`) into everit's model.
-fn build<'a>(v: &'a Value, doc: &'a Value, schema: &'a Json, depth: usize) -> Node<'a> {
-    let m = match v {
-        Value::Bool(true) => return Node::True,
-        Value::Bool(false) => return Node::False,
-        Value::Object(m) => m,
-        _ => return Node::Empty,
-    };
-    if let Some(Value::String(r)) = m.get("$ref") {
-        if depth < DEPTH_MAX {
-            if let Some((target, tdoc)) = resolve(r, doc, schema) {
-                return build(target, tdoc, schema, depth + 1);
-            }
+/// Follows `$ref`s from `v` (in `doc` of `json`): the schema and its
+/// document, or None if a reference does not resolve or the chain is too long.
+pub(super) fn deref<'a>(
+    mut v: &'a Value,
+    mut doc: &'a Value,
+    json: &'a Json,
+) -> Option<(&'a Value, &'a Value)> {
+    for _ in 0..REF_HOPS_MAX {
+        match v.as_object().and_then(|m| m.get("$ref")) {
+            Some(Value::String(r)) => (v, doc) = resolve(r, doc, json)?,
+            _ => return Some((v, doc)),
         }
-        return Node::Empty;
     }
-    let typed = |t: &str| -> Option<Node<'a>> {
-        Some(match t {
-            "string" => Node::Str(m),
-            "integer" => Node::Num(m, true),
-            "number" => Node::Num(m, false),
-            "boolean" => Node::Bool,
-            "null" => Node::Null,
-            "object" => Node::Obj(m, doc),
-            "array" => Node::Arr(m, doc),
+    None
+}
+
+/// Reads `v` (inside `doc` of `json`) one level into everit's model; None
+/// if it is a `$ref` that does not resolve.
+pub(super) fn build<'a>(v: &'a Value, doc: &'a Value, json: &'a Json) -> Option<Node<'a>> {
+    let (v, doc) = deref(v, doc, json)?;
+    let addr = v as *const Value as usize;
+    let node = |tag: u32, map, kind| Node {
+        key: (addr, tag),
+        map,
+        doc,
+        json,
+        kind,
+    };
+    let m = match v {
+        Value::Bool(true) => return Some(node(0, None, Kind::True)),
+        Value::Bool(false) => return Some(node(0, None, Kind::False)),
+        Value::Object(m) => m,
+        _ => return Some(node(0, None, Kind::Empty)),
+    };
+    let typed = |t: &str, tag: u32| -> Option<Node<'a>> {
+        let kind = match t {
+            "string" => Kind::Str,
+            "integer" => Kind::Num { integer: true },
+            "number" => Kind::Num { integer: false },
+            "boolean" => Kind::Bool,
+            "null" => Kind::Null,
+            "object" => Kind::Obj,
+            "array" => Kind::Arr,
             _ => return None,
-        })
+        };
+        Some(node(tag, Some(m), kind))
     };
     let mut parts = Vec::new();
     match m.get("type") {
-        Some(Value::String(t)) => parts.extend(typed(t)),
+        Some(Value::String(t)) => parts.extend(typed(t, 1)),
         Some(Value::Array(ts)) => {
-            let kinds: Vec<Node<'a>> = ts
+            let mut kinds: Vec<Node<'a>> = ts
                 .iter()
-                .filter_map(|t| t.as_str().and_then(typed))
+                .zip(16u32..)
+                .filter_map(|(t, tag)| t.as_str().and_then(|t| typed(t, tag)))
                 .collect();
             if kinds.len() == 1 {
-                parts.extend(kinds);
+                parts.append(&mut kinds);
             } else if !kinds.is_empty() {
-                parts.push(Node::Combined(Criterion::Any, kinds));
+                let subs = kinds.into_iter().map(Part::Built).collect();
+                parts.push(node(2, Some(m), Kind::Combined(Criterion::Any, subs)));
             }
         }
         _ => {
             let has = |kws: &[&str]| kws.iter().any(|k| m.contains_key(*k));
             if has(OBJECT_KEYWORDS) {
-                parts.push(Node::Obj(m, doc));
+                parts.push(node(3, Some(m), Kind::Obj));
             }
             if has(ARRAY_KEYWORDS) {
-                parts.push(Node::Arr(m, doc));
+                parts.push(node(4, Some(m), Kind::Arr));
             }
             if has(STRING_KEYWORDS) {
-                parts.push(Node::Str(m));
+                parts.push(node(5, Some(m), Kind::Str));
             }
             if has(NUMBER_KEYWORDS) {
-                parts.push(Node::Num(m, false));
+                parts.push(node(6, Some(m), Kind::Num { integer: false }));
             }
         }
     }
     if let Some(Value::Array(values)) = m.get("enum") {
-        parts.push(Node::Enum(values));
+        parts.push(node(7, Some(m), Kind::Enum(values)));
     }
     if let Some(c) = m.get("const") {
-        parts.push(Node::Const(c));
+        parts.push(node(8, Some(m), Kind::Const(c)));
     }
     if let Some(n) = m.get("not") {
-        parts.push(Node::Not(n, doc));
+        parts.push(node(9, Some(m), Kind::Not(n)));
     }
-    for (kw, c) in [
-        ("allOf", Criterion::All),
-        ("anyOf", Criterion::Any),
-        ("oneOf", Criterion::One),
+    for (kw, c, tag) in [
+        ("allOf", Criterion::All, 10),
+        ("anyOf", Criterion::Any, 11),
+        ("oneOf", Criterion::One, 12),
     ] {
         if let Some(Value::Array(subs)) = m.get(kw) {
-            if depth < DEPTH_MAX {
-                parts.push(Node::Combined(
-                    c,
-                    subs.iter()
-                        .map(|s| build(s, doc, schema, depth + 1))
-                        .collect(),
-                ));
-            }
+            let subs = subs.iter().map(Part::Raw).collect();
+            parts.push(node(tag, Some(m), Kind::Combined(c, subs)));
         }
     }
-    match parts.len() {
-        0 => Node::Empty,
-        1 => parts.pop().unwrap_or(Node::Empty),
-        _ => Node::Combined(Criterion::All, parts),
-    }
+    Some(match parts.len() {
+        0 => node(0, Some(m), Kind::Empty),
+        1 => parts.pop()?,
+        _ => node(
+            0,
+            Some(m),
+            Kind::Combined(Criterion::All, parts.into_iter().map(Part::Built).collect()),
+        ),
+    })
 }
 
 /// Resolves a `$ref`: a pointer into `doc` (`#/definitions/x`), or a
 /// referenced schema's name with an optional pointer (`other.json#/x`).
-fn resolve<'a>(r: &str, doc: &'a Value, schema: &'a Json) -> Option<(&'a Value, &'a Value)> {
+pub(super) fn resolve<'a>(
+    r: &str,
+    doc: &'a Value,
+    json: &'a Json,
+) -> Option<(&'a Value, &'a Value)> {
     let (base, fragment) = r.split_once('#').unwrap_or((r, ""));
     let target_doc = if base.is_empty() {
         doc
     } else {
-        schema.referenced.get(base).or_else(|| {
-            schema
-                .referenced
+        json.referenced.get(base).or_else(|| {
+            json.referenced
                 .iter()
                 .find(|(name, _)| base.ends_with(name.as_str()))
                 .map(|(_, v)| v)
@@ -348,45 +476,79 @@ fn resolve<'a>(r: &str, doc: &'a Value, schema: &'a Json) -> Option<(&'a Value, 
     Some((target, target_doc))
 }
 
-struct Ctx<'a> {
-    original: &'a Json,
-    update: &'a Json,
-    path: Vec<String>,
-    diffs: Vec<Difference>,
-    /// Pairs of schemas being compared (by address): a pair met again
-    /// inside itself (a recursive schema) is taken as compatible.
-    in_progress: HashSet<(usize, usize)>,
-    depth: usize,
+/// What one diff may still spend, across its rounds.
+#[derive(Debug, Default)]
+struct Budget {
     steps: usize,
+    diff_bytes: usize,
+    exhausted: bool,
 }
 
-fn num(m: &Map<String, Value>, k: &str) -> Option<f64> {
+pub(super) struct Ctx<'a, 's> {
+    /// The path below the pair being compared (relative, as memoised).
+    path: Vec<String>,
+    diffs: Vec<Difference>,
+    memo: HashMap<PairKey, Rc<Vec<Difference>>>,
+    in_progress: HashSet<PairKey>,
+    /// Pairs an earlier round found incompatible.
+    seed: &'s HashMap<PairKey, Rc<Vec<Difference>>>,
+    /// A recursive pair was taken as compatible in this round.
+    optimistic: bool,
+    depth: usize,
+    budget: &'s mut Budget,
+    #[allow(dead_code)]
+    _marker: std::marker::PhantomData<&'a ()>,
+}
+
+pub(super) fn num(m: &Map<String, Value>, k: &str) -> Option<f64> {
     m.get(k).and_then(Value::as_f64)
 }
 
-impl<'a> Ctx<'a> {
-    fn add(&mut self, kind: &'static str) {
-        self.diffs.push(Difference {
-            kind,
-            path: self.path.join("/"),
-        });
+impl<'a, 's> Ctx<'a, 's> {
+    fn rel_path(&self) -> String {
+        self.path.join("/")
     }
 
-    fn add_at(&mut self, attr: &str, kind: &'static str) {
+    fn push_diff(&mut self, kind: &'static str, path: String) {
+        self.budget.diff_bytes += path.len() + 32;
+        if self.budget.diff_bytes > DIFF_BYTES_MAX {
+            self.budget.exhausted = true;
+            return;
+        }
+        self.diffs.push(Difference { kind, path });
+    }
+
+    pub(super) fn add(&mut self, kind: &'static str) {
+        let p = self.rel_path();
+        self.push_diff(kind, p);
+    }
+
+    pub(super) fn add_at(&mut self, attr: &str, kind: &'static str) {
         self.path.push(attr.to_string());
         self.add(kind);
         self.path.pop();
     }
 
+    /// Appends differences (already relative to the current path).
+    pub(super) fn extend(&mut self, diffs: Vec<Difference>) {
+        for d in diffs {
+            self.push_diff(d.kind, d.path);
+        }
+    }
+
     /// Runs `f` with `seg` on the path.
-    fn at(&mut self, seg: &str, f: impl FnOnce(&mut Self)) {
+    pub(super) fn at(&mut self, seg: &str, f: impl FnOnce(&mut Self)) {
         self.path.push(seg.to_string());
         f(self);
         self.path.pop();
     }
 
+    pub(super) fn exhausted(&self) -> bool {
+        self.budget.exhausted
+    }
+
     /// Compares in a sub-context: its differences and whether all are compatible.
-    fn sub(&mut self, f: impl FnOnce(&mut Self)) -> (Vec<Difference>, bool) {
+    pub(super) fn sub(&mut self, f: impl FnOnce(&mut Self)) -> (Vec<Difference>, bool) {
         let saved = std::mem::take(&mut self.diffs);
         f(self);
         let got = std::mem::replace(&mut self.diffs, saved);
@@ -394,99 +556,168 @@ impl<'a> Ctx<'a> {
         (got, ok)
     }
 
-    fn build_o(&self, v: &'a Value, doc: &'a Value) -> Node<'a> {
-        build(v, doc, self.original, 0)
+    /// Compares two raw values (each in its document and schema).
+    pub(super) fn compare_values(
+        &mut self,
+        o: Option<(&'a Value, &'a Value, &'a Json)>,
+        u: Option<(&'a Value, &'a Value, &'a Json)>,
+    ) {
+        let on = o.map(|(v, d, j)| build(v, d, j));
+        let un = u.map(|(v, d, j)| build(v, d, j));
+        match (on, un) {
+            // A $ref that does not resolve (the parser refuses those; a
+            // chain too long ends here): nothing to compare.
+            (Some(None), _) | (_, Some(None)) => {}
+            (o, u) => self.compare(o.flatten().as_ref(), u.flatten().as_ref()),
+        }
     }
 
-    fn build_u(&self, v: &'a Value, doc: &'a Value) -> Node<'a> {
-        build(v, doc, self.update, 0)
-    }
-
-    fn compare(&mut self, o: Option<&Node<'a>>, u: Option<&Node<'a>>) {
+    pub(super) fn compare(&mut self, o: Option<&Node<'a>>, u: Option<&Node<'a>>) {
+        if self.budget.exhausted {
+            return;
+        }
         let (o, u) = match (o, u) {
             (None, None) => return,
             (None, Some(_)) => return self.add("SCHEMA_ADDED"),
             (Some(_), None) => return self.add("SCHEMA_REMOVED"),
             (Some(o), Some(u)) => (o, u),
         };
-        if self.depth >= DEPTH_MAX {
+        self.budget.steps += 1;
+        if self.budget.steps > STEPS_MAX {
+            self.budget.exhausted = true;
             return;
         }
-        self.steps += 1;
-        if self.steps > STEPS_MAX {
-            if self.steps == STEPS_MAX + 1 {
-                self.add("COMPARISON_TOO_COMPLEX");
-            }
-            return;
-        }
-        let key = (o as *const Node as usize, u as *const Node as usize);
-        let key = match (o, u) {
-            (Node::Obj(om, _), Node::Obj(um, _)) | (Node::Arr(om, _), Node::Arr(um, _)) => (
-                *om as *const Map<String, Value> as usize,
-                *um as *const Map<String, Value> as usize,
-            ),
-            _ => key,
+        let key = (o.key, u.key);
+        let found = if let Some(d) = self.memo.get(&key) {
+            Some(d.clone())
+        } else if self.in_progress.contains(&key) {
+            Some(match self.seed.get(&key) {
+                Some(d) => d.clone(),
+                None => {
+                    self.optimistic = true;
+                    Rc::new(Vec::new())
+                }
+            })
+        } else {
+            None
         };
-        if !self.in_progress.insert(key) {
-            return;
+        let relative = match found {
+            Some(d) => d,
+            None => {
+                if self.depth >= DEPTH_MAX {
+                    self.budget.exhausted = true;
+                    return;
+                }
+                self.in_progress.insert(key);
+                let saved_path = std::mem::take(&mut self.path);
+                let saved_diffs = std::mem::take(&mut self.diffs);
+                self.depth += 1;
+                self.compare_types(o, u);
+                self.depth -= 1;
+                self.path = saved_path;
+                let got = Rc::new(std::mem::replace(&mut self.diffs, saved_diffs));
+                self.in_progress.remove(&key);
+                self.memo.insert(key, got.clone());
+                got
+            }
+        };
+        let prefix = self.rel_path();
+        for d in relative.iter() {
+            let path = match (prefix.is_empty(), d.path.is_empty()) {
+                (true, _) => d.path.clone(),
+                (false, true) => prefix.clone(),
+                (false, false) => format!("{prefix}/{}", d.path),
+            };
+            self.push_diff(d.kind, path);
         }
-        self.depth += 1;
-        self.compare_types(o, u);
-        self.depth -= 1;
-        self.in_progress.remove(&key);
+    }
+
+    /// A part of a combination, read if need be, in `of`'s document.
+    fn part(&self, p: &Part<'a>, of: &Node<'a>) -> Option<Node<'a>> {
+        match p {
+            Part::Built(n) => Some(n.clone()),
+            Part::Raw(v) => build(v, of.doc, of.json),
+        }
     }
 
     fn compare_types(&mut self, o: &Node<'a>, u: &Node<'a>) {
-        match (o, u) {
-            (o, Node::Combined(c, subs)) if !matches!(o, Node::Combined(..)) => {
+        match (&o.kind, &u.kind) {
+            (ok, Kind::Combined(c, subs)) if !matches!(ok, Kind::Combined(..)) => {
                 if subs.len() == 1 {
-                    let (d, ok) = self.sub(|s| s.compare(Some(o), subs.first()));
+                    let sub = subs.first().and_then(|p| self.part(p, u));
+                    let (d, ok) = self.sub(|s| s.compare(Some(o), sub.as_ref()));
                     if ok {
-                        self.diffs.extend(d);
-                        return;
+                        return self.extend(d);
                     }
                 } else if *c != Criterion::All {
-                    for sub in subs {
-                        let (d, ok) = self.sub(|s| s.compare(Some(o), Some(sub)));
+                    for p in subs {
+                        let sub = self.part(p, u);
+                        let (d, ok) = self.sub(|s| s.compare(Some(o), sub.as_ref()));
                         if ok {
-                            self.diffs.extend(d);
-                            self.add("SUM_TYPE_EXTENDED");
-                            return;
+                            self.extend(d);
+                            return self.add("SUM_TYPE_EXTENDED");
                         }
                     }
                 }
             }
-            (Node::Combined(c, subs), u) if !matches!(u, Node::Combined(..)) => {
+            (Kind::Combined(c, subs), uk) if !matches!(uk, Kind::Combined(..)) => {
                 if subs.len() == 1 {
-                    let (d, ok) = self.sub(|s| s.compare(subs.first(), Some(u)));
+                    let sub = subs.first().and_then(|p| self.part(p, o));
+                    let (d, ok) = self.sub(|s| s.compare(sub.as_ref(), Some(u)));
                     if ok {
-                        self.diffs.extend(d);
-                        return;
+                        return self.extend(d);
                     }
                 } else if *c == Criterion::All {
-                    for sub in subs {
-                        let (d, ok) = self.sub(|s| s.compare(Some(sub), Some(u)));
+                    for p in subs {
+                        let sub = self.part(p, o);
+                        let (d, ok) = self.sub(|s| s.compare(sub.as_ref(), Some(u)));
                         if ok {
-                            self.diffs.extend(d);
-                            self.add("PRODUCT_TYPE_NARROWED");
-                            return;
+                            self.extend(d);
+                            return self.add("PRODUCT_TYPE_NARROWED");
                         }
                     }
                 }
             }
             _ => {}
         }
-        if o.class() != u.class() {
-            // Nothing to read from false; everything fits true or {}.
-            if matches!(o, Node::False) || matches!(u, Node::True | Node::Empty) {
+        if o.kind.class() != u.kind.class() {
+            if matches!(o.kind, Kind::False) || u.kind.is_empty() {
+                return;
+            }
+            let connect =
+                |n: &Node| n.map.and_then(|m| m.get("connect.type")) == Some(&Value::from("bytes"));
+            if connect(o) && connect(u) {
                 return;
             }
             return self.add("TYPE_CHANGED");
         }
-        match (o, u) {
-            (Node::Str(om), Node::Str(um)) => self.compare_string(om, um),
-            (Node::Num(om, oi), Node::Num(um, ui)) => {
-                self.compare_number(om, um);
+        if let (Some(om), Some(um)) = (o.map, u.map) {
+            let id = |m: &'a Map<String, Value>| m.get("$id").or_else(|| m.get("id"));
+            for (a, b, kind) in [
+                (id(om), id(um), "ID_CHANGED"),
+                (om.get("title"), um.get("title"), "TITLE_CHANGED"),
+                (
+                    om.get("description"),
+                    um.get("description"),
+                    "DESCRIPTION_CHANGED",
+                ),
+                (om.get("default"), um.get("default"), "DEFAULT_CHANGED"),
+            ] {
+                if a != b {
+                    self.add(kind);
+                }
+            }
+        }
+        match (&o.kind, &u.kind) {
+            (Kind::Str, Kind::Str) => {
+                if let (Some(om), Some(um)) = (o.map, u.map) {
+                    self.compare_string(om, um)
+                }
+            }
+            (Kind::Num { integer: oi }, Kind::Num { integer: ui }) => {
+                if let (Some(om), Some(um)) = (o.map, u.map) {
+                    self.compare_number(om, um);
+                }
                 if oi != ui {
                     self.add(if *oi {
                         "TYPE_EXTENDED"
@@ -495,11 +726,13 @@ impl<'a> Ctx<'a> {
                     });
                 }
             }
-            (Node::Enum(ov), Node::Enum(uv)) => {
-                if ov != uv {
-                    let kind = if ov.iter().all(|v| uv.contains(v)) {
+            (Kind::Enum(ov), Kind::Enum(uv)) => {
+                let contains_all = |a: &[Value], b: &[Value]| b.iter().all(|v| a.contains(v));
+                let same = contains_all(ov, uv) && contains_all(uv, ov);
+                if !same {
+                    let kind = if contains_all(uv, ov) {
                         "ENUM_ARRAY_EXTENDED"
-                    } else if uv.iter().all(|v| ov.contains(v)) {
+                    } else if contains_all(ov, uv) {
                         "ENUM_ARRAY_NARROWED"
                     } else {
                         "ENUM_ARRAY_CHANGED"
@@ -507,16 +740,16 @@ impl<'a> Ctx<'a> {
                     self.add_at("enum", kind);
                 }
             }
-            (Node::Const(ov), Node::Const(uv)) => {
-                if ov != uv {
-                    self.add_at("const", "ENUM_ARRAY_CHANGED");
-                }
+            (Kind::Const(ov), Kind::Const(uv)) if ov != uv => {
+                self.add_at("const", "ENUM_ARRAY_CHANGED");
             }
-            (Node::Not(ov, od), Node::Not(uv, ud)) => {
-                let (on, un) = (self.build_o(ov, od), self.build_u(uv, ud));
+            (Kind::Not(ov), Kind::Not(uv)) => {
+                let (ov, uv) = (*ov, *uv);
                 self.at("not", |s| {
                     // The wrapped schemas compare the other way round.
-                    let (_, ok) = s.sub(|s| s.compare(Some(&un), Some(&on)));
+                    let (_, ok) = s.sub(|s| {
+                        s.compare_values(Some((uv, u.doc, u.json)), Some((ov, o.doc, o.json)))
+                    });
                     s.add(if ok {
                         "NOT_TYPE_NARROWED"
                     } else {
@@ -524,16 +757,17 @@ impl<'a> Ctx<'a> {
                     });
                 });
             }
-            (Node::Combined(oc, os), Node::Combined(uc, us)) => {
-                self.compare_combined(*oc, os, *uc, us)
+            (Kind::Combined(oc, os), Kind::Combined(uc, us)) => {
+                self.compare_combined(o, *oc, os, u, *uc, us)
             }
-            (Node::Obj(om, od), Node::Obj(um, ud)) => self.compare_object(om, od, um, ud),
-            (Node::Arr(om, od), Node::Arr(um, ud)) => self.compare_array(om, od, um, ud),
+            (Kind::Obj, Kind::Obj) => self.compare_object(o, u),
+            (Kind::Arr, Kind::Arr) => self.compare_array(o, u),
             _ => {}
         }
     }
 
-    fn compare_bound(
+    /// Compares an optional numeric keyword.
+    pub(super) fn compare_bound(
         &mut self,
         attr: &str,
         o: Option<f64>,
@@ -551,28 +785,9 @@ impl<'a> Ctx<'a> {
     }
 
     fn compare_string(&mut self, o: &Map<String, Value>, u: &Map<String, Value>) {
-        self.compare_bound(
-            "maxLength",
-            num(o, "maxLength"),
-            num(u, "maxLength"),
-            [
-                "MAX_LENGTH_ADDED",
-                "MAX_LENGTH_REMOVED",
-                "MAX_LENGTH_INCREASED",
-                "MAX_LENGTH_DECREASED",
-            ],
-        );
-        self.compare_bound(
-            "minLength",
-            num(o, "minLength"),
-            num(u, "minLength"),
-            [
-                "MIN_LENGTH_ADDED",
-                "MIN_LENGTH_REMOVED",
-                "MIN_LENGTH_INCREASED",
-                "MIN_LENGTH_DECREASED",
-            ],
-        );
+        for (attr, name) in [("maxLength", "MAX_LENGTH"), ("minLength", "MIN_LENGTH")] {
+            self.compare_bound(attr, num(o, attr), num(u, attr), bound_kinds(name));
+        }
         match (o.get("pattern"), u.get("pattern")) {
             (None, Some(_)) => self.add_at("pattern", "PATTERN_ADDED"),
             (Some(_), None) => self.add_at("pattern", "PATTERN_REMOVED"),
@@ -582,55 +797,24 @@ impl<'a> Ctx<'a> {
     }
 
     fn compare_number(&mut self, o: &Map<String, Value>, u: &Map<String, Value>) {
-        self.compare_bound(
-            "maximum",
-            num(o, "maximum"),
-            num(u, "maximum"),
-            [
-                "MAXIMUM_ADDED",
-                "MAXIMUM_REMOVED",
-                "MAXIMUM_INCREASED",
-                "MAXIMUM_DECREASED",
-            ],
-        );
-        self.compare_bound(
-            "minimum",
-            num(o, "minimum"),
-            num(u, "minimum"),
-            [
-                "MINIMUM_ADDED",
-                "MINIMUM_REMOVED",
-                "MINIMUM_INCREASED",
-                "MINIMUM_DECREASED",
-            ],
-        );
-        self.compare_bound(
-            "exclusiveMaximum",
-            num(o, "exclusiveMaximum"),
-            num(u, "exclusiveMaximum"),
-            [
-                "EXCLUSIVE_MAXIMUM_ADDED",
-                "EXCLUSIVE_MAXIMUM_REMOVED",
-                "EXCLUSIVE_MAXIMUM_INCREASED",
-                "EXCLUSIVE_MAXIMUM_DECREASED",
-            ],
-        );
-        self.compare_bound(
-            "exclusiveMinimum",
-            num(o, "exclusiveMinimum"),
-            num(u, "exclusiveMinimum"),
-            [
-                "EXCLUSIVE_MINIMUM_ADDED",
-                "EXCLUSIVE_MINIMUM_REMOVED",
-                "EXCLUSIVE_MINIMUM_INCREASED",
-                "EXCLUSIVE_MINIMUM_DECREASED",
-            ],
-        );
+        for (attr, name) in [
+            ("maximum", "MAXIMUM"),
+            ("minimum", "MINIMUM"),
+            ("exclusiveMaximum", "EXCLUSIVE_MAXIMUM"),
+            ("exclusiveMinimum", "EXCLUSIVE_MINIMUM"),
+        ] {
+            self.compare_bound(attr, num(o, attr), num(u, attr), bound_kinds(name));
+        }
         match (num(o, "multipleOf"), num(u, "multipleOf")) {
             (None, Some(_)) => self.add_at("multipleOf", "MULTIPLE_OF_ADDED"),
             (Some(_), None) => self.add_at("multipleOf", "MULTIPLE_OF_REMOVED"),
             (Some(a), Some(b)) if a != b => {
-                let divides = |x: f64, y: f64| y != 0.0 && (x / y - (x / y).round()).abs() < 1e-9;
+                let divides = |x: f64, y: f64| {
+                    y != 0.0 && {
+                        let q = x / y;
+                        q.is_finite() && (q - q.round()).abs() < 1e-9
+                    }
+                };
                 let kind = if divides(b, a) {
                     "MULTIPLE_OF_EXPANDED"
                 } else if divides(a, b) {
@@ -644,7 +828,17 @@ impl<'a> Ctx<'a> {
         }
     }
 
-    fn compare_combined(&mut self, oc: Criterion, os: &[Node<'a>], uc: Criterion, us: &[Node<'a>]) {
+    fn compare_combined(
+        &mut self,
+        on: &Node<'a>,
+        oc: Criterion,
+        os: &[Part<'a>],
+        un: &Node<'a>,
+        uc: Criterion,
+        us: &[Part<'a>],
+    ) {
+        let os = dedup(os);
+        let us = dedup(us);
         if oc != uc {
             let extended = uc == Criterion::Any
                 || (os.len() == 1 && us.len() == 1)
@@ -668,34 +862,34 @@ impl<'a> Ctx<'a> {
                 "SUM_TYPE_NARROWED"
             });
         }
-        let crit = match oc {
-            Criterion::All => "allOf",
-            Criterion::Any => "anyOf",
-            Criterion::One => "oneOf",
-        };
+        let unodes: Vec<Option<Node<'a>>> = us.iter().map(|p| self.part(p, un)).collect();
         // Which (original, update) pairs are compatible, with their differences.
         let mut edges: Vec<Vec<Option<Vec<Difference>>>> = Vec::with_capacity(os.len());
-        for (i, o) in os.iter().enumerate() {
-            let mut row = Vec::with_capacity(us.len());
-            self.path.push(format!("{crit}/{i}"));
-            for u in us {
-                let (d, ok) = self.sub(|s| s.compare(Some(o), Some(u)));
+        for (i, p) in os.iter().enumerate() {
+            if self.exhausted() {
+                return;
+            }
+            let onode = self.part(p, on);
+            let mut row = Vec::with_capacity(unodes.len());
+            self.path.push(format!("{}/{i}", oc.word()));
+            for unode in &unodes {
+                let (d, ok) = self.sub(|s| s.compare(onode.as_ref(), unode.as_ref()));
                 row.push(ok.then_some(d));
             }
             self.path.pop();
             edges.push(row);
         }
         // A maximum matching of originals to updates (augmenting paths).
-        let mut owner: Vec<Option<usize>> = vec![None; us.len()];
+        let mut owner: Vec<Option<usize>> = vec![None; unodes.len()];
         for i in 0..os.len() {
-            let mut seen = vec![false; us.len()];
+            let mut seen = vec![false; unodes.len()];
             augment(i, &edges, &mut owner, &mut seen);
         }
         let matched = owner.iter().flatten().count();
         for (j, o) in owner.iter().enumerate() {
             if let Some(i) = o {
                 if let Some(Some(d)) = edges.get(*i).and_then(|r| r.get(j)) {
-                    self.diffs.extend(d.iter().cloned());
+                    self.extend(d.clone());
                 }
             }
         }
@@ -703,208 +897,24 @@ impl<'a> Ctx<'a> {
             self.add("COMBINED_TYPE_SUBSCHEMAS_CHANGED");
         }
     }
-
-    fn compare_object(
-        &mut self,
-        o: &'a Map<String, Value>,
-        od: &'a Value,
-        u: &'a Map<String, Value>,
-        ud: &'a Value,
-    ) {
-        let props = |m: &'a Map<String, Value>| {
-            m.get("properties")
-                .and_then(Value::as_object)
-                .unwrap_or(&EMPTY)
-        };
-        let (op, up) = (props(o), props(u));
-        let required = |m: &Map<String, Value>, k: &str| {
-            m.get("required")
-                .and_then(Value::as_array)
-                .is_some_and(|r| r.iter().any(|v| v.as_str() == Some(k)))
-        };
-        let has_default = |v: &Value| v.as_object().is_some_and(|m| m.contains_key("default"));
-        // Required.
-        self.at("required", |s| {
-            for k in op.keys() {
-                if let Some(uv) = up.get(k) {
-                    let (or, ur) = (required(o, k), required(u, k));
-                    if or && !ur {
-                        s.add_at(k, "REQUIRED_ATTRIBUTE_REMOVED");
-                    } else if !or && ur {
-                        s.add_at(
-                            k,
-                            if has_default(uv) {
-                                "REQUIRED_ATTRIBUTE_WITH_DEFAULT_ADDED"
-                            } else {
-                                "REQUIRED_ATTRIBUTE_ADDED"
-                            },
-                        );
-                    }
-                }
-            }
-        });
-        // Properties.
-        let mut keys: Vec<&String> = op.keys().chain(up.keys()).collect();
-        keys.sort();
-        keys.dedup();
-        self.path.push("properties".into());
-        for k in keys {
-            self.path.push(k.clone());
-            match (op.get(k), up.get(k)) {
-                (Some(ov), None) => {
-                    if open_content(u) {
-                        self.add("PROPERTY_REMOVED_FROM_OPEN_CONTENT_MODEL");
-                    } else if let Some(partial) = partial_schema(u, k) {
-                        let (on, un) = (self.build_o(ov, od), self.build_u(partial, ud));
-                        let (d, ok) = self.sub(|s| s.compare(Some(&on), Some(&un)));
-                        self.diffs.extend(d);
-                        self.add(if ok {
-                            "PROPERTY_REMOVED_IS_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL"
-                        } else {
-                            "PROPERTY_REMOVED_NOT_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL"
-                        });
-                    } else if *ov == Value::Bool(false) {
-                        self.add("PROPERTY_WITH_FALSE_REMOVED_FROM_CLOSED_CONTENT_MODEL");
-                    } else {
-                        self.add("PROPERTY_REMOVED_FROM_CLOSED_CONTENT_MODEL");
-                    }
-                }
-                (None, Some(uv)) => {
-                    let is_empty = matches!(self.build_u(uv, ud), Node::Empty | Node::True);
-                    if open_content(o) {
-                        if is_empty {
-                            self.add("PROPERTY_WITH_EMPTY_SCHEMA_ADDED_TO_OPEN_CONTENT_MODEL");
-                        } else if required(u, k) {
-                            self.add(if has_default(uv) {
-                                "REQUIRED_PROPERTY_WITH_DEFAULT_ADDED_TO_OPEN_CONTENT_MODEL"
-                            } else {
-                                "REQUIRED_PROPERTY_ADDED_TO_OPEN_CONTENT_MODEL"
-                            });
-                        } else {
-                            self.add("OPTIONAL_PROPERTY_ADDED_TO_OPEN_CONTENT_MODEL");
-                        }
-                    } else {
-                        if let Some(partial) = partial_schema(o, k) {
-                            let (on, un) = (self.build_o(partial, od), self.build_u(uv, ud));
-                            let (d, ok) = self.sub(|s| s.compare(Some(&on), Some(&un)));
-                            self.diffs.extend(d);
-                            self.add(if ok {
-                                "PROPERTY_ADDED_IS_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL"
-                            } else {
-                                "PROPERTY_ADDED_NOT_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL"
-                            });
-                        }
-                        if required(u, k) {
-                            self.add(if has_default(uv) {
-                                "REQUIRED_PROPERTY_WITH_DEFAULT_ADDED_TO_UNOPEN_CONTENT_MODEL"
-                            } else {
-                                "REQUIRED_PROPERTY_ADDED_TO_UNOPEN_CONTENT_MODEL"
-                            });
-                        } else {
-                            self.add("OPTIONAL_PROPERTY_ADDED_TO_UNOPEN_CONTENT_MODEL");
-                        }
-                    }
-                }
-                (Some(ov), Some(uv)) => {
-                    let (on, un) = (self.build_o(ov, od), self.build_u(uv, ud));
-                    self.compare(Some(&on), Some(&un));
-                }
-                (None, None) => {}
-            }
-            self.path.pop();
-        }
-        self.path.pop();
-        // additionalProperties.
-        self.path.push("additionalProperties".into());
-        let (opermits, upermits) = (permits_additional(o), permits_additional(u));
-        let (oschema, uschema) = (additional_schema(o), additional_schema(u));
-        if opermits != upermits {
-            self.add(if upermits {
-                "ADDITIONAL_PROPERTIES_ADDED"
-            } else {
-                "ADDITIONAL_PROPERTIES_REMOVED"
-            });
-        } else {
-            match (oschema, uschema) {
-                (None, Some(_)) => self.add("ADDITIONAL_PROPERTIES_NARROWED"),
-                (Some(_), None) => self.add("ADDITIONAL_PROPERTIES_EXTENDED"),
-                (Some(ov), Some(uv)) => {
-                    let (on, un) = (self.build_o(ov, od), self.build_u(uv, ud));
-                    self.compare(Some(&on), Some(&un));
-                }
-                (None, None) => {}
-            }
-        }
-        self.path.pop();
-        self.compare_bound(
-            "maxProperties",
-            num(o, "maxProperties"),
-            num(u, "maxProperties"),
-            [
-                "MAX_PROPERTIES_ADDED",
-                "MAX_PROPERTIES_REMOVED",
-                "MAX_PROPERTIES_INCREASED",
-                "MAX_PROPERTIES_DECREASED",
-            ],
-        );
-        self.compare_bound(
-            "minProperties",
-            num(o, "minProperties"),
-            num(u, "minProperties"),
-            [
-                "MIN_PROPERTIES_ADDED",
-                "MIN_PROPERTIES_REMOVED",
-                "MIN_PROPERTIES_INCREASED",
-                "MIN_PROPERTIES_DECREASED",
-            ],
-        );
-    }
-
-    fn compare_array(
-        &mut self,
-        o: &'a Map<String, Value>,
-        od: &'a Value,
-        u: &'a Map<String, Value>,
-        ud: &'a Value,
-    ) {
-        // `items` as one schema for every item.
-        let items = |m: &'a Map<String, Value>| m.get("items").filter(|v| !v.is_array());
-        let on = items(o).map(|v| self.build_o(v, od));
-        let un = items(u).map(|v| self.build_u(v, ud));
-        self.at("items", |s| s.compare(on.as_ref(), un.as_ref()));
-        self.compare_bound(
-            "maxItems",
-            num(o, "maxItems"),
-            num(u, "maxItems"),
-            [
-                "MAX_ITEMS_ADDED",
-                "MAX_ITEMS_REMOVED",
-                "MAX_ITEMS_INCREASED",
-                "MAX_ITEMS_DECREASED",
-            ],
-        );
-        self.compare_bound(
-            "minItems",
-            num(o, "minItems"),
-            num(u, "minItems"),
-            [
-                "MIN_ITEMS_ADDED",
-                "MIN_ITEMS_REMOVED",
-                "MIN_ITEMS_INCREASED",
-                "MIN_ITEMS_DECREASED",
-            ],
-        );
-        let unique = |m: &Map<String, Value>| m.get("uniqueItems") == Some(&Value::Bool(true));
-        match (unique(o), unique(u)) {
-            (true, false) => self.add_at("uniqueItems", "UNIQUE_ITEMS_REMOVED"),
-            (false, true) => self.add_at("uniqueItems", "UNIQUE_ITEMS_ADDED"),
-            _ => {}
-        }
-    }
 }
 
-/// Kuhn's augmenting path from original `i` (sizes are a schema's
-/// subschema counts, bounded by the request size).
+/// The subschemas of a combination without duplicates (Confluent keeps
+/// them in a set), for combinations small enough to scan.
+fn dedup<'p, 'a>(parts: &'p [Part<'a>]) -> Vec<&'p Part<'a>> {
+    let mut out: Vec<&Part> = Vec::with_capacity(parts.len());
+    for p in parts {
+        let dup = parts.len() <= DEDUP_MAX
+            && matches!(p, Part::Raw(v) if out.iter().any(|q| matches!(q, Part::Raw(w) if w == v)));
+        if !dup {
+            out.push(p);
+        }
+    }
+    out
+}
+
+/// Kuhn's augmenting path from original `i`. Its recursion is at most as
+/// deep as the smaller side, which the step budget keeps small.
 fn augment(
     i: usize,
     edges: &[Vec<Option<Vec<Difference>>>],
@@ -915,7 +925,7 @@ fn augment(
         return false;
     };
     for (j, e) in row.iter().enumerate() {
-        if e.is_none() || seen[j] {
+        if e.is_none() || seen.get(j).copied().unwrap_or(true) {
             continue;
         }
         seen[j] = true;
@@ -929,35 +939,4 @@ fn augment(
         }
     }
     false
-}
-
-/// additionalProperties is not `false`.
-fn permits_additional(m: &Map<String, Value>) -> bool {
-    m.get("additionalProperties") != Some(&Value::Bool(false))
-}
-
-/// The schema of additional properties, if one (not `true`) is given.
-fn additional_schema(m: &Map<String, Value>) -> Option<&Value> {
-    m.get("additionalProperties").filter(|v| v.is_object())
-}
-
-/// Any property may appear with any value.
-fn open_content(m: &Map<String, Value>) -> bool {
-    permits_additional(m)
-        && additional_schema(m).is_none()
-        && m.get("patternProperties")
-            .and_then(Value::as_object)
-            .is_none_or(|p| p.is_empty())
-}
-
-/// The schema a partially open content model gives property `k`.
-fn partial_schema<'a>(m: &'a Map<String, Value>, k: &str) -> Option<&'a Value> {
-    if let Some(pp) = m.get("patternProperties").and_then(Value::as_object) {
-        for (pattern, s) in pp {
-            if regex::Regex::new(pattern).is_ok_and(|re| re.is_match(k)) {
-                return Some(s);
-            }
-        }
-    }
-    additional_schema(m)
 }
