@@ -37,8 +37,10 @@ impl SchemaType {
         }
     }
 
-    /// What `GET /schemas/types` lists: the formats this registry parses.
-    pub const SUPPORTED: [SchemaType; 2] = [SchemaType::Avro, SchemaType::Json];
+    /// What `GET /schemas/types` lists: the formats this registry parses, in
+    /// the order Confluent lists them.
+    pub const SUPPORTED: [SchemaType; 3] =
+        [SchemaType::Json, SchemaType::Protobuf, SchemaType::Avro];
 }
 
 /// A compatibility level (Confluent's names).

@@ -64,3 +64,76 @@ fn json_examples_agree_with_confluent() {
     }
     println!("{wrong} of {total} differ");
 }
+
+#[test]
+#[ignore]
+fn protobuf_examples_agree_with_confluent() {
+    use es_registry::format::{proto, proto_compat};
+    let Ok(dir) = std::env::var("ES_CONFLUENT_EXAMPLES") else {
+        return;
+    };
+    let (mut wrong, mut total) = (0, 0);
+    for case in load(&std::path::Path::new(&dir).join("proto-diff.strict")) {
+        total += 1;
+        let text = |k: &str| case[k].as_str().unwrap_or("").to_string();
+        let deps = |k: &str| -> Vec<(String, String)> {
+            case[k]
+                .as_array()
+                .map(|a| {
+                    a.iter()
+                        .map(|d| {
+                            let s = |f: &str| d[f].as_str().unwrap_or("").to_string();
+                            (s("name"), s("dependency"))
+                        })
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        let (od, ud) = (deps("original_dependencies"), deps("update_dependencies"));
+        let borrow = |d: &[(String, String)]| -> Vec<(String, String)> { d.to_vec() };
+        let (od, ud) = (borrow(&od), borrow(&ud));
+        let od: Vec<(&str, &str)> = od.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
+        let ud: Vec<(&str, &str)> = ud.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
+        let (o, u) = match (
+            proto::parse(&text("original_schema"), &od),
+            proto::parse(&text("update_schema"), &ud),
+        ) {
+            (Ok(o), Ok(u)) => (o, u),
+            (a, b) => {
+                wrong += 1;
+                println!(
+                    "{}: does not parse: {:?} {:?}",
+                    case["description"],
+                    a.err(),
+                    b.err()
+                );
+                continue;
+            }
+        };
+        let got: BTreeSet<String> = proto_compat::differences(&o, &u)
+            .iter()
+            .map(|d| format!("{} #/{}", d.kind, d.path))
+            .collect();
+        let want: BTreeSet<String> = case["changes"]
+            .as_array()
+            .expect("changes")
+            .iter()
+            .map(|c| c.as_str().unwrap_or("").to_string())
+            .collect();
+        let verdict = proto_compat::incompatible(&o, &u).is_empty();
+        let want_verdict = case["compatible"].as_bool().unwrap_or(false);
+        if verdict != want_verdict || got != want {
+            wrong += 1;
+            println!(
+                "{}: verdict {verdict} want {want_verdict}{}\n  got  {got:?}\n  want {want:?}",
+                case["description"],
+                if verdict != want_verdict {
+                    " VERDICT WRONG"
+                } else {
+                    ""
+                }
+            );
+        }
+    }
+    println!("{wrong} of {total} differ");
+}

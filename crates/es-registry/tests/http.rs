@@ -106,7 +106,7 @@ fn the_api_answers_as_confluents_does() {
     assert_eq!(json_call("GET", &u("/subjects"), None), (200, json!([])));
     assert_eq!(
         json_call("GET", &u("/schemas/types"), None),
-        (200, json!(["AVRO", "JSON"]))
+        (200, json!(["JSON", "PROTOBUF", "AVRO"]))
     );
     let (_, meta) = json_call("GET", &u("/v1/metadata/id"), None);
     assert_eq!(meta["scope"]["clusters"]["kafka-cluster"], "test-cluster");

@@ -3,14 +3,17 @@
 //! parsed schemas, and [`identity`], the text two registrations must share
 //! to be the same schema. Avro is parsed and checked by [`avro`] and
 //! [`avro_compat`], JSON Schema by [`json`] and [`json_compat`] (with
-//! `json_shapes`). Protobuf is not parsed yet and is refused as an invalid
-//! schema (42201), so nothing unchecked is stored.
+//! `json_shapes`), Protobuf by [`proto`] and [`proto_compat`]. A parser
+//! that panics is caught: the schema is refused as invalid (42201), so
+//! nothing unchecked is stored.
 
 pub mod avro;
 pub mod avro_compat;
 pub mod json;
 pub mod json_compat;
 mod json_shapes;
+pub mod proto;
+pub mod proto_compat;
 mod text;
 
 use crate::error::RegistryError;
@@ -23,6 +26,7 @@ pub use text::minify;
 pub enum Parsed {
     Avro(avro::Avro),
     Json(json_compat::Json),
+    Protobuf(proto::Proto),
 }
 
 impl Parsed {
@@ -30,6 +34,7 @@ impl Parsed {
         match self {
             Parsed::Avro(_) => SchemaType::Avro,
             Parsed::Json(_) => SchemaType::Json,
+            Parsed::Protobuf(_) => SchemaType::Protobuf,
         }
     }
 }
@@ -56,10 +61,10 @@ pub fn parse(t: SchemaType, text: &str, deps: &[(&str, &str)]) -> Result<Parsed,
             let parsed = std::panic::catch_unwind(|| json::parse(text, deps)).map_err(caught)?;
             parsed.map(Parsed::Json).map_err(invalid)
         }
-        SchemaType::Protobuf => Err(invalid(
-            "schemas of type PROTOBUF are not supported by this registry yet (AVRO and JSON are)"
-                .into(),
-        )),
+        SchemaType::Protobuf => {
+            let parsed = std::panic::catch_unwind(|| proto::parse(text, deps)).map_err(caught)?;
+            parsed.map(Parsed::Protobuf).map_err(invalid)
+        }
     }
 }
 
@@ -83,6 +88,11 @@ pub fn incompatibilities(
             .iter()
             .map(|d| d.describe(reader_word, writer_word))
             .collect(),
+        // The same: the original is the writer's schema.
+        (Parsed::Protobuf(r), Parsed::Protobuf(w)) => proto_compat::incompatible(w, r)
+            .iter()
+            .map(|d| d.describe(reader_word, writer_word))
+            .collect(),
         _ => vec!["Incompatible because of different schema type".to_string()],
     }
 }
@@ -95,7 +105,7 @@ pub fn identity(t: SchemaType, text: &str) -> String {
         SchemaType::Avro | SchemaType::Json => {
             text::sorted_json(text).unwrap_or_else(|| minify(text))
         }
-        SchemaType::Protobuf => text.trim().to_string(),
+        SchemaType::Protobuf => proto::normal_form(text).unwrap_or_else(|_| text.to_string()),
     }
 }
 
@@ -107,6 +117,9 @@ pub fn stored_text(t: SchemaType, text: &str, normalize: bool) -> String {
             text::sorted_json(text).unwrap_or_else(|| minify(text))
         }
         SchemaType::Avro | SchemaType::Json => minify(text),
+        SchemaType::Protobuf if normalize => {
+            proto::normal_form(text).unwrap_or_else(|_| text.trim().to_string())
+        }
         SchemaType::Protobuf => text.trim().to_string(),
     }
 }

@@ -281,10 +281,10 @@ fn invalid_schemas_and_subjects_answer_42201_42208() {
         42201
     );
     assert_eq!(code(r.register("s", &avro("not json"), false)), 42201);
-    // Protobuf is not parsed yet: refused, not stored unchecked.
+    // A .proto that does not compile (an unknown type).
     let proto = NewSchema {
         schema_type: SchemaType::Protobuf,
-        ..avro("syntax = \"proto3\"; message M { string a = 1; }")
+        ..avro("syntax = \"proto3\"; message M { Nope a = 1; }")
     };
     assert_eq!(code(r.register("s", &proto, false)), 42201);
     let bad_json = NewSchema {
