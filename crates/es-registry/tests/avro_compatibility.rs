@@ -7,6 +7,8 @@
 //! names compare without their namespaces, and a reader's enum default
 //! accepts unknown symbols.
 
+mod common;
+
 use es_registry::format::{incompatibilities, parse};
 use es_registry::model::{Compatibility, NewSchema, SchemaType};
 use es_registry::Registry;
@@ -562,6 +564,11 @@ fn the_registry_applies_each_level() {
             }
         }
     }
+}
+
+#[test]
+fn the_http_registry_applies_each_level() {
+    common::table_over_http("AVRO", ROWS);
 }
 
 #[test]

@@ -1,6 +1,7 @@
 //! JSON Schema parsing: the text must be a JSON object or boolean that
 //! validates against its draft's meta-schema (drafts 4, 6, 7, 2019-09 and
-//! 2020-12, through the `jsonschema` crate), and every `$ref` must
+//! 2020-12 as `$schema` names them, draft 7 without one, as Confluent;
+//! through the `jsonschema` crate), and every `$ref` must
 //! resolve, inside the document or into a referenced schema named by one
 //! of the schema's references (which are checked the same way).
 
@@ -33,9 +34,40 @@ fn document(text: &str) -> Result<Value, String> {
         return Err("a JSON Schema is an object or a boolean".into());
     }
     if value.is_object() {
-        jsonschema::meta::validate(&value).map_err(|e| e.to_string())?;
+        meta_validate(&value)?;
     }
     Ok(value)
+}
+
+/// Validates `schema` against its draft's meta-schema: the one its
+/// `$schema` names, or draft 7 without one (Confluent's default).
+fn meta_validate(schema: &Value) -> Result<(), String> {
+    let named = schema.get("$schema").map(|s| {
+        let s = s.as_str().unwrap_or("");
+        let s = s.trim_end_matches('#');
+        s.trim_start_matches("https://")
+            .trim_start_matches("http://")
+            .to_string()
+    });
+    let result = match named.as_deref() {
+        None | Some("json-schema.org/draft-07/schema") => {
+            jsonschema::draft7::meta::validate(schema)
+        }
+        Some("json-schema.org/draft-04/schema") => jsonschema::draft4::meta::validate(schema),
+        Some("json-schema.org/draft-06/schema") => jsonschema::draft6::meta::validate(schema),
+        Some("json-schema.org/draft/2019-09/schema") => {
+            jsonschema::draft201909::meta::validate(schema)
+        }
+        Some("json-schema.org/draft/2020-12/schema") => {
+            jsonschema::draft202012::meta::validate(schema)
+        }
+        Some(other) => {
+            return Err(format!(
+                "unknown $schema {other:?} (drafts 4, 6, 7, 2019-09 and 2020-12 are known)"
+            ))
+        }
+    };
+    result.map_err(|e| e.to_string())
 }
 
 /// Every `$ref` under `v` (in document `doc`) resolves.
