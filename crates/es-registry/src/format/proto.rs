@@ -60,10 +60,16 @@ pub fn parse(text: &str, deps: &[(&str, &str)]) -> Result<Proto, String> {
     let mut compiler = protox::Compiler::with_file_resolver(resolver);
     compiler.include_imports(true);
     compiler.open_file(MAIN_FILE).map_err(|e| e.to_string())?;
-    Ok(Proto {
+    let proto = Proto {
         pool: compiler.descriptor_pool(),
         main: MAIN_FILE.to_string(),
-    })
+    };
+    // A schema names a message or an enum (Confluent's schema name).
+    let file = proto.file().ok_or("the schema's file is missing")?;
+    if file.messages().len() == 0 && file.enums().len() == 0 {
+        return Err("Protobuf schema definition contains no type definitions".into());
+    }
+    Ok(proto)
 }
 
 /// `text` without comments and without white space except where it
