@@ -9,7 +9,9 @@
 //!
 //! Logical types are checked as their underlying types (a `date` is an
 //! `int`), as Java does. A record reached again while it is being checked
-//! (a recursive schema) counts as compatible there, as Java's memo does.
+//! (a recursive schema) counts as compatible there, and a record pair
+//! checked once is not checked again, as Java's memo does; at most
+//! [`FOUND_MAX`] incompatibilities are reported.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 
@@ -83,6 +85,10 @@ impl Incompatibility {
     }
 }
 
+/// Most incompatibilities one check reports (a recursive or widely shared
+/// record could otherwise multiply them without bound).
+const FOUND_MAX: usize = 1_000;
+
 /// Every reason `reader` cannot read data written with `writer` (empty:
 /// it can).
 pub fn check(reader: &Avro, writer: &Avro) -> Vec<Incompatibility> {
@@ -90,6 +96,7 @@ pub fn check(reader: &Avro, writer: &Avro) -> Vec<Incompatibility> {
         reader_names: reader.names(),
         writer_names: writer.names(),
         in_progress: HashSet::new(),
+        memo: HashMap::new(),
         location: Vec::new(),
         found: Vec::new(),
     };
@@ -187,12 +194,19 @@ struct Checker<'a> {
     writer_names: HashMap<String, &'a Schema>,
     /// Record pairs being checked (reader full name, writer full name).
     in_progress: HashSet<(String, String)>,
+    /// What each record pair checked so far found (as Java's memo, whose
+    /// results keep the location they were first found at): a record
+    /// reached along many paths is checked once.
+    memo: HashMap<(String, String), Vec<Incompatibility>>,
     location: Vec<String>,
     found: Vec<Incompatibility>,
 }
 
 impl<'a> Checker<'a> {
     fn incompatible(&mut self, kind: Kind, detail: String) {
+        if self.found.len() >= FOUND_MAX {
+            return;
+        }
         let location = if self.location.is_empty() {
             "/".to_string()
         } else {
@@ -269,8 +283,15 @@ impl<'a> Checker<'a> {
                 let aliases = alias_names(&rr.name, rr.aliases.as_deref());
                 self.check_name(&rr.name, &aliases, &wr.name);
                 let key = (rr.name.fullname(None), wr.name.fullname(None));
-                if self.in_progress.insert(key.clone()) {
+                if let Some(found) = self.memo.get(&key) {
+                    let room = FOUND_MAX.saturating_sub(self.found.len());
+                    let found: Vec<Incompatibility> = found.iter().take(room).cloned().collect();
+                    self.found.extend(found);
+                } else if self.in_progress.insert(key.clone()) {
+                    let before = self.found.len();
                     self.check_record_fields(rr, wr);
+                    let found = self.found.get(before..).unwrap_or_default().to_vec();
+                    self.memo.insert(key.clone(), found);
                     self.in_progress.remove(&key);
                 }
             }
@@ -352,10 +373,11 @@ impl<'a> Checker<'a> {
     }
 
     fn check_enum_symbols(&mut self, r: &EnumSchema, w: &EnumSchema) {
+        let reader_symbols: HashSet<&String> = r.symbols.iter().collect();
         let missing: BTreeSet<&String> = w
             .symbols
             .iter()
-            .filter(|s| !r.symbols.contains(s))
+            .filter(|s| !reader_symbols.contains(s))
             .collect();
         if missing.is_empty() {
             return;

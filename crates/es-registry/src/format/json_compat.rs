@@ -543,6 +543,15 @@ impl<'a, 's> Ctx<'a, 's> {
         self.path.pop();
     }
 
+    /// Spends one step of the budget; false once it is spent.
+    pub(super) fn spend(&mut self) -> bool {
+        self.budget.steps += 1;
+        if self.budget.steps > STEPS_MAX {
+            self.budget.exhausted = true;
+        }
+        !self.budget.exhausted
+    }
+
     pub(super) fn exhausted(&self) -> bool {
         self.budget.exhausted
     }
@@ -727,7 +736,12 @@ impl<'a, 's> Ctx<'a, 's> {
                 }
             }
             (Kind::Enum(ov), Kind::Enum(uv)) => {
-                let contains_all = |a: &[Value], b: &[Value]| b.iter().all(|v| a.contains(v));
+                // As sets of their JSON texts: enums may be long.
+                let set =
+                    |vs: &[Value]| -> HashSet<String> { vs.iter().map(Value::to_string).collect() };
+                let (os, us) = (set(ov), set(uv));
+                let contains_all = |a: &HashSet<String>, b: &HashSet<String>| b.is_subset(a);
+                let (ov, uv) = (&os, &us);
                 let same = contains_all(ov, uv) && contains_all(uv, ov);
                 if !same {
                     let kind = if contains_all(uv, ov) {

@@ -7,6 +7,8 @@
 //! tuples (`items` as a list or `prefixItems`) against open and closed
 //! models (`additionalItems`, `unevaluatedItems`), and item counts.
 
+use std::collections::{HashMap, HashSet};
+
 use serde_json::{Map, Value};
 
 use super::json_compat::{build, deref, num, Ctx, Json, Node};
@@ -24,10 +26,12 @@ fn properties(m: &Map<String, Value>) -> &Map<String, Value> {
         .unwrap_or(&EMPTY)
 }
 
-fn required(m: &Map<String, Value>, k: &str) -> bool {
+/// The names `required` lists (a set: objects may list many).
+fn required(m: &Map<String, Value>) -> HashSet<&str> {
     m.get("required")
         .and_then(Value::as_array)
-        .is_some_and(|r| r.iter().any(|v| v.as_str() == Some(k)))
+        .map(|r| r.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default()
 }
 
 /// The schema at `v` (after its `$ref`s) has a default value.
@@ -72,10 +76,14 @@ fn open_object(n: &Node) -> bool {
 }
 
 /// The schema a partially open content model gives property `k`.
-fn object_partial<'a>(n: &Node<'a>, k: &str) -> Option<&'a Value> {
+fn object_partial<'a>(ctx: &mut Ctx, n: &Node<'a>, k: &str) -> Option<&'a Value> {
     let m = n.map?;
     if let Some(pp) = m.get("patternProperties").and_then(Value::as_object) {
         for (pattern, s) in pp {
+            // Each pattern compiled is a step of the diff's budget.
+            if !ctx.spend() {
+                return None;
+            }
             let re = regex::RegexBuilder::new(pattern)
                 .size_limit(PATTERN_BYTES_MAX)
                 .build();
@@ -159,10 +167,11 @@ impl<'a> Ctx<'a, '_> {
     pub(super) fn compare_object(&mut self, o: &Node<'a>, u: &Node<'a>) {
         let (om, um) = (o.map.unwrap_or(&EMPTY), u.map.unwrap_or(&EMPTY));
         let (op, up) = (properties(om), properties(um));
+        let (oreq, ureq) = (required(om), required(um));
         self.at("required", |s| {
             for k in op.keys() {
                 if let Some(uv) = up.get(k) {
-                    let (or, ur) = (required(om, k), required(um, k));
+                    let (or, ur) = (oreq.contains(k.as_str()), ureq.contains(k.as_str()));
                     if or && !ur {
                         s.add_at(k, "REQUIRED_ATTRIBUTE_REMOVED");
                     } else if !or && ur {
@@ -186,7 +195,7 @@ impl<'a> Ctx<'a, '_> {
                 if s.exhausted() {
                     return;
                 }
-                s.at(k, |s| s.compare_property(o, u, k));
+                s.at(k, |s| s.compare_property(o, u, k, &ureq));
             }
         });
         self.compare_dependencies(o, u);
@@ -220,13 +229,13 @@ impl<'a> Ctx<'a, '_> {
         }
     }
 
-    fn compare_property(&mut self, o: &Node<'a>, u: &Node<'a>, k: &str) {
+    fn compare_property(&mut self, o: &Node<'a>, u: &Node<'a>, k: &str, ureq: &HashSet<&str>) {
         let (om, um) = (o.map.unwrap_or(&EMPTY), u.map.unwrap_or(&EMPTY));
         match (properties(om).get(k), properties(um).get(k)) {
             (Some(ov), None) => {
                 if open_object(u) {
                     self.add("PROPERTY_REMOVED_FROM_OPEN_CONTENT_MODEL");
-                } else if let Some(partial) = object_partial(u, k) {
+                } else if let Some(partial) = object_partial(self, u, k) {
                     let (d, ok) =
                         self.sub(|s| s.compare_in((ov, o.doc, o.json), (partial, u.doc, u.json)));
                     self.extend(d);
@@ -246,7 +255,7 @@ impl<'a> Ctx<'a, '_> {
                 if open_object(o) {
                     if is_empty_schema(uv, u.doc, u.json) {
                         self.add("PROPERTY_WITH_EMPTY_SCHEMA_ADDED_TO_OPEN_CONTENT_MODEL");
-                    } else if required(um, k) {
+                    } else if ureq.contains(k) {
                         self.add(if default {
                             "REQUIRED_PROPERTY_WITH_DEFAULT_ADDED_TO_OPEN_CONTENT_MODEL"
                         } else {
@@ -256,7 +265,7 @@ impl<'a> Ctx<'a, '_> {
                         self.add("OPTIONAL_PROPERTY_ADDED_TO_OPEN_CONTENT_MODEL");
                     }
                 } else {
-                    if let Some(partial) = object_partial(o, k) {
+                    if let Some(partial) = object_partial(self, o, k) {
                         let (d, ok) = self
                             .sub(|s| s.compare_in((partial, o.doc, o.json), (uv, u.doc, u.json)));
                         self.extend(d);
@@ -266,7 +275,7 @@ impl<'a> Ctx<'a, '_> {
                             "PROPERTY_ADDED_NOT_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL"
                         });
                     }
-                    self.add(match (required(um, k), default) {
+                    self.add(match (ureq.contains(k), default) {
                         (true, true) => {
                             "REQUIRED_PROPERTY_WITH_DEFAULT_ADDED_TO_UNOPEN_CONTENT_MODEL"
                         }
@@ -291,10 +300,15 @@ impl<'a> Ctx<'a, '_> {
                 .collect()
         };
         let (od, ud) = (deps(om), deps(um));
-        let find = |d: &[(&'a String, &'a Value)], k: &str, array: bool| {
+        // (property, is a list of names) -> the dependency
+        let index = |d: &[(&'a String, &'a Value)]| -> HashMap<(&'a str, bool), &'a Value> {
             d.iter()
-                .find(|(n, v)| n.as_str() == k && v.is_array() == array)
-                .map(|(_, v)| *v)
+                .map(|(n, v)| ((n.as_str(), v.is_array()), *v))
+                .collect()
+        };
+        let (oi, ui) = (index(&od), index(&ud));
+        let find = |d: &HashMap<(&'a str, bool), &'a Value>, k: &str, array: bool| {
+            d.get(&(k, array)).copied()
         };
         let mut keys: Vec<&String> = od.iter().chain(ud.iter()).map(|(k, _)| *k).collect();
         keys.sort();
@@ -302,7 +316,7 @@ impl<'a> Ctx<'a, '_> {
         self.at("dependencies", |s| {
             for k in keys {
                 s.at(k, |s| {
-                    let names = |v: &Value| -> Vec<String> {
+                    let names = |v: &Value| -> HashSet<String> {
                         v.as_array()
                             .map(|a| {
                                 a.iter()
@@ -311,12 +325,12 @@ impl<'a> Ctx<'a, '_> {
                             })
                             .unwrap_or_default()
                     };
-                    match (find(&od, k, true), find(&ud, k, true)) {
+                    match (find(&oi, k, true), find(&ui, k, true)) {
                         (Some(_), None) => s.add("DEPENDENCY_ARRAY_REMOVED"),
                         (None, Some(_)) => s.add("DEPENDENCY_ARRAY_ADDED"),
                         (Some(a), Some(b)) => {
                             let (a, b) = (names(a), names(b));
-                            let all = |x: &[String], y: &[String]| y.iter().all(|n| x.contains(n));
+                            let all = |x: &HashSet<String>, y: &HashSet<String>| y.is_subset(x);
                             if !(all(&a, &b) && all(&b, &a)) {
                                 s.add(if all(&b, &a) {
                                     "DEPENDENCY_ARRAY_EXTENDED"
@@ -329,7 +343,7 @@ impl<'a> Ctx<'a, '_> {
                         }
                         (None, None) => {}
                     }
-                    match (find(&od, k, false), find(&ud, k, false)) {
+                    match (find(&oi, k, false), find(&ui, k, false)) {
                         (Some(_), None) => s.add("DEPENDENCY_SCHEMA_REMOVED"),
                         (None, Some(_)) => s.add("DEPENDENCY_SCHEMA_ADDED"),
                         (Some(a), Some(b)) => s.compare_in((a, o.doc, o.json), (b, u.doc, u.json)),
