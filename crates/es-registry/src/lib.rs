@@ -5,9 +5,8 @@
 //! (parsing schemas and checking two for compatibility: Avro, JSON Schema
 //! and Protobuf), [`registry`] (the sans-io core: state and every API
 //! operation, errors typed as [`RegistryError`], mapped to HTTP status and
-//! Confluent's
-//! `error_code` in [`error`] alone), [`store`] (`schemas.json`, replaced
-//! atomically), and the async shell: [`http`] (axum routes) and
+//! Confluent's `error_code` in [`error`] alone), [`store`] (`schemas.json`,
+//! replaced atomically), and the async shell: [`http`] (axum routes) and
 //! [`server`] (load, listen, serve). Limits are in [`limits`].
 
 pub mod error;
