@@ -728,6 +728,18 @@ fn recursion_through_combinations_is_bounded() {
         r##"{"$ref":"#"},"##.repeat(40)
     );
     let _ = incompatibilities(&parsed(&wide), &parsed(s), "new", "old");
+    // A cycle of bare $refs has no schema to compare: never compatible.
+    let cycle = r##"{"definitions":{"a":{"$ref":"#/definitions/b"},"b":{"$ref":"#/definitions/a"}},"$ref":"#/definitions/a"}"##;
+    let m = incompatibilities(
+        &parsed(r##"{"type":"string"}"##),
+        &parsed(cycle),
+        "new",
+        "old",
+    );
+    assert!(
+        m.iter().any(|m| m.contains("COMPARISON_TOO_COMPLEX")),
+        "{m:?}"
+    );
     let _ = incompatibilities(&parsed(&wide), &parsed(&wide), "new", "old");
 }
 

@@ -191,6 +191,10 @@ pub fn differences(original: &Json, update: &Json) -> Vec<Difference> {
         };
         let o = build(&original.root, &original.root, original);
         let u = build(&update.root, &update.root, update);
+        if o.is_none() || u.is_none() {
+            // A root that is a cycle of bare $refs: nothing to compare.
+            ctx.budget.exhausted = true;
+        }
         ctx.compare(o.as_ref(), u.as_ref());
         if ctx.budget.exhausted {
             return vec![Difference {
@@ -575,8 +579,9 @@ impl<'a, 's> Ctx<'a, 's> {
         let un = u.map(|(v, d, j)| build(v, d, j));
         match (on, un) {
             // A $ref that does not resolve (the parser refuses those; a
-            // chain too long ends here): nothing to compare.
-            (Some(None), _) | (_, Some(None)) => {}
+            // chain too long or a cycle of bare $refs ends here): not
+            // comparable, so not shown compatible.
+            (Some(None), _) | (_, Some(None)) => self.budget.exhausted = true,
             (o, u) => self.compare(o.flatten().as_ref(), u.flatten().as_ref()),
         }
     }
@@ -642,11 +647,16 @@ impl<'a, 's> Ctx<'a, 's> {
     }
 
     /// A part of a combination, read if need be, in `of`'s document.
-    fn part(&self, p: &Part<'a>, of: &Node<'a>) -> Option<Node<'a>> {
-        match p {
+    /// (None, and the diff given up, if it is a `$ref` that cannot be followed.)
+    fn part(&mut self, p: &Part<'a>, of: &Node<'a>) -> Option<Node<'a>> {
+        let n = match p {
             Part::Built(n) => Some(n.clone()),
             Part::Raw(v) => build(v, of.doc, of.json),
+        };
+        if n.is_none() {
+            self.budget.exhausted = true;
         }
+        n
     }
 
     fn compare_types(&mut self, o: &Node<'a>, u: &Node<'a>) {
