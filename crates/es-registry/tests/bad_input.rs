@@ -236,6 +236,23 @@ fn recursive_and_wide_schemas_are_answered() {
         api.register("j4", "JSON", &wide("integer"), none.clone()),
         "json wide changed",
     );
+    // JSON: 100 large alternatives that differ only at their ends (the
+    // duplicates search must not compare them pairwise in full).
+    let big_alts = |t: &str| {
+        let filler = format!(r#""description":"{}""#, "x".repeat(40_000));
+        let alts: Vec<String> = (0..100)
+            .map(|i| format!(r#"{{{filler},"type":"{t}","maxLength":{i}}}"#))
+            .collect();
+        format!(r#"{{"oneOf":[{}]}}"#, alts.join(","))
+    };
+    answered(
+        api.register("j6", "JSON", &big_alts("string"), none.clone()),
+        "json big alternatives",
+    );
+    answered(
+        api.register("j6", "JSON", &big_alts("integer"), none.clone()),
+        "json big alternatives changed",
+    );
     // JSON: many patternProperties against many removed properties.
     let patterned = {
         let pats: Vec<String> = (0..500)

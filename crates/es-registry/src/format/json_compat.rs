@@ -41,8 +41,9 @@ pub const DIFF_BYTES_MAX: usize = 32 * 1024 * 1024;
 pub const ROUNDS_MAX: usize = 8;
 /// Longest chain of `$ref`s to `$ref`s followed.
 const REF_HOPS_MAX: usize = 32;
-/// Largest combination whose duplicate subschemas are merged (a quadratic scan).
-const DEDUP_MAX: usize = 256;
+/// Bytes of subschema text that count as one step of the budget when
+/// duplicates are looked for.
+const DEDUP_BYTES_PER_STEP: usize = 1024;
 
 /// A parsed JSON Schema with the schemas it references, by name.
 #[derive(Debug, Clone)]
@@ -183,6 +184,7 @@ pub fn differences(original: &Json, update: &Json) -> Vec<Difference> {
             diffs: Vec::new(),
             memo: HashMap::new(),
             in_progress: HashSet::new(),
+            dedup_cache: HashMap::new(),
             seed: &seed,
             optimistic: false,
             depth: 0,
@@ -494,6 +496,8 @@ pub(super) struct Ctx<'a, 's> {
     diffs: Vec<Difference>,
     memo: HashMap<PairKey, Rc<Vec<Difference>>>,
     in_progress: HashSet<PairKey>,
+    /// Which subschemas of each combination are kept (not duplicates).
+    dedup_cache: HashMap<NodeKey, Vec<usize>>,
     /// Pairs an earlier round found incompatible.
     seed: &'s HashMap<PairKey, Rc<Vec<Difference>>>,
     /// A recursive pair was taken as compatible in this round.
@@ -647,6 +651,37 @@ impl<'a, 's> Ctx<'a, 's> {
     }
 
     /// A part of a combination, read if need be, in `of`'s document.
+    /// The subschemas of a combination without duplicates (Confluent keeps
+    /// them in a set), found by their JSON text: each combination's once
+    /// per round, its bytes counted against the budget.
+    fn dedup<'p>(&mut self, key: NodeKey, parts: &'p [Part<'a>]) -> Vec<&'p Part<'a>> {
+        let keep = match self.dedup_cache.get(&key) {
+            Some(keep) => keep.clone(),
+            None => {
+                let mut seen = HashSet::new();
+                let mut keep = Vec::with_capacity(parts.len());
+                for (i, p) in parts.iter().enumerate() {
+                    match p {
+                        Part::Raw(v) => {
+                            let text = v.to_string();
+                            self.budget.steps += text.len() / DEDUP_BYTES_PER_STEP;
+                            if !self.spend() {
+                                break;
+                            }
+                            if seen.insert(text) {
+                                keep.push(i);
+                            }
+                        }
+                        Part::Built(_) => keep.push(i),
+                    }
+                }
+                self.dedup_cache.insert(key, keep.clone());
+                keep
+            }
+        };
+        keep.iter().filter_map(|i| parts.get(*i)).collect()
+    }
+
     /// (None, and the diff given up, if it is a `$ref` that cannot be followed.)
     fn part(&mut self, p: &Part<'a>, of: &Node<'a>) -> Option<Node<'a>> {
         let n = match p {
@@ -861,8 +896,8 @@ impl<'a, 's> Ctx<'a, 's> {
         uc: Criterion,
         us: &[Part<'a>],
     ) {
-        let os = dedup(os);
-        let us = dedup(us);
+        let os = self.dedup(on.key, os);
+        let us = self.dedup(un.key, us);
         if oc != uc {
             let extended = uc == Criterion::Any
                 || (os.len() == 1 && us.len() == 1)
@@ -921,20 +956,6 @@ impl<'a, 's> Ctx<'a, 's> {
             self.add("COMBINED_TYPE_SUBSCHEMAS_CHANGED");
         }
     }
-}
-
-/// The subschemas of a combination without duplicates (Confluent keeps
-/// them in a set), for combinations small enough to scan.
-fn dedup<'p, 'a>(parts: &'p [Part<'a>]) -> Vec<&'p Part<'a>> {
-    let mut out: Vec<&Part> = Vec::with_capacity(parts.len());
-    for p in parts {
-        let dup = parts.len() <= DEDUP_MAX
-            && matches!(p, Part::Raw(v) if out.iter().any(|q| matches!(q, Part::Raw(w) if w == v)));
-        if !dup {
-            out.push(p);
-        }
-    }
-    out
 }
 
 /// Kuhn's augmenting path from original `i`. Its recursion is at most as
