@@ -482,3 +482,31 @@ fn peak_memory_is_bounded() {
     println!("peak resident memory: {peak_kib} KiB");
     assert!(peak_kib < 1024 * 1024, "peak {peak_kib} KiB");
 }
+
+/// A chain of schemas, each importing the one before through a reference:
+/// accepted up to the registry's reference depth, refused past it (a
+/// cycle cannot be registered: a reference names a version that exists).
+#[test]
+fn reference_chains_are_bounded() {
+    let api = Api::new();
+    let depth = es_registry::limits::REFERENCE_DEPTH_MAX;
+    for i in 0..=depth {
+        let (import, refs, field) = if i == 0 {
+            (String::new(), json!([]), "int32 v = 1;".to_string())
+        } else {
+            let prev = i - 1;
+            (
+                format!("import \"m{prev}.proto\";"),
+                json!([{"name": format!("m{prev}.proto"), "subject": format!("m{prev}"), "version": 1}]),
+                format!("M{prev} prev = 1;"),
+            )
+        };
+        let text = format!("syntax = \"proto3\"; {import} message M{i} {{ {field} }}");
+        let got = api.register(&format!("m{i}"), "PROTOBUF", &text, refs);
+        if i < depth {
+            assert_eq!(got, (200, 0), "link {i}");
+        } else {
+            invalid(got, "a chain past the reference depth");
+        }
+    }
+}
