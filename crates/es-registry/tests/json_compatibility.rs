@@ -779,3 +779,26 @@ fn references_across_subjects() {
     assert_eq!(e.code(), 409);
     assert!(e.to_string().contains("TYPE_CHANGED"), "{e}");
 }
+
+/// Confluent's messages, byte for byte (its JSON Schema messages close
+/// with `'}`).
+#[test]
+fn messages_name_the_problem_and_its_place() {
+    let old = r##"{"type":"object","properties":{"a":{"type":"string"}}}"##;
+    let new = r##"{"type":"object","properties":{"a":{"type":"integer"},"b":{"type":"string"}}}"##;
+    let m = incompatibilities(&parsed(new), &parsed(old), "new", "old");
+    assert_eq!(
+        m,
+        vec![
+            "{errorType:\"TYPE_CHANGED\", description:\"A type at path '#/properties/a' is different between the new schema and the old schema'}",
+            "{errorType:\"OPTIONAL_PROPERTY_ADDED_TO_OPEN_CONTENT_MODEL\", description:\"The new schema has an open content model and has a property or item at path '#/properties/b' which is missing in the old schema'}",
+        ]
+    );
+    let m = incompatibilities(
+        &parsed(r##"{"type":"string","maxLength":5}"##),
+        &parsed(r##"{"type":"string","maxLength":9}"##),
+        "new",
+        "old",
+    );
+    assert_eq!(m, vec!["{errorType:\"MAX_LENGTH_DECREASED\", description:\"The value at path '#/maxLength' in the new schema is less than its value in the old schema'}"]);
+}

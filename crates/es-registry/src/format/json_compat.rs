@@ -137,40 +137,8 @@ impl Difference {
     /// Confluent's sentence, `update` and `original` naming the two
     /// schemas ("new" and "old").
     pub fn describe(&self, update: &str, original: &str) -> String {
-        let p = format!("#/{}", self.path);
-        let k = self.kind;
-        let description = if k == "COMPARISON_TOO_COMPLEX" {
-            format!("The {update} and {original} schema could not be compared within this registry's limits (nesting, size or recursion)")
-        } else if k.ends_with("_ADDED") && !k.contains("PROPERTY") && !k.contains("ATTRIBUTE") {
-            format!("The keyword at path '{p}' in the {update} schema is not present in the {original} schema")
-        } else if k.ends_with("_DECREASED") || k.ends_with("_NARROWED") && !k.contains("TYPE") {
-            format!("The value at path '{p}' in the {update} schema is less than its value in the {original} schema")
-        } else if k.ends_with("_CHANGED") && k != "TYPE_CHANGED" {
-            format!(
-                "The value at path '{p}' is different between the {update} and {original} schema"
-            )
-        } else if k.ends_with("_INCREASED") {
-            format!("The value at path '{p}' in the {update} schema is more than its value in the {original} schema")
-        } else if k.contains("TYPE_NARROWED") {
-            format!("An array or combined type at path '{p}' has fewer elements in the {update} schema than the {original} schema")
-        } else if k.contains("TYPE_EXTENDED") {
-            format!("An array or combined type at path '{p}' has more elements in the {update} schema than the {original} schema")
-        } else if k == "TYPE_CHANGED" {
-            format!("A type at path '{p}' is different between the {update} schema and the {original} schema")
-        } else if k.contains("ADDED_TO_OPEN_CONTENT_MODEL") {
-            format!("The {update} schema has an open content model and has a property or item at path '{p}' which is missing in the {original} schema")
-        } else if k == "REQUIRED_PROPERTY_ADDED_TO_UNOPEN_CONTENT_MODEL"
-            || k == "REQUIRED_ATTRIBUTE_ADDED"
-        {
-            format!("The {update} schema has an unopen content model and has a required property at path '{p}' which is missing in the {original} schema")
-        } else if k.ends_with("REMOVED_FROM_CLOSED_CONTENT_MODEL") {
-            format!("The {update} has a closed content model and is missing a property or item present at path '{p}' in the {original} schema")
-        } else if k.contains("NOT_COVERED") {
-            format!("A property or item at path '{p}' is not covered by the partially open content model of the {update} schema")
-        } else {
-            format!("A change at path '{p}' between the {original} and {update} schema")
-        };
-        format!("{{errorType:\"{k}\", description:\"{description}\"}}")
+        let path = format!("#/{}", self.path);
+        super::json_messages::describe(self.kind, &path, update, original)
     }
 }
 

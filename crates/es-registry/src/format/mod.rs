@@ -3,14 +3,15 @@
 //! parsed schemas, and [`identity`], the text two registrations must share
 //! to be the same schema. Avro is parsed and checked by [`avro`] and
 //! [`avro_compat`], JSON Schema by [`json`] and [`json_compat`] (with
-//! `json_shapes`), Protobuf by [`proto`] and [`proto_compat`]. A parser
-//! that panics is caught: the schema is refused as invalid (42201), so
-//! nothing unchecked is stored.
+//! `json_shapes` and `json_messages`), Protobuf by [`proto`] and
+//! [`proto_compat`]. A parser that panics is caught: the schema is refused
+//! as invalid (42201), so nothing unchecked is stored.
 
 pub mod avro;
 pub mod avro_compat;
 pub mod json;
 pub mod json_compat;
+mod json_messages;
 mod json_shapes;
 pub mod proto;
 pub mod proto_compat;

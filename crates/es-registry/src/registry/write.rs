@@ -240,11 +240,13 @@ impl Registry {
             if old.schema_type() != parsed.schema_type() {
                 messages.push("Incompatible because of different schema type".to_string());
             } else {
-                if level.backward() {
-                    messages.extend(format::incompatibilities(parsed, &old, "new", "old"));
-                }
+                // Confluent's order under FULL: what the old schema cannot
+                // read first, then what the new one cannot.
                 if level.forward() {
                     messages.extend(format::incompatibilities(&old, parsed, "old", "new"));
+                }
+                if level.backward() {
+                    messages.extend(format::incompatibilities(parsed, &old, "new", "old"));
                 }
             }
             if !messages.is_empty() {
