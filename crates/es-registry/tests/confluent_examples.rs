@@ -21,6 +21,7 @@ fn json_examples_agree_with_confluent() {
     };
     let mut wrong = 0;
     let mut total = 0;
+    let mut verdicts_wrong = 0;
     for entry in std::fs::read_dir(&dir).expect("dir") {
         let path = entry.expect("entry").path();
         let name = path
@@ -57,12 +58,14 @@ fn json_examples_agree_with_confluent() {
                     case["description"]
                 );
                 if verdict != want_verdict {
+                    verdicts_wrong += 1;
                     println!("  VERDICT WRONG");
                 }
             }
         }
     }
     println!("{wrong} of {total} differ");
+    assert_eq!(verdicts_wrong, 0, "verdicts that differ from Confluent's");
 }
 
 #[test]
@@ -72,7 +75,7 @@ fn protobuf_examples_agree_with_confluent() {
     let Ok(dir) = std::env::var("ES_CONFLUENT_EXAMPLES") else {
         return;
     };
-    let (mut wrong, mut total) = (0, 0);
+    let (mut wrong, mut total, mut verdicts_wrong) = (0, 0, 0);
     for case in load(&std::path::Path::new(&dir).join("proto-diff.strict")) {
         total += 1;
         let text = |k: &str| case[k].as_str().unwrap_or("").to_string();
@@ -122,6 +125,9 @@ fn protobuf_examples_agree_with_confluent() {
             .collect();
         let verdict = proto_compat::incompatible(&o, &u).is_empty();
         let want_verdict = case["compatible"].as_bool().unwrap_or(false);
+        if verdict != want_verdict {
+            verdicts_wrong += 1;
+        }
         if verdict != want_verdict || got != want {
             wrong += 1;
             println!(
@@ -136,4 +142,5 @@ fn protobuf_examples_agree_with_confluent() {
         }
     }
     println!("{wrong} of {total} differ");
+    assert_eq!(verdicts_wrong, 0, "verdicts that differ from Confluent's");
 }
