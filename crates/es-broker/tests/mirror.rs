@@ -7,13 +7,16 @@
 //! and markers stay gaps, producers are refused until promotion, a group's
 //! committed offset is copied unchanged, a restart of the mirror resumes
 //! with nothing written twice, and promotion moves the log end to the
-//! source's so new records continue at the offset consumers expect.
+//! source's so new records continue at the offset consumers expect. In a
+//! cluster, followers follow a promoted log end.
 
 mod common;
 
 use std::process::Command;
 use std::time::Duration;
 
+use common::cluster::Cluster;
+use common::replicas::{produce, shown};
 use common::{client_config, ES_BROKER};
 use es_test_support::wait::eventually;
 use rdkafka::consumer::{BaseConsumer, Consumer};
@@ -329,5 +332,88 @@ fn a_mirror_keeps_source_offsets_resumes_after_a_restart_and_promotes() {
     let (_, end) = c.fetch_watermarks(TOPIC, 0, TIMEOUT).expect("watermarks");
     assert_eq!(end, hw[0] + 1, "the new record landed at the source's end");
     target.stop();
+    source.stop();
+}
+
+/// The high watermark of partition 0 of TOPIC as `addr` reports it.
+fn high_watermark(addr: &str) -> i64 {
+    let c: BaseConsumer = client_config(addr)
+        .set("group.id", "mirror-test-hw")
+        .create()
+        .expect("consumer");
+    c.fetch_watermarks(TOPIC, 0, TIMEOUT).expect("watermarks").1
+}
+
+/// In a cluster each node copies the partitions it leads and its followers
+/// replicate what it copied. Promotion moves the leader's log end past the
+/// source's trailing transaction marker, an offset with no record: the
+/// follower's end must follow it (es's end-gap answer), so the high
+/// watermark reaches the source's while both replicas stay in sync.
+#[test]
+fn in_a_cluster_followers_follow_a_promoted_log_end() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let source = common::start(dir.path().join("source"), &["--default-partitions", "1"]);
+    let cluster = Cluster::start_with(
+        &dir.path().join("target"),
+        2,
+        1,
+        &[
+            "--default-partitions",
+            "1",
+            "--default-replication-factor",
+            "2",
+        ],
+    );
+    produce_transactions(&source.addr);
+    let want = read_all(&source.addr, 1, 10);
+    let source_hw = high_watermark(&source.addr);
+    assert_eq!(want.len(), 10);
+    assert_eq!(
+        source_hw, 18,
+        "three transactions of five and their markers"
+    );
+
+    let any = cluster.addr(1);
+    mirror(
+        &any,
+        &["link", "create", "src", "--source-bootstrap", &source.addr],
+    );
+    mirror(&any, &["topic", "create", TOPIC, "--link", "src"]);
+    let (leader, _, replicas, _) = eventually(TIMEOUT, "the mirror topic's replicas", || {
+        let s = shown(&any, TOPIC);
+        (s.0 > 0 && s.2.len() == 2).then_some(s)
+    });
+    assert_eq!(replicas.len(), 2);
+    let at = cluster.addr(leader);
+    eventually(TIMEOUT, "the mirror to catch up", || {
+        let st = status(&at);
+        (st.len() == 1 && st[0].1 == 17).then_some(())
+    });
+    assert_eq!(
+        read_all(&at, 1, 10),
+        want,
+        "the copy, read through the leader"
+    );
+
+    let out = mirror(&at, &["promote", TOPIC, "--timeout-s", "30"]);
+    assert!(out.contains("promoted orders"), "{out}");
+    eventually(TIMEOUT, "the high watermark at the source's", || {
+        (high_watermark(&at) == source_hw).then_some(())
+    });
+    let (_, _, _, isr) = shown(&at, TOPIC);
+    assert_eq!(
+        isr.len(),
+        2,
+        "the follower is in sync at the new end: {isr:?}"
+    );
+    let (code, offset) = produce(&at, TOPIC, "after");
+    assert_eq!(
+        (code, offset),
+        (0, source_hw),
+        "acks=all at the source's end"
+    );
+    for (_, node) in cluster.nodes {
+        node.stop();
+    }
     source.stop();
 }
