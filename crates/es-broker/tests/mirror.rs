@@ -292,6 +292,23 @@ fn a_mirror_keeps_source_offsets_resumes_after_a_restart_and_promotes() {
     let p0: Vec<i64> = got.iter().filter(|r| r.0 == 0).map(|r| r.1).collect();
     assert!(p0.windows(2).any(|w| w[1] - w[0] > 1), "gap kept: {p0:?}");
 
+    let shown = mirror_configs(&target.addr);
+    assert_eq!(
+        shown.get("es.mirror.state").map(String::as_str),
+        Some("active"),
+        "{shown:?}"
+    );
+    assert_eq!(shown.get("es.mirror.link").map(String::as_str), Some("src"));
+    assert_eq!(
+        shown.get("es.mirror.source.topic").map(String::as_str),
+        Some(TOPIC)
+    );
+    assert_eq!(
+        shown.get("es.mirror.partition.lag").map(String::as_str),
+        Some("0=1,1=0"),
+        "partition 0's source ends with a transaction marker, not copied until promotion"
+    );
+
     // Read-only until promoted.
     let (code, message) = raw_produce(&target.addr);
     assert_eq!(code, INVALID_REQUEST, "{message:?}");
@@ -321,6 +338,13 @@ fn a_mirror_keeps_source_offsets_resumes_after_a_restart_and_promotes() {
         assert_eq!(state, "promoted");
         assert_eq!((*end, *lag), (hw[*p as usize], 0), "partition {p}");
     }
+    let shown = mirror_configs(&target.addr);
+    assert_eq!(
+        shown.get("es.mirror.state").map(String::as_str),
+        Some("promoted"),
+        "{shown:?}"
+    );
+    assert_eq!(shown.get("es.mirror.lag").map(String::as_str), Some("0"));
     let p: BaseProducer = client_config(&target.addr).create().expect("producer");
     p.send(BaseRecord::to(TOPIC).partition(0).key("new").payload("new"))
         .expect("queued");
@@ -333,6 +357,32 @@ fn a_mirror_keeps_source_offsets_resumes_after_a_restart_and_promotes() {
     assert_eq!(end, hw[0] + 1, "the new record landed at the source's end");
     target.stop();
     source.stop();
+}
+
+/// TOPIC's configs named `es.mirror.*` as DescribeConfigs shows them
+/// (every one read-only).
+fn mirror_configs(addr: &str) -> std::collections::BTreeMap<String, String> {
+    use rdkafka::admin::ResourceSpecifier;
+    let a = common::admin(addr);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let got = rt
+        .block_on(a.describe_configs(
+            &[ResourceSpecifier::Topic(TOPIC)],
+            &common::admin_opts(TIMEOUT),
+        ))
+        .expect("describe configs");
+    let res = got[0].as_ref().expect("the topic's configs");
+    res.entries
+        .iter()
+        .filter(|e| e.name.starts_with("es.mirror."))
+        .map(|e| {
+            assert!(e.is_read_only, "{} is read-only", e.name);
+            (e.name.clone(), e.value.clone().unwrap_or_default())
+        })
+        .collect()
 }
 
 /// The high watermark of partition 0 of TOPIC as `addr` reports it.

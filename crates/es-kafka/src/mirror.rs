@@ -115,3 +115,45 @@ impl Broker {
             .await
     }
 }
+
+/// What DescribeConfigs shows of a mirror topic: read-only entries named
+/// `es.mirror.*` (link, source topic, state, the failure if any, the lag in
+/// offsets over all partitions and per partition, records copied per
+/// second), as this node's mirror service knows them. Empty for any other
+/// topic.
+pub fn config_entries(b: &Broker, topic: &str) -> Vec<(&'static str, String)> {
+    let Some(st) = b
+        .mirror_control()
+        .and_then(|m| m.status().into_iter().find(|t| t.topic == topic))
+    else {
+        return Vec::new();
+    };
+    let known = || st.partitions.iter().filter(|p| p.lag >= 0);
+    let per_partition: Vec<String> = st
+        .partitions
+        .iter()
+        .map(|p| format!("{}={}", p.partition, p.lag))
+        .collect();
+    let mut out = vec![
+        ("es.mirror.link", st.link.clone()),
+        ("es.mirror.source.topic", st.source_topic.clone()),
+        ("es.mirror.state", st.state.clone()),
+        (
+            "es.mirror.lag",
+            known().map(|p| p.lag).sum::<i64>().to_string(),
+        ),
+        ("es.mirror.partition.lag", per_partition.join(",")),
+        (
+            "es.mirror.records.per.second",
+            st.partitions
+                .iter()
+                .map(|p| p.records_per_second)
+                .sum::<u64>()
+                .to_string(),
+        ),
+    ];
+    if let Some(e) = st.error {
+        out.push(("es.mirror.error", e));
+    }
+    out
+}
