@@ -693,15 +693,6 @@ async fn fetch_round(
                 let limits = DecodeLimits::trusted(FETCH_MAX_BYTES as usize);
                 append_fetched(&storage, decoder, &records, &limits)
                     .map_err(|e| format!("{name}-{}: {e}", r.partition_index))?;
-            } else if let Some(to) = end_gap(&r.unknown_tagged_fields) {
-                // The leader holds nothing from our end below `to`.
-                if to > storage.log_end_offset() {
-                    let s = storage.clone();
-                    tokio::task::spawn_blocking(move || s.advance_end_to(to))
-                        .await
-                        .map_err(|e| e.to_string())?
-                        .map_err(|e| format!("{name}-{}: {e}", r.partition_index))?;
-                }
             }
             appended.push((p.slot.clone(), r.high_watermark));
         }
@@ -720,12 +711,6 @@ async fn fetch_round(
         storage.set_high_watermark(hw);
     }
     Ok(served > 0)
-}
-
-/// The leader's end-gap offset ([`crate::replica::END_GAP_TAG`]), if given.
-fn end_gap(tags: &std::collections::BTreeMap<i32, bytes::Bytes>) -> Option<u64> {
-    let v = tags.get(&crate::replica::END_GAP_TAG)?;
-    Some(u64::from_be_bytes(v.as_ref().try_into().ok()?))
 }
 
 /// Appends the whole batches of one partition's fetched records at the

@@ -22,15 +22,6 @@
 //! Lock: one mutex per partition; callbacks (the waits' completions) run
 //! after it is released.
 
-/// A tagged field of es's own in a replica Fetch answer's partition: the
-/// leader holds no record from the fetch offset up to this offset (8 bytes,
-/// big-endian), so the follower's log end moves there. Only a mirror makes
-/// such a gap at a log end (the offsets of a source's trailing transaction
-/// markers and aborted records, `Partition::advance_end_to` at promotion);
-/// without it a follower would wait below the leader's end for ever.
-/// Kafka's own tags here are 0-2; a Kafka client ignores unknown ones.
-pub const END_GAP_TAG: i32 = 0x6573;
-
 use std::collections::BTreeMap;
 
 use parking_lot::Mutex;

@@ -31,7 +31,7 @@ use rdkafka::{Offset, TopicPartitionList};
 use regex::Regex;
 use tokio::runtime::Handle;
 
-use crate::copy::{local_partition, Gather};
+use crate::copy::{close_gap, local_partition, Gather};
 use crate::groups::{groups_of, GroupReaders};
 use crate::source::{self, SOURCE_REQUEST_TIMEOUT};
 use crate::status::Shared;
@@ -306,7 +306,7 @@ impl Worker {
                         .map_err(|e| e.to_string())?;
                 } else {
                     tracing::error!(topic = %mt.topic, partition = p, from = end, to = low, "the source deleted offsets before they were copied; the mirror continues at the source's log start");
-                    storage.advance_end_to(low).map_err(|e| e.to_string())?;
+                    close_gap(&storage, low)?;
                 }
                 end = low;
             }
@@ -505,7 +505,7 @@ impl Worker {
         let mut out = Vec::new();
         for (p, storage, high, end, copyable) in parts {
             if !copyable && high > end {
-                storage.advance_end_to(high).map_err(|e| e.to_string())?;
+                close_gap(&storage, high)?;
             }
             let now = storage.log_end_offset();
             out.push(PartitionStatus {

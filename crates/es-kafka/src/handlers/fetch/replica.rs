@@ -18,10 +18,7 @@
 //! batch stamped with the leader epoch its records were written in, in
 //! CreateTime with every produced batch as produced, so the follower can
 //! store exactly the leader's records (docs/replication.md). The request
-//! long-polls like a consumer's fetch, woken by new durable records. Where
-//! the log holds no record between the fetch offset and the durable end (a
-//! mirror's gap at the end), the answer says so with
-//! [`crate::replica::END_GAP_TAG`] and the follower's end moves there.
+//! long-polls like a consumer's fetch, woken by new durable records.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -143,7 +140,6 @@ pub async fn serve(
             d.error_code != 0
                 || d.records.as_ref().is_some_and(|r| !r.is_empty())
                 || d.diverging_epoch.epoch >= 0
-                || !d.unknown_tagged_fields.is_empty()
         });
         let now = Instant::now();
         if any || now >= deadline || b.is_stopping() {
@@ -263,26 +259,13 @@ fn read_one(
         return d;
     }
     match read_records(storage, offset, durable, max_bytes) {
-        Ok(Read::Records(records)) => d.records = Some(records),
-        Ok(Read::Gap) => {
-            d.unknown_tagged_fields.insert(
-                crate::replica::END_GAP_TAG,
-                Bytes::copy_from_slice(&durable.to_be_bytes()),
-            );
-        }
+        Ok(records) => d.records = Some(records),
         Err(e) => {
             tracing::error!(partition, error = %e, "reading for a follower failed");
             return refused(partition, ResponseError::KafkaStorageError);
         }
     }
     d
-}
-
-/// What a read for a follower found.
-enum Read {
-    Records(Bytes),
-    /// No record from the offset below the end (a mirror's gap).
-    Gap,
 }
 
 /// The records from `offset` below `end`, as Kafka batches stamped with
@@ -292,7 +275,7 @@ fn read_records(
     offset: u64,
     end: u64,
     max_bytes: usize,
-) -> Result<Read, String> {
+) -> Result<Bytes, String> {
     let snap = storage.replica_snapshot(offset);
     let mut window = ReadBuf::new();
     let first = snap
@@ -312,13 +295,6 @@ fn read_records(
     let mut out = Vec::with_capacity(chunk.data.len() + 128);
     let mut encoder = BatchEncoder::new();
     let mut records = RecordIter::read_checked(chunk.data).peekable();
-    // A read crosses segments until it finds a record, so none below `end`
-    // means the log holds nothing in [offset, end).
-    match records.peek() {
-        None => return Ok(Read::Gap),
-        Some(Ok(r)) if r.offset >= end => return Ok(Read::Gap),
-        _ => {}
-    }
     let mut left = max_bytes;
     while let Some(Ok(first)) = records.peek() {
         if first.offset >= end {
@@ -363,7 +339,7 @@ fn read_records(
             break;
         }
     }
-    Ok(Read::Records(Bytes::from(out)))
+    Ok(Bytes::from(out))
 }
 
 /// The leader epoch of `offset` and the first offset of the next epoch
