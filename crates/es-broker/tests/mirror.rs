@@ -467,3 +467,137 @@ fn in_a_cluster_followers_follow_a_promoted_log_end() {
     }
     source.stop();
 }
+
+/// Flags for a broker that checks ACLs and allows what no ACL names.
+const WITH_ACLS: [&str; 4] = [
+    "--set",
+    "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+    "--set",
+    "allow.everyone.if.no.acl.found=true",
+];
+
+/// One ACL change: create (`delete` false) or delete the ALLOW binding of
+/// `principal` for `operation` on a LITERAL resource.
+fn acl(addr: &str, delete: bool, resource_type: i8, name: &str, principal: &str, operation: i8) {
+    use es_kafka::kafka_protocol::messages::{
+        create_acls_request::AclCreation, delete_acls_request::DeleteAclsFilter, ApiKey,
+        CreateAclsRequest, CreateAclsResponse, DeleteAclsRequest, DeleteAclsResponse,
+    };
+    use es_kafka::kafka_protocol::protocol::StrBytes;
+    let mut k = es_test_support::wire::KafkaClient::connect(addr, "mirror-test");
+    let s = |v: &str| StrBytes::from_string(v.to_string());
+    if delete {
+        let mut f = DeleteAclsFilter::default();
+        f.resource_type_filter = resource_type;
+        f.resource_name_filter = Some(s(name));
+        f.pattern_type_filter = 3;
+        f.principal_filter = Some(s(principal));
+        f.host_filter = Some(s("*"));
+        f.operation = operation;
+        f.permission_type = 3;
+        let mut req = DeleteAclsRequest::default();
+        req.filters = vec![f];
+        let r: DeleteAclsResponse = k.call(ApiKey::DeleteAcls, 3, &req);
+        assert_eq!(r.filter_results[0].error_code, 0, "{r:?}");
+    } else {
+        let mut a = AclCreation::default();
+        a.resource_type = resource_type;
+        a.resource_name = s(name);
+        a.resource_pattern_type = 3;
+        a.principal = s(principal);
+        a.host = s("*");
+        a.operation = operation;
+        a.permission_type = 3;
+        let mut req = CreateAclsRequest::default();
+        req.creations = vec![a];
+        let r: CreateAclsResponse = k.call(ApiKey::CreateAcls, 3, &req);
+        assert_eq!(r.results[0].error_code, 0, "{r:?}");
+    }
+}
+
+/// Every binding DescribeAcls shows: (resource type, name, principal, operation).
+fn acls(addr: &str) -> Vec<(i8, String, String, i8)> {
+    use es_kafka::kafka_protocol::messages::{ApiKey, DescribeAclsRequest, DescribeAclsResponse};
+    let mut k = es_test_support::wire::KafkaClient::connect(addr, "mirror-test");
+    let mut req = DescribeAclsRequest::default();
+    req.resource_type_filter = 1;
+    req.resource_name_filter = None;
+    req.principal_filter = None;
+    req.host_filter = None;
+    req.pattern_type_filter = 1;
+    req.operation = 1;
+    req.permission_type = 1;
+    let r: DescribeAclsResponse = k.call(ApiKey::DescribeAcls, 3, &req);
+    assert_eq!(r.error_code, 0, "{r:?}");
+    let mut out: Vec<(i8, String, String, i8)> = r
+        .resources
+        .iter()
+        .flat_map(|res| {
+            res.acls.iter().map(|a| {
+                (
+                    res.resource_type,
+                    res.resource_name.to_string(),
+                    a.principal.to_string(),
+                    a.operation,
+                )
+            })
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// `--sync-acls`: the source's bindings appear on es; one deleted on the
+/// source goes from es; one made on es by hand stays.
+#[test]
+fn a_link_syncs_the_sources_acls() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let source = common::start(dir.path().join("source"), &WITH_ACLS);
+    let target = common::start(dir.path().join("target"), &WITH_ACLS);
+    const TOPIC_T: i8 = 2;
+    const GROUP_T: i8 = 3;
+    const READ: i8 = 3;
+    const WRITE: i8 = 4;
+    acl(&source.addr, false, TOPIC_T, "payments", "User:alice", READ);
+    acl(&source.addr, false, TOPIC_T, "payments", "User:bob", WRITE);
+    acl(&source.addr, false, GROUP_T, "billing", "User:alice", READ);
+    acl(&target.addr, false, TOPIC_T, "local", "User:carol", READ);
+    mirror(
+        &target.addr,
+        &[
+            "link",
+            "create",
+            "src",
+            "--source-bootstrap",
+            &source.addr,
+            "--sync-acls",
+        ],
+    );
+    mirror(
+        &target.addr,
+        &["groups", "--link", "src", "--group-sync-interval-ms", "500"],
+    );
+    let synced = |want: &[(i8, &str, &str, i8)]| {
+        let want: Vec<(i8, String, String, i8)> = want
+            .iter()
+            .map(|(t, n, p, o)| (*t, n.to_string(), p.to_string(), *o))
+            .collect();
+        eventually(TIMEOUT, "the ACLs synced", || {
+            (acls(&target.addr) == want).then_some(())
+        });
+    };
+    synced(&[
+        (TOPIC_T, "local", "User:carol", READ),
+        (TOPIC_T, "payments", "User:alice", READ),
+        (TOPIC_T, "payments", "User:bob", WRITE),
+        (GROUP_T, "billing", "User:alice", READ),
+    ]);
+    acl(&source.addr, true, TOPIC_T, "payments", "User:bob", WRITE);
+    synced(&[
+        (TOPIC_T, "local", "User:carol", READ),
+        (TOPIC_T, "payments", "User:alice", READ),
+        (GROUP_T, "billing", "User:alice", READ),
+    ]);
+    target.stop();
+    source.stop();
+}

@@ -106,6 +106,48 @@ pub fn produce_refusal(image: Option<&MetaImage>, topic: &str) -> Option<String>
 }
 
 impl Broker {
+    /// The ACL bindings applied on this node (what DescribeAcls shows).
+    pub fn acl_bindings(&self) -> Vec<es_auth::acl::AclBinding> {
+        self.image()
+            .map(|i| i.acls.iter().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// A mirror link's ACL sync: creates `create` and deletes exactly
+    /// `delete`, through the metadata log as CreateAcls and DeleteAcls do.
+    pub async fn sync_acls(
+        &self,
+        create: Vec<es_auth::acl::AclBinding>,
+        delete: Vec<es_auth::acl::AclBinding>,
+    ) -> Result<(), String> {
+        use es_meta::records::MetaRequest;
+        let mut failed = Vec::new();
+        if !create.is_empty() {
+            let r = self
+                .propose_acls(MetaRequest::CreateAcls { bindings: create })
+                .await
+                .map_err(|e| e.message)?;
+            failed.extend(r.into_iter().filter(|r| r.error_code != 0));
+        }
+        if !delete.is_empty() {
+            let filters = delete.iter().map(Into::into).collect();
+            let r = self
+                .propose_acls(MetaRequest::DeleteAcls { filters })
+                .await
+                .map_err(|e| e.message)?;
+            failed.extend(r.into_iter().filter(|r| r.error_code != 0));
+        }
+        match failed.first() {
+            None => Ok(()),
+            Some(f) => Err(format!(
+                "{} ACL changes refused, the first: error {} {}",
+                failed.len(),
+                f.error_code,
+                f.message.clone().unwrap_or_default()
+            )),
+        }
+    }
+
     /// Adds mirror topics or changes their state, through the metadata.
     pub async fn put_mirror_topics(
         &self,

@@ -20,6 +20,7 @@
 //! stay gaps. What it does not: producer ids and sequences (a mirror topic
 //! is written only by the mirror), compression (es stores records).
 
+pub mod acls;
 pub mod copy;
 pub mod groups;
 pub mod source;
