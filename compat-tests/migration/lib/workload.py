@@ -268,7 +268,8 @@ class GroupConsumer(threading.Thread):
     """One member of a consumer group on one cluster. Reads GROUP_TOPICS (read_committed), logs
     every record to log_path, commits the offset after the last logged record every COMMIT_EVERY
     records and at the end. Reads at most `rate` records/s when given. Stops when stop() is called,
-    after `limit` records, or once its position has reached end_offsets on every partition."""
+    after `limit` records, or once every partition is read to end_offsets (its position there, or
+    an end-of-partition event with nothing after it: no producer writes meanwhile)."""
 
     def __init__(self, bootstrap, group, log_path, limit=None, end_offsets=None, rate=None):
         super().__init__(daemon=True, name=f"{group}@{bootstrap}")
@@ -279,6 +280,7 @@ class GroupConsumer(threading.Thread):
         self.error = None
         self.last = {}          # (topic, partition) -> last offset logged
         self.committed = {}     # (topic, partition) -> offset committed last
+        self.eof = set()        # (topic, partition) read to its end, nothing after
 
     def stop(self):
         self.stopping.set()
@@ -295,7 +297,11 @@ class GroupConsumer(threading.Thread):
     def run(self):
         c = Consumer({"bootstrap.servers": self.bootstrap, "group.id": self.group,
                       "enable.auto.commit": False, "auto.offset.reset": "earliest",
-                      "isolation.level": "read_committed", "session.timeout.ms": 10000})
+                      "isolation.level": "read_committed", "session.timeout.ms": 10000,
+                      # At the end offsets a read_committed position may stay below the end
+                      # (a trailing transaction marker is an offset with no record): an
+                      # end-of-partition event then says nothing is left.
+                      "enable.partition.eof": self.end_offsets is not None})
         try:
             c.subscribe(GROUP_TOPICS)
             t0 = time.monotonic()
@@ -310,9 +316,11 @@ class GroupConsumer(threading.Thread):
                     for m in msgs:
                         if m.error():
                             if m.error().code() == KafkaError._PARTITION_EOF:
+                                self.eof.add((m.topic(), m.partition()))
                                 continue
                             raise KafkaException(m.error())
                         tp = (m.topic(), m.partition())
+                        self.eof.discard(tp)
                         d = digest(m.key(), m.value(), m.headers(), m.timestamp()[1])
                         out.write(json.dumps({"t": m.topic(), "p": m.partition(), "o": m.offset(), "d": d}) + "\n")
                         self.last[tp] = m.offset()
@@ -344,7 +352,7 @@ class GroupConsumer(threading.Thread):
         if unknown:
             for tp in c.committed(unknown, timeout=10):
                 pos[(tp.topic, tp.partition)] = max(tp.offset, 0)
-        return all(pos[tp] >= end for tp, end in self.end_offsets.items())
+        return all(pos[tp] >= end or tp in self.eof for tp, end in self.end_offsets.items())
 
     def join_checked(self, timeout_s):
         self.join(timeout_s)

@@ -4,7 +4,7 @@
 //! metadata, so every node of a cluster learns it.
 //!
 //! ```text
-//! es-broker mirror link create NAME --source-bootstrap HOST:PORT [--source-config FILE] [--replace]
+//! es-broker mirror link create NAME --source-bootstrap HOST:PORT [--source-config FILE] [--replace] [--sync-acls]
 //! es-broker mirror link list | describe NAME | delete NAME
 //! es-broker mirror topic create TOPIC --link NAME [--source-topic T]
 //! es-broker mirror topic create --link NAME --pattern REGEX [--prefix P]
@@ -102,6 +102,10 @@ enum LinkCommand {
         /// Change the link if it exists.
         #[arg(long)]
         replace: bool,
+        /// Copy the source's ACL bindings to es and keep them in step (at
+        /// every group sync); needs DESCRIBE on the source's cluster.
+        #[arg(long)]
+        sync_acls: bool,
     },
     List,
     Describe {
@@ -186,6 +190,7 @@ fn request(c: &MirrorCommand) -> anyhow::Result<MirrorRequest> {
             source_bootstrap,
             source_config,
             replace,
+            sync_acls,
         }) => {
             let source_config = match source_config {
                 Some(p) => read_properties(p)?.into_iter().collect(),
@@ -200,6 +205,7 @@ fn request(c: &MirrorCommand) -> anyhow::Result<MirrorRequest> {
                     groups: Vec::new(),
                     group_patterns: Vec::new(),
                     group_sync_interval_ms: GROUP_SYNC_INTERVAL_MS_DEFAULT,
+                    sync_acls: *sync_acls,
                     created_ms: now_ms(),
                 },
                 replace: *replace,

@@ -7,13 +7,16 @@
 //! and markers stay gaps, producers are refused until promotion, a group's
 //! committed offset is copied unchanged, a restart of the mirror resumes
 //! with nothing written twice, and promotion moves the log end to the
-//! source's so new records continue at the offset consumers expect.
+//! source's so new records continue at the offset consumers expect. In a
+//! cluster, followers follow a promoted log end.
 
 mod common;
 
 use std::process::Command;
 use std::time::Duration;
 
+use common::cluster::Cluster;
+use common::replicas::{produce, shown};
 use common::{client_config, ES_BROKER};
 use es_test_support::wait::eventually;
 use rdkafka::consumer::{BaseConsumer, Consumer};
@@ -289,6 +292,23 @@ fn a_mirror_keeps_source_offsets_resumes_after_a_restart_and_promotes() {
     let p0: Vec<i64> = got.iter().filter(|r| r.0 == 0).map(|r| r.1).collect();
     assert!(p0.windows(2).any(|w| w[1] - w[0] > 1), "gap kept: {p0:?}");
 
+    let shown = mirror_configs(&target.addr);
+    assert_eq!(
+        shown.get("es.mirror.state").map(String::as_str),
+        Some("active"),
+        "{shown:?}"
+    );
+    assert_eq!(shown.get("es.mirror.link").map(String::as_str), Some("src"));
+    assert_eq!(
+        shown.get("es.mirror.source.topic").map(String::as_str),
+        Some(TOPIC)
+    );
+    assert_eq!(
+        shown.get("es.mirror.partition.lag").map(String::as_str),
+        Some("0=1,1=0"),
+        "partition 0's source ends with a transaction marker, not copied until promotion"
+    );
+
     // Read-only until promoted.
     let (code, message) = raw_produce(&target.addr);
     assert_eq!(code, INVALID_REQUEST, "{message:?}");
@@ -318,6 +338,13 @@ fn a_mirror_keeps_source_offsets_resumes_after_a_restart_and_promotes() {
         assert_eq!(state, "promoted");
         assert_eq!((*end, *lag), (hw[*p as usize], 0), "partition {p}");
     }
+    let shown = mirror_configs(&target.addr);
+    assert_eq!(
+        shown.get("es.mirror.state").map(String::as_str),
+        Some("promoted"),
+        "{shown:?}"
+    );
+    assert_eq!(shown.get("es.mirror.lag").map(String::as_str), Some("0"));
     let p: BaseProducer = client_config(&target.addr).create().expect("producer");
     p.send(BaseRecord::to(TOPIC).partition(0).key("new").payload("new"))
         .expect("queued");
@@ -328,6 +355,249 @@ fn a_mirror_keeps_source_offsets_resumes_after_a_restart_and_promotes() {
         .expect("consumer");
     let (_, end) = c.fetch_watermarks(TOPIC, 0, TIMEOUT).expect("watermarks");
     assert_eq!(end, hw[0] + 1, "the new record landed at the source's end");
+    target.stop();
+    source.stop();
+}
+
+/// TOPIC's configs named `es.mirror.*` as DescribeConfigs shows them
+/// (every one read-only).
+fn mirror_configs(addr: &str) -> std::collections::BTreeMap<String, String> {
+    use rdkafka::admin::ResourceSpecifier;
+    let a = common::admin(addr);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let got = rt
+        .block_on(a.describe_configs(
+            &[ResourceSpecifier::Topic(TOPIC)],
+            &common::admin_opts(TIMEOUT),
+        ))
+        .expect("describe configs");
+    let res = got[0].as_ref().expect("the topic's configs");
+    res.entries
+        .iter()
+        .filter(|e| e.name.starts_with("es.mirror."))
+        .map(|e| {
+            assert!(e.is_read_only, "{} is read-only", e.name);
+            (e.name.clone(), e.value.clone().unwrap_or_default())
+        })
+        .collect()
+}
+
+/// The high watermark of partition 0 of TOPIC as `addr` reports it.
+fn high_watermark(addr: &str) -> i64 {
+    let c: BaseConsumer = client_config(addr)
+        .set("group.id", "mirror-test-hw")
+        .create()
+        .expect("consumer");
+    c.fetch_watermarks(TOPIC, 0, TIMEOUT).expect("watermarks").1
+}
+
+/// In a cluster each node copies the partitions it leads and its followers
+/// replicate what it copied. Promotion moves the leader's log end past the
+/// source's trailing transaction marker, an offset with no record: the
+/// follower's end must follow it (es's end-gap answer), so the high
+/// watermark reaches the source's while both replicas stay in sync.
+#[test]
+fn in_a_cluster_followers_follow_a_promoted_log_end() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let source = common::start(dir.path().join("source"), &["--default-partitions", "1"]);
+    let cluster = Cluster::start_with(
+        &dir.path().join("target"),
+        2,
+        1,
+        &[
+            "--default-partitions",
+            "1",
+            "--default-replication-factor",
+            "2",
+        ],
+    );
+    produce_transactions(&source.addr);
+    let want = read_all(&source.addr, 1, 10);
+    let source_hw = high_watermark(&source.addr);
+    assert_eq!(want.len(), 10);
+    assert_eq!(
+        source_hw, 18,
+        "three transactions of five and their markers"
+    );
+
+    let any = cluster.addr(1);
+    mirror(
+        &any,
+        &["link", "create", "src", "--source-bootstrap", &source.addr],
+    );
+    mirror(&any, &["topic", "create", TOPIC, "--link", "src"]);
+    let (leader, _, replicas, _) = eventually(TIMEOUT, "the mirror topic's replicas", || {
+        let s = shown(&any, TOPIC);
+        (s.0 > 0 && s.2.len() == 2).then_some(s)
+    });
+    assert_eq!(replicas.len(), 2);
+    let at = cluster.addr(leader);
+    eventually(TIMEOUT, "the mirror to catch up", || {
+        let st = status(&at);
+        (st.len() == 1 && st[0].1 == 17).then_some(())
+    });
+    assert_eq!(
+        read_all(&at, 1, 10),
+        want,
+        "the copy, read through the leader"
+    );
+
+    let out = mirror(&at, &["promote", TOPIC, "--timeout-s", "30"]);
+    assert!(out.contains("promoted orders"), "{out}");
+    eventually(TIMEOUT, "the high watermark at the source's", || {
+        (high_watermark(&at) == source_hw).then_some(())
+    });
+    let (_, _, _, isr) = shown(&at, TOPIC);
+    assert_eq!(
+        isr.len(),
+        2,
+        "the follower is in sync at the new end: {isr:?}"
+    );
+    let (code, offset) = produce(&at, TOPIC, "after");
+    assert_eq!(
+        (code, offset),
+        (0, source_hw),
+        "acks=all at the source's end"
+    );
+    for (_, node) in cluster.nodes {
+        node.stop();
+    }
+    source.stop();
+}
+
+/// Flags for a broker that checks ACLs and allows what no ACL names.
+const WITH_ACLS: [&str; 4] = [
+    "--set",
+    "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+    "--set",
+    "allow.everyone.if.no.acl.found=true",
+];
+
+/// One ACL change: create (`delete` false) or delete the ALLOW binding of
+/// `principal` for `operation` on a LITERAL resource.
+fn acl(addr: &str, delete: bool, resource_type: i8, name: &str, principal: &str, operation: i8) {
+    use es_kafka::kafka_protocol::messages::{
+        create_acls_request::AclCreation, delete_acls_request::DeleteAclsFilter, ApiKey,
+        CreateAclsRequest, CreateAclsResponse, DeleteAclsRequest, DeleteAclsResponse,
+    };
+    use es_kafka::kafka_protocol::protocol::StrBytes;
+    let mut k = es_test_support::wire::KafkaClient::connect(addr, "mirror-test");
+    let s = |v: &str| StrBytes::from_string(v.to_string());
+    if delete {
+        let mut f = DeleteAclsFilter::default();
+        f.resource_type_filter = resource_type;
+        f.resource_name_filter = Some(s(name));
+        f.pattern_type_filter = 3;
+        f.principal_filter = Some(s(principal));
+        f.host_filter = Some(s("*"));
+        f.operation = operation;
+        f.permission_type = 3;
+        let mut req = DeleteAclsRequest::default();
+        req.filters = vec![f];
+        let r: DeleteAclsResponse = k.call(ApiKey::DeleteAcls, 3, &req);
+        assert_eq!(r.filter_results[0].error_code, 0, "{r:?}");
+    } else {
+        let mut a = AclCreation::default();
+        a.resource_type = resource_type;
+        a.resource_name = s(name);
+        a.resource_pattern_type = 3;
+        a.principal = s(principal);
+        a.host = s("*");
+        a.operation = operation;
+        a.permission_type = 3;
+        let mut req = CreateAclsRequest::default();
+        req.creations = vec![a];
+        let r: CreateAclsResponse = k.call(ApiKey::CreateAcls, 3, &req);
+        assert_eq!(r.results[0].error_code, 0, "{r:?}");
+    }
+}
+
+/// Every binding DescribeAcls shows: (resource type, name, principal, operation).
+fn acls(addr: &str) -> Vec<(i8, String, String, i8)> {
+    use es_kafka::kafka_protocol::messages::{ApiKey, DescribeAclsRequest, DescribeAclsResponse};
+    let mut k = es_test_support::wire::KafkaClient::connect(addr, "mirror-test");
+    let mut req = DescribeAclsRequest::default();
+    req.resource_type_filter = 1;
+    req.resource_name_filter = None;
+    req.principal_filter = None;
+    req.host_filter = None;
+    req.pattern_type_filter = 1;
+    req.operation = 1;
+    req.permission_type = 1;
+    let r: DescribeAclsResponse = k.call(ApiKey::DescribeAcls, 3, &req);
+    assert_eq!(r.error_code, 0, "{r:?}");
+    let mut out: Vec<(i8, String, String, i8)> = r
+        .resources
+        .iter()
+        .flat_map(|res| {
+            res.acls.iter().map(|a| {
+                (
+                    res.resource_type,
+                    res.resource_name.to_string(),
+                    a.principal.to_string(),
+                    a.operation,
+                )
+            })
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// `--sync-acls`: the source's bindings appear on es; one deleted on the
+/// source goes from es; one made on es by hand stays.
+#[test]
+fn a_link_syncs_the_sources_acls() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let source = common::start(dir.path().join("source"), &WITH_ACLS);
+    let target = common::start(dir.path().join("target"), &WITH_ACLS);
+    const TOPIC_T: i8 = 2;
+    const GROUP_T: i8 = 3;
+    const READ: i8 = 3;
+    const WRITE: i8 = 4;
+    acl(&source.addr, false, TOPIC_T, "payments", "User:alice", READ);
+    acl(&source.addr, false, TOPIC_T, "payments", "User:bob", WRITE);
+    acl(&source.addr, false, GROUP_T, "billing", "User:alice", READ);
+    acl(&target.addr, false, TOPIC_T, "local", "User:carol", READ);
+    mirror(
+        &target.addr,
+        &[
+            "link",
+            "create",
+            "src",
+            "--source-bootstrap",
+            &source.addr,
+            "--sync-acls",
+        ],
+    );
+    mirror(
+        &target.addr,
+        &["groups", "--link", "src", "--group-sync-interval-ms", "500"],
+    );
+    let synced = |want: &[(i8, &str, &str, i8)]| {
+        let want: Vec<(i8, String, String, i8)> = want
+            .iter()
+            .map(|(t, n, p, o)| (*t, n.to_string(), p.to_string(), *o))
+            .collect();
+        eventually(TIMEOUT, "the ACLs synced", || {
+            (acls(&target.addr) == want).then_some(())
+        });
+    };
+    synced(&[
+        (TOPIC_T, "local", "User:carol", READ),
+        (TOPIC_T, "payments", "User:alice", READ),
+        (TOPIC_T, "payments", "User:bob", WRITE),
+        (GROUP_T, "billing", "User:alice", READ),
+    ]);
+    acl(&source.addr, true, TOPIC_T, "payments", "User:bob", WRITE);
+    synced(&[
+        (TOPIC_T, "local", "User:carol", READ),
+        (TOPIC_T, "payments", "User:alice", READ),
+        (GROUP_T, "billing", "User:alice", READ),
+    ]);
     target.stop();
     source.stop();
 }

@@ -106,6 +106,48 @@ pub fn produce_refusal(image: Option<&MetaImage>, topic: &str) -> Option<String>
 }
 
 impl Broker {
+    /// The ACL bindings applied on this node (what DescribeAcls shows).
+    pub fn acl_bindings(&self) -> Vec<es_auth::acl::AclBinding> {
+        self.image()
+            .map(|i| i.acls.iter().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// A mirror link's ACL sync: creates `create` and deletes exactly
+    /// `delete`, through the metadata log as CreateAcls and DeleteAcls do.
+    pub async fn sync_acls(
+        &self,
+        create: Vec<es_auth::acl::AclBinding>,
+        delete: Vec<es_auth::acl::AclBinding>,
+    ) -> Result<(), String> {
+        use es_meta::records::MetaRequest;
+        let mut failed = Vec::new();
+        if !create.is_empty() {
+            let r = self
+                .propose_acls(MetaRequest::CreateAcls { bindings: create })
+                .await
+                .map_err(|e| e.message)?;
+            failed.extend(r.into_iter().filter(|r| r.error_code != 0));
+        }
+        if !delete.is_empty() {
+            let filters = delete.iter().map(Into::into).collect();
+            let r = self
+                .propose_acls(MetaRequest::DeleteAcls { filters })
+                .await
+                .map_err(|e| e.message)?;
+            failed.extend(r.into_iter().filter(|r| r.error_code != 0));
+        }
+        match failed.first() {
+            None => Ok(()),
+            Some(f) => Err(format!(
+                "{} ACL changes refused, the first: error {} {}",
+                failed.len(),
+                f.error_code,
+                f.message.clone().unwrap_or_default()
+            )),
+        }
+    }
+
     /// Adds mirror topics or changes their state, through the metadata.
     pub async fn put_mirror_topics(
         &self,
@@ -114,4 +156,46 @@ impl Broker {
         self.propose_checked(es_meta::records::MetaRequest::PutMirrorTopics { topics })
             .await
     }
+}
+
+/// What DescribeConfigs shows of a mirror topic: read-only entries named
+/// `es.mirror.*` (link, source topic, state, the failure if any, the lag in
+/// offsets over all partitions and per partition, records copied per
+/// second), as this node's mirror service knows them. Empty for any other
+/// topic.
+pub fn config_entries(b: &Broker, topic: &str) -> Vec<(&'static str, String)> {
+    let Some(st) = b
+        .mirror_control()
+        .and_then(|m| m.status().into_iter().find(|t| t.topic == topic))
+    else {
+        return Vec::new();
+    };
+    let known = || st.partitions.iter().filter(|p| p.lag >= 0);
+    let per_partition: Vec<String> = st
+        .partitions
+        .iter()
+        .map(|p| format!("{}={}", p.partition, p.lag))
+        .collect();
+    let mut out = vec![
+        ("es.mirror.link", st.link.clone()),
+        ("es.mirror.source.topic", st.source_topic.clone()),
+        ("es.mirror.state", st.state.clone()),
+        (
+            "es.mirror.lag",
+            known().map(|p| p.lag).sum::<i64>().to_string(),
+        ),
+        ("es.mirror.partition.lag", per_partition.join(",")),
+        (
+            "es.mirror.records.per.second",
+            st.partitions
+                .iter()
+                .map(|p| p.records_per_second)
+                .sum::<u64>()
+                .to_string(),
+        ),
+    ];
+    if let Some(e) = st.error {
+        out.push(("es.mirror.error", e));
+    }
+    out
 }

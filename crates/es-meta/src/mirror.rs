@@ -47,9 +47,13 @@ pub struct MirrorLink {
     /// ... or by pattern (a regex over whole names).
     #[serde(default)]
     pub group_patterns: Vec<String>,
-    /// How often group offsets are copied.
+    /// How often group offsets are copied (and ACLs, with `sync_acls`).
     #[serde(default = "default_sync")]
     pub group_sync_interval_ms: u64,
+    /// Whether the source's ACL bindings are copied (crates/es-mirror's
+    /// `acls`).
+    #[serde(default)]
+    pub sync_acls: bool,
     pub created_ms: i64,
 }
 
@@ -180,6 +184,7 @@ mod tests {
             groups: vec!["g".into()],
             group_patterns: Vec::new(),
             group_sync_interval_ms: 5_000,
+            sync_acls: false,
             created_ms: 1,
         }
     }

@@ -5,6 +5,14 @@
 //! on until durable. A record below what the partition already holds is
 //! dropped, and an append below the log end is refused, so a record is
 //! never written twice, whatever the consumer redelivers.
+//!
+//! Offsets a read_committed read skips (aborted records, markers) are gaps
+//! in the middle of the log, which readers step over to the next batch. A
+//! gap at the end cannot be stepped over, so where the mirror must move its
+//! end past such offsets (promotion, a source that deleted what was not
+//! copied yet) it writes one commit marker with no producer at the last of
+//! them ([`close_gap`]): every reader and follower skips a control record,
+//! and the log ends where the source's does.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -144,4 +152,32 @@ fn append(storage: &Partition, p: &mut Pending) -> Result<Copied, String> {
         records: p.offsets.len() as u64,
         bytes,
     })
+}
+
+/// Makes `to` the log end when it ends below: a commit marker of no
+/// producer (pid -1, so no transaction state changes) at offset `to - 1`,
+/// the offsets between left as gaps; durable when this returns.
+pub fn close_gap(storage: &Partition, to: u64) -> Result<(), String> {
+    let end = storage.log_end_offset();
+    if to <= end {
+        return Ok(());
+    }
+    let mut key = [0u8; 4];
+    key[2..].copy_from_slice(&es_storage::producers::CONTROL_COMMIT.to_be_bytes());
+    let value = [0u8; 6];
+    let meta = RecordMeta {
+        producer: None,
+        transactional: true,
+        control: true,
+    };
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+    let mut buf = RecordBatchBuf::new();
+    buf.push(now, Some(&key), Some(&value), std::iter::empty(), &meta);
+    let epoch = storage.latest_leader_epoch().unwrap_or(0);
+    storage
+        .append_replica(&mut buf, &[to - 1], epoch)
+        .map_err(|e| e.to_string())?;
+    storage.wait_durable(to).map_err(|e| e.to_string())
 }

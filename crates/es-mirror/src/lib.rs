@@ -20,6 +20,7 @@
 //! stay gaps. What it does not: producer ids and sequences (a mirror topic
 //! is written only by the mirror), compression (es stores records).
 
+pub mod acls;
 pub mod copy;
 pub mod groups;
 pub mod source;
@@ -101,6 +102,12 @@ impl MirrorService {
             loop {
                 tick.tick().await;
                 let Some(svc) = weak.upgrade() else { return };
+                // Most brokers have no link: looking costs a lock, and
+                // only a change goes to a blocking thread (stopping a
+                // worker joins its thread).
+                if svc.in_step() {
+                    continue;
+                }
                 let s = svc.clone();
                 if tokio::task::spawn_blocking(move || s.reconcile())
                     .await
@@ -111,6 +118,18 @@ impl MirrorService {
             }
         });
         svc
+    }
+
+    /// Whether the running workers are exactly the metadata's links.
+    fn in_step(&self) -> bool {
+        let Some(image) = self.broker.image() else {
+            return true;
+        };
+        let running = self.running.lock();
+        running.len() == image.mirror_links.len()
+            && running
+                .iter()
+                .all(|(name, r)| image.mirror_links.get(name) == Some(&r.link))
     }
 
     /// Starts, restarts and stops workers to match the metadata's links.

@@ -19,6 +19,7 @@ use std::sync::mpsc::Receiver;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use es_auth::acl::AclBinding;
 use es_kafka::broker::Broker;
 use es_kafka::mirror::PartitionStatus;
 use es_meta::image::MetaImage;
@@ -31,7 +32,8 @@ use rdkafka::{Offset, TopicPartitionList};
 use regex::Regex;
 use tokio::runtime::Handle;
 
-use crate::copy::{local_partition, Gather};
+use crate::acls;
+use crate::copy::{close_gap, local_partition, Gather};
 use crate::groups::{groups_of, GroupReaders};
 use crate::source::{self, SOURCE_REQUEST_TIMEOUT};
 use crate::status::Shared;
@@ -83,6 +85,8 @@ pub struct Worker {
     last_refresh: Option<Instant>,
     last_groups: Option<Instant>,
     last_image: Option<Arc<MetaImage>>,
+    /// ACL bindings this worker created (the only ones it deletes).
+    acls_made: HashSet<AclBinding>,
 }
 
 /// Runs `link`'s worker until `stop`.
@@ -130,6 +134,7 @@ pub fn run(
         last_refresh: None,
         last_groups: None,
         last_image: None,
+        acls_made: HashSet::new(),
     };
     tracing::info!(link = %w.link.name, source = %w.link.source_bootstrap, "mirror link started");
     while !stop.load(Ordering::Relaxed) {
@@ -202,7 +207,32 @@ impl Worker {
         if due {
             self.last_groups = Some(Instant::now());
             self.sync_groups(&counts)?;
+            if self.link.sync_acls {
+                if let Err(e) = self.sync_acls() {
+                    tracing::warn!(link = %self.link.name, error = %e, "ACLs not synced; retried at the next group sync");
+                }
+            }
         }
+        Ok(())
+    }
+
+    /// Creates on es the source's ACL bindings es lacks and deletes those
+    /// this worker created that the source no longer has ([`acls`]).
+    fn sync_acls(&mut self) -> Result<(), String> {
+        let source = acls::describe_source(&self.consumer, SOURCE_REQUEST_TIMEOUT)?;
+        let on_es: HashSet<AclBinding> = self.broker.acl_bindings().into_iter().collect();
+        let (create, delete) = acls::plan(&source, &on_es, &self.acls_made);
+        if create.is_empty() && delete.is_empty() {
+            return Ok(());
+        }
+        let b = self.broker.clone();
+        let (c, d) = (create.clone(), delete.clone());
+        self.rt.block_on(async move { b.sync_acls(c, d).await })?;
+        tracing::info!(link = %self.link.name, created = create.len(), deleted = delete.len(), "ACLs synced from the source");
+        for b in &delete {
+            self.acls_made.remove(b);
+        }
+        self.acls_made.extend(create);
         Ok(())
     }
 
@@ -306,7 +336,7 @@ impl Worker {
                         .map_err(|e| e.to_string())?;
                 } else {
                     tracing::error!(topic = %mt.topic, partition = p, from = end, to = low, "the source deleted offsets before they were copied; the mirror continues at the source's log start");
-                    storage.advance_end_to(low).map_err(|e| e.to_string())?;
+                    close_gap(&storage, low)?;
                 }
                 end = low;
             }
@@ -505,7 +535,7 @@ impl Worker {
         let mut out = Vec::new();
         for (p, storage, high, end, copyable) in parts {
             if !copyable && high > end {
-                storage.advance_end_to(high).map_err(|e| e.to_string())?;
+                close_gap(&storage, high)?;
             }
             let now = storage.log_end_offset();
             out.push(PartitionStatus {

@@ -145,6 +145,7 @@ mod tests {
             groups: Vec::new(),
             group_patterns: Vec::new(),
             group_sync_interval_ms: 5_000,
+            sync_acls: false,
             created_ms: 0,
         }
     }

@@ -106,35 +106,6 @@ impl Partition {
         Ok(seg)
     }
 
-    /// Moves the log end forward to `offset` with no record in between: a
-    /// new, empty segment starts at `offset` (the segment before keeps its
-    /// name and ends at its last record, or stays empty, as a follower's
-    /// first segment may). Durable before it returns: the old segment
-    /// sealed, the new one named, the directory fsynced; the durable mark,
-    /// and with it a single node's high watermark, is then `offset`. At or
-    /// below the log end it does nothing.
-    ///
-    /// A mirror of another cluster's partition needs it: the source's log
-    /// may end in offsets that are not copied (transaction markers, aborted
-    /// records), and consumers' committed offsets there point past them, so
-    /// the copy must continue at the same offset the source would.
-    pub fn advance_end_to(&self, offset: u64) -> Result<()> {
-        if offset >= i64::MAX as u64 {
-            return Err(StorageError::Invalid(format!(
-                "offset {offset} is too large"
-            )));
-        }
-        {
-            let mut w = self.lock_writer()?;
-            self.writable()?;
-            if offset <= self.log_end_offset() {
-                return Ok(());
-            }
-            self.roll(&mut w.0, offset)?;
-        }
-        self.flush()
-    }
-
     /// Whether a roll now would be only the pointer swap: the next
     /// segment's files are prepared and the last roll is sealed.
     pub(super) fn roll_is_a_swap(&self) -> bool {

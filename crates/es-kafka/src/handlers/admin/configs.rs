@@ -181,6 +181,28 @@ pub fn describe_configs(
                             )
                         })
                         .collect();
+                    // A mirror topic's state, read-only, as a topic config
+                    // (so kafka-configs --describe lists it).
+                    for (n, value) in crate::mirror::config_entries(b, &name) {
+                        if keys.as_ref().is_some_and(|ks| !ks.iter().any(|k| k == n)) {
+                            continue;
+                        }
+                        let entry = Entry {
+                            name: n,
+                            value,
+                            source: ConfigSource::DynamicTopic as i8,
+                            ty: ConfigType::String,
+                            read_only: true,
+                            doc: "The mirror's state (es-broker mirror status); read-only.",
+                            synonyms: Vec::new(),
+                        };
+                        out.configs.push(config_result(
+                            v,
+                            entry,
+                            req.include_synonyms,
+                            include_doc,
+                        ));
+                    }
                 }
                 None => {
                     out.error_code = code(ResponseError::UnknownTopicOrPartition);
