@@ -13,6 +13,7 @@ mod keys_remote;
 mod listeners;
 mod mirror_cmd;
 mod quorum;
+mod schema_registry;
 mod settings;
 
 use std::collections::BTreeMap;
@@ -180,6 +181,11 @@ struct Args {
     /// topics with `unclean.leader.election.enable=true`.
     #[arg(long, default_value_t = 300_000)]
     unclean_leader_election_interval_ms: u64,
+    /// Where the schema registry's HTTP server listens (HOST:PORT, port 0
+    /// picks a free one), or `none` for no registry. Its data is
+    /// DATA_DIR/schemas.json.
+    #[arg(long, default_value = schema_registry::LISTEN_DEFAULT)]
+    schema_registry_listen: String,
     /// Log level or tracing filter (error, warn, info, debug, trace).
     #[arg(long, default_value = "info")]
     log_level: String,
@@ -520,6 +526,15 @@ async fn run(
         );
     }
     tokio::spawn(listeners::reload_on_sighup(bound.tls.clone()));
+    if let Some(listen) = schema_registry::listen_addr(&args.schema_registry_listen) {
+        schema_registry::spawn(
+            listen,
+            args.data_dir.clone(),
+            broker.cluster_id().to_string(),
+            clustered,
+            stop_rx.clone(),
+        );
+    }
     // Mirror links (es-broker mirror ...): one worker thread per link,
     // following the metadata.
     let mirrors = es_mirror::MirrorService::start(broker.clone());
@@ -611,6 +626,7 @@ mod tests {
         assert_eq!(a.fetch_read_ahead_mb, 64);
         assert_eq!(a.offsets_topic_num_partitions, 1);
         assert_eq!(a.transaction_state_log_num_partitions, 1);
+        assert_eq!(a.schema_registry_listen, "127.0.0.1:8081");
         let b = Args::try_parse_from([
             "es-broker",
             "--auto-create-topics",

@@ -20,6 +20,8 @@ pub const START_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// What the broker logs once it accepts connections, before its address.
 const LISTENING: &str = "listening on ";
+/// What the broker logs once its schema registry serves, before its URL.
+const REGISTRY_LISTENING: &str = "schema registry listening at ";
 
 /// A running es-broker.
 pub struct BrokerProcess {
@@ -49,6 +51,11 @@ impl BrokerProcess {
         cmd.arg("--data-dir").arg(&data_dir);
         if !extra.contains(&"--listener") {
             cmd.args(["--listen", "127.0.0.1:0"]);
+        }
+        // Tests run many brokers at once: the schema registry's fixed
+        // default port would collide, so it is off unless a test asks.
+        if !extra.contains(&"--schema-registry-listen") {
+            cmd.args(["--schema-registry-listen", "none"]);
         }
         if !extra.contains(&"--log-level") {
             cmd.args(["--log-level", "info"]);
@@ -124,6 +131,16 @@ impl BrokerProcess {
             );
             std::thread::sleep(Duration::from_millis(20));
         }
+    }
+
+    /// The schema registry's base URL (`http://HOST:PORT`), from its
+    /// "schema registry listening at" log line (started with
+    /// `--schema-registry-listen HOST:PORT`).
+    pub fn schema_registry_url(&mut self) -> String {
+        let line = self.wait_for_line(REGISTRY_LISTENING, START_TIMEOUT);
+        let rest =
+            &line[line.find(REGISTRY_LISTENING).expect("marker") + REGISTRY_LISTENING.len()..];
+        rest.split_whitespace().next().expect("url").to_string()
     }
 
     /// Waits for a log line containing `needle`, failing the test after `timeout`.
