@@ -10,6 +10,7 @@ Writes a JSON list of {name, status: passed|failed, detail, seconds} to --out.
 """
 import argparse
 import json
+import signal
 import struct
 import sys
 import time
@@ -24,6 +25,7 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 
 TAG = uuid.uuid4().hex[:8]
 POLL_TIMEOUT_S = 30  # the longest a round trip waits for its records to come back
+SCENARIO_TIMEOUT_S = 150  # a scenario still running then fails (SIGALRM), so one hang cannot take the run
 SCENARIOS = []
 
 
@@ -105,11 +107,18 @@ class Ctx:
         check(left == 0, f"{left} records not delivered within 60 s")
         check(not errors, f"delivery errors: {errors[:3]}")
 
+    def consumer(self, topic):
+        """A consumer assigned partition 0 from its start: no group coordination, so neither
+        polling nor close() waits on a group coordinator."""
+        from confluent_kafka import OFFSET_BEGINNING, TopicPartition
+        c = Consumer({"bootstrap.servers": self.bootstrap, "group.id": f"sr-{TAG}-{topic}",
+                      "enable.auto.commit": False})
+        c.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+        return c
+
     def consume(self, topic, n):
         """The first n records' raw values of partition 0, read from the beginning."""
-        c = Consumer({"bootstrap.servers": self.bootstrap, "group.id": f"sr-{TAG}-{topic}",
-                      "auto.offset.reset": "earliest", "enable.auto.commit": False})
-        c.subscribe([topic])
+        c = self.consumer(topic)
         out, deadline = [], time.monotonic() + POLL_TIMEOUT_S
         try:
             while len(out) < n and time.monotonic() < deadline:
@@ -519,8 +528,7 @@ def _(ctx):
     p.produce(topic, key=kser("k1", SerializationContext(topic, MessageField.KEY)),
               value=vser({"name": "kv", "age": 6}, SerializationContext(topic, MessageField.VALUE)))
     check(p.flush(60) == 0, "not delivered")
-    c = Consumer({"bootstrap.servers": ctx.bootstrap, "group.id": f"sr-{TAG}-key", "auto.offset.reset": "earliest"})
-    c.subscribe([topic])
+    c = ctx.consumer(topic)
     deadline, m = time.monotonic() + POLL_TIMEOUT_S, None
     while m is None and time.monotonic() < deadline:
         m = c.poll(1.0)
@@ -648,6 +656,10 @@ def main():
     only = [o for o in args.only.split(",") if o]
     ctx = Ctx(args)
     results = []
+
+    def alarm(*_):
+        raise Fail(f"scenario not done within {SCENARIO_TIMEOUT_S} s")
+    signal.signal(signal.SIGALRM, alarm)
     for name, fn, quick in SCENARIOS:
         full = f"py/{name}"
         if only and not any(full.startswith(o) or name.startswith(o) for o in only):
@@ -655,6 +667,7 @@ def main():
         if args.quick and not quick:
             continue
         t0 = time.monotonic()
+        signal.alarm(SCENARIO_TIMEOUT_S)
         try:
             fn(ctx)
             status, detail = "passed", ""
@@ -664,9 +677,13 @@ def main():
             status, detail = "failed", f"SchemaRegistryError HTTP {e.http_status_code} {e.error_code}: {e.error_message}"
         except Exception as e:  # a library exception is a result, not a crash of the runner
             status, detail = "failed", f"{type(e).__name__}: {e} | {traceback.format_exc(limit=3)[-400:]}"
+        finally:
+            signal.alarm(0)
         secs = round(time.monotonic() - t0, 2)
         results.append({"name": full, "status": status, "detail": detail[:800], "seconds": secs})
         print(f"  {status:6} {full} ({secs}s){' - ' + detail[:200] if detail else ''}", flush=True)
+        with open(args.out, "w") as f:  # after every scenario: a runner killed midway keeps what it did
+            json.dump(results, f, indent=1)
     with open(args.out, "w") as f:
         json.dump(results, f, indent=1)
     return 0
