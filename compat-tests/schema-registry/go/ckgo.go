@@ -384,4 +384,3 @@ func init() {
 	add("go-ckgo/serde/protobuf-imports-as-references", true, protoRoundTrip("api",
 		&apipb.Api{Name: "es.compat.Svc", Version: "v1", SourceContext: &sourcecontextpb.SourceContext{FileName: "svc.proto"}}))
 }
-
