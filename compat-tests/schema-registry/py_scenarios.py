@@ -10,6 +10,7 @@ Writes a JSON list of {name, status: passed|failed, detail, seconds} to --out.
 """
 import argparse
 import json
+import os
 import signal
 import struct
 import sys
@@ -657,8 +658,12 @@ def main():
     ctx = Ctx(args)
     results = []
 
-    def alarm(*_):
-        raise Fail(f"scenario not done within {SCENARIO_TIMEOUT_S} s")
+    def alarm(_signum, frame):
+        # Where the scenario was waiting, for the diagnosis (the innermost frames of this file's
+        # code and the library's).
+        where = " < ".join(f"{os.path.basename(f.filename)}:{f.lineno} {f.name}"
+                           for f in reversed(traceback.extract_stack(frame)[-6:]))
+        raise Fail(f"scenario not done within {SCENARIO_TIMEOUT_S} s; waiting in {where}")
     signal.signal(signal.SIGALRM, alarm)
     for name, fn, quick in SCENARIOS:
         full = f"py/{name}"
