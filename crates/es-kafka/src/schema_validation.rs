@@ -337,3 +337,80 @@ mod tests {
         );
     }
 }
+
+/// The cost of the check beside the decode every produced batch goes
+/// through: `cargo test --release -p es-kafka --lib
+/// schema_validation_cost -- --ignored --nocapture`. Prints figures,
+/// asserts nothing about speed.
+#[cfg(test)]
+mod cost {
+    use std::time::Instant;
+
+    use es_storage::record::RecordMeta;
+    use es_test_support::batch::KafkaBatch;
+
+    use super::*;
+    use crate::codec::batch::{BatchDecoder, DecodeLimits};
+    use crate::config::TopicConfig;
+
+    /// A registry of one subject, behind a lock as es-registry's is.
+    #[derive(Debug)]
+    struct Locked(parking_lot::RwLock<Vec<(String, i32)>>);
+
+    impl SchemaIds for Locked {
+        fn is_registered(&self, subject: &str, id: i32) -> bool {
+            self.0.read().iter().any(|(s, i)| s == subject && *i == id)
+        }
+        fn record_name(&self, _: i32) -> Option<String> {
+            Some("shop.Order".into())
+        }
+    }
+
+    #[test]
+    #[ignore = "timing: run with --release -- --ignored --nocapture"]
+    fn schema_validation_cost() {
+        const RECORDS: usize = 64;
+        const ROUNDS: u32 = 20_000;
+        let mut value = vec![MAGIC_BYTE, 0, 0, 0, 1];
+        value.resize(256, b'x');
+        let mut batch = KafkaBatch::new();
+        for _ in 0..RECORDS {
+            batch.record(1, None, Some(&value), &[], &RecordMeta::default());
+        }
+        let bytes = batch.encode();
+        let ids = Locked(parking_lot::RwLock::new(vec![("t-value".into(), 1)]));
+        let plain = TopicConfig::default().rules();
+        let mut validated = plain;
+        validated.value_schema = Some(SubjectStrategy::TopicName);
+        let mut decoder = BatchDecoder::new();
+        let mut summaries = Vec::new();
+        let limits = DecodeLimits::produce(64 * 1024 * 1024);
+        let mut time = |rules: &TopicRules| {
+            let start = Instant::now();
+            for _ in 0..ROUNDS {
+                summaries.clear();
+                let mut buf = RecordBatchBuf::new();
+                decoder
+                    .decode(&bytes, &mut buf, &limits, &mut summaries)
+                    .expect("decodes");
+                if rules.validates_schemas() {
+                    check("t", rules, &buf, Some(&ids)).expect("valid");
+                }
+            }
+            start.elapsed().as_nanos() as f64 / (ROUNDS as f64 * RECORDS as f64)
+        };
+        // Warm up, then alternate to share the machine's noise.
+        time(&plain);
+        let (mut off, mut on) = (Vec::new(), Vec::new());
+        for _ in 0..3 {
+            off.push(time(&plain));
+            on.push(time(&validated));
+        }
+        let best = |v: &[f64]| v.iter().cloned().fold(f64::MAX, f64::min);
+        println!(
+            "decode only: {:.1} ns/record; decode + TopicNameStrategy check: {:.1} ns/record ({RECORDS} records of 256 bytes per batch, best of 3 x {ROUNDS} batches)",
+            best(&off),
+            best(&on)
+        );
+    }
+}
