@@ -281,14 +281,9 @@ pub async fn handle(
         .map(|r| r.records.as_ref().map_or(0, Bytes::len))
         .sum();
     let clock = ctx.broker.clock().clone();
-    // The schema registry is looked up only when a partition's topic
-    // validates schema ids: one flag per partition otherwise.
-    let schema_ids = items
-        .iter()
-        .any(|(_, s)| s.as_ref().is_ok_and(|r| r.rules.validates_schemas()))
-        .then(|| b.schema_ids())
-        .flatten();
+    let broker = b.clone();
     let decode_all = move |items: Vec<(Head, Step<Resolved>)>| {
+        let mut schema_ids = LazySchemaIds { broker, ids: None };
         let mut decoder = BatchDecoder::new();
         let mut summaries: Vec<BatchSummary> = Vec::with_capacity(1);
         let now = clock.now_ms();
@@ -296,7 +291,7 @@ pub async fn handle(
             .into_iter()
             .map(|(head, step)| {
                 let step = step.and_then(|r| {
-                    let ids = schema_ids.as_deref();
+                    let ids = &mut schema_ids;
                     decode_one(&mut decoder, &mut summaries, &head, r, (v, now), ids)
                 });
                 (head, step)
@@ -745,6 +740,22 @@ fn append_one(
     })
 }
 
+/// The broker's schema registry, looked up the first time a batch of the
+/// request needs it: a topic without schema validation costs one flag read
+/// per partition batch ([`TopicRules::validates_schemas`]) and nothing else.
+struct LazySchemaIds {
+    broker: Arc<crate::broker::Broker>,
+    ids: Option<Option<Arc<dyn SchemaIds>>>,
+}
+
+impl LazySchemaIds {
+    fn get(&mut self) -> Option<&dyn SchemaIds> {
+        self.ids
+            .get_or_insert_with(|| self.broker.schema_ids())
+            .as_deref()
+    }
+}
+
 /// Decodes and validates one partition's records into a storage buffer.
 fn decode_one(
     decoder: &mut BatchDecoder,
@@ -752,7 +763,7 @@ fn decode_one(
     head: &Head,
     r: Resolved,
     (version, now): (i16, i64),
-    schema_ids: Option<&dyn SchemaIds>,
+    schema_ids: &mut LazySchemaIds,
 ) -> Step<Decoded> {
     let Resolved {
         slot,
@@ -799,7 +810,7 @@ fn decode_one(
         refuse_keyless_records(head, &slot, &buf)?;
     }
     if rules.validates_schemas() {
-        match schema_validation::check(&head.topic_name, &rules, &buf, schema_ids) {
+        match schema_validation::check(&head.topic_name, &rules, &buf, schema_ids.get()) {
             Ok(()) => {}
             Err(Invalid::Records(errors)) => return Err(invalid_records(&slot, errors)),
             Err(Invalid::NoRegistry(message)) => {
