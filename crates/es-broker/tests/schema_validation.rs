@@ -343,6 +343,57 @@ fn produce(
     r.responses[0].partition_responses[0].clone()
 }
 
+/// One record with this key and value, at Produce v9.
+fn produce_keyed(
+    c: &mut KafkaClient,
+    topic: &str,
+    key: Option<&[u8]>,
+    value: &[u8],
+) -> produce_response::PartitionProduceResponse {
+    let mut batch = KafkaBatch::new();
+    batch.record(
+        1_700_000_000_000,
+        key,
+        Some(value),
+        &[],
+        &RecordMeta::default(),
+    );
+    let mut pd = produce_request::PartitionProduceData::default();
+    pd.records = Some(batch.encode().into());
+    let mut td = produce_request::TopicProduceData::default();
+    td.name = TopicName(s(topic));
+    td.partition_data = vec![pd];
+    let mut req = ProduceRequest::default();
+    req.acks = -1;
+    req.timeout_ms = 10_000;
+    req.topic_data = vec![td];
+    let r: ProduceResponse = c.call(ApiKey::Produce, 9, &req);
+    r.responses[0].partition_responses[0].clone()
+}
+
+/// IncrementalAlterConfigs (v1) SET of one topic config: (error, message).
+fn incremental_set(c: &mut KafkaClient, topic: &str, name: &str, value: &str) -> (i16, String) {
+    let mut e = incremental_alter_configs_request::AlterableConfig::default();
+    e.name = s(name);
+    e.config_operation = 0;
+    e.value = Some(s(value));
+    let mut r = incremental_alter_configs_request::AlterConfigsResource::default();
+    r.resource_type = 2;
+    r.resource_name = s(topic);
+    r.configs = vec![e];
+    let mut req = IncrementalAlterConfigsRequest::default();
+    req.resources = vec![r];
+    let resp: IncrementalAlterConfigsResponse = c.call(ApiKey::IncrementalAlterConfigs, 1, &req);
+    let r = &resp.responses[0];
+    (
+        r.error_code,
+        r.error_message
+            .as_ref()
+            .map(|m| m.to_string())
+            .unwrap_or_default(),
+    )
+}
+
 fn create_topic(c: &mut KafkaClient, name: &str, configs: &[(&str, &str)]) -> (i16, String) {
     let mut t = create_topics_request::CreatableTopic::default();
     t.name = TopicName(s(name));
@@ -462,6 +513,20 @@ fn refusals_carry_per_record_errors_and_bad_configs_are_refused() {
     );
     assert_eq!(code, INVALID_CONFIG);
 
+    // IncrementalAlterConfigs: checked the same way, and takes effect.
+    assert_eq!(
+        incremental_set(&mut c, "t", "redpanda.value.subject.name.strategy", "Bogus").0,
+        INVALID_CONFIG
+    );
+    assert_eq!(
+        incremental_set(&mut c, "t", "confluent.key.schema.validation", "true"),
+        (0, String::new())
+    );
+    let p = produce_keyed(&mut c, "t", Some(b"plain key"), &good);
+    assert_eq!(p.error_code, INVALID_RECORD, "keys are validated now");
+    let p = produce_keyed(&mut c, "t", None, &good);
+    assert_eq!((p.error_code, p.base_offset), (0, 2), "a null key passes");
+
     // The config and the schemas outlive a restart.
     drop(c);
     b.stop();
@@ -474,7 +539,7 @@ fn refusals_carry_per_record_errors_and_bad_configs_are_refused() {
         "still validated after a restart"
     );
     let p = produce(&mut c, 9, "t", &[&good]);
-    assert_eq!((p.error_code, p.base_offset), (0, 2));
+    assert_eq!((p.error_code, p.base_offset), (0, 3));
 }
 
 #[test]
