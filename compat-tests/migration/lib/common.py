@@ -7,6 +7,8 @@ it polls a condition until a deadline and fails with a message naming what did n
 condition's last answer, so nothing sleeps and hopes.
 """
 import os
+import subprocess
+import sys
 import time
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # compat-tests/migration
@@ -18,6 +20,22 @@ PORTS = {
     "kafka_controller": 29093,  # its KRaft controller listener
     "es": 29192,                # target es-broker
 }
+
+
+def ensure_venv(script):
+    """Runs compat-tests/migration/prepare and re-executes `script` (with this process's
+    arguments) in the venv it made, once: MIGRATION_IN_VENV=1 says it is done, and
+    MIGRATION_MM2_LIB holds the MirrorMaker 2 lib dir prepare printed last."""
+    if os.environ.get("MIGRATION_IN_VENV") == "1":
+        return
+    p = subprocess.run([os.path.join(HERE, "prepare")], stdout=subprocess.PIPE, text=True)
+    if p.returncode != 0:
+        sys.exit("migration: prepare failed (its message is above)")
+    for line in p.stdout.splitlines()[:-1]:
+        print(line, flush=True)
+    venv_py = os.path.join(OUT, "venv", "bin", "python")
+    env = {**os.environ, "MIGRATION_IN_VENV": "1", "MIGRATION_MM2_LIB": p.stdout.strip().splitlines()[-1]}
+    os.execve(venv_py, [venv_py, os.path.abspath(script), *sys.argv[1:]], env)
 
 
 class TrialError(Exception):

@@ -6,7 +6,8 @@ Each class starts one process on the trial's fixed ports (common.PORTS) with its
 under target/migration/, checks that it serves, and stops it: stop() is safe to call twice and
 after a failed start, so the trial's finally-block stops everything it started. Kafka runs with
 its jars and instance directory under target/migration/ (CARGO_TARGET_DIR is set so for
-scripts/kafka-ref only).
+scripts/kafka-ref only). The benchmark (compat-tests/migration/bench) gives other ports and
+another folder through the constructors' keyword arguments; the trial uses the defaults.
 """
 import os
 import signal
@@ -50,10 +51,13 @@ class Kafka:
     PORTS['kafka_controller'], with the log cleaner polling every second (so a compacted topic
     with small segment.ms is really compacted during the trial)."""
 
-    def __init__(self):
-        self.port = PORTS["kafka"]
+    def __init__(self, port=None, controller_port=None, out=OUT):
+        self.port = port or PORTS["kafka"]
+        self.controller_port = controller_port or PORTS["kafka_controller"]
         self.bootstrap = f"127.0.0.1:{self.port}"
-        self.env = {**os.environ, "CARGO_TARGET_DIR": OUT}
+        self.out = out
+        self.dir = os.path.join(out, "kafka-ref", str(self.port))
+        self.env = {**os.environ, "CARGO_TARGET_DIR": out}
         self.started = False
 
     def version(self):
@@ -61,7 +65,7 @@ class Kafka:
         return p.stdout.strip()
 
     def start(self):
-        cport = PORTS["kafka_controller"]
+        cport = self.controller_port
         if port_answers(self.port) or port_answers(cport):
             raise TrialError(f"port {self.port} or {cport} is already in use: another trial running?")
         sets = [f"listeners=PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{cport}",
@@ -75,8 +79,16 @@ class Kafka:
         if p.returncode != 0:
             raise TrialError(f"scripts/kafka-ref start failed: {p.stderr[-1500:]}")
         log(f"Apache Kafka {self.version()} serving {self.bootstrap} "
-            f"(dir {OUT}/kafka-ref/{self.port})")
+            f"(dir {self.dir})")
         return self.bootstrap
+
+    def pid(self):
+        """The broker's process id (scripts/kafka-ref keeps it in the instance dir), or None."""
+        try:
+            with open(os.path.join(self.dir, "pid")) as f:
+                return int(f.read().strip())
+        except (OSError, ValueError):
+            return None
 
     def stop(self):
         if not self.started:
@@ -89,17 +101,18 @@ class Kafka:
 
 class EsBroker:
     """A release es-broker built from this tree (cargo build --release -p es-broker, in
-    $CARGO_TARGET_DIR or target/) on PORTS['es'], with a fresh --data-dir under target/migration/.
-    Its other services are turned off with `none` when this build has those flags."""
+    $CARGO_TARGET_DIR or target/) on PORTS['es'], with a fresh --data-dir under target/migration/
+    (or the port and the data dir and log given). Its other services are turned off with `none`
+    when this build has those flags."""
 
-    def __init__(self, binary=None, build=True):
+    def __init__(self, binary=None, build=True, port=None, data=None, log_path=None):
         tdir = os.environ.get("CARGO_TARGET_DIR", os.path.join(REPO, "target"))
         self.binary = binary or os.path.join(tdir, "release", "es-broker")
         self.build_first = build and binary is None
-        self.port = PORTS["es"]
+        self.port = port or PORTS["es"]
         self.bootstrap = f"127.0.0.1:{self.port}"
-        self.data = os.path.join(OUT, "es-data")
-        self.log_path = os.path.join(OUT, "es-broker.log")
+        self.data = data or os.path.join(OUT, "es-data")
+        self.log_path = log_path or os.path.join(OUT, "es-broker.log")
         self.proc = None
         self.exit_code = None
 
@@ -155,14 +168,16 @@ class EsBroker:
 
 class MirrorMaker:
     """MirrorMaker 2 in dedicated mode (org.apache.kafka.connect.mirror.MirrorMaker PROPS), one
-    process per replication flow, its properties file and log under target/migration/."""
+    process per replication flow, its properties file and log under target/migration/ (or out),
+    with a heap of at most 512 MiB unless other JVM options are given (jvm_opts)."""
 
-    def __init__(self, lib_dir, name, props):
+    def __init__(self, lib_dir, name, props, out=OUT, jvm_opts=("-Xmx512M",)):
         self.lib = lib_dir
         self.name = name
-        self.props_path = os.path.join(OUT, f"{name}.properties")
-        self.log_path = os.path.join(OUT, f"{name}.log")
+        self.props_path = os.path.join(out, f"{name}.properties")
+        self.log_path = os.path.join(out, f"{name}.log")
         self.props = props
+        self.jvm_opts = list(jvm_opts)
         self.proc = None
         self.exit_code = None
 
@@ -172,7 +187,7 @@ class MirrorMaker:
             for k, v in self.props:
                 f.write(f"{k} = {v}\n")
         self.proc = subprocess.Popen(
-            ["java", "-Xmx512M", "-Djava.awt.headless=true", f"-Dlog4j2.configurationFile={LOG4J}",
+            ["java", *self.jvm_opts, "-Djava.awt.headless=true", f"-Dlog4j2.configurationFile={LOG4J}",
              "-cp", f"{self.lib}/*", "org.apache.kafka.connect.mirror.MirrorMaker", self.props_path],
             stdout=open(self.log_path, "w"), stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         log(f"MirrorMaker 2 {self.name} started (pid {self.proc.pid}, {self.props_path}, log {self.log_path})")

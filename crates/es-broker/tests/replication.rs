@@ -271,8 +271,14 @@ fn whole_isr_lost(c: &mut Cluster, topic: &str, unclean: &str) {
         (s.0 == 4 && s.3.len() == 2).then_some(())
     });
     // Node 4 (a learner) may apply the topic's creation a moment later.
-    let first = eventually(Duration::from_secs(30), "a write to node 4", || {
+    // One acks=all attempt may wait up to its 30 s timeout for node 3 to
+    // fetch (or to be shrunk out): the window allows a second attempt, and
+    // a failure shows what each one answered.
+    let first = eventually(Duration::from_secs(75), "a write to node 4", || {
         let r = produce(&c.addr(4), topic, "a");
+        if r.0 != 0 {
+            eprintln!("a write to node 4: error {} at {:?}", r.0, Instant::now());
+        }
         (r.0 == 0).then_some(r)
     });
     assert_eq!(first, (0, 0));

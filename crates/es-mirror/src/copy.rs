@@ -39,6 +39,8 @@ pub struct Pending {
 pub struct Copied {
     pub records: u64,
     pub bytes: u64,
+    /// The log end after them (what is waited on until durable).
+    pub end: u64,
 }
 
 /// The buffers of every partition a worker copies.
@@ -110,18 +112,28 @@ impl Gather {
             .iter_mut()
             .filter(|(t, _)| topic.is_none_or(|x| x == t.as_str()))
             .flat_map(|(t, ps)| ps.iter_mut().map(move |(partition, p)| (t, partition, p)));
+        // Every partition's records are written first, then waited on:
+        // their fsyncs overlap instead of following one another.
+        let mut written = Vec::new();
         for (t, partition, p) in entries {
             if p.offsets.is_empty() {
                 continue;
             }
             let result = match local_partition(broker, t, *partition) {
-                Some(storage) => append(&storage, p),
+                Some(storage) => append(&storage, p).map(|c| (storage, c)),
                 None => Err(format!("{t}-{partition} is not open on this node")),
             };
             p.buf.clear();
             p.offsets.clear();
             p.bytes = 0;
-            out.push(((t.clone(), *partition), result));
+            written.push(((t.clone(), *partition), result));
+        }
+        for (key, result) in written {
+            let result = result.and_then(|(storage, c)| {
+                storage.wait_durable(c.end).map_err(|e| e.to_string())?;
+                Ok(c)
+            });
+            out.push((key, result));
         }
         out
     }
@@ -147,10 +159,10 @@ fn append(storage: &Partition, p: &mut Pending) -> Result<Copied, String> {
         .append_replica(&mut p.buf, &p.offsets, epoch)
         .map_err(|e| e.to_string())?;
     let last = p.offsets.last().copied().unwrap_or(0);
-    storage.wait_durable(last + 1).map_err(|e| e.to_string())?;
     Ok(Copied {
         records: p.offsets.len() as u64,
         bytes,
+        end: last + 1,
     })
 }
 

@@ -44,7 +44,7 @@ pub const REFRESH: Duration = Duration::from_secs(5);
 /// Longest one poll waits for records.
 const POLL: Duration = Duration::from_millis(100);
 /// Longest records gather before they are appended.
-const GATHER: Duration = Duration::from_millis(200);
+const GATHER: Duration = Duration::from_millis(50);
 /// Wait before a failed source connection is tried again, doubling to
 /// [`BACKOFF_MAX`].
 const BACKOFF_MIN: Duration = Duration::from_millis(500);
@@ -385,8 +385,12 @@ impl Worker {
             return;
         }
         let until = Instant::now() + GATHER;
-        while Instant::now() < until {
-            match self.consumer.poll(POLL) {
+        loop {
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            match self.consumer.poll(left) {
                 None => break,
                 Some(Ok(m)) => {
                     use rdkafka::message::Message;

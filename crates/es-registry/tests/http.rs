@@ -6,64 +6,13 @@
 //! reloaded with the same ids, a corrupt one refused).
 
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
-use std::path::Path;
 
 use es_registry::limits::REQUEST_BYTES_MAX;
-use reqwest::blocking::Client;
 use serde_json::{json, Value};
 
-const CT: &str = "application/vnd.schemaregistry.v1+json";
+mod common;
 
-/// A registry served from a thread of its own until dropped.
-struct Server {
-    base: String,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Server {
-    fn start(dir: &Path) -> Result<Server, es_registry::StartError> {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .expect("runtime");
-        let config = es_registry::Config {
-            listen: "127.0.0.1:0".into(),
-            data_dir: dir.to_path_buf(),
-            cluster_id: "test-cluster".into(),
-        };
-        let bound = rt.block_on(es_registry::bind(config))?;
-        let base = format!("http://{}", bound.local_addr().expect("addr"));
-        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-        let thread = std::thread::spawn(move || {
-            rt.block_on(bound.serve(async {
-                let _ = rx.await;
-            }))
-            .expect("serves");
-        });
-        Ok(Server {
-            base,
-            stop: Some(tx),
-            thread: Some(thread),
-        })
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        if let Some(tx) = self.stop.take() {
-            let _ = tx.send(());
-        }
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
-
-fn client() -> Client {
-    Client::builder().no_proxy().build().expect("client")
-}
+use common::{client, Server, CT};
 
 /// Sends a request; returns the status, the media type and the body.
 fn call(method: &str, url: &str, body: Option<Value>) -> (u16, String, String) {

@@ -3,7 +3,8 @@
 //! log line) with a data directory the test owns, its output collected so
 //! that a test can wait for a log line (bounded) and print the log when it
 //! fails, and stopped with SIGTERM (a clean exit is asserted) or SIGKILL.
-//! A broker still running when its handle drops is killed.
+//! A broker still running when its handle drops is killed; one dropped
+//! while its test panics prints the tail of its log.
 //!
 //! The binary's path comes from the caller: only es-broker's own tests know
 //! it (`env!("CARGO_BIN_EXE_es-broker")`).
@@ -216,8 +217,24 @@ impl BrokerProcess {
     }
 }
 
+/// How many of a broker's last log lines a failing test prints.
+const LOG_TAIL_ON_PANIC: usize = 200;
+
 impl Drop for BrokerProcess {
     fn drop(&mut self) {
+        if std::thread::panicking() {
+            // A failing test shows what each of its brokers last said:
+            // often the only trace of a failure seen once, on CI.
+            let log = self.log.lock().map(|l| l.clone()).unwrap_or_default();
+            let tail = &log[log.len().saturating_sub(LOG_TAIL_ON_PANIC)..];
+            eprintln!(
+                "---- es-broker at {} ({}), last {} log lines ----\n{}",
+                self.addr,
+                self.data_dir.display(),
+                tail.len(),
+                tail.join("\n")
+            );
+        }
         if let Some(mut c) = self.child.take() {
             let _ = c.kill();
             let _ = c.wait();
