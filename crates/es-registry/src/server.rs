@@ -5,12 +5,20 @@
 //! on a copy of the registry; the copy replaces the registry only after
 //! `schemas.json` holds it, so a failed write answers 50001 and changes
 //! nothing, and an operation that changed nothing writes nothing.
+//!
+//! Writers take a writer lock for the whole change (parse, check, fsync)
+//! and the registry's read-write lock only to swap in the new registry, so
+//! a reader (an HTTP read, or the broker's produce-time validation through
+//! [`Shared::is_registered`] and [`Shared::record_name`]) never waits for a
+//! registration's parse or fsync.
 
 use std::future::Future;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use parking_lot::Mutex;
+use std::collections::HashMap;
+
+use parking_lot::{Mutex, RwLock};
 use serde_json::Value;
 
 use crate::error::{RegistryError, Result};
@@ -52,7 +60,12 @@ pub struct Shared {
 
 #[derive(Debug)]
 struct Inner {
-    registry: Mutex<Registry>,
+    /// Held by a change from its copy to its swap: changes run one by one.
+    writer: Mutex<()>,
+    registry: RwLock<Registry>,
+    /// Record names by schema id (an id names one schema for ever, so a
+    /// name found stays true), at most [`crate::limits::RECORD_NAMES_MAX`].
+    record_names: Mutex<HashMap<i32, String>>,
     /// None: kept in memory only (tests of the HTTP layer).
     store: Option<Store>,
     cluster_id: String,
@@ -62,7 +75,9 @@ impl Shared {
     pub fn new(registry: Registry, store: Option<Store>, cluster_id: String) -> Shared {
         Shared {
             inner: Arc::new(Inner {
-                registry: Mutex::new(registry),
+                writer: Mutex::new(()),
+                registry: RwLock::new(registry),
+                record_names: Mutex::new(HashMap::new()),
                 store,
                 cluster_id,
             }),
@@ -79,7 +94,7 @@ impl Shared {
         F: FnOnce(&Registry) -> Result<Value> + Send + 'static,
     {
         let inner = self.inner.clone();
-        tokio::task::spawn_blocking(move || f(&inner.registry.lock()))
+        tokio::task::spawn_blocking(move || f(&inner.registry.read()))
             .await
             .map_err(|_| RegistryError::Store("the operation failed".into()))?
     }
@@ -92,22 +107,46 @@ impl Shared {
     {
         let inner = self.inner.clone();
         tokio::task::spawn_blocking(move || {
-            let mut current = inner.registry.lock();
-            let mut next = current.clone();
+            let _writer = inner.writer.lock();
+            let mut next = inner.registry.read().clone();
+            let generation = next.generation();
             let out = f(&mut next)?;
-            if next.generation() != current.generation() {
+            if next.generation() != generation {
                 if let Some(store) = &inner.store {
                     store.save(&next).map_err(|e| {
                         tracing::error!(error = %e, "cannot write the schema registry's file");
                         RegistryError::Store(e.to_string())
                     })?;
                 }
-                *current = next;
+                *inner.registry.write() = next;
             }
             Ok(out)
         })
         .await
         .map_err(|_| RegistryError::Store("the operation failed".into()))?
+    }
+}
+
+impl Shared {
+    /// Whether a live version of `subject` names schema `id` (produce-time
+    /// validation; waits only for a change's swap, never its fsync).
+    pub fn is_registered(&self, subject: &str, id: i32) -> bool {
+        self.inner.registry.read().is_registered(subject, id)
+    }
+
+    /// The record name of schema `id` ([`Registry::record_name`]),
+    /// remembered once found: the schema is parsed once per id.
+    pub fn record_name(&self, id: i32) -> Option<String> {
+        if let Some(n) = self.inner.record_names.lock().get(&id) {
+            return Some(n.clone());
+        }
+        let name = self.inner.registry.read().record_name(id)?;
+        let mut names = self.inner.record_names.lock();
+        if names.len() >= crate::limits::RECORD_NAMES_MAX {
+            names.clear();
+        }
+        names.insert(id, name.clone());
+        Some(name)
     }
 }
 
@@ -145,6 +184,11 @@ impl Bound {
     /// The address the listener is bound to.
     pub fn local_addr(&self) -> std::io::Result<std::net::SocketAddr> {
         self.listener.local_addr()
+    }
+
+    /// The registry the server will serve, for lookups beside HTTP.
+    pub fn shared(&self) -> Shared {
+        self.shared.clone()
     }
 
     /// Serves until `stop` completes.
