@@ -11,7 +11,7 @@
 # test in a suite's tests.allow failed, or the suite could not run).
 # COMPAT_ARGS adds arguments to every run (e.g. COMPAT_ARGS="--only test_a,test_b").
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 results=${COMPAT_DOCKER_RESULTS:-/results}
 mkdir -p "$results"
 if [ "$#" -eq 0 ]; then

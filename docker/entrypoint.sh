@@ -140,6 +140,7 @@ done
 # read from `env` (values may hold newlines); each is checked to be a set
 # variable before its value is read.
 for var in $(env | sed -n 's/^\(ES_SET_[A-Za-z0-9_]*\)=.*/\1/p; s/^\(KAFKA_CFG_[A-Za-z0-9_]*\)=.*/\1/p' | LC_ALL=C sort -u); do
+  isset=""
   eval "isset=\${$var+yes}"
   [ "$isset" = yes ] || continue
   eval "value=\$$var"
