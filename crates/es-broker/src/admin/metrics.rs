@@ -480,3 +480,82 @@ fn encode_mirrors(enc: &mut DescriptorEncoder, broker: &Broker) -> std::fmt::Res
         &rows,
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::sync::Arc;
+    use std::time::Instant;
+
+    use es_kafka::{Broker, BrokerConfig};
+    use es_storage::simfs::SimFs;
+    use es_storage::Storage;
+
+    /// The scrape with 10,000 partitions (docs/benchmarks.md): a broker on
+    /// es-storage's in-memory file system (10,000 real partitions keep
+    /// 40,000 files open, more than this machine's descriptor limit lets
+    /// one process have), 100 topics of 100 partitions, a record in every
+    /// tenth partition, then /metrics' text encoded as a scrape encodes it.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[ignore = "a benchmark: cargo test --release -p es-broker --bin es-broker scrape_with -- --ignored --nocapture"]
+    async fn scrape_with_10000_partitions() {
+        let mut config = BrokerConfig::new("/data".into(), "127.0.0.1:0");
+        config.storage = Storage::new(Arc::new(SimFs::new()));
+        let broker = Broker::open_running(config).await.expect("broker");
+        let started = Instant::now();
+        for t in 0..100 {
+            broker
+                .create_topic(&format!("scrape-{t:03}"), 100, BTreeMap::new(), false)
+                .await
+                .expect("create");
+        }
+        println!("created 10,000 partitions in {:?}", started.elapsed());
+        let b = broker.clone();
+        tokio::task::spawn_blocking(move || {
+            for (_, slot) in b.partitions_snapshot() {
+                if slot.index % 10 == 0 {
+                    let mut buf = es_storage::RecordBatchBuf::new();
+                    let value = vec![b'x'; 100 + slot.index as usize];
+                    buf.push(
+                        0,
+                        None,
+                        Some(&value[..]),
+                        [],
+                        &es_storage::RecordMeta::default(),
+                    );
+                    slot.log.storage().append(&mut buf).expect("append");
+                }
+            }
+        })
+        .await
+        .expect("appends");
+        for labels in [100, 10_000] {
+            let admin = super::super::spawn(
+                "127.0.0.1:0".into(),
+                super::super::Options {
+                    partition_labels: labels,
+                    sasl: false,
+                },
+            );
+            admin.set_broker(broker.clone());
+            let shared = admin.shared.clone();
+            let mut times = Vec::new();
+            let mut size = 0;
+            for _ in 0..10 {
+                let t = Instant::now();
+                let mut out = String::new();
+                prometheus_client::encoding::text::encode(&mut out, &shared.registry)
+                    .expect("encode");
+                times.push(t.elapsed());
+                size = out.len();
+            }
+            times.sort();
+            println!(
+                "labels={labels} partitions=10000 scrape_bytes={size} median={:?} max={:?}",
+                times[times.len() / 2],
+                times[times.len() - 1]
+            );
+            assert!(size > 0);
+        }
+    }
+}

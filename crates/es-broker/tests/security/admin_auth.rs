@@ -44,13 +44,27 @@ fn the_admin_listener_asks_for_kafka_credentials_and_lets_only_super_users_chang
     let url = b.admin_url();
     let h = http();
     // Health checks answer anyone.
-    assert_eq!(h.get(format!("{url}/healthz")).send().expect("healthz").status(), 200);
-    assert_eq!(h.get(format!("{url}/readyz")).send().expect("readyz").status(), 200);
+    assert_eq!(
+        h.get(format!("{url}/healthz"))
+            .send()
+            .expect("healthz")
+            .status(),
+        200
+    );
+    assert_eq!(
+        h.get(format!("{url}/readyz"))
+            .send()
+            .expect("readyz")
+            .status(),
+        200
+    );
     // Everything else asks for credentials.
     let r = h.get(format!("{url}/metrics")).send().expect("metrics");
     assert_eq!(r.status(), 401);
     assert_eq!(
-        r.headers().get("www-authenticate").and_then(|v| v.to_str().ok()),
+        r.headers()
+            .get("www-authenticate")
+            .and_then(|v| v.to_str().ok()),
         Some("Basic realm=\"es\"")
     );
     let wrong = h
@@ -75,7 +89,11 @@ fn the_admin_listener_asks_for_kafka_credentials_and_lets_only_super_users_chang
         .expect("alice lists")
         .json()
         .expect("json");
-    assert_eq!(seen, json!([]), "the authorizer hides what alice may not describe");
+    assert_eq!(
+        seen,
+        json!([]),
+        "the authorizer hides what alice may not describe"
+    );
     let r = h
         .get(format!("{url}/api/v1/topics/guarded"))
         .basic_auth(&alice, Some(&alice_secret))
@@ -97,7 +115,9 @@ fn the_admin_listener_asks_for_kafka_credentials_and_lets_only_super_users_chang
     assert_eq!(r.status(), 200);
     let text = r.text().expect("text");
     assert!(
-        text.contains("es_authentication_failures_total{listener=\"SASL_PLAINTEXT\",mechanism=\"PLAIN\"} 0"),
+        text.contains(
+            "es_authentication_failures_total{listener=\"SASL_PLAINTEXT\",mechanism=\"PLAIN\"} 0"
+        ),
         "{text}"
     );
     // A SCRAM user's password works too.

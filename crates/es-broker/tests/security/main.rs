@@ -6,9 +6,9 @@
 //! clients refused on a TLS listener, and API keys created and revoked
 //! beside a running broker.
 
+mod admin_auth;
 #[path = "../common/mod.rs"]
 mod common;
-mod admin_auth;
 mod keys_remote;
 mod mirror_quotas;
 mod pki;
