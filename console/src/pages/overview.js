@@ -121,12 +121,13 @@ export function overviewPage(root, ctx) {
     async () => {
       const topics = await api('/topics');
       if (!ctx.alive()) return;
-      const rows = [...topics].sort((a, b) => b.offline - a.offline || b.under_replicated - a.under_replicated || a.name.localeCompare(b.name));
+      // The unhealthy first, then user topics before internal ones, by name.
+      const rows = [...topics].sort((a, b) => b.offline - a.offline || b.under_replicated - a.under_replicated || a.internal - b.internal || a.name.localeCompare(b.name));
       fill(
         health,
         table(
           [
-            { label: 'Topic', value: (t) => link(`#/topics/${encodeURIComponent(t.name)}`, t.name) },
+            { label: 'Topic', value: (t) => [link(`#/topics/${encodeURIComponent(t.name)}`, t.name), t.internal ? [' ', badge('internal')] : null] },
             { label: 'Partitions', value: (t) => num(t.partitions), num: true, col: 'partitions' },
             { label: 'Replication', value: (t) => num(t.replication_factor), num: true },
             { label: 'Under-replicated', value: (t) => num(t.under_replicated), num: true, col: 'under-replicated' },
