@@ -182,6 +182,7 @@ function route(method, url, body) {
       partitions: { total: parts, leader_here: parts, offline: 0, under_replicated: 0, under_min_isr: 0 },
       storage: { log_bytes: all.reduce((s, t) => s + topicSummary(t).log_bytes, 0) },
       connections: 3, groups: groups.size,
+      caller: { principal: readOnly ? 'User:reader' : 'User:ANONYMOUS', may_write: !readOnly },
     }];
   }
   if (method === 'GET' && p === '/throughput') {

@@ -120,7 +120,13 @@ function start() {
   // The header's cluster line; a failure here is shown by the page itself.
   api('/overview')
     .then((o) => {
-      fill(document.getElementById('cluster'), `cluster ${o.cluster_id} · node ${o.node_id} · es ${o.version}`);
+      // `caller` (who the broker thinks we are, and whether it lets us change
+      // things) is told by brokers that have it; writes stay the broker's
+      // decision either way (a 403 is shown where it happens).
+      const who = o.caller
+        ? [` · ${o.caller.principal}`, o.caller.may_write === false ? h('span', { class: 'badge warn', testid: 'read-only', title: 'Only super users may create, alter, delete or reset' }, 'read-only') : null]
+        : null;
+      fill(document.getElementById('cluster'), `cluster ${o.cluster_id} · node ${o.node_id} · es ${o.version}`, who);
     })
     .catch(() => {});
 }
