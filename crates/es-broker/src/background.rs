@@ -49,7 +49,8 @@ impl Cleaner {
 #[derive(Debug)]
 enum Outcome {
     Retention(RetentionReport),
-    Compaction(CompactionReport),
+    /// With the bytes it freed.
+    Compaction(CompactionReport, u64),
 }
 
 /// The sum of one pass, for its log line.
@@ -65,6 +66,8 @@ pub struct PassSummary {
     pub records_dropped: u64,
     pub segments_replaced: usize,
     pub segments_written: usize,
+    /// Bytes compaction freed (log sizes before minus after).
+    pub bytes_compacted_away: u64,
     /// Partitions whose turn failed (logged one by one, retried next pass).
     pub errors: usize,
 }
@@ -81,7 +84,8 @@ impl PassSummary {
                 self.bytes_deleted += r.deleted_bytes;
                 self.cold_copy_failures += usize::from(r.cold_copy_failed);
             }
-            Outcome::Compaction(c) => {
+            Outcome::Compaction(c, freed) => {
+                self.bytes_compacted_away += freed;
                 if c.skipped.is_none() && c.segments_replaced > 0 {
                     self.changed += 1;
                 }
@@ -147,6 +151,9 @@ pub async fn api_keys_loop(broker: Arc<Broker>, mut stop: watch::Receiver<bool>)
     }
 }
 
+/// How often a long pass logs its progress.
+const PROGRESS_INTERVAL: Duration = Duration::from_secs(5);
+
 /// Runs `cleaner` every `interval` (after each pass ends) until `stop` flips.
 pub async fn cleaner_loop(
     broker: Arc<Broker>,
@@ -162,6 +169,18 @@ pub async fn cleaner_loop(
         let Some(summary) = pass(&broker, cleaner, &stop).await else {
             return;
         };
+        let m = es_kafka::metrics::kafka_metrics();
+        match cleaner {
+            Cleaner::Retention => {
+                m.retention_runs.inc();
+                m.retention_freed_bytes.inc_by(summary.bytes_deleted);
+            }
+            Cleaner::Compaction => {
+                m.compaction_runs.inc();
+                m.compaction_freed_bytes
+                    .inc_by(summary.bytes_compacted_away);
+            }
+        }
         if summary.did_something() {
             log_pass(cleaner, &summary);
         }
@@ -202,9 +221,22 @@ pub async fn pass(
     stop: &watch::Receiver<bool>,
 ) -> Option<PassSummary> {
     let mut summary = PassSummary::default();
-    for (topic, slot) in broker.partitions_snapshot() {
+    let all = broker.partitions_snapshot();
+    let total = all.len();
+    // A pass over many partitions says where it is every few seconds.
+    let mut reported = std::time::Instant::now();
+    for (done, (topic, slot)) in all.into_iter().enumerate() {
         if *stop.borrow() {
             return None;
+        }
+        if reported.elapsed() >= PROGRESS_INTERVAL {
+            reported = std::time::Instant::now();
+            tracing::info!(
+                done,
+                total,
+                "{} pass: {done} of {total} partitions",
+                cleaner.name()
+            );
         }
         // Topics this cleaner has nothing to do for cost no blocking task.
         // (The blocking side reads the config again: it may change meanwhile.)
@@ -222,7 +254,12 @@ pub async fn pass(
             let now = b.clock().now_ms();
             Ok(match cleaner {
                 Cleaner::Retention => b.enforce_retention(&t, &p, now)?.map(Outcome::Retention),
-                Cleaner::Compaction => b.compact(&t, &p, now)?.map(Outcome::Compaction),
+                Cleaner::Compaction => {
+                    let before = p.log.size_bytes();
+                    let r = b.compact(&t, &p, now)?;
+                    let freed = before.saturating_sub(p.log.size_bytes());
+                    r.map(|c| Outcome::Compaction(c, freed))
+                }
             })
         })
         .await;
@@ -321,23 +358,30 @@ mod tests {
         assert_eq!(s.bytes_deleted, 2048);
 
         let mut c = PassSummary::default();
-        c.add(&Outcome::Compaction(CompactionReport {
-            skipped: Some("nothing to drop"),
-            ..CompactionReport::default()
-        }));
+        c.add(&Outcome::Compaction(
+            CompactionReport {
+                skipped: Some("nothing to drop"),
+                ..CompactionReport::default()
+            },
+            0,
+        ));
         assert!(!c.did_something());
-        c.add(&Outcome::Compaction(CompactionReport {
-            skipped: None,
-            records_read: 10,
-            records_dropped: 4,
-            segments_replaced: 3,
-            segments_written: 1,
-        }));
+        c.add(&Outcome::Compaction(
+            CompactionReport {
+                skipped: None,
+                records_read: 10,
+                records_dropped: 4,
+                segments_replaced: 3,
+                segments_written: 1,
+            },
+            700,
+        ));
         assert!(c.did_something());
         assert_eq!(
             (c.changed, c.records_dropped, c.segments_written),
             (1, 4, 1)
         );
+        assert_eq!(c.bytes_compacted_away, 700);
 
         let mut f = PassSummary::default();
         f.add(&Outcome::Retention(RetentionReport {

@@ -6,6 +6,7 @@
 //! current partition, then sync and close every partition. Everything
 //! Kafka-specific lives in es-kafka; everything on disk in es-storage.
 
+mod admin;
 mod background;
 mod dump_log;
 mod keys;
@@ -186,9 +187,30 @@ struct Args {
     /// DATA_DIR/schemas.json.
     #[arg(long, default_value = schema_registry::LISTEN_DEFAULT)]
     schema_registry_listen: String,
+    /// Where the admin HTTP listener listens (HOST:PORT, port 0 picks a
+    /// free one), or `none`: /healthz, /readyz, /metrics, the console at /
+    /// and its JSON API under /api/v1 (docs/admin-api.md).
+    #[arg(long, default_value = admin::LISTEN_DEFAULT)]
+    admin_listen: String,
+    /// Partitions written with their own labels in /metrics (the largest
+    /// logs, the largest lags); the others are summed per topic as
+    /// partition="other" (docs/metrics.md).
+    #[arg(long, default_value_t = admin::PARTITION_LABELS_DEFAULT)]
+    metrics_partition_labels: usize,
     /// Log level or tracing filter (error, warn, info, debug, trace).
     #[arg(long, default_value = "info")]
     log_level: String,
+    /// Log lines as text for people, or as one JSON object per line for
+    /// log shippers.
+    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
+}
+
+/// `--log-format`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
 }
 
 /// es-broker's tools.
@@ -294,10 +316,18 @@ fn main() -> anyhow::Result<()> {
     let topic_defaults = expanded.topic_defaults;
     let filter = tracing_subscriber::EnvFilter::try_new(&args.log_level)
         .with_context(|| format!("bad --log-level {:?}", args.log_level))?;
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_target(false)
-        .init();
+    match args.log_format {
+        LogFormat::Text => tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_target(false)
+            .init(),
+        LogFormat::Json => tracing_subscriber::fmt()
+            .json()
+            .flatten_event(true)
+            .with_current_span(false)
+            .with_env_filter(filter)
+            .init(),
+    }
     // Per partition is es-storage's own default.
     let mode = match args.sync_mode {
         SyncModeArg::Grouped => SyncMode::Grouped,
@@ -433,10 +463,25 @@ async fn run(
     tracing::info!(data_dir = %args.data_dir.display(), "opening data directory");
     // Held until the process exits: a second es on this directory is refused.
     let _lock = lock_data_dir(&config)?;
+    // Up before recovery: /healthz answers and /readyz says why not yet.
+    let admin = admin::listen_addr(&args.admin_listen).map(|listen| {
+        admin::spawn(
+            listen,
+            admin::Options {
+                partition_labels: args.metrics_partition_labels,
+                sasl: bound.listeners.iter().any(|l| l.spec.protocol.sasl()),
+            },
+        )
+    });
+    let recovery = admin::Recovery::begin(&args.data_dir);
     let (broker, timers) = tokio::task::spawn_blocking(move || Broker::open(config))
         .await
         .context("opening the data directory")?
         .context("opening the data directory")?;
+    recovery.done();
+    if let Some(a) = &admin {
+        a.set_broker(broker.clone());
+    }
     let clustered = args.controller_quorum_voters.is_some();
     if clustered {
         // Before the metadata assigns roles: where each replicated high
@@ -538,6 +583,9 @@ async fn run(
     // Mirror links (es-broker mirror ...): one worker thread per link,
     // following the metadata.
     let mirrors = es_mirror::MirrorService::start(broker.clone());
+    if let Some(a) = &admin {
+        a.set_ready(stop_rx.clone());
+    }
     es_kafka::server::run(broker.clone(), bound.listeners, stop_rx, DRAIN_TIMEOUT).await;
     let m = mirrors.clone();
     tokio::task::spawn_blocking(move || m.shutdown())

@@ -25,6 +25,17 @@ pub fn listen_addr(flag: &str) -> Option<String> {
     (!flag.eq_ignore_ascii_case("none")).then(|| flag.to_string())
 }
 
+/// The running registry, for the admin API (a broker extension; empty
+/// when no registry runs).
+#[derive(Debug, Default)]
+pub struct RegistryHandle(std::sync::OnceLock<es_registry::Shared>);
+
+impl RegistryHandle {
+    pub fn get(&self) -> Option<&es_registry::Shared> {
+        self.0.get()
+    }
+}
+
 /// es-registry as produce-time validation asks it.
 #[derive(Debug)]
 struct RegistryIds(es_registry::Shared);
@@ -69,6 +80,10 @@ pub fn spawn(
         broker
             .extension(SchemaSlot::default)
             .set(Arc::new(RegistryIds(bound.shared())));
+        let _ = broker
+            .extension(RegistryHandle::default)
+            .0
+            .set(bound.shared());
         if let Ok(addr) = bound.local_addr() {
             tracing::info!("schema registry listening at http://{addr}");
         }

@@ -233,9 +233,21 @@ impl Broker {
                     leader_recovery: LeaderRecovery::Recovered,
                 }],
             };
-            if let Err(e) = b.propose_checked(req).await {
-                tracing::info!(topic = %name, partition, error = %e.message, "refused: {what}");
-                replica.proposal_failed();
+            match b.propose_checked(req).await {
+                Err(e) => {
+                    tracing::info!(topic = %name, partition, error = %e.message, "refused: {what}");
+                    replica.proposal_failed();
+                }
+                // Kafka's IsrShrinksPerSec / IsrExpandsPerSec: committed changes.
+                Ok(_) => match what {
+                    "ISR shrink" => {
+                        crate::metrics::kafka_metrics().isr_shrinks.inc();
+                    }
+                    "ISR expand" => {
+                        crate::metrics::kafka_metrics().isr_expands.inc();
+                    }
+                    _ => {}
+                },
             }
         });
     }

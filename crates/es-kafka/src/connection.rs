@@ -32,6 +32,7 @@ use crate::broker::Broker;
 use crate::codec::frame::{self, FrameStatus, ResponseFrame};
 use crate::handlers::throttle::ConnThrottle;
 use crate::handlers::{self, Client, CloseReason};
+use crate::metrics::{RequestTiming, Timed};
 use crate::security::sasl::{Outcome, SaslSession};
 use crate::turn::Turn;
 
@@ -43,7 +44,21 @@ const FRAME_GROW_BYTES_MAX: usize = 4 * 1024 * 1024;
 /// leave together; larger ones go out with vectored writes of their parts.
 const WRITE_BUFFER_BYTES: usize = 64 * 1024;
 
-type Pending = JoinHandle<Result<Option<ResponseFrame>, CloseReason>>;
+/// A request accepted on this connection: its handler's task, and where its
+/// time goes (docs/metrics.md; none for answers the connection makes itself).
+struct Pending {
+    handle: JoinHandle<Result<Option<ResponseFrame>, CloseReason>>,
+    timing: Option<Arc<RequestTiming>>,
+}
+
+impl Pending {
+    fn untimed(handle: JoinHandle<Result<Option<ResponseFrame>, CloseReason>>) -> Pending {
+        Pending {
+            handle,
+            timing: None,
+        }
+    }
+}
 
 /// How long a client on a SASL listener has to authenticate after it
 /// connects. Kafka has no such bound (only `connections.max.idle.ms`, 10
@@ -86,7 +101,9 @@ pub struct Session {
 
 /// A response that is already encoded, as a pending entry of the writer.
 fn ready(frame: Bytes) -> Pending {
-    tokio::spawn(async move { Ok(Some(ResponseFrame::from(frame))) })
+    Pending::untimed(tokio::spawn(
+        async move { Ok(Some(ResponseFrame::from(frame))) },
+    ))
 }
 
 /// Serves one connection until the peer closes it, a frame is bad, or
@@ -167,13 +184,24 @@ pub async fn serve<S>(
                                 // Kafka answers a failed authentication
                                 // after a delay, then closes.
                                 let delay = sasl.failure_delay();
-                                let failed: Pending = tokio::spawn(async move {
+                                crate::metrics::kafka_metrics()
+                                    .authentication_failures
+                                    .get_or_create(&crate::metrics::AuthLabel {
+                                        listener: session
+                                            .listener
+                                            .as_deref()
+                                            .unwrap_or("")
+                                            .to_string(),
+                                        mechanism: sasl.mechanism_name().to_string(),
+                                    })
+                                    .inc();
+                                let failed = Pending::untimed(tokio::spawn(async move {
                                     tokio::time::sleep(delay).await;
                                     Ok(reply.map(ResponseFrame::from))
-                                });
-                                let close: Pending = tokio::spawn(async move {
+                                }));
+                                let close = Pending::untimed(tokio::spawn(async move {
                                     Err(CloseReason::AuthenticationFailed(reason))
-                                });
+                                }));
                                 let _ = tx.send(failed).await;
                                 let _ = tx.send(close).await;
                                 break 'conn;
@@ -184,10 +212,14 @@ pub async fn serve<S>(
                             }
                         }
                     }
-                    if let Err(e) = frame::peek_request_header(&body) {
-                        tracing::warn!(%peer, error = %e, "closing connection: bad request header");
-                        break 'conn;
-                    }
+                    let prefix = match frame::peek_request_header(&body) {
+                        Ok(p) => p,
+                        Err(e) => {
+                            tracing::warn!(%peer, error = %e, "closing connection: bad request header");
+                            break 'conn;
+                        }
+                    };
+                    let timing = RequestTiming::received(prefix.api_key, prefix.api_version);
                     let (turn, next) = match prev_turn.take() {
                         Some(p) => Turn::after(p),
                         None => Turn::first(),
@@ -204,11 +236,15 @@ pub async fn serve<S>(
                         listener: session.listener.clone(),
                         throttle: Some(throttle.clone()),
                     };
-                    let handle =
-                        tokio::spawn(
-                            async move { handlers::handle_from(b, client, body, turn).await },
-                        );
-                    if tx.send(handle).await.is_err() {
+                    let handle = tokio::spawn(Timed::new(
+                        async move { handlers::handle_from(b, client, body, turn).await },
+                        timing.clone(),
+                    ));
+                    let pending = Pending {
+                        handle,
+                        timing: Some(timing),
+                    };
+                    if tx.send(pending).await.is_err() {
                         break 'conn;
                     }
                 }
@@ -262,20 +298,27 @@ where
         // one is ready too: a pipelining client (five produce requests in
         // flight) gets each answer as soon as it exists, not when the
         // requests behind it have had their fsyncs as well.
-        if !pending.is_finished() && !w.buffer().is_empty() {
+        if !pending.handle.is_finished() && !w.buffer().is_empty() {
             if let Err(e) = w.flush().await {
                 tracing::debug!(%peer, error = %e, "flush failed");
                 break;
             }
         }
-        match pending.await {
+        match pending.handle.await {
             Ok(Ok(Some(response))) => {
                 if let Err(e) = write_frame(&mut w, &response).await {
                     tracing::debug!(%peer, error = %e, "write failed");
                     break;
                 }
+                if let Some(t) = &pending.timing {
+                    t.sent();
+                }
             }
-            Ok(Ok(None)) => {}
+            Ok(Ok(None)) => {
+                if let Some(t) = &pending.timing {
+                    t.sent();
+                }
+            }
             Ok(Err(reason)) => {
                 log_close(&peer, &reason);
                 break;
@@ -442,11 +485,11 @@ mod tests {
         let (tx, rx) = mpsc::channel::<Pending>(4);
         let (release, released) = oneshot::channel::<()>();
         // Both queued before the writer runs (this runtime has one thread).
-        let first: Pending = tokio::spawn(async move { Ok(Some(frame(b"first"))) });
-        let second: Pending = tokio::spawn(async move {
+        let first = Pending::untimed(tokio::spawn(async move { Ok(Some(frame(b"first"))) }));
+        let second = Pending::untimed(tokio::spawn(async move {
             let _ = released.await;
             Ok(Some(frame(b"second")))
-        });
+        }));
         assert!(tx.send(first).await.is_ok());
         assert!(tx.send(second).await.is_ok());
         let writer = tokio::spawn(write_responses(server, rx, "test".into()));

@@ -11,6 +11,7 @@
 //! every connection stops reading, answers what it already read, and the
 //! server returns once all of them are gone (or `drain_timeout` passes).
 
+use crate::metrics::{kafka_metrics, ListenerLabel, RejectedLabel};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -60,6 +61,9 @@ pub async fn run(
 ) {
     let limit = Arc::new(Semaphore::new(broker.config().connections_max.max(1)));
     let mut loops = JoinSet::new();
+    for l in &listeners {
+        zero_counters(&l.spec);
+    }
     for l in listeners {
         loops.spawn(accept_loop(
             broker.clone(),
@@ -150,6 +154,7 @@ async fn open(
     shutdown: watch::Receiver<bool>,
     permit: OwnedSemaphorePermit,
 ) {
+    let _open = OpenConnection::new(&name);
     let security = broker.security();
     let sasl = spec.protocol.sasl().then(|| {
         let ls = security.listener(&spec.name);
@@ -180,10 +185,12 @@ async fn open(
         }
         Ok(Err(e)) => {
             tracing::info!(%peer, listener = %name, error = %e, "TLS handshake failed");
+            rejected(&name, "tls_handshake");
             return;
         }
         Err(_) => {
             tracing::info!(%peer, listener = %name, "TLS handshake timed out");
+            rejected(&name, "tls_handshake");
             return;
         }
     };
@@ -201,6 +208,7 @@ async fn open(
                 Ok(p) => principal = p,
                 Err(e) => {
                     tracing::warn!(%peer, listener = %name, error = %e, "client certificate maps to no principal; closing");
+                    rejected(&name, "principal_mapping");
                     return;
                 }
             }
@@ -213,4 +221,72 @@ async fn open(
     };
     connection::serve(broker, stream, peer, session, shutdown).await;
     drop(permit);
+}
+
+/// One open client connection, counted in `es_connections` while it lives
+/// (and in `es_connections_accepted_total` once).
+struct OpenConnection(ListenerLabel);
+
+impl OpenConnection {
+    fn new(listener: &str) -> OpenConnection {
+        let label = ListenerLabel {
+            listener: listener.to_string(),
+        };
+        let m = kafka_metrics();
+        m.connections_accepted.get_or_create(&label).inc();
+        m.connections.get_or_create(&label).inc();
+        m.connections_all
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        OpenConnection(label)
+    }
+}
+
+impl Drop for OpenConnection {
+    fn drop(&mut self) {
+        let m = kafka_metrics();
+        m.connections.get_or_create(&self.0).dec();
+        m.connections_all
+            .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// Counts a connection closed before its first request, and why.
+fn rejected(listener: &str, reason: &'static str) {
+    kafka_metrics()
+        .connections_rejected
+        .get_or_create(&RejectedLabel {
+            listener: listener.to_string(),
+            reason,
+        })
+        .inc();
+}
+
+/// Creates a listener's connection series at zero, so that they exist
+/// (and `rate()` over them works) before the first event: the refusals of
+/// a TLS listener, the authentication failures of a SASL one.
+fn zero_counters(spec: &ListenerSpec) {
+    let m = kafka_metrics();
+    let label = ListenerLabel {
+        listener: spec.name.clone(),
+    };
+    let _ = m.connections.get_or_create(&label);
+    let _ = m.connections_accepted.get_or_create(&label);
+    if spec.protocol.tls() {
+        for reason in ["tls_handshake", "principal_mapping"] {
+            let _ = m.connections_rejected.get_or_create(&RejectedLabel {
+                listener: spec.name.clone(),
+                reason,
+            });
+        }
+    }
+    if spec.protocol.sasl() {
+        for mechanism in ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] {
+            let _ = m
+                .authentication_failures
+                .get_or_create(&crate::metrics::AuthLabel {
+                    listener: spec.name.clone(),
+                    mechanism: mechanism.to_string(),
+                });
+        }
+    }
 }

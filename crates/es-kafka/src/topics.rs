@@ -214,6 +214,8 @@ pub struct PartitionSlot {
     pub index: i32,
     pub log: PartitionLog,
     pub waiters: Arc<Waiters>,
+    /// Bytes and records in and out (docs/metrics.md).
+    pub traffic: crate::metrics::Traffic,
 }
 
 /// An open topic.
@@ -526,6 +528,7 @@ fn open_partition(
         index,
         log: PartitionLog::local(log),
         waiters,
+        traffic: Default::default(),
     }))
 }
 

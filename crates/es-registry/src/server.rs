@@ -134,6 +134,12 @@ impl Shared {
         self.inner.registry.read().is_registered(subject, id)
     }
 
+    /// Runs `f` on the registry as it is now (the broker's admin API reads
+    /// subjects and schemas this way; waits only for a change's swap).
+    pub fn with_registry<T>(&self, f: impl FnOnce(&Registry) -> T) -> T {
+        f(&self.inner.registry.read())
+    }
+
     /// The record name of schema `id` ([`Registry::record_name`]),
     /// remembered once found: the schema is parsed once per id.
     pub fn record_name(&self, id: i32) -> Option<String> {

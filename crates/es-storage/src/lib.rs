@@ -21,6 +21,7 @@ pub mod epochs;
 pub mod error;
 pub mod fs;
 pub mod meta;
+pub mod metrics;
 pub mod record;
 
 pub use batch::RecordBatchBuf;

@@ -192,6 +192,7 @@ impl Mark {
     /// Fsyncs the data of the segment file that holds this mark: after it,
     /// everything below the mark in that segment is durable.
     pub(crate) fn sync_data(&self) -> std::io::Result<()> {
+        let _timer = crate::metrics::FsyncTimer::start();
         self.segment.log.sync_data()
     }
 
@@ -199,6 +200,7 @@ impl Mark {
     /// data, see [`crate::fs::FileHandle::sync_filesystem`]): one sync for
     /// every partition on it.
     pub(crate) fn sync_filesystem(&self) -> std::io::Result<()> {
+        let _timer = crate::metrics::FsyncTimer::start();
         self.segment.log.sync_filesystem()
     }
 }
@@ -430,6 +432,7 @@ impl Partition {
             sync: storage.sync.clone(),
             clock: storage.clock.clone(),
         };
+        crate::metrics::recovery_checked(p.size_bytes());
         Ok((Arc::new(p), report))
     }
 

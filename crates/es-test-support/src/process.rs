@@ -23,6 +23,8 @@ pub const START_TIMEOUT: Duration = Duration::from_secs(60);
 const LISTENING: &str = "listening on ";
 /// What the broker logs once its schema registry serves, before its URL.
 const REGISTRY_LISTENING: &str = "schema registry listening at ";
+/// What the broker logs once its admin listener serves, before its URL.
+const ADMIN_LISTENING: &str = "admin listener at ";
 
 /// A running es-broker.
 pub struct BrokerProcess {
@@ -57,6 +59,10 @@ impl BrokerProcess {
         // default port would collide, so it is off unless a test asks.
         if !extra.contains(&"--schema-registry-listen") {
             cmd.args(["--schema-registry-listen", "none"]);
+        }
+        // The same for the admin listener (127.0.0.1:9644 by default).
+        if !extra.contains(&"--admin-listen") {
+            cmd.args(["--admin-listen", "none"]);
         }
         if !extra.contains(&"--log-level") {
             cmd.args(["--log-level", "info"]);
@@ -141,6 +147,21 @@ impl BrokerProcess {
         let line = self.wait_for_line(REGISTRY_LISTENING, START_TIMEOUT);
         let rest =
             &line[line.find(REGISTRY_LISTENING).expect("marker") + REGISTRY_LISTENING.len()..];
+        rest.split_whitespace().next().expect("url").to_string()
+    }
+
+    /// The admin listener's base URL (`http://HOST:PORT`), from its "admin
+    /// listener at" log line (started with `--admin-listen HOST:PORT`).
+    pub fn admin_url(&mut self) -> String {
+        // It binds before the data directory opens: its line may be behind
+        // the one `start` waited for.
+        let logged = self
+            .log_text()
+            .lines()
+            .find(|l| l.contains(ADMIN_LISTENING))
+            .map(str::to_string);
+        let line = logged.unwrap_or_else(|| self.wait_for_line(ADMIN_LISTENING, START_TIMEOUT));
+        let rest = &line[line.find(ADMIN_LISTENING).expect("marker") + ADMIN_LISTENING.len()..];
         rest.split_whitespace().next().expect("url").to_string()
     }
 

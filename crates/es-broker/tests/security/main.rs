@@ -8,6 +8,7 @@
 
 #[path = "../common/mod.rs"]
 mod common;
+mod admin_auth;
 mod keys_remote;
 mod mirror_quotas;
 mod pki;

@@ -688,6 +688,16 @@ fn append_one(
     };
     drop(guard);
     drop(intent);
+    if let Ok(AppendOutcome::Appended(info)) = &appended {
+        let bytes = buf.bytes_len() as u64;
+        slot.traffic
+            .appended(bytes, info.last_offset + 1 - info.base_offset);
+        crate::metrics::kafka_metrics()
+            .produce_batch_bytes
+            .observe(bytes as f64);
+    } else if appended.is_err() {
+        slot.traffic.rejected();
+    }
     Attempt::Done(match appended {
         Ok(AppendOutcome::Appended(info)) => Ok(Appended {
             min_insync_replicas: rules.min_insync_replicas,

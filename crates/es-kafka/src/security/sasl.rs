@@ -131,6 +131,17 @@ fn respond<T: Encodable>(
 }
 
 impl SaslSession {
+    /// The mechanism being (or last) used, as the client named it; empty
+    /// before a handshake (the label of es_authentication_failures_total).
+    pub fn mechanism_name(&self) -> &str {
+        match &self.state {
+            State::Authenticate { mechanism, .. } | State::ReauthBadMechanism(mechanism) => {
+                mechanism
+            }
+            _ => self.mechanism.as_deref().unwrap_or(""),
+        }
+    }
+
     pub fn new(
         listener: ListenerSecurity,
         credentials: Arc<Credentials>,

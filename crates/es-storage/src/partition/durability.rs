@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::{AppendIntent, CommitState, DurableCallback, Mark, Partition};
-use crate::commit::{Begin, Registered};
+use crate::commit::{Begin, Position, Registered};
 use crate::error::{Result, StorageError};
 
 impl Partition {
@@ -180,7 +180,9 @@ impl Partition {
         let mut c = self.commit.lock();
         match failed {
             None => {
+                let before = c.core.durable().offset();
                 let settled = c.core.sync_done(goal);
+                crate::metrics::durable_records(settled.durable.saturating_sub(before));
                 c.last_sync = Instant::now();
                 let replicated_hw = c.replicated_hw;
                 drop(c);

@@ -66,6 +66,7 @@ impl Partition {
     /// with the writer lock held; does no I/O unless the previous roll is
     /// still unsealed or no files could be prepared ahead.
     pub(super) fn roll(&self, w: &mut Writer, next_offset: u64) -> Result<Arc<Segment>> {
+        crate::metrics::storage_metrics().segment_rolls.inc();
         let mut r = self.rolls.lock();
         // Only one roll is ever unsealed: the prepared files of the next
         // one are created by the seal of the one before.

@@ -373,6 +373,11 @@ impl ClassicGroup {
     pub fn is_empty(&self) -> bool {
         self.state == ClassicState::Empty
     }
+
+    /// Members in the group now.
+    pub fn member_count(&self) -> usize {
+        self.members.len()
+    }
     fn add(&mut self, member: Member) {
         if let Some(iid) = &member.group_instance_id {
             debug_assert!(!self.static_members.contains_key(iid));

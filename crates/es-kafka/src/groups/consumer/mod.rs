@@ -323,6 +323,11 @@ impl ConsumerGroup {
         self.members.is_empty()
     }
 
+    /// Members in the group now.
+    pub fn member_count(&self) -> usize {
+        self.members.len()
+    }
+
     pub fn group_epoch(&self) -> i32 {
         self.group_epoch
     }

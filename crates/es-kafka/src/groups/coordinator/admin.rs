@@ -40,6 +40,22 @@ impl Coordinator {
             .collect()
     }
 
+    /// Every group with its state and member count (for /metrics).
+    pub fn member_counts(&self) -> Vec<(Listed, usize)> {
+        let listed = self.list(&[], &[]);
+        let st = self.state.lock();
+        listed
+            .into_iter()
+            .map(|l| {
+                let n = st.groups.get(&l.group_id).map_or(0, |g| match &g.kind {
+                    Kind::Classic(c) => c.member_count(),
+                    Kind::Consumer(c) => c.member_count(),
+                });
+                (l, n)
+            })
+            .collect()
+    }
+
     /// DescribeGroups of one group.
     pub fn describe(&self, group_id: &str) -> ClassicDescribe {
         let st = self.state.lock();

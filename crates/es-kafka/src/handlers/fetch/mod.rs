@@ -135,6 +135,8 @@ struct Got {
     last_stable_offset: i64,
     /// Aborted transactions overlapping the records returned (read_committed).
     aborted: Vec<Aborted>,
+    /// Offsets the returned batches span (docs/metrics.md, records out).
+    offsets: u64,
 }
 
 impl Got {
@@ -147,6 +149,7 @@ impl Got {
             records: Bytes::new(),
             last_stable_offset: -1,
             aborted: Vec::new(),
+            offsets: 0,
         }
     }
 }
@@ -482,6 +485,9 @@ pub async fn handle(ctx: &Ctx, req: FetchRequest) -> Result<Option<ResponseFrame
 
     let mut answer: Vec<(PartKey, FetchedPartition)> = Vec::with_capacity(keys.len());
     for ((key, w), g) in keys.into_iter().zip(wants.iter()).zip(gots) {
+        if let Some(s) = &w.slot {
+            s.traffic.fetched(g.records.len() as u64, g.offsets);
+        }
         let p = FetchedPartition {
             partition_index: w.partition,
             error_code: g.error,
@@ -712,6 +718,7 @@ fn read_pass_with(
                     });
                 }
                 total += r.records.len();
+                g.offsets = r.next.map_or(0, |n| n.saturating_sub(r.start));
                 g.records = r.records;
                 g.high_watermark = r.high_watermark;
                 g.log_start_offset = r.log_start_offset;

@@ -1,0 +1,153 @@
+//! What the storage layer counts for the broker's `/metrics`
+//! (docs/metrics.md): fsyncs and their latency, records made durable per
+//! fsync (group commit), segment rolls, and start-up recovery's progress.
+//!
+//! One set per process ([`storage_metrics`]): the counters are atomics
+//! (prometheus-client's), bumped where the work happens; the broker
+//! registers them with its registry ([`register`]). Nothing here is read
+//! back by the storage itself.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::LazyLock;
+use std::time::Instant;
+
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::{Registry, Unit};
+
+/// Storage's counters (see the module comment).
+#[derive(Debug)]
+pub struct StorageMetrics {
+    pub fsyncs: Counter,
+    pub fsync_seconds: Histogram,
+    pub fsync_records: Histogram,
+    pub segment_rolls: Counter,
+    /// Start-up recovery: bytes of segments to check and checked so far,
+    /// and how long it took once done (seconds, as f64 bits).
+    pub recovery_bytes_total: Gauge,
+    pub recovery_bytes_checked: Gauge,
+    pub recovery_seconds: Gauge<f64, AtomicU64>,
+}
+
+/// Latency buckets shared by every duration histogram: 100 µs to about 13 s.
+pub fn duration_buckets() -> impl Iterator<Item = f64> {
+    exponential_buckets(0.0001, 2.0, 18)
+}
+
+static METRICS: LazyLock<StorageMetrics> = LazyLock::new(|| StorageMetrics {
+    fsyncs: Counter::default(),
+    fsync_seconds: Histogram::new(duration_buckets()),
+    fsync_records: Histogram::new(exponential_buckets(1.0, 2.0, 16)),
+    segment_rolls: Counter::default(),
+    recovery_bytes_total: Gauge::default(),
+    recovery_bytes_checked: Gauge::default(),
+    recovery_seconds: Gauge::default(),
+});
+
+/// This process's storage counters.
+pub fn storage_metrics() -> &'static StorageMetrics {
+    &METRICS
+}
+
+/// Registers the storage counters with `registry` under their
+/// docs/metrics.md names.
+pub fn register(registry: &mut Registry) {
+    let m = storage_metrics();
+    registry.register(
+        "es_fsyncs",
+        "fsyncs of partition logs (fdatasync or a shared syncfs)",
+        m.fsyncs.clone(),
+    );
+    registry.register_with_unit(
+        "es_fsync",
+        "how long each fsync of a partition log took",
+        Unit::Seconds,
+        m.fsync_seconds.clone(),
+    );
+    registry.register(
+        "es_fsync_records",
+        "records made durable by one fsync (group commit shares one between producers)",
+        m.fsync_records.clone(),
+    );
+    registry.register(
+        "es_segment_rolls",
+        "segments rolled (a new active segment started)",
+        m.segment_rolls.clone(),
+    );
+    registry.register_with_unit(
+        "es_recovery",
+        "how long start-up recovery of the partitions took",
+        Unit::Seconds,
+        m.recovery_seconds.clone(),
+    );
+    registry.register(
+        "es_recovery_checked_bytes",
+        "bytes of segments start-up recovery has checked",
+        m.recovery_bytes_checked.clone(),
+    );
+    registry.register(
+        "es_recovery_total_bytes",
+        "bytes of segments start-up recovery has to check",
+        m.recovery_bytes_total.clone(),
+    );
+}
+
+/// Times one fsync: counts it and observes its latency when dropped.
+pub(crate) struct FsyncTimer(Instant);
+
+impl FsyncTimer {
+    pub(crate) fn start() -> Self {
+        FsyncTimer(Instant::now())
+    }
+}
+
+impl Drop for FsyncTimer {
+    fn drop(&mut self) {
+        let m = storage_metrics();
+        m.fsyncs.inc();
+        m.fsync_seconds.observe(self.0.elapsed().as_secs_f64());
+    }
+}
+
+/// Records that one fsync made `records` offsets durable.
+pub(crate) fn durable_records(records: u64) {
+    if records > 0 {
+        storage_metrics().fsync_records.observe(records as f64);
+    }
+}
+
+/// Between [`recovery_begin`] and [`recovery_done`]: partitions opened
+/// count as checked by recovery (later ones are new topics).
+static RECOVERING: AtomicBool = AtomicBool::new(false);
+
+/// Adds `bytes` (a partition just opened) to what recovery has checked.
+pub fn recovery_checked(bytes: u64) {
+    if !RECOVERING.load(Ordering::Relaxed) {
+        return;
+    }
+    let g = &storage_metrics().recovery_bytes_checked;
+    g.inc_by(i64::try_from(bytes).unwrap_or(i64::MAX));
+}
+
+/// Bytes recovery has checked so far, and the total it has to.
+pub fn recovery_progress() -> (u64, u64) {
+    let m = storage_metrics();
+    let get = |g: &Gauge| u64::try_from(g.get()).unwrap_or(0);
+    (get(&m.recovery_bytes_checked), get(&m.recovery_bytes_total))
+}
+
+/// Sets the bytes recovery has to check (before it starts).
+pub fn recovery_begin(total_bytes: u64) {
+    let m = storage_metrics();
+    m.recovery_bytes_total
+        .set(i64::try_from(total_bytes).unwrap_or(i64::MAX));
+    m.recovery_bytes_checked.set(0);
+    RECOVERING.store(true, Ordering::Relaxed);
+}
+
+/// Records how long recovery took.
+pub fn recovery_done(seconds: f64) {
+    RECOVERING.store(false, Ordering::Relaxed);
+    storage_metrics().recovery_seconds.set(seconds);
+}
