@@ -202,3 +202,26 @@ export function takeFlash() {
   flashMessage = null;
   return m ? h('div', { class: 'banner ok', testid: 'action-ok' }, m) : null;
 }
+
+/**
+ * For an endpoint the broker does not serve yet (docs/admin-api.md, "Not
+ * served yet": it answers 404): a note saying so and what shows the same.
+ */
+export function notServed(endpoint, instead) {
+  return h(
+    'div',
+    { class: 'banner plain', testid: 'not-served' },
+    `This broker does not serve ${endpoint} yet (docs/admin-api.md). `,
+    instead ? ['Meanwhile ', h('code', {}, instead), ' shows the same through the Kafka listener.'] : null,
+  );
+}
+
+/** Calls the API; a 404 gives `null` (an endpoint not served yet), any other error throws. */
+export async function unlessNotServed(promise) {
+  try {
+    return await promise;
+  } catch (e) {
+    if (e.status === 404) return null;
+    throw e;
+  }
+}

@@ -162,9 +162,10 @@ export function browsePage(root, ctx) {
       if (!ctx.alive()) return;
       fill(errors);
       lastAnswer = a;
-      drawRecords(a);
-      nextBtn.disabled = a.next_offset >= a.high_watermark;
-      nextBtn.onclick = () => read(a.next_offset);
+      const next = nextOffset(a, query.max);
+      drawRecords(a, next);
+      nextBtn.disabled = next >= a.high_watermark;
+      nextBtn.onclick = () => read(next);
     } catch (e) {
       fill(errors, errorBanner(e));
     } finally {
@@ -176,7 +177,7 @@ export function browsePage(root, ctx) {
     read();
   });
 
-  function drawRecords(a) {
+  function drawRecords(a, next = nextOffset(a, state.max)) {
     const rs = a.records || [];
     const first = rs.length ? rs[0].offset : null;
     const last = rs.length ? rs[rs.length - 1].offset : null;
@@ -185,7 +186,7 @@ export function browsePage(root, ctx) {
       rs.length
         ? `Offsets ${num(first)} to ${num(last)} (${num(rs.length)} records)`
         : 'No records there.',
-      ` · partition holds [${num(a.log_start_offset)}, ${num(a.high_watermark)}) · next offset ${num(a.next_offset)}`,
+      ` · partition holds [${num(a.log_start_offset)}, ${num(a.high_watermark)}) · next offset ${num(next)}`,
     );
     fill(
       out,
@@ -212,6 +213,20 @@ export function browsePage(root, ctx) {
       fill(errors, errorBanner(e));
     }
   })();
+}
+
+/**
+ * Where the next page starts. A page cut at `max` records goes on right after
+ * its last record, whatever next_offset says (a broker may report the end of
+ * the last batch it read, past records it did not return); a shorter page
+ * goes on from next_offset, which skips what the read passed over (compacted
+ * gaps, transaction markers).
+ */
+export function nextOffset(a, max) {
+  const rs = a.records || [];
+  if (!rs.length) return a.next_offset;
+  const afterLast = rs[rs.length - 1].offset + 1;
+  return rs.length >= max ? afterLast : Math.max(afterLast, a.next_offset);
 }
 
 /** Epoch ms from "1733472000000" or a date the browser can parse (local time); null if neither. */
@@ -254,7 +269,16 @@ export function showBytes(v, view, schema) {
   const raw = base64Bytes(v.base64);
   if (view === 'hex') return h('pre', { class: 'hex' }, hexDump(raw));
   let text = v.text;
+  // Parsed here rather than taken from v.json, so that the JSON view keeps the
+  // keys in the order they were written (the broker's parse may sort them).
   let json = v.json;
+  if (text !== null && text !== undefined && json !== undefined) {
+    try {
+      json = JSON.parse(text);
+    } catch {
+      // keep the broker's
+    }
+  }
   if (schema && raw.length >= 5 && raw[0] === 0) {
     const payload = raw.subarray(5);
     try {

@@ -2,7 +2,7 @@
 // (DescribeProducers) and the transactions of the cluster (ListTransactions,
 // DescribeTransactions), refreshed every 5 s.
 import { api, enc } from '../api.js';
-import { h, fill, table, num, time, badge, link } from '../ui.js';
+import { h, fill, table, num, time, badge, link, notServed, unlessNotServed } from '../ui.js';
 
 const producers_poll_ms = 5000;
 
@@ -23,6 +23,7 @@ export function producersPage(root, ctx) {
   );
 
   function drawProducers() {
+    if (latest === null) return;
     const q = filter.value.trim().toLowerCase();
     const rows = latest
       .filter((p) => !q || p.topic.toLowerCase().includes(q))
@@ -48,10 +49,20 @@ export function producersPage(root, ctx) {
   filter.addEventListener('input', drawProducers);
 
   ctx.poll(async () => {
-    const [producers, txs] = await Promise.all([api('/producers'), api('/transactions')]);
+    const [producers, txs] = await Promise.all([unlessNotServed(api('/producers')), unlessNotServed(api('/transactions'))]);
     if (!ctx.alive()) return;
-    latest = producers;
-    drawProducers();
+    if (producers === null) {
+      latest = null;
+      fill(prodBox, notServed('/api/v1/producers', 'kafka-transactions describe-producers'));
+    }
+    else {
+      latest = producers;
+      drawProducers();
+    }
+    if (txs === null) {
+      fill(txBox, notServed('/api/v1/transactions', 'kafka-transactions list'));
+      return;
+    }
     const txState = (s) => badge(s, s === 'Ongoing' ? 'warn' : s === 'CompleteCommit' || s === 'Empty' ? 'ok' : s.includes('Abort') ? 'bad' : 'plain');
     fill(
       txBox,

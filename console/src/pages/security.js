@@ -1,7 +1,7 @@
 // ACLs and users: every ACL binding, the SCRAM users with their mechanisms and
 // iterations, API keys with their principals (never secrets), the super users.
 import { api } from '../api.js';
-import { h, fill, table, badge, time } from '../ui.js';
+import { h, fill, table, badge, time, notServed, unlessNotServed } from '../ui.js';
 
 export function securityPage(root, ctx) {
   const errors = h('div');
@@ -35,10 +35,17 @@ export function securityPage(root, ctx) {
   filter.addEventListener('input', drawAcls);
 
   ctx.poll(async () => {
-    const [a, u] = await Promise.all([api('/acls'), api('/users')]);
+    const [a, u] = await Promise.all([unlessNotServed(api('/acls')), unlessNotServed(api('/users'))]);
     if (!ctx.alive()) return;
-    acls = a;
-    drawAcls();
+    if (a === null) fill(aclBox, notServed('/api/v1/acls', 'kafka-acls --list'));
+    else {
+      acls = a;
+      drawAcls();
+    }
+    if (u === null) {
+      fill(usersBox, notServed('/api/v1/users', 'kafka-configs --describe --entity-type users'));
+      return;
+    }
     fill(
       usersBox,
       h('div', { class: 'stats' }, h('div', { class: 'stat wide' }, h('span', { class: 'label' }, 'Super users'),
