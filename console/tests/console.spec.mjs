@@ -36,7 +36,9 @@ const kcatBin = process.env.KCAT || 'kcat';
 const kafka = '127.0.0.1:39592';
 const admin = '127.0.0.1:39644';
 const base = `http://${admin}/`;
-const imgDir = path.join(repoDir, 'docs', 'img');
+// docs/img by default; scripts/test points this at target/ so that a test
+// run does not rewrite the screenshots the docs show.
+const imgDir = process.env.CONSOLE_SCREENSHOTS || path.join(repoDir, 'docs', 'img');
 
 // Limits: every wait is bounded, and so is the whole run.
 const test_deadline_ms = 8 * 60_000;

@@ -273,6 +273,8 @@ fn health_metrics_and_the_json_api_agree_with_the_kafka_clients() {
     assert_eq!(list[0]["key"]["text"], "k0");
     assert_eq!(list[0]["value"]["json"], json!({"n": 0}));
     assert_eq!(list[1]["key"]["text"], "k3");
+    // The next page starts after the last record returned.
+    assert_eq!(recs["next_offset"], 5);
 
     let by_time = get_json(&format!(
         "{url}/api/v1/topics/orders/partitions/1/records?timestamp=0&max=1"

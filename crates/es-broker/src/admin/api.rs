@@ -682,13 +682,21 @@ async fn records(
     let mut out = Vec::new();
     let mut next = start;
     let mut bytes = p.records.clone().unwrap_or_default();
-    while bytes.has_remaining() && out.len() < max {
+    // `next_offset` is where the next page starts: after the last record
+    // returned, or after the control and aborted records passed over.
+    'batches: while bytes.has_remaining() {
         let Ok(set) = RecordBatchDecoder::decode(&mut bytes) else {
             break;
         };
         for rec in set.records {
+            if rec.offset < start {
+                continue;
+            }
+            if out.len() >= max {
+                break 'batches;
+            }
             next = rec.offset + 1;
-            if rec.control || rec.offset < start || out.len() >= max {
+            if rec.control {
                 continue;
             }
             if rec.transactional
