@@ -265,12 +265,13 @@ async fn version(
     Query(q): Params,
 ) -> Answer {
     let deleted = flag(&q, "deleted");
+    let fmt = q.get("format").cloned();
     s.read(move |r| {
-        Ok(json!(r.version(
-            &subject,
-            VersionSpec::parse(&v)?,
-            deleted
-        )?))
+        let mut found = r.version(&subject, VersionSpec::parse(&v)?, deleted)?;
+        if let Some(f) = &fmt {
+            found.schema = r.formatted(found.id, f)?;
+        }
+        Ok(json!(found))
     })
     .await
     .into()
@@ -282,12 +283,14 @@ async fn version_schema(
     Query(q): Params,
 ) -> Answer {
     let deleted = flag(&q, "deleted");
+    let fmt = q.get("format").cloned();
     match s
         .read(move |r| {
-            Ok(Value::String(
-                r.version(&subject, VersionSpec::parse(&v)?, deleted)?
-                    .schema,
-            ))
+            let found = r.version(&subject, VersionSpec::parse(&v)?, deleted)?;
+            Ok(Value::String(match &fmt {
+                Some(f) => r.formatted(found.id, f)?,
+                None => found.schema,
+            }))
         })
         .await
     {
@@ -341,15 +344,34 @@ fn schema_id(id: &str) -> Result<i32, RegistryError> {
     id.parse::<i32>().map_err(|_| RegistryError::NoSuchResource)
 }
 
-async fn schema_by_id(State(s): State<Shared>, Path(id): Path<String>) -> Answer {
-    s.read(move |r| Ok(json!(r.schema_by_id(schema_id(&id)?)?)))
-        .await
-        .into()
+async fn schema_by_id(State(s): State<Shared>, Path(id): Path<String>, Query(q): Params) -> Answer {
+    let fmt = q.get("format").cloned();
+    s.read(move |r| {
+        let id = schema_id(&id)?;
+        let mut found = r.schema_by_id(id)?;
+        if let Some(f) = &fmt {
+            found.schema = r.formatted(id, f)?;
+        }
+        Ok(json!(found))
+    })
+    .await
+    .into()
 }
 
-async fn schema_by_id_raw(State(s): State<Shared>, Path(id): Path<String>) -> Answer {
+async fn schema_by_id_raw(
+    State(s): State<Shared>,
+    Path(id): Path<String>,
+    Query(q): Params,
+) -> Answer {
+    let fmt = q.get("format").cloned();
     match s
-        .read(move |r| Ok(Value::String(r.schema_by_id(schema_id(&id)?)?.schema)))
+        .read(move |r| {
+            let id = schema_id(&id)?;
+            Ok(Value::String(match &fmt {
+                Some(f) => r.formatted(id, f)?,
+                None => r.schema_by_id(id)?.schema,
+            }))
+        })
         .await
     {
         Ok(Value::String(text)) => Answer::Raw(text),

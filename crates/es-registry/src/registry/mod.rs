@@ -113,18 +113,21 @@ pub struct Registry {
     state: State,
     /// Stored schemas by [`content_key`].
     content: HashMap<String, i32>,
+    /// Each stored schema's [`content_key`] (computed once, from the
+    /// parsed schema).
+    keys: HashMap<i32, String>,
     generation: u64,
 }
 
 /// The key two registrations of the same schema share: type, references
-/// and [`format::identity`].
-fn content_key(s: &StoredSchema) -> String {
+/// and [`format::identity`] of the parsed schema.
+fn content_key(s: &StoredSchema, parsed: &Parsed) -> String {
     let mut key = format!("{}\n", s.schema_type.as_str());
     for r in &s.references {
         key.push_str(&format!("{}\u{0}{}\u{0}{}\n", r.name, r.subject, r.version));
     }
     key.push('\n');
-    key.push_str(&format::identity(s.schema_type, &s.schema));
+    key.push_str(&format::identity(parsed, &s.schema));
     key
 }
 
@@ -150,31 +153,48 @@ impl Registry {
                 }
             }
         }
-        let mut content = HashMap::with_capacity(state.schemas.len());
-        for (id, s) in &state.schemas {
+        for id in state.schemas.keys() {
             if *id < 1 || *id >= state.next_id {
                 return Err(format!(
                     "schema id {id} is outside 1..{} (nextId)",
                     state.next_id
                 ));
             }
-            content.entry(content_key(s)).or_insert(*id);
         }
-        Ok(Registry {
+        let mut registry = Registry {
+            content: HashMap::with_capacity(state.schemas.len()),
+            keys: HashMap::with_capacity(state.schemas.len()),
             state,
-            content,
             generation: 0,
-        })
+        };
+        // Every stored schema must parse (with its references), as at
+        // registration: a file edited by hand or damaged is refused whole.
+        let mut keys = Vec::with_capacity(registry.state.schemas.len());
+        for (id, s) in &registry.state.schemas {
+            let parsed = registry
+                .parse_stored(s)
+                .map_err(|e| format!("schema {id} does not parse: {e}"))?;
+            keys.push((*id, content_key(s, &parsed)));
+        }
+        for (id, key) in keys {
+            registry.index(id, key);
+        }
+        Ok(registry)
     }
 
-    /// Checks that every stored schema parses (with its references), as
-    /// at start: a file edited by hand or damaged is refused whole.
-    pub fn check_schemas_parse(&self) -> Result<(), String> {
-        for (id, s) in &self.state.schemas {
-            self.parse_stored(s)
-                .map_err(|e| format!("schema {id} does not parse: {e}"))?;
+    /// Records `id`'s content key (the first id of a content wins).
+    fn index(&mut self, id: i32, key: String) {
+        self.content.entry(key.clone()).or_insert(id);
+        self.keys.insert(id, key);
+    }
+
+    /// Forgets `id`'s content key.
+    fn unindex(&mut self, id: i32) {
+        if let Some(key) = self.keys.remove(&id) {
+            if self.content.get(&key) == Some(&id) {
+                self.content.remove(&key);
+            }
         }
-        Ok(())
     }
 
     /// The state to store.

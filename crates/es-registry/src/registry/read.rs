@@ -91,6 +91,26 @@ impl Registry {
         })
     }
 
+    /// Schema `id`'s text in the `format` a request asks for (Confluent's
+    /// `format` query parameter): `serialized` gives a Protobuf schema as
+    /// the base64 of its compiled `FileDescriptorProto` (what Confluent's
+    /// Protobuf deserializers ask for); any other format, and any format of
+    /// the other types, the stored text (Confluent ignores formats it does
+    /// not know).
+    pub fn formatted(&self, id: i32, format: &str) -> Result<String> {
+        let s = self.schema(id)?;
+        if s.schema_type == crate::model::SchemaType::Protobuf
+            && format.eq_ignore_ascii_case("serialized")
+        {
+            if let format::Parsed::Protobuf(p) = self.parse_stored(s)? {
+                if let Some(b64) = format::proto_text::serialized(&p, "default") {
+                    return Ok(b64);
+                }
+            }
+        }
+        Ok(s.schema.clone())
+    }
+
     /// `GET /schemas/ids/{id}/versions`: (subject, version) pairs naming it.
     pub fn versions_by_id(&self, id: i32, deleted: bool) -> Result<Vec<(String, i32)>> {
         self.schema(id)?;
@@ -159,13 +179,13 @@ impl Registry {
         let s = self.subject_with_versions(subject, deleted)?;
         let candidate = StoredSchema {
             schema_type: new.schema_type,
-            schema: format::stored_text(new.schema_type, &new.schema, normalize),
+            schema: format::stored_text(new.schema_type, &new.schema, normalize)?,
             references: new.references.clone(),
         };
-        self.parse_stored(&candidate)?;
+        let parsed = self.parse_stored(&candidate)?;
         let id = self
             .content
-            .get(&content_key(&candidate))
+            .get(&content_key(&candidate, &parsed))
             .copied()
             .ok_or(RegistryError::SchemaNotFoundUnder)?;
         let (n, _) = s

@@ -45,11 +45,11 @@ impl Registry {
         }
         let candidate = StoredSchema {
             schema_type: new.schema_type,
-            schema: format::stored_text(new.schema_type, &new.schema, normalize),
+            schema: format::stored_text(new.schema_type, &new.schema, normalize)?,
             references: self.resolve_references(&new.references)?,
         };
         let parsed = self.parse_stored(&candidate)?;
-        let key = content_key(&candidate);
+        let key = content_key(&candidate, &parsed);
         let existing = self.content.get(&key).copied();
 
         // IMPORT of a schema this subject holds under another id.
@@ -109,9 +109,7 @@ impl Registry {
         };
         if let Some(v) = self.subject(subject).and_then(|s| s.versions.get(&version)) {
             // IMPORT of a version that exists: the same schema is a no-op.
-            if Some(v.id) == existing.or(new.id)
-                && self.schema(v.id).is_ok_and(|s| content_key(s) == key)
-            {
+            if Some(v.id) == existing.or(new.id) && self.keys.get(&v.id) == Some(&key) {
                 return Ok(Registered { id: v.id, version });
             }
             return Err(RegistryError::NotPermitted(format!(
@@ -121,8 +119,8 @@ impl Registry {
 
         let id = match new.id {
             Some(id) => {
-                if let Some(s) = self.state.schemas.get(&id) {
-                    if content_key(s) != key {
+                if let Some(have) = self.keys.get(&id) {
+                    if *have != key {
                         return Err(RegistryError::NotPermitted(format!(
                             "Overwrite new schema with id {id} is not permitted."
                         )));
@@ -145,7 +143,7 @@ impl Registry {
 
         // From here on nothing fails: the change is made.
         if !self.state.schemas.contains_key(&id) {
-            self.content.entry(key).or_insert(id);
+            self.index(id, key);
             self.state.schemas.insert(id, candidate);
         }
         self.state.next_id = self.state.next_id.max(id.saturating_add(1));
@@ -365,11 +363,8 @@ impl Registry {
                 .values()
                 .any(|s| s.versions.values().any(|v| v.id == *id));
             if !named {
-                if let Some(s) = self.state.schemas.remove(id) {
-                    let key = content_key(&s);
-                    if self.content.get(&key) == Some(id) {
-                        self.content.remove(&key);
-                    }
+                if self.state.schemas.remove(id).is_some() {
+                    self.unindex(*id);
                 }
             }
         }
