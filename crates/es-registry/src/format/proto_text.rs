@@ -41,7 +41,7 @@ use super::proto::Proto;
 /// is a multiple of 4. A `.proto` text never is (it needs `;` or `{`).
 pub fn is_base64(text: &str) -> bool {
     let t = text.trim();
-    if t.is_empty() || t.len() % 4 != 0 {
+    if t.is_empty() || !t.len().is_multiple_of(4) {
         return false;
     }
     let body = t.trim_end_matches('=');

@@ -362,10 +362,8 @@ impl Registry {
                 .subjects
                 .values()
                 .any(|s| s.versions.values().any(|v| v.id == *id));
-            if !named {
-                if self.state.schemas.remove(id).is_some() {
-                    self.unindex(*id);
-                }
+            if !named && self.state.schemas.remove(id).is_some() {
+                self.unindex(*id);
             }
         }
     }
