@@ -23,7 +23,9 @@ use serde::{Deserialize, Serialize};
 use crate::error::{RegistryError, Result};
 use crate::format::{self, Parsed};
 use crate::limits::REFERENCE_DEPTH_MAX;
-use crate::model::{Compatibility, Mode, Reference, SchemaType, VersionSpec};
+use crate::model::{
+    Compatibility, Metadata, Mode, Reference, RuleSet, SchemaType, VersionSpec, CONFLUENT_VERSION,
+};
 
 pub use settings::CompatibilityResult;
 
@@ -35,6 +37,12 @@ pub struct StoredSchema {
     pub schema: String,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub references: Vec<Reference>,
+    /// Confluent's data-contract metadata (absent in files written before
+    /// es kept it: they load with none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<Metadata>,
+    #[serde(rename = "ruleSet", default, skip_serializing_if = "Option::is_none")]
+    pub rule_set: Option<RuleSet>,
 }
 
 /// One version of a subject.
@@ -119,12 +127,34 @@ pub struct Registry {
     generation: u64,
 }
 
-/// The key two registrations of the same schema share: type, references
-/// and [`format::identity`] of the parsed schema.
+/// The key two registrations of the same schema share: type, references,
+/// metadata and rule set (Confluent's schema hash covers all four; none
+/// differs from an empty one, as there) and [`format::identity`] of the
+/// parsed schema.
 fn content_key(s: &StoredSchema, parsed: &Parsed) -> String {
     let mut key = format!("{}\n", s.schema_type.as_str());
     for r in &s.references {
         key.push_str(&format!("{}\u{0}{}\u{0}{}\n", r.name, r.subject, r.version));
+    }
+    for (tag, part) in [
+        (
+            'M',
+            s.metadata
+                .as_ref()
+                .and_then(|m| serde_json::to_string(m).ok()),
+        ),
+        (
+            'R',
+            s.rule_set
+                .as_ref()
+                .and_then(|r| serde_json::to_string(r).ok()),
+        ),
+    ] {
+        if let Some(json) = part {
+            key.push(tag);
+            key.push_str(&json);
+            key.push('\n');
+        }
     }
     key.push('\n');
     key.push_str(&format::identity(parsed, &s.schema));
@@ -321,6 +351,44 @@ impl Registry {
             out.push((&r.name, &s.schema));
         }
         Ok(())
+    }
+
+    /// `base` with the metadata and rule set Confluent gives a registration
+    /// (`maybeSetMetadataRuleSet`): what the request leaves out comes from
+    /// the subject's latest live version; with `next_version` (a
+    /// registration, not a lookup) `confluent:version` is set to it when the
+    /// request named its version or the metadata already carries one.
+    fn with_inherited(
+        &self,
+        subject: &str,
+        base: &StoredSchema,
+        next_version: Option<i32>,
+        version_given: bool,
+    ) -> StoredSchema {
+        let prev = self
+            .subject(subject)
+            .and_then(|s| s.latest(false))
+            .and_then(|(_, v)| self.state.schemas.get(&v.id));
+        let mut out = base.clone();
+        if out.metadata.is_none() {
+            out.metadata = prev.and_then(|p| p.metadata.clone());
+        }
+        if out.rule_set.is_none() {
+            out.rule_set = prev.and_then(|p| p.rule_set.clone());
+        }
+        if let Some(v) = next_version {
+            let has = out
+                .metadata
+                .as_ref()
+                .is_some_and(|m| m.properties.contains_key(CONFLUENT_VERSION));
+            if version_given || has {
+                out.metadata
+                    .get_or_insert_with(Metadata::default)
+                    .properties
+                    .insert(CONFLUENT_VERSION.to_string(), v.to_string());
+            }
+        }
+        out
     }
 
     /// Parses a stored schema with its references.

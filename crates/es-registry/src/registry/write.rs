@@ -43,12 +43,48 @@ impl Registry {
                 )));
             }
         }
-        let candidate = StoredSchema {
+        let base = StoredSchema {
             schema_type: new.schema_type,
             schema: format::stored_text(new.schema_type, &new.schema, normalize)?,
             references: self.resolve_references(&new.references)?,
+            metadata: new.metadata.clone(),
+            rule_set: new.rule_set.clone(),
         };
-        let parsed = self.parse_stored(&candidate)?;
+        let parsed = self.parse_stored(&base)?;
+        let next_version = self
+            .subject(subject)
+            .and_then(|s| s.versions.keys().next_back().copied())
+            .unwrap_or(0)
+            .checked_add(1)
+            .ok_or_else(|| RegistryError::InvalidSchema("Subject has no versions left".into()))?;
+
+        // The same schema registered before under this subject, as given or
+        // with the latest version's metadata and rule set (Confluent's
+        // lookup before it registers): its id and version.
+        if new.version.is_none() {
+            let inherited = self.with_inherited(subject, &base, None, false);
+            for c in [&base, &inherited] {
+                let Some(id) = self.content.get(&content_key(c, &parsed)).copied() else {
+                    continue;
+                };
+                if new.id.is_some_and(|want| want != id) {
+                    continue;
+                }
+                if let Some((n, _)) = self.subject(subject).and_then(|s| {
+                    s.versions
+                        .iter()
+                        .rev()
+                        .find(|(_, v)| v.id == id && !v.deleted)
+                }) {
+                    return Ok(Registered { id, version: *n });
+                }
+            }
+        }
+        let candidate = if mode == Mode::Import {
+            base
+        } else {
+            self.with_inherited(subject, &base, Some(next_version), new.version.is_some())
+        };
         let key = content_key(&candidate, &parsed);
         let existing = self.content.get(&key).copied();
 
@@ -63,21 +99,6 @@ impl Registry {
                 )));
             }
         }
-        // The same schema registered before under this subject.
-        if new.version.is_none() {
-            if let Some(id) = existing.filter(|e| new.id.is_none_or(|want| want == *e)) {
-                if let Some(s) = self.subject(subject) {
-                    if let Some((n, _)) = s
-                        .versions
-                        .iter()
-                        .rev()
-                        .find(|(_, v)| v.id == id && !v.deleted)
-                    {
-                        return Ok(Registered { id, version: *n });
-                    }
-                }
-            }
-        }
 
         if mode != Mode::Import {
             let messages =
@@ -90,12 +111,6 @@ impl Registry {
             }
         }
 
-        let next_version = self
-            .subject(subject)
-            .and_then(|s| s.versions.keys().next_back().copied())
-            .unwrap_or(0)
-            .checked_add(1)
-            .ok_or_else(|| RegistryError::InvalidSchema("Subject has no versions left".into()))?;
         let version = match new.version {
             None => next_version,
             Some(v) if v < 1 => return Err(RegistryError::InvalidVersion(v.to_string())),
