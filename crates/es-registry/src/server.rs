@@ -1,18 +1,28 @@
 //! The registry's async shell: it loads `schemas.json`, binds the HTTP
 //! listener, and serves [`crate::http::router`] until told to stop. Every
 //! operation runs on tokio's blocking pool (parsing a large schema or
-//! fsyncing the file must not stall the runtime's workers). A change runs
-//! on a copy of the registry; the copy replaces the registry only after
-//! `schemas.json` holds it, so a failed write answers 50001 and changes
-//! nothing, and an operation that changed nothing writes nothing.
+//! fsyncing the file must not stall the runtime's workers).
+//!
+//! Writes are group-committed ([`crate::commit`]): a change runs on a copy
+//! of the working registry (so a refused change leaves nothing behind) and
+//! the copy becomes the working registry at once; the request is answered
+//! only when a write of `schemas.json` holding its change has been
+//! fsync'd and renamed into place. Changes that arrive while a write is
+//! under way wait and are written together by the next one, which runs
+//! outside the lock, so one fsync serves many registrations. Reads see the
+//! committed registry, the one the file holds, never a change that is not
+//! yet durable. A request that changed nothing writes nothing (it waits
+//! only for what it saw to be durable). After a failed write the registry
+//! refuses every change (50001) until restart; reads go on.
 
 use std::future::Future;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use parking_lot::Mutex;
+use parking_lot::{Condvar, Mutex};
 use serde_json::Value;
 
+use crate::commit::{GroupCommit, Next};
 use crate::error::{RegistryError, Result};
 use crate::registry::Registry;
 use crate::store::{Store, StoreError};
@@ -52,17 +62,34 @@ pub struct Shared {
 
 #[derive(Debug)]
 struct Inner {
-    registry: Mutex<Registry>,
+    /// What `schemas.json` holds: the registry reads see.
+    committed: Mutex<Registry>,
+    /// The working registry (every change applied, durable or not) and the
+    /// group-commit state. Lock order: `working`, then `committed`.
+    working: Mutex<Working>,
+    /// Signalled when a write finishes.
+    written: Condvar,
     /// None: kept in memory only (tests of the HTTP layer).
     store: Option<Store>,
     cluster_id: String,
+}
+
+#[derive(Debug)]
+struct Working {
+    registry: Registry,
+    commit: GroupCommit,
 }
 
 impl Shared {
     pub fn new(registry: Registry, store: Option<Store>, cluster_id: String) -> Shared {
         Shared {
             inner: Arc::new(Inner {
-                registry: Mutex::new(registry),
+                committed: Mutex::new(registry.clone()),
+                working: Mutex::new(Working {
+                    registry,
+                    commit: GroupCommit::new(),
+                }),
+                written: Condvar::new(),
                 store,
                 cluster_id,
             }),
@@ -73,41 +100,82 @@ impl Shared {
         &self.inner.cluster_id
     }
 
-    /// Runs a read on the blocking pool.
+    /// Runs a read on the blocking pool, over the committed registry.
     pub async fn read<F>(&self, f: F) -> Result<Value>
     where
         F: FnOnce(&Registry) -> Result<Value> + Send + 'static,
     {
         let inner = self.inner.clone();
-        tokio::task::spawn_blocking(move || f(&inner.registry.lock()))
+        tokio::task::spawn_blocking(move || f(&inner.committed.lock()))
             .await
             .map_err(|_| RegistryError::Store("the operation failed".into()))?
     }
 
-    /// Runs a change on a copy, stores the copy if it differs, and only
-    /// then makes it the registry.
+    /// Runs a change on a copy of the working registry, keeps the copy, and
+    /// answers once a write holding the change is durable (group commit:
+    /// see the module's comment).
     pub async fn write<F>(&self, f: F) -> Result<Value>
     where
         F: FnOnce(&mut Registry) -> Result<Value> + Send + 'static,
     {
         let inner = self.inner.clone();
-        tokio::task::spawn_blocking(move || {
-            let mut current = inner.registry.lock();
-            let mut next = current.clone();
-            let out = f(&mut next)?;
-            if next.generation() != current.generation() {
-                if let Some(store) = &inner.store {
-                    store.save(&next).map_err(|e| {
-                        tracing::error!(error = %e, "cannot write the schema registry's file");
-                        RegistryError::Store(e.to_string())
-                    })?;
+        tokio::task::spawn_blocking(move || inner.change(f))
+            .await
+            .map_err(|_| RegistryError::Store("the operation failed".into()))?
+    }
+}
+
+impl Inner {
+    fn change<F>(&self, f: F) -> Result<Value>
+    where
+        F: FnOnce(&mut Registry) -> Result<Value>,
+    {
+        let refused = || {
+            RegistryError::Store(
+                "an earlier write of the schema registry's file failed: restart es to go on".into(),
+            )
+        };
+        let mut w = self.working.lock();
+        if !w.commit.accepting() {
+            return Err(refused());
+        }
+        let mut next = w.registry.clone();
+        let out = f(&mut next)?;
+        let seq = if next.generation() != w.registry.generation() {
+            w.registry = next;
+            w.commit.applied()
+        } else {
+            w.commit.current()
+        };
+        loop {
+            match w.commit.next(seq) {
+                Next::Durable => return Ok(out),
+                Next::Failed => return Err(refused()),
+                Next::Wait => self.written.wait(&mut w),
+                Next::Write(upto) => {
+                    let snapshot = w.registry.clone();
+                    // The file is written and fsync'd without the lock:
+                    // changes arriving meanwhile are applied and wait for
+                    // the next write.
+                    let saved = parking_lot::MutexGuard::unlocked(&mut w, || match &self.store {
+                        Some(store) => store.save(&snapshot),
+                        None => Ok(()),
+                    });
+                    let ok = match saved {
+                        Ok(()) => {
+                            *self.committed.lock() = snapshot;
+                            true
+                        }
+                        Err(e) => {
+                            tracing::error!(error = %e, "cannot write the schema registry's file; refusing changes until restart");
+                            false
+                        }
+                    };
+                    w.commit.written(upto, ok);
+                    self.written.notify_all();
                 }
-                *current = next;
             }
-            Ok(out)
-        })
-        .await
-        .map_err(|_| RegistryError::Store("the operation failed".into()))?
+        }
     }
 }
 
