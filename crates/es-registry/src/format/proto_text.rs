@@ -713,6 +713,15 @@ message Rec {
     }
 
     #[test]
+    fn proto2_defaults_extensions_and_services_print_and_compile_again() {
+        let text = "syntax = \"proto2\";\npackage p2;\noption java_package = \"x.y\";\nmessage M {\n  required int32 a = 1 [default = 7];\n  optional string s = 2 [default = \"q\\\"x\"];\n  repeated int32 r = 3 [packed = true];\n  extensions 100 to max;\n}\nextend M { optional int32 e = 100; }\nservice S { rpc Do (M) returns (stream M); }\nenum E { option allow_alias = true; A = 0; B = 0 [deprecated = true]; }\n";
+        let p = compiled(text, &[]);
+        let printed = print(p.file().expect("file").file_descriptor_proto());
+        let again = compiled(&printed, &[]);
+        assert_eq!(identity(&again), identity(&p), "{printed}");
+    }
+
+    #[test]
     fn serialized_round_trips_through_the_decoder() {
         let p = compiled(
             "syntax = \"proto3\"; package x; message M { int32 a = 1; }",
