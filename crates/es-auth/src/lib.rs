@@ -17,3 +17,4 @@ pub mod acl;
 pub mod api_keys;
 pub mod principal;
 pub mod scram;
+pub mod scram_client;

@@ -135,7 +135,7 @@ impl ScramMechanism {
         }
     }
 
-    fn hmac(self, key: &[u8], parts: &[&[u8]]) -> Option<Vec<u8>> {
+    pub(crate) fn hmac(self, key: &[u8], parts: &[&[u8]]) -> Option<Vec<u8>> {
         fn run<M: Mac + hmac::digest::KeyInit>(key: &[u8], parts: &[&[u8]]) -> Option<Vec<u8>> {
             let mut mac = <M as hmac::digest::KeyInit>::new_from_slice(key).ok()?;
             for part in parts {
@@ -149,7 +149,7 @@ impl ScramMechanism {
         }
     }
 
-    fn hash(self, data: &[u8]) -> Vec<u8> {
+    pub(crate) fn hash(self, data: &[u8]) -> Vec<u8> {
         match self {
             ScramMechanism::Sha256 => Sha256::digest(data).to_vec(),
             ScramMechanism::Sha512 => Sha512::digest(data).to_vec(),
@@ -163,7 +163,7 @@ impl ScramMechanism {
     }
 
     /// RFC 5802's Hi(): PBKDF2 with HMAC, one block.
-    fn hi(self, password: &[u8], salt: &[u8], iterations: u32) -> Vec<u8> {
+    pub(crate) fn hi(self, password: &[u8], salt: &[u8], iterations: u32) -> Vec<u8> {
         let mut out = vec![0u8; self.digest_bytes()];
         match self {
             ScramMechanism::Sha256 => {
@@ -812,4 +812,4 @@ mod base64_bytes {
 
 #[cfg(test)]
 #[path = "scram_tests.rs"]
-mod tests;
+pub(crate) mod tests;

@@ -56,7 +56,7 @@ fn rfc7677_exchange() {
 /// Exchanges between Kafka 4.4's own `ScramSaslClient` and `ScramSaslServer` (Java
 /// 17), for user "alice,x=y" and password "kafka-pässword": (mechanism, salt,
 /// StoredKey, ServerKey, client-first, server-first, client-final, server-final).
-const KAFKA_TRANSCRIPTS: &[(ScramMechanism, &str, &str, &str, [&str; 4])] = &[
+pub(crate) const KAFKA_TRANSCRIPTS: &[(ScramMechanism, &str, &str, &str, [&str; 4])] = &[
     (
         ScramMechanism::Sha256,
         "MWZrNjFvaGhjcmp0bThnZnpmazJrM3dmaWw=",

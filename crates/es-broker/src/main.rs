@@ -530,7 +530,7 @@ async fn run(
         schema_registry::spawn(
             listen,
             args.data_dir.clone(),
-            broker.cluster_id().to_string(),
+            broker.clone(),
             clustered,
             stop_rx.clone(),
         );

@@ -4,7 +4,7 @@
 //! metadata, so every node of a cluster learns it.
 //!
 //! ```text
-//! es-broker mirror link create NAME --source-bootstrap HOST:PORT [--source-config FILE] [--replace] [--sync-acls]
+//! es-broker mirror link create NAME --source-bootstrap HOST:PORT [--source-config FILE] [--replace] [--sync-acls] [--sync-quotas]
 //! es-broker mirror link list | describe NAME | delete NAME
 //! es-broker mirror topic create TOPIC --link NAME [--source-topic T]
 //! es-broker mirror topic create --link NAME --pattern REGEX [--prefix P]
@@ -106,6 +106,11 @@ enum LinkCommand {
         /// every group sync); needs DESCRIBE on the source's cluster.
         #[arg(long)]
         sync_acls: bool,
+        /// Copy the source's client quotas to es and keep them in step (at
+        /// every group sync); needs DESCRIBE_CONFIGS on the source's
+        /// cluster.
+        #[arg(long)]
+        sync_quotas: bool,
     },
     List,
     Describe {
@@ -191,6 +196,7 @@ fn request(c: &MirrorCommand) -> anyhow::Result<MirrorRequest> {
             source_config,
             replace,
             sync_acls,
+            sync_quotas,
         }) => {
             let source_config = match source_config {
                 Some(p) => read_properties(p)?.into_iter().collect(),
@@ -206,6 +212,7 @@ fn request(c: &MirrorCommand) -> anyhow::Result<MirrorRequest> {
                     group_patterns: Vec::new(),
                     group_sync_interval_ms: GROUP_SYNC_INTERVAL_MS_DEFAULT,
                     sync_acls: *sync_acls,
+                    sync_quotas: *sync_quotas,
                     created_ms: now_ms(),
                 },
                 replace: *replace,

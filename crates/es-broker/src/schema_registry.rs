@@ -2,8 +2,17 @@
 //! Kafka listeners, with its data in `<data dir>/schemas.json`. The
 //! registry is a guest: if it cannot start (its file is damaged, its port
 //! is taken) it logs why and the broker serves Kafka without it.
+//!
+//! Once loaded, the registry is registered as the broker's
+//! [`SchemaIds`] (an adapter: es-kafka knows no registry, es-registry no
+//! Kafka), which produce-time schema id validation asks; until then, and
+//! when it does not run, topics that validate refuse produce.
 
 use std::path::PathBuf;
+use std::sync::Arc;
+
+use es_kafka::schema_validation::{SchemaIds, SchemaSlot};
+use es_kafka::Broker;
 
 use tokio::sync::watch;
 
@@ -16,11 +25,26 @@ pub fn listen_addr(flag: &str) -> Option<String> {
     (!flag.eq_ignore_ascii_case("none")).then(|| flag.to_string())
 }
 
-/// Starts the registry on `listen` until `stop` turns true.
+/// es-registry as produce-time validation asks it.
+#[derive(Debug)]
+struct RegistryIds(es_registry::Shared);
+
+impl SchemaIds for RegistryIds {
+    fn is_registered(&self, subject: &str, id: i32) -> bool {
+        self.0.is_registered(subject, id)
+    }
+
+    fn record_name(&self, id: i32) -> Option<String> {
+        self.0.record_name(id)
+    }
+}
+
+/// Starts the registry on `listen` until `stop` turns true, and registers
+/// it with `broker` for produce-time validation.
 pub fn spawn(
     listen: String,
     data_dir: PathBuf,
-    cluster_id: String,
+    broker: Arc<Broker>,
     clustered: bool,
     mut stop: watch::Receiver<bool>,
 ) {
@@ -32,7 +56,7 @@ pub fn spawn(
     let config = es_registry::Config {
         listen,
         data_dir,
-        cluster_id,
+        cluster_id: broker.cluster_id().to_string(),
     };
     tokio::spawn(async move {
         let bound = match es_registry::bind(config).await {
@@ -42,6 +66,9 @@ pub fn spawn(
                 return;
             }
         };
+        broker
+            .extension(SchemaSlot::default)
+            .set(Arc::new(RegistryIds(bound.shared())));
         if let Ok(addr) = bound.local_addr() {
             tracing::info!("schema registry listening at http://{addr}");
         }

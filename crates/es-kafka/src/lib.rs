@@ -27,6 +27,7 @@ pub mod mirror;
 pub mod partition_log;
 pub mod quota;
 pub mod replica;
+pub mod schema_validation;
 pub mod security;
 pub mod server;
 pub mod topics;

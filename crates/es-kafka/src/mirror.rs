@@ -148,6 +148,56 @@ impl Broker {
         }
     }
 
+    /// The client quotas applied on this node (what DescribeClientQuotas
+    /// shows).
+    pub fn client_quotas(&self) -> es_meta::quotas::ClientQuotas {
+        self.image()
+            .map(|i| i.client_quotas.clone())
+            .unwrap_or_default()
+    }
+
+    /// A mirror link's quota sync: the alterations, each checked as
+    /// AlterClientQuotas checks them, written through the metadata log as
+    /// one AlterClientQuotas entry. An alteration es refuses (a key it does
+    /// not know) is left out and named in the error; the others apply.
+    pub async fn sync_client_quotas(
+        &self,
+        alterations: Vec<es_meta::quotas::QuotaAlteration>,
+    ) -> Result<(), String> {
+        use es_meta::quotas::validate_alteration;
+        use es_meta::records::{MetaRequest, MetaResponse};
+        let (valid, refused): (Vec<_>, Vec<_>) = alterations
+            .into_iter()
+            .partition(|a| validate_alteration(a).is_ok());
+        if !valid.is_empty() {
+            match self
+                .propose(MetaRequest::AlterClientQuotas { alterations: valid })
+                .await
+                .map_err(|e| e.message)?
+            {
+                MetaResponse::Items { results } => {
+                    if let Some(f) = results.iter().find(|r| r.error_code != 0) {
+                        return Err(format!(
+                            "quota change refused: error {} {}",
+                            f.error_code,
+                            f.message.clone().unwrap_or_default()
+                        ));
+                    }
+                }
+                other => return Err(format!("unexpected metadata answer {other:?}")),
+            }
+        }
+        match refused.first() {
+            None => Ok(()),
+            Some(a) => Err(format!(
+                "{} source quotas es does not take, the first: {} {:?}",
+                refused.len(),
+                es_meta::quotas::entity_text(&a.entity),
+                a.ops.iter().map(|o| o.key.as_str()).collect::<Vec<_>>()
+            )),
+        }
+    }
+
     /// Adds mirror topics or changes their state, through the metadata.
     pub async fn put_mirror_topics(
         &self,

@@ -47,13 +47,18 @@ pub struct MirrorLink {
     /// ... or by pattern (a regex over whole names).
     #[serde(default)]
     pub group_patterns: Vec<String>,
-    /// How often group offsets are copied (and ACLs, with `sync_acls`).
+    /// How often group offsets are copied (and ACLs and quotas, with
+    /// `sync_acls` and `sync_quotas`).
     #[serde(default = "default_sync")]
     pub group_sync_interval_ms: u64,
     /// Whether the source's ACL bindings are copied (crates/es-mirror's
     /// `acls`).
     #[serde(default)]
     pub sync_acls: bool,
+    /// Whether the source's client quotas are copied (crates/es-mirror's
+    /// `quotas`), at the group sync interval.
+    #[serde(default)]
+    pub sync_quotas: bool,
     pub created_ms: i64,
 }
 
@@ -185,6 +190,7 @@ mod tests {
             group_patterns: Vec::new(),
             group_sync_interval_ms: 5_000,
             sync_acls: false,
+            sync_quotas: false,
             created_ms: 1,
         }
     }

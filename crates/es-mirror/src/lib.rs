@@ -23,6 +23,7 @@
 pub mod acls;
 pub mod copy;
 pub mod groups;
+pub mod quotas;
 pub mod source;
 pub mod status;
 pub mod topics;

@@ -13,7 +13,7 @@
 //! offsets ([`crate::groups`]). Promotion ([`Command::Promote`]) runs here
 //! too, because it needs the consumer: see [`Worker::promote`].
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::Receiver;
 use std::sync::Arc;
@@ -35,6 +35,7 @@ use tokio::runtime::Handle;
 use crate::acls;
 use crate::copy::{close_gap, local_partition, Gather};
 use crate::groups::{groups_of, GroupReaders};
+use crate::quotas;
 use crate::source::{self, SOURCE_REQUEST_TIMEOUT};
 use crate::status::Shared;
 use crate::topics;
@@ -87,6 +88,10 @@ pub struct Worker {
     last_image: Option<Arc<MetaImage>>,
     /// ACL bindings this worker created (the only ones it deletes).
     acls_made: HashSet<AclBinding>,
+    /// Quota values this worker set (the only ones it removes).
+    quotas_made: BTreeSet<quotas::QuotaKey>,
+    /// The connection quotas are read through, while it works.
+    quota_client: Option<es_client::Connection>,
 }
 
 /// Runs `link`'s worker until `stop`.
@@ -135,6 +140,8 @@ pub fn run(
         last_groups: None,
         last_image: None,
         acls_made: HashSet::new(),
+        quotas_made: BTreeSet::new(),
+        quota_client: None,
     };
     tracing::info!(link = %w.link.name, source = %w.link.source_bootstrap, "mirror link started");
     while !stop.load(Ordering::Relaxed) {
@@ -212,6 +219,11 @@ impl Worker {
                     tracing::warn!(link = %self.link.name, error = %e, "ACLs not synced; retried at the next group sync");
                 }
             }
+            if self.link.sync_quotas {
+                if let Err(e) = self.sync_quotas() {
+                    tracing::warn!(link = %self.link.name, error = %e, "client quotas not synced; retried at the next group sync");
+                }
+            }
         }
         Ok(())
     }
@@ -233,6 +245,32 @@ impl Worker {
             self.acls_made.remove(b);
         }
         self.acls_made.extend(create);
+        Ok(())
+    }
+
+    /// Sets on es the source's client quotas and removes those this worker
+    /// set that the source no longer has ([`quotas`]). The connection to
+    /// the source is kept while it works and opened again after a failure.
+    fn sync_quotas(&mut self) -> Result<(), String> {
+        let mut client = match self.quota_client.take() {
+            Some(c) => c,
+            None => quotas::connect(&self.link)?,
+        };
+        let source = quotas::describe_source(&mut client)?;
+        self.quota_client = Some(client);
+        let (alterations, set, removed) =
+            quotas::plan(&source, &self.broker.client_quotas(), &self.quotas_made);
+        if !alterations.is_empty() {
+            let b = self.broker.clone();
+            let n = alterations.len();
+            self.rt
+                .block_on(async move { b.sync_client_quotas(alterations).await })?;
+            tracing::info!(link = %self.link.name, entities = n, "client quotas synced from the source");
+        }
+        for k in &removed {
+            self.quotas_made.remove(k);
+        }
+        self.quotas_made.extend(set);
         Ok(())
     }
 

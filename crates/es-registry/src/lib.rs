@@ -21,4 +21,4 @@ pub mod store;
 
 pub use error::RegistryError;
 pub use registry::Registry;
-pub use server::{bind, run, Bound, Config, StartError};
+pub use server::{bind, run, Bound, Config, Shared, StartError};

@@ -16,3 +16,6 @@ pub const REFERENCE_DEPTH_MAX: usize = 64;
 pub const FILE_BYTES_MAX: u64 = es_storage::meta::META_BYTES_MAX;
 /// Longest old schema quoted in an incompatibility message (as Confluent).
 pub const MESSAGE_SCHEMA_CHARS_MAX: usize = 2000;
+/// Most record names remembered for produce-time validation (one per
+/// schema id; the whole memo is dropped when full).
+pub const RECORD_NAMES_MAX: usize = 10_000;

@@ -14,12 +14,21 @@
 //! yet durable. A request that changed nothing writes nothing (it waits
 //! only for what it saw to be durable). After a failed write the registry
 //! refuses every change (50001) until restart; reads go on.
+//!
+//! Readers (an HTTP read, or the broker's produce-time validation through
+//! [`Shared::is_registered`] and [`Shared::record_name`]) take the committed
+//! registry's read lock, which a write holds only to swap in what it made
+//! durable: a reader never waits for a change's parse or fsync, and the
+//! broker accepts a schema id only once its registration is durable (when
+//! the client that registered it has its answer).
 
 use std::future::Future;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use parking_lot::{Condvar, Mutex};
+use std::collections::HashMap;
+
+use parking_lot::{Condvar, Mutex, RwLock};
 use serde_json::Value;
 
 use crate::commit::{GroupCommit, Next};
@@ -63,12 +72,15 @@ pub struct Shared {
 #[derive(Debug)]
 struct Inner {
     /// What `schemas.json` holds: the registry reads see.
-    committed: Mutex<Registry>,
+    committed: RwLock<Registry>,
     /// The working registry (every change applied, durable or not) and the
     /// group-commit state. Lock order: `working`, then `committed`.
     working: Mutex<Working>,
     /// Signalled when a write finishes.
     written: Condvar,
+    /// Record names by schema id (an id names one schema for ever, so a
+    /// name found stays true), at most [`crate::limits::RECORD_NAMES_MAX`].
+    record_names: Mutex<HashMap<i32, String>>,
     /// None: kept in memory only (tests of the HTTP layer).
     store: Option<Store>,
     cluster_id: String,
@@ -84,12 +96,13 @@ impl Shared {
     pub fn new(registry: Registry, store: Option<Store>, cluster_id: String) -> Shared {
         Shared {
             inner: Arc::new(Inner {
-                committed: Mutex::new(registry.clone()),
+                committed: RwLock::new(registry.clone()),
                 working: Mutex::new(Working {
                     registry,
                     commit: GroupCommit::new(),
                 }),
                 written: Condvar::new(),
+                record_names: Mutex::new(HashMap::new()),
                 store,
                 cluster_id,
             }),
@@ -106,7 +119,7 @@ impl Shared {
         F: FnOnce(&Registry) -> Result<Value> + Send + 'static,
     {
         let inner = self.inner.clone();
-        tokio::task::spawn_blocking(move || f(&inner.committed.lock()))
+        tokio::task::spawn_blocking(move || f(&inner.committed.read()))
             .await
             .map_err(|_| RegistryError::Store("the operation failed".into()))?
     }
@@ -163,7 +176,9 @@ impl Inner {
                     });
                     let ok = match saved {
                         Ok(()) => {
-                            *self.committed.lock() = snapshot;
+                            // The old registry is dropped after the swap,
+                            // outside the readers' lock.
+                            let _old = std::mem::replace(&mut *self.committed.write(), snapshot);
                             true
                         }
                         Err(e) => {
@@ -176,6 +191,30 @@ impl Inner {
                 }
             }
         }
+    }
+}
+
+impl Shared {
+    /// Whether a live version of `subject` names schema `id` in the
+    /// committed registry (produce-time validation; waits only for a
+    /// write's swap, never a change's parse or fsync).
+    pub fn is_registered(&self, subject: &str, id: i32) -> bool {
+        self.inner.committed.read().is_registered(subject, id)
+    }
+
+    /// The record name of schema `id` ([`Registry::record_name`]),
+    /// remembered once found: the schema is parsed once per id.
+    pub fn record_name(&self, id: i32) -> Option<String> {
+        if let Some(n) = self.inner.record_names.lock().get(&id) {
+            return Some(n.clone());
+        }
+        let name = self.inner.committed.read().record_name(id)?;
+        let mut names = self.inner.record_names.lock();
+        if names.len() >= crate::limits::RECORD_NAMES_MAX {
+            names.clear();
+        }
+        names.insert(id, name.clone());
+        Some(name)
     }
 }
 
@@ -213,6 +252,11 @@ impl Bound {
     /// The address the listener is bound to.
     pub fn local_addr(&self) -> std::io::Result<std::net::SocketAddr> {
         self.listener.local_addr()
+    }
+
+    /// The registry the server will serve, for lookups beside HTTP.
+    pub fn shared(&self) -> Shared {
+        self.shared.clone()
     }
 
     /// Serves until `stop` completes.

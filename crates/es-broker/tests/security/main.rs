@@ -9,6 +9,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 mod keys_remote;
+mod mirror_quotas;
 mod pki;
 mod tls_alerts;
 

@@ -401,3 +401,60 @@ fn kafka_s_other_reconfigurable_broker_configs_are_accepted_with_their_ranges() 
         );
     }
 }
+
+#[test]
+fn schema_validation_configs_under_both_names() {
+    let r = cfg(&[]).expect("defaults").rules();
+    assert!(!r.validates_schemas());
+    assert!(validate_topic_config("confluent.value.schema.validation", Some("yes")).is_err());
+    assert!(validate_topic_config(
+        "confluent.value.subject.name.strategy",
+        Some("RecordNameStrategy")
+    )
+    .is_err());
+    assert!(validate_topic_config(
+        "redpanda.value.subject.name.strategy",
+        Some("io.confluent.kafka.serializers.subject.RecordNameStrategy")
+    )
+    .is_err());
+    let err = cfg(&[("confluent.key.subject.name.strategy", "Nope")]).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("must be one of io.confluent.kafka.serializers.subject.TopicNameStrategy"),
+        "{err}"
+    );
+
+    let c = cfg(&[
+        ("confluent.value.schema.validation", "TRUE"),
+        (
+            "confluent.value.subject.name.strategy",
+            "io.confluent.kafka.serializers.subject.RecordNameStrategy",
+        ),
+        (
+            "redpanda.value.subject.name.strategy",
+            "TopicRecordNameStrategy",
+        ),
+        ("redpanda.key.schema.id.validation", "true"),
+        (
+            "redpanda.key.subject.name.strategy",
+            "TopicRecordNameStrategy",
+        ),
+    ])
+    .expect("valid");
+    let r = c.rules();
+    assert_eq!(
+        r.value_schema,
+        Some(SubjectStrategy::RecordName),
+        "Confluent's name wins"
+    );
+    assert_eq!(r.key_schema, Some(SubjectStrategy::TopicRecordName));
+    assert!(r.validates_schemas());
+    let d = c.describe(Some(&["confluent.key.subject.name.strategy".to_string()]));
+    assert_eq!(
+        d[0].value,
+        "io.confluent.kafka.serializers.subject.TopicNameStrategy"
+    );
+    assert_eq!(d[0].source, ConfigSource::Default);
+    let on_off = cfg(&[("redpanda.value.schema.id.validation", "false")]).expect("valid");
+    assert_eq!(on_off.rules().value_schema, None);
+}

@@ -46,10 +46,10 @@ pub use broker_only::broker_dynamic_def;
 pub use group::{
     describe_group, group_config_def, validate_group_config, GroupConfigDef, GroupOverrides,
 };
-pub use rules::{CleanupPolicy, TimestampType, TopicRules};
+pub use rules::{CleanupPolicy, SubjectStrategy, TimestampType, TopicRules};
 pub use table::{
-    topic_config_def, ConfigSource, ConfigType, TopicConfigDef, INTERNAL_SEGMENT_BYTES,
-    TOPIC_CONFIGS,
+    topic_config_def, ConfigSource, ConfigType, TopicConfigDef, CONFLUENT_STRATEGIES,
+    INTERNAL_SEGMENT_BYTES, REDPANDA_STRATEGIES, TOPIC_CONFIGS,
 };
 pub use topic::{DescribedConfig, TopicConfig};
 pub use validate::{validate_broker_config, validate_topic_config, ConfigError};

@@ -38,6 +38,44 @@ pub struct TopicRules {
     /// `min.insync.replicas`: the smallest ISR an acks=all produce is
     /// accepted with.
     pub min_insync_replicas: usize,
+    /// `confluent.key.schema.validation` (or Redpanda's name): keys must
+    /// carry a registered schema id, under the subject this strategy names.
+    pub key_schema: Option<SubjectStrategy>,
+    /// The same for values.
+    pub value_schema: Option<SubjectStrategy>,
+}
+
+impl TopicRules {
+    /// Whether produced records are checked against the schema registry:
+    /// the one flag the produce path reads when they are not.
+    pub fn validates_schemas(&self) -> bool {
+        self.key_schema.is_some() || self.value_schema.is_some()
+    }
+}
+
+/// How the subject a schema id must be registered under is named
+/// (Confluent's `SubjectNameStrategy` classes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SubjectStrategy {
+    /// `<topic>-key` or `<topic>-value`.
+    TopicName,
+    /// The schema's fully-qualified record name.
+    RecordName,
+    /// `<topic>-<record name>`.
+    TopicRecordName,
+}
+
+impl SubjectStrategy {
+    /// From a config value in Confluent's or Redpanda's spelling (both
+    /// end in the class's simple name).
+    pub fn parse(value: &str) -> Option<SubjectStrategy> {
+        match value.trim().rsplit('.').next()? {
+            "TopicNameStrategy" => Some(SubjectStrategy::TopicName),
+            "RecordNameStrategy" => Some(SubjectStrategy::RecordName),
+            "TopicRecordNameStrategy" => Some(SubjectStrategy::TopicRecordName),
+            _ => None,
+        }
+    }
 }
 
 /// Kafka's record timestamp type.

@@ -104,9 +104,27 @@ pub(super) const fn def(
     }
 }
 
+/// The subject name strategies as Confluent Server's
+/// `confluent.*.subject.name.strategy` spells them (the default first).
+pub const CONFLUENT_STRATEGIES: &[&str] = &[
+    "io.confluent.kafka.serializers.subject.TopicNameStrategy",
+    "io.confluent.kafka.serializers.subject.RecordNameStrategy",
+    "io.confluent.kafka.serializers.subject.TopicRecordNameStrategy",
+];
+
+/// The same strategies as Redpanda's `redpanda.*.subject.name.strategy`
+/// spells them (the default first).
+pub const REDPANDA_STRATEGIES: &[&str] = &[
+    "TopicNameStrategy",
+    "RecordNameStrategy",
+    "TopicRecordNameStrategy",
+];
+
 /// Kafka 4.4 topic configs (`LogConfig`'s definitions: names, types, defaults,
 /// validators, broker-level synonyms and documentation as Kafka has them),
-/// sorted by name (DescribeConfigs answers in this order).
+/// and the schema validation configs of Confluent Server and Redpanda
+/// (`confluent.*`, `redpanda.*`; see docs/schema-registry.md), sorted by
+/// name (DescribeConfigs answers in this order).
 pub const TOPIC_CONFIGS: &[TopicConfigDef] = &[
     def(
         "cleanup.policy",
@@ -150,6 +168,38 @@ pub const TOPIC_CONFIGS: &[TopicConfigDef] = &[
             max: 22,
         },
         "The compression level to use if compression.type is set to <code>zstd</code>.",
+    ),
+    def(
+        "confluent.key.schema.validation",
+        None,
+        "false",
+        ConfigType::Boolean,
+        Check::Bool,
+        "Confluent Server's name. When true, every produced record's key must start with magic byte 0 and the 4-byte id of a schema registered, in this broker's schema registry, under the subject confluent.key.subject.name.strategy names; a batch with any other key is refused with INVALID_RECORD (a null key passes, as on Confluent Server). Same setting as redpanda.key.schema.id.validation: validation is on when either is true.",
+    ),
+    def(
+        "confluent.key.subject.name.strategy",
+        None,
+        CONFLUENT_STRATEGIES[0],
+        ConfigType::String,
+        Check::OneOf(CONFLUENT_STRATEGIES),
+        "Confluent Server's name. The subject a key's schema id must be registered under: TopicNameStrategy <topic>-key, RecordNameStrategy the schema's fully-qualified record name, TopicRecordNameStrategy <topic>-<record name>. When set, it wins over redpanda.key.subject.name.strategy.",
+    ),
+    def(
+        "confluent.value.schema.validation",
+        None,
+        "false",
+        ConfigType::Boolean,
+        Check::Bool,
+        "Confluent Server's name. When true, every produced record's value must start with magic byte 0 and the 4-byte id of a schema registered, in this broker's schema registry, under the subject confluent.value.subject.name.strategy names; a batch with any other value is refused with INVALID_RECORD (a null value, a tombstone, passes, as on Confluent Server). Same setting as redpanda.value.schema.id.validation: validation is on when either is true.",
+    ),
+    def(
+        "confluent.value.subject.name.strategy",
+        None,
+        CONFLUENT_STRATEGIES[0],
+        ConfigType::String,
+        Check::OneOf(CONFLUENT_STRATEGIES),
+        "Confluent Server's name. The subject a value's schema id must be registered under: TopicNameStrategy <topic>-value, RecordNameStrategy the schema's fully-qualified record name, TopicRecordNameStrategy <topic>-<record name>. When set, it wins over redpanda.value.subject.name.strategy.",
     ),
     def(
         "delete.retention.ms",
@@ -334,6 +384,38 @@ pub const TOPIC_CONFIGS: &[TopicConfigDef] = &[
         ConfigType::Boolean,
         Check::Bool,
         "True if we should preallocate the file on disk when creating a new log segment.",
+    ),
+    def(
+        "redpanda.key.schema.id.validation",
+        None,
+        "false",
+        ConfigType::Boolean,
+        Check::Bool,
+        "Redpanda's name for confluent.key.schema.validation: validation of keys is on when either is true.",
+    ),
+    def(
+        "redpanda.key.subject.name.strategy",
+        None,
+        REDPANDA_STRATEGIES[0],
+        ConfigType::String,
+        Check::OneOf(REDPANDA_STRATEGIES),
+        "Redpanda's name for confluent.key.subject.name.strategy, with Redpanda's spellings of the strategies; used when confluent.key.subject.name.strategy is not set.",
+    ),
+    def(
+        "redpanda.value.schema.id.validation",
+        None,
+        "false",
+        ConfigType::Boolean,
+        Check::Bool,
+        "Redpanda's name for confluent.value.schema.validation: validation of values is on when either is true.",
+    ),
+    def(
+        "redpanda.value.subject.name.strategy",
+        None,
+        REDPANDA_STRATEGIES[0],
+        ConfigType::String,
+        Check::OneOf(REDPANDA_STRATEGIES),
+        "Redpanda's name for confluent.value.subject.name.strategy, with Redpanda's spellings of the strategies; used when confluent.value.subject.name.strategy is not set.",
     ),
     def(
         "remote.copy.lag.bytes",

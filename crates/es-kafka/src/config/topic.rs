@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use crate::codec::compression::Compression;
 
 use super::broker::BrokerTopicDefaults;
-use super::rules::{CleanupPolicy, TimestampType, TopicRules};
+use super::rules::{CleanupPolicy, SubjectStrategy, TimestampType, TopicRules};
 use super::table::{
     topic_config_def, ConfigSource, ConfigType, TopicConfigDef, INTERNAL_SEGMENT_BYTES,
     TOPIC_CONFIGS,
@@ -177,7 +177,34 @@ impl TopicConfig {
                 .unwrap_or(Compression::None),
             compression_as_produced: compression == "producer",
             min_insync_replicas: self.min_insync_replicas(),
+            key_schema: self.schema_validation("key"),
+            value_schema: self.schema_validation("value"),
         }
+    }
+
+    /// Schema id validation of `part` (`key` or `value`): on when
+    /// Confluent's or Redpanda's flag is true, with the strategy set under
+    /// Confluent's name, else under Redpanda's, else TopicNameStrategy.
+    pub fn schema_validation(&self, part: &str) -> Option<SubjectStrategy> {
+        let set = |name: String| {
+            self.overrides
+                .get(&name)
+                .is_some_and(|v| v.eq_ignore_ascii_case("true"))
+        };
+        let on = set(format!("confluent.{part}.schema.validation"))
+            || set(format!("redpanda.{part}.schema.id.validation"));
+        if !on {
+            return None;
+        }
+        let strategy = self
+            .overrides
+            .get(&format!("confluent.{part}.subject.name.strategy"))
+            .or_else(|| {
+                self.overrides
+                    .get(&format!("redpanda.{part}.subject.name.strategy"))
+            })
+            .and_then(|v| SubjectStrategy::parse(v));
+        Some(strategy.unwrap_or(SubjectStrategy::TopicName))
     }
 
     /// `min.insync.replicas` (at least 1).

@@ -4,7 +4,9 @@
 //! Phases, per request:
 //! 1. resolve topics (never creating one, as Kafka) and partitions;
 //! 2. decode and validate every partition's batch (CRC, size against
-//!    `max.message.bytes`, Kafka's producer rules, timestamps) into a
+//!    `max.message.bytes`, Kafka's producer rules, timestamps, keys on a
+//!    compacted topic, schema ids where the topic asks:
+//!    [`crate::schema_validation`]) into a
 //!    [`RecordBatchBuf`] — concurrently with other requests, on a blocking
 //!    thread only when the request is large;
 //! 3. wait for this connection's [`Turn`], append every partition (one
@@ -45,6 +47,7 @@ use crate::config::{TimestampType, TopicRules};
 use crate::errors::{batch_error_code, code, storage_error_code, ResponseError, NONE};
 use crate::quota::QuotaKind;
 use crate::replica::WaitError;
+use crate::schema_validation::{self, Invalid, SchemaIds};
 use crate::topics::{is_internal, PartitionSlot, TRANSACTION_STATE_TOPIC};
 use crate::turn::Turn;
 
@@ -278,15 +281,19 @@ pub async fn handle(
         .map(|r| r.records.as_ref().map_or(0, Bytes::len))
         .sum();
     let clock = ctx.broker.clock().clone();
+    let broker = b.clone();
     let decode_all = move |items: Vec<(Head, Step<Resolved>)>| {
+        let mut schema_ids = LazySchemaIds { broker, ids: None };
         let mut decoder = BatchDecoder::new();
         let mut summaries: Vec<BatchSummary> = Vec::with_capacity(1);
         let now = clock.now_ms();
         items
             .into_iter()
             .map(|(head, step)| {
-                let step =
-                    step.and_then(|r| decode_one(&mut decoder, &mut summaries, &head, r, v, now));
+                let step = step.and_then(|r| {
+                    let ids = &mut schema_ids;
+                    decode_one(&mut decoder, &mut summaries, &head, r, (v, now), ids)
+                });
                 (head, step)
             })
             .collect::<Vec<(Head, Step<Decoded>)>>()
@@ -733,14 +740,30 @@ fn append_one(
     })
 }
 
+/// The broker's schema registry, looked up the first time a batch of the
+/// request needs it: a topic without schema validation costs one flag read
+/// per partition batch ([`TopicRules::validates_schemas`]) and nothing else.
+struct LazySchemaIds {
+    broker: Arc<crate::broker::Broker>,
+    ids: Option<Option<Arc<dyn SchemaIds>>>,
+}
+
+impl LazySchemaIds {
+    fn get(&mut self) -> Option<&dyn SchemaIds> {
+        self.ids
+            .get_or_insert_with(|| self.broker.schema_ids())
+            .as_deref()
+    }
+}
+
 /// Decodes and validates one partition's records into a storage buffer.
 fn decode_one(
     decoder: &mut BatchDecoder,
     summaries: &mut Vec<BatchSummary>,
     head: &Head,
     r: Resolved,
-    version: i16,
-    now: i64,
+    (version, now): (i16, i64),
+    schema_ids: &mut LazySchemaIds,
 ) -> Step<Decoded> {
     let Resolved {
         slot,
@@ -786,6 +809,18 @@ fn decode_one(
     if rules.compact {
         refuse_keyless_records(head, &slot, &buf)?;
     }
+    if rules.validates_schemas() {
+        match schema_validation::check(&head.topic_name, &rules, &buf, schema_ids.get()) {
+            Ok(()) => {}
+            Err(Invalid::Records(errors)) => return Err(invalid_records(&slot, errors)),
+            Err(Invalid::NoRegistry(message)) => {
+                return Err(Refusal {
+                    log_start_offset: slot.log.log_start_offset() as i64,
+                    ..Refusal::new(code(ResponseError::InvalidRecord), message)
+                })
+            }
+        }
+    }
     let max_timestamp = summaries
         .iter()
         .map(|s| s.max_timestamp)
@@ -802,17 +837,15 @@ fn decode_one(
 }
 
 /// Kafka's LogValidator on a compacted topic: every record needs a key. If
-/// any lacks one, the whole batch is refused with INVALID_RECORD, one
-/// RecordError per keyless record (its index in the batch: Produce v3+
-/// carries exactly one batch per partition), Kafka's messages, and the
-/// partition's log start offset; nothing is appended.
+/// any lacks one, the whole batch is refused ([`invalid_records`]) with
+/// Kafka's message for each keyless record.
 fn refuse_keyless_records(head: &Head, slot: &PartitionSlot, buf: &RecordBatchBuf) -> Step<()> {
     let keyless = keyless_records(buf);
     if keyless.is_empty() {
         return Ok(());
     }
     let tp = format!("{}-{}", head.topic_name, head.partition);
-    let errors: Vec<(i32, String)> = keyless
+    let errors = keyless
         .into_iter()
         .map(|i| {
             (
@@ -823,12 +856,20 @@ fn refuse_keyless_records(head: &Head, slot: &PartitionSlot, buf: &RecordBatchBu
             )
         })
         .collect();
+    Err(invalid_records(slot, errors))
+}
+
+/// Kafka's refusal of a batch with invalid records: INVALID_RECORD, one
+/// RecordError per record (its index in the batch: Produce v3+ carries
+/// exactly one batch per partition), Kafka's summary message, and the
+/// partition's log start offset; nothing of the batch is appended.
+fn invalid_records(slot: &PartitionSlot, errors: Vec<(i32, String)>) -> Refusal {
     let shown: Vec<String> = errors
         .iter()
         .take(3)
         .map(|(i, m)| format!("RecordError(batchIndex={i}, message='{m}')"))
         .collect();
-    Err(Refusal {
+    Refusal {
         error: code(ResponseError::InvalidRecord),
         message: format!(
             "One or more records have been rejected due to {} record errors in total, and only showing the first three errors at most: [{}]",
@@ -838,7 +879,7 @@ fn refuse_keyless_records(head: &Head, slot: &PartitionSlot, buf: &RecordBatchBu
         record_errors: errors,
         log_start_offset: slot.log.log_start_offset() as i64,
         leader: None,
-    })
+    }
 }
 
 /// Indexes of the records in `buf` without a key.

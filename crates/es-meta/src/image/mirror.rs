@@ -146,6 +146,7 @@ mod tests {
             group_patterns: Vec::new(),
             group_sync_interval_ms: 5_000,
             sync_acls: false,
+            sync_quotas: false,
             created_ms: 0,
         }
     }
