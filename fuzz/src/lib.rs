@@ -19,6 +19,8 @@
 //! - [`Sampler`]: how often the harness lets an input pay for an argon2id
 //!   verification with es's real cost (the dummy hash an unknown API key id is
 //!   checked against, about 20 ms here).
+//! - [`registry`]: the schema registry's parse-and-reload check, shared by
+//!   its targets.
 //!
 //! The oracles assert; a failed assertion is a finding, as is any panic of es.
 
@@ -27,6 +29,7 @@ use std::sync::OnceLock;
 
 pub mod alloc;
 pub mod plain;
+pub mod registry;
 pub mod scram;
 pub mod template;
 

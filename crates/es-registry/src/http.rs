@@ -17,7 +17,9 @@ use serde_json::{json, Value};
 
 use crate::error::RegistryError;
 use crate::limits::REQUEST_BYTES_MAX;
-use crate::model::{Compatibility, Mode, NewSchema, Reference, SchemaType, VersionSpec};
+use crate::model::{
+    Compatibility, Metadata, Mode, NewSchema, Reference, RuleSet, SchemaType, VersionSpec,
+};
 use crate::server::Shared;
 
 /// The media type of every answer (Confluent's).
@@ -71,6 +73,8 @@ pub fn router(shared: Shared) -> Router {
         .route("/subjects", get(subjects))
         .route("/subjects/{subject}", post(lookup).delete(delete_subject))
         .route("/subjects/{subject}/versions", get(versions).post(register))
+        .route("/subjects/{subject}/metadata", get(latest_with_metadata))
+        .route("/contexts", get(|| async { Answer::Json(json!(["."])) }))
         .route(
             "/subjects/{subject}/versions/{version}",
             get(version).delete(delete_version),
@@ -158,6 +162,10 @@ struct SchemaBody {
     schema_type: Option<String>,
     #[serde(default)]
     references: Option<Vec<Reference>>,
+    #[serde(default)]
+    metadata: Option<Metadata>,
+    #[serde(rename = "ruleSet", default)]
+    rule_set: Option<RuleSet>,
     id: Option<i32>,
     version: Option<i32>,
 }
@@ -172,6 +180,8 @@ impl SchemaBody {
             schema_type: SchemaType::parse(self.schema_type.as_deref())?,
             schema,
             references: self.references.unwrap_or_default(),
+            metadata: self.metadata,
+            rule_set: self.rule_set,
             id: self.id.filter(|id| *id >= 0),
             version: self.version.filter(|v| *v > 0),
         })
@@ -253,7 +263,52 @@ async fn register(
     let normalize = flag(&q, "normalize");
     s.write(move |r| {
         let reg = r.register(&subject, &new, normalize)?;
-        Ok(json!({"id": reg.id}))
+        // Confluent's answer carries the metadata and rule set the schema
+        // was stored with (given, or inherited from the latest version).
+        let mut out = json!({"id": reg.id});
+        if let Ok(stored) = r.schema_by_id(reg.id) {
+            if let Some(m) = stored.metadata {
+                out["metadata"] = json!(m);
+            }
+            if let Some(rs) = stored.rule_set {
+                out["ruleSet"] = json!(rs);
+            }
+        }
+        Ok(out)
+    })
+    .await
+    .into()
+}
+
+/// `GET /subjects/{s}/metadata?key=K&value=V...&deleted=`: keys and values
+/// pair up in order (repeated parameters, as Confluent reads them).
+async fn latest_with_metadata(
+    State(s): State<Shared>,
+    Path(subject): Path<String>,
+    Query(pairs): Query<Vec<(String, String)>>,
+) -> Answer {
+    let keys = pairs
+        .iter()
+        .filter(|(k, _)| k == "key")
+        .map(|(_, v)| v.clone());
+    let values = pairs
+        .iter()
+        .filter(|(k, _)| k == "value")
+        .map(|(_, v)| v.clone());
+    let wanted: Vec<(String, String)> = keys.zip(values).collect();
+    let deleted = pairs
+        .iter()
+        .any(|(k, v)| k == "deleted" && v.eq_ignore_ascii_case("true"));
+    let fmt = pairs
+        .iter()
+        .find(|(k, _)| k == "format")
+        .map(|(_, v)| v.clone());
+    s.read(move |r| {
+        let mut found = r.latest_with_metadata(&subject, &wanted, deleted)?;
+        if let Some(f) = &fmt {
+            found.schema = r.formatted(found.id, f)?;
+        }
+        Ok(json!(found))
     })
     .await
     .into()
@@ -265,12 +320,13 @@ async fn version(
     Query(q): Params,
 ) -> Answer {
     let deleted = flag(&q, "deleted");
+    let fmt = q.get("format").cloned();
     s.read(move |r| {
-        Ok(json!(r.version(
-            &subject,
-            VersionSpec::parse(&v)?,
-            deleted
-        )?))
+        let mut found = r.version(&subject, VersionSpec::parse(&v)?, deleted)?;
+        if let Some(f) = &fmt {
+            found.schema = r.formatted(found.id, f)?;
+        }
+        Ok(json!(found))
     })
     .await
     .into()
@@ -282,12 +338,14 @@ async fn version_schema(
     Query(q): Params,
 ) -> Answer {
     let deleted = flag(&q, "deleted");
+    let fmt = q.get("format").cloned();
     match s
         .read(move |r| {
-            Ok(Value::String(
-                r.version(&subject, VersionSpec::parse(&v)?, deleted)?
-                    .schema,
-            ))
+            let found = r.version(&subject, VersionSpec::parse(&v)?, deleted)?;
+            Ok(Value::String(match &fmt {
+                Some(f) => r.formatted(found.id, f)?,
+                None => found.schema,
+            }))
         })
         .await
     {
@@ -341,15 +399,34 @@ fn schema_id(id: &str) -> Result<i32, RegistryError> {
     id.parse::<i32>().map_err(|_| RegistryError::NoSuchResource)
 }
 
-async fn schema_by_id(State(s): State<Shared>, Path(id): Path<String>) -> Answer {
-    s.read(move |r| Ok(json!(r.schema_by_id(schema_id(&id)?)?)))
-        .await
-        .into()
+async fn schema_by_id(State(s): State<Shared>, Path(id): Path<String>, Query(q): Params) -> Answer {
+    let fmt = q.get("format").cloned();
+    s.read(move |r| {
+        let id = schema_id(&id)?;
+        let mut found = r.schema_by_id(id)?;
+        if let Some(f) = &fmt {
+            found.schema = r.formatted(id, f)?;
+        }
+        Ok(json!(found))
+    })
+    .await
+    .into()
 }
 
-async fn schema_by_id_raw(State(s): State<Shared>, Path(id): Path<String>) -> Answer {
+async fn schema_by_id_raw(
+    State(s): State<Shared>,
+    Path(id): Path<String>,
+    Query(q): Params,
+) -> Answer {
+    let fmt = q.get("format").cloned();
     match s
-        .read(move |r| Ok(Value::String(r.schema_by_id(schema_id(&id)?)?.schema)))
+        .read(move |r| {
+            let id = schema_id(&id)?;
+            Ok(Value::String(match &fmt {
+                Some(f) => r.formatted(id, f)?,
+                None => r.schema_by_id(id)?.schema,
+            }))
+        })
         .await
     {
         Ok(Value::String(text)) => Answer::Raw(text),

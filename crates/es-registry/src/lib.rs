@@ -6,9 +6,10 @@
 //! and Protobuf), [`registry`] (the sans-io core: state and every API
 //! operation, errors typed as [`RegistryError`], mapped to HTTP status and
 //! Confluent's `error_code` in [`error`] alone), [`store`] (`schemas.json`,
-//! replaced atomically), and the async shell: [`http`] (axum routes) and
+//! replaced atomically; [`commit`] decides when a change is durable), and the async shell: [`http`] (axum routes) and
 //! [`server`] (load, listen, serve). Limits are in [`limits`].
 
+pub mod commit;
 pub mod error;
 pub mod format;
 pub mod http;

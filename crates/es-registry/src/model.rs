@@ -3,6 +3,8 @@
 //! Confluent's JSON field names. Pure data; the rules live in
 //! [`crate::registry`].
 
+use std::collections::{BTreeMap, BTreeSet};
+
 use serde::{Deserialize, Serialize};
 
 use crate::error::{RegistryError, Result};
@@ -151,12 +153,81 @@ pub struct Reference {
     pub version: i32,
 }
 
+/// A schema's metadata (Confluent's data contracts): free properties,
+/// tags by schema path, and the names of sensitive fields. Sorted, as
+/// Confluent keeps them, so that equal metadata is equal JSON; an empty
+/// member is left out of the JSON (Confluent's `NON_EMPTY`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Metadata {
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub tags: BTreeMap<String, BTreeSet<String>>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub properties: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub sensitive: BTreeSet<String>,
+}
+
+/// The property Confluent keeps a schema's version in, once a client has
+/// asked for it (a registration naming its version).
+pub const CONFLUENT_VERSION: &str = "confluent:version";
+
+/// One rule of a rule set (Confluent's `Rule`), kept as given: es stores
+/// and returns rules, it does not run them (clients do).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Rule {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub doc: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<String>,
+    #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
+    pub rule_type: Option<String>,
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub tags: BTreeSet<String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub params: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expr: Option<String>,
+    #[serde(rename = "onSuccess", default, skip_serializing_if = "Option::is_none")]
+    pub on_success: Option<String>,
+    #[serde(rename = "onFailure", default, skip_serializing_if = "Option::is_none")]
+    pub on_failure: Option<String>,
+    #[serde(default)]
+    pub disabled: bool,
+}
+
+/// A schema's rule set (Confluent's `RuleSet`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct RuleSet {
+    #[serde(
+        rename = "migrationRules",
+        default,
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub migration_rules: Vec<Rule>,
+    #[serde(rename = "domainRules", default, skip_serializing_if = "Vec::is_empty")]
+    pub domain_rules: Vec<Rule>,
+    #[serde(
+        rename = "encodingRules",
+        default,
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub encoding_rules: Vec<Rule>,
+    #[serde(rename = "enableAt", default, skip_serializing_if = "Option::is_none")]
+    pub enable_at: Option<String>,
+}
+
 /// A schema as a request gives it (register, lookup, compatibility test).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NewSchema {
     pub schema_type: SchemaType,
     pub schema: String,
     pub references: Vec<Reference>,
+    pub metadata: Option<Metadata>,
+    pub rule_set: Option<RuleSet>,
     /// IMPORT mode: the id the schema must get.
     pub id: Option<i32>,
     /// IMPORT mode: the version the schema must get.
@@ -173,6 +244,10 @@ pub struct SubjectVersion {
     pub schema_type: SchemaType,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub references: Vec<Reference>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<Metadata>,
+    #[serde(rename = "ruleSet", skip_serializing_if = "Option::is_none")]
+    pub rule_set: Option<RuleSet>,
     pub schema: String,
 }
 
@@ -183,6 +258,10 @@ pub struct SchemaById {
     pub schema_type: SchemaType,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub references: Vec<Reference>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<Metadata>,
+    #[serde(rename = "ruleSet", skip_serializing_if = "Option::is_none")]
+    pub rule_set: Option<RuleSet>,
     pub schema: String,
 }
 

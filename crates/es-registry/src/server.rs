@@ -1,16 +1,26 @@
 //! The registry's async shell: it loads `schemas.json`, binds the HTTP
 //! listener, and serves [`crate::http::router`] until told to stop. Every
 //! operation runs on tokio's blocking pool (parsing a large schema or
-//! fsyncing the file must not stall the runtime's workers). A change runs
-//! on a copy of the registry; the copy replaces the registry only after
-//! `schemas.json` holds it, so a failed write answers 50001 and changes
-//! nothing, and an operation that changed nothing writes nothing.
+//! fsyncing the file must not stall the runtime's workers).
 //!
-//! Writers take a writer lock for the whole change (parse, check, fsync)
-//! and the registry's read-write lock only to swap in the new registry, so
-//! a reader (an HTTP read, or the broker's produce-time validation through
-//! [`Shared::is_registered`] and [`Shared::record_name`]) never waits for a
-//! registration's parse or fsync.
+//! Writes are group-committed ([`crate::commit`]): a change runs on a copy
+//! of the working registry (so a refused change leaves nothing behind) and
+//! the copy becomes the working registry at once; the request is answered
+//! only when a write of `schemas.json` holding its change has been
+//! fsync'd and renamed into place. Changes that arrive while a write is
+//! under way wait and are written together by the next one, which runs
+//! outside the lock, so one fsync serves many registrations. Reads see the
+//! committed registry, the one the file holds, never a change that is not
+//! yet durable. A request that changed nothing writes nothing (it waits
+//! only for what it saw to be durable). After a failed write the registry
+//! refuses every change (50001) until restart; reads go on.
+//!
+//! Readers (an HTTP read, or the broker's produce-time validation through
+//! [`Shared::is_registered`] and [`Shared::record_name`]) take the committed
+//! registry's read lock, which a write holds only to swap in what it made
+//! durable: a reader never waits for a change's parse or fsync, and the
+//! broker accepts a schema id only once its registration is durable (when
+//! the client that registered it has its answer).
 
 use std::future::Future;
 use std::path::PathBuf;
@@ -18,9 +28,10 @@ use std::sync::Arc;
 
 use std::collections::HashMap;
 
-use parking_lot::{Mutex, RwLock};
+use parking_lot::{Condvar, Mutex, RwLock};
 use serde_json::Value;
 
+use crate::commit::{GroupCommit, Next};
 use crate::error::{RegistryError, Result};
 use crate::registry::Registry;
 use crate::store::{Store, StoreError};
@@ -60,9 +71,13 @@ pub struct Shared {
 
 #[derive(Debug)]
 struct Inner {
-    /// Held by a change from its copy to its swap: changes run one by one.
-    writer: Mutex<()>,
-    registry: RwLock<Registry>,
+    /// What `schemas.json` holds: the registry reads see.
+    committed: RwLock<Registry>,
+    /// The working registry (every change applied, durable or not) and the
+    /// group-commit state. Lock order: `working`, then `committed`.
+    working: Mutex<Working>,
+    /// Signalled when a write finishes.
+    written: Condvar,
     /// Record names by schema id (an id names one schema for ever, so a
     /// name found stays true), at most [`crate::limits::RECORD_NAMES_MAX`].
     record_names: Mutex<HashMap<i32, String>>,
@@ -71,12 +86,22 @@ struct Inner {
     cluster_id: String,
 }
 
+#[derive(Debug)]
+struct Working {
+    registry: Registry,
+    commit: GroupCommit,
+}
+
 impl Shared {
     pub fn new(registry: Registry, store: Option<Store>, cluster_id: String) -> Shared {
         Shared {
             inner: Arc::new(Inner {
-                writer: Mutex::new(()),
-                registry: RwLock::new(registry),
+                committed: RwLock::new(registry.clone()),
+                working: Mutex::new(Working {
+                    registry,
+                    commit: GroupCommit::new(),
+                }),
+                written: Condvar::new(),
                 record_names: Mutex::new(HashMap::new()),
                 store,
                 cluster_id,
@@ -88,50 +113,93 @@ impl Shared {
         &self.inner.cluster_id
     }
 
-    /// Runs a read on the blocking pool.
+    /// Runs a read on the blocking pool, over the committed registry.
     pub async fn read<F>(&self, f: F) -> Result<Value>
     where
         F: FnOnce(&Registry) -> Result<Value> + Send + 'static,
     {
         let inner = self.inner.clone();
-        tokio::task::spawn_blocking(move || f(&inner.registry.read()))
+        tokio::task::spawn_blocking(move || f(&inner.committed.read()))
             .await
             .map_err(|_| RegistryError::Store("the operation failed".into()))?
     }
 
-    /// Runs a change on a copy, stores the copy if it differs, and only
-    /// then makes it the registry.
+    /// Runs a change on a copy of the working registry, keeps the copy, and
+    /// answers once a write holding the change is durable (group commit:
+    /// see the module's comment).
     pub async fn write<F>(&self, f: F) -> Result<Value>
     where
         F: FnOnce(&mut Registry) -> Result<Value> + Send + 'static,
     {
         let inner = self.inner.clone();
-        tokio::task::spawn_blocking(move || {
-            let _writer = inner.writer.lock();
-            let mut next = inner.registry.read().clone();
-            let generation = next.generation();
-            let out = f(&mut next)?;
-            if next.generation() != generation {
-                if let Some(store) = &inner.store {
-                    store.save(&next).map_err(|e| {
-                        tracing::error!(error = %e, "cannot write the schema registry's file");
-                        RegistryError::Store(e.to_string())
-                    })?;
+        tokio::task::spawn_blocking(move || inner.change(f))
+            .await
+            .map_err(|_| RegistryError::Store("the operation failed".into()))?
+    }
+}
+
+impl Inner {
+    fn change<F>(&self, f: F) -> Result<Value>
+    where
+        F: FnOnce(&mut Registry) -> Result<Value>,
+    {
+        let refused = || {
+            RegistryError::Store(
+                "an earlier write of the schema registry's file failed: restart es to go on".into(),
+            )
+        };
+        let mut w = self.working.lock();
+        if !w.commit.accepting() {
+            return Err(refused());
+        }
+        let mut next = w.registry.clone();
+        let out = f(&mut next)?;
+        let seq = if next.generation() != w.registry.generation() {
+            w.registry = next;
+            w.commit.applied()
+        } else {
+            w.commit.current()
+        };
+        loop {
+            match w.commit.next(seq) {
+                Next::Durable => return Ok(out),
+                Next::Failed => return Err(refused()),
+                Next::Wait => self.written.wait(&mut w),
+                Next::Write(upto) => {
+                    let snapshot = w.registry.clone();
+                    // The file is written and fsync'd without the lock:
+                    // changes arriving meanwhile are applied and wait for
+                    // the next write.
+                    let saved = parking_lot::MutexGuard::unlocked(&mut w, || match &self.store {
+                        Some(store) => store.save(&snapshot),
+                        None => Ok(()),
+                    });
+                    let ok = match saved {
+                        Ok(()) => {
+                            // The old registry is dropped after the swap,
+                            // outside the readers' lock.
+                            let _old = std::mem::replace(&mut *self.committed.write(), snapshot);
+                            true
+                        }
+                        Err(e) => {
+                            tracing::error!(error = %e, "cannot write the schema registry's file; refusing changes until restart");
+                            false
+                        }
+                    };
+                    w.commit.written(upto, ok);
+                    self.written.notify_all();
                 }
-                *inner.registry.write() = next;
             }
-            Ok(out)
-        })
-        .await
-        .map_err(|_| RegistryError::Store("the operation failed".into()))?
+        }
     }
 }
 
 impl Shared {
-    /// Whether a live version of `subject` names schema `id` (produce-time
-    /// validation; waits only for a change's swap, never its fsync).
+    /// Whether a live version of `subject` names schema `id` in the
+    /// committed registry (produce-time validation; waits only for a
+    /// write's swap, never a change's parse or fsync).
     pub fn is_registered(&self, subject: &str, id: i32) -> bool {
-        self.inner.registry.read().is_registered(subject, id)
+        self.inner.committed.read().is_registered(subject, id)
     }
 
     /// Runs `f` on the registry as it is now (the broker's admin API reads
@@ -146,7 +214,7 @@ impl Shared {
         if let Some(n) = self.inner.record_names.lock().get(&id) {
             return Some(n.clone());
         }
-        let name = self.inner.registry.read().record_name(id)?;
+        let name = self.inner.committed.read().record_name(id)?;
         let mut names = self.inner.record_names.lock();
         if names.len() >= crate::limits::RECORD_NAMES_MAX {
             names.clear();

@@ -544,6 +544,8 @@ fn the_registry_applies_each_level() {
             let mut r = Registry::new();
             r.set_config(None, level).expect("level");
             let schema = |t: &str| NewSchema {
+                metadata: None,
+                rule_set: None,
                 schema_type: SchemaType::Avro,
                 schema: t.to_string(),
                 references: Vec::new(),

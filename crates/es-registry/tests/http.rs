@@ -491,3 +491,81 @@ fn schemas_json_survives_a_restart_and_is_written_only_on_change() {
         b"{\"format\":1,\"registry\":{\"nextId\":"
     );
 }
+
+/// Group commit: many registrations at once (distinct schemas in distinct
+/// subjects, and one schema from several clients) all get distinct ids
+/// for distinct schemas and one id for the same schema, every answer is
+/// durable (a restart finds exactly the ids answered), and the file keeps
+/// mode 0600.
+#[test]
+fn concurrent_registrations_get_distinct_stable_ids() {
+    const CLIENTS: usize = 16;
+    const EACH: usize = 8;
+    let dir = tempfile::tempdir().expect("tmp");
+    let schema = |i: usize| {
+        json!({"schema": format!(
+            r#"{{"type":"record","name":"R{i}","fields":[{{"name":"f","type":"long"}}]}}"#
+        )})
+    };
+    let mut answered: Vec<(String, u64)> = Vec::new();
+    let shared_ids: Vec<u64>;
+    {
+        let s = Server::start(dir.path()).expect("starts");
+        let base = s.base.clone();
+        let threads: Vec<_> = (0..CLIENTS)
+            .map(|t| {
+                let base = base.clone();
+                std::thread::spawn(move || {
+                    let mut got = Vec::new();
+                    for k in 0..EACH {
+                        let i = t * EACH + k;
+                        let subject = format!("s{i}");
+                        let url = format!("{base}/subjects/{subject}/versions");
+                        let (st, v) = json_call("POST", &url, Some(schema(i)));
+                        assert_eq!(st, 200, "{v}");
+                        got.push((subject, v["id"].as_u64().expect("id")));
+                    }
+                    // The same schema from every client, in one subject.
+                    let url = format!("{base}/subjects/same/versions");
+                    let (st, v) = json_call("POST", &url, Some(schema(10_000)));
+                    assert_eq!(st, 200, "{v}");
+                    (got, v["id"].as_u64().expect("id"))
+                })
+            })
+            .collect();
+        let mut same = Vec::new();
+        for t in threads {
+            let (got, id) = t.join().expect("client");
+            answered.extend(got);
+            same.push(id);
+        }
+        shared_ids = same;
+    }
+    let mut ids: Vec<u64> = answered.iter().map(|(_, id)| *id).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(ids.len(), CLIENTS * EACH, "distinct schemas, distinct ids");
+    assert!(
+        shared_ids.windows(2).all(|w| w[0] == w[1]),
+        "{shared_ids:?}"
+    );
+    assert!(!ids.contains(&shared_ids[0]));
+    let mode = std::fs::metadata(dir.path().join("schemas.json"))
+        .expect("file")
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600);
+
+    // Every answer survived: the restarted registry names the same ids.
+    let s = Server::start(dir.path()).expect("restarts");
+    for (subject, id) in &answered {
+        let (st, v) = json_call(
+            "GET",
+            &format!("{}/subjects/{subject}/versions/1", s.base),
+            None,
+        );
+        assert_eq!((st, v["id"].as_u64()), (200, Some(*id)), "{subject}");
+    }
+    let (st, v) = json_call("GET", &format!("{}/subjects/same/versions", s.base), None);
+    assert_eq!((st, v), (200, json!([1])));
+}

@@ -670,6 +670,8 @@ fn invalid_json_schemas_are_refused() {
 
 fn json(text: &str) -> NewSchema {
     NewSchema {
+        metadata: None,
+        rule_set: None,
         schema_type: SchemaType::Json,
         schema: text.to_string(),
         references: Vec::new(),

@@ -156,6 +156,8 @@ fn parsed(s: &str) -> es_registry::format::Parsed {
 
 fn proto(s: &str) -> NewSchema {
     NewSchema {
+        metadata: None,
+        rule_set: None,
         schema_type: SchemaType::Protobuf,
         schema: text(s),
         references: Vec::new(),

@@ -4,7 +4,8 @@
 //! to be the same schema. Avro is parsed and checked by [`avro`] and
 //! [`avro_compat`], JSON Schema by [`json`] and [`json_compat`] (with
 //! `json_shapes` and `json_messages`), Protobuf by [`proto`] and
-//! [`proto_compat`]. A parser that panics is caught: the schema is refused
+//! [`proto_compat`], with [`proto_text`] for schemas sent as a base64
+//! `FileDescriptorProto` (printed as `.proto` text before anything else). A parser that panics is caught: the schema is refused
 //! as invalid (42201), so nothing unchecked is stored.
 
 pub mod avro;
@@ -15,6 +16,7 @@ mod json_messages;
 mod json_shapes;
 pub mod proto;
 pub mod proto_compat;
+pub mod proto_text;
 mod text;
 
 use crate::error::RegistryError;
@@ -98,29 +100,48 @@ pub fn incompatibilities(
     }
 }
 
-/// What makes two registrations the same schema: the type, and the text
-/// with insignificant differences removed (for the JSON formats: white
-/// space and the order of object keys).
-pub fn identity(t: SchemaType, text: &str) -> String {
-    match t {
-        SchemaType::Avro | SchemaType::Json => {
+/// What makes two registrations the same schema: for Avro and JSON Schema
+/// the text without insignificant differences (white space, the order of
+/// object keys); for Protobuf the compiled file printed as Confluent prints
+/// a descriptor (so comments, spacing, the order of declarations within a
+/// section and a schema sent as text or as a descriptor do not matter).
+pub fn identity(parsed: &Parsed, text: &str) -> String {
+    match parsed {
+        Parsed::Avro(_) | Parsed::Json(_) => {
             text::sorted_json(text).unwrap_or_else(|| minify(text))
         }
-        SchemaType::Protobuf => proto::normal_form(text).unwrap_or_else(|_| text.to_string()),
+        Parsed::Protobuf(p) => proto_text::identity(p)
+            .or_else(|| proto::normal_form(text).ok())
+            .unwrap_or_else(|| text.to_string()),
     }
 }
 
 /// The text stored for a schema: the client's text without insignificant
-/// white space, or with `normalize` its normal form (sorted keys).
-pub fn stored_text(t: SchemaType, text: &str, normalize: bool) -> String {
-    match t {
+/// white space, or with `normalize` its normal form (sorted keys). A
+/// Protobuf schema sent as a base64 `FileDescriptorProto` is stored as the
+/// `.proto` text Confluent prints for it.
+pub fn stored_text(t: SchemaType, text: &str, normalize: bool) -> Result<String, RegistryError> {
+    Ok(match t {
         SchemaType::Avro | SchemaType::Json if normalize => {
             text::sorted_json(text).unwrap_or_else(|| minify(text))
         }
         SchemaType::Avro | SchemaType::Json => minify(text),
+        SchemaType::Protobuf if proto_text::is_base64(text) => {
+            let fdp = proto_text::decode_base64(text).map_err(|why| {
+                RegistryError::InvalidSchema(format!(
+                    "Invalid schema of type PROTOBUF, details: Could not parse Protobuf - {why}"
+                ))
+            })?;
+            let printed = proto_text::print(&fdp);
+            if normalize {
+                proto::normal_form(&printed).unwrap_or(printed)
+            } else {
+                printed
+            }
+        }
         SchemaType::Protobuf if normalize => {
             proto::normal_form(text).unwrap_or_else(|_| text.trim().to_string())
         }
         SchemaType::Protobuf => text.trim().to_string(),
-    }
+    })
 }

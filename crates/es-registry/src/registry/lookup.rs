@@ -49,6 +49,8 @@ mod tests {
             schema_type: t,
             schema: text.to_string(),
             references: Vec::new(),
+            metadata: None,
+            rule_set: None,
             id: None,
             version: None,
         };

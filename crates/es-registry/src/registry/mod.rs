@@ -24,7 +24,9 @@ use serde::{Deserialize, Serialize};
 use crate::error::{RegistryError, Result};
 use crate::format::{self, Parsed};
 use crate::limits::REFERENCE_DEPTH_MAX;
-use crate::model::{Compatibility, Mode, Reference, SchemaType, VersionSpec};
+use crate::model::{
+    Compatibility, Metadata, Mode, Reference, RuleSet, SchemaType, VersionSpec, CONFLUENT_VERSION,
+};
 
 pub use settings::CompatibilityResult;
 
@@ -36,6 +38,12 @@ pub struct StoredSchema {
     pub schema: String,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub references: Vec<Reference>,
+    /// Confluent's data-contract metadata (absent in files written before
+    /// es kept it: they load with none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<Metadata>,
+    #[serde(rename = "ruleSet", default, skip_serializing_if = "Option::is_none")]
+    pub rule_set: Option<RuleSet>,
 }
 
 /// One version of a subject.
@@ -114,18 +122,43 @@ pub struct Registry {
     state: State,
     /// Stored schemas by [`content_key`].
     content: HashMap<String, i32>,
+    /// Each stored schema's [`content_key`] (computed once, from the
+    /// parsed schema).
+    keys: HashMap<i32, String>,
     generation: u64,
 }
 
-/// The key two registrations of the same schema share: type, references
-/// and [`format::identity`].
-fn content_key(s: &StoredSchema) -> String {
+/// The key two registrations of the same schema share: type, references,
+/// metadata and rule set (Confluent's schema hash covers all four; none
+/// differs from an empty one, as there) and [`format::identity`] of the
+/// parsed schema.
+fn content_key(s: &StoredSchema, parsed: &Parsed) -> String {
     let mut key = format!("{}\n", s.schema_type.as_str());
     for r in &s.references {
         key.push_str(&format!("{}\u{0}{}\u{0}{}\n", r.name, r.subject, r.version));
     }
+    for (tag, part) in [
+        (
+            'M',
+            s.metadata
+                .as_ref()
+                .and_then(|m| serde_json::to_string(m).ok()),
+        ),
+        (
+            'R',
+            s.rule_set
+                .as_ref()
+                .and_then(|r| serde_json::to_string(r).ok()),
+        ),
+    ] {
+        if let Some(json) = part {
+            key.push(tag);
+            key.push_str(&json);
+            key.push('\n');
+        }
+    }
     key.push('\n');
-    key.push_str(&format::identity(s.schema_type, &s.schema));
+    key.push_str(&format::identity(parsed, &s.schema));
     key
 }
 
@@ -151,31 +184,48 @@ impl Registry {
                 }
             }
         }
-        let mut content = HashMap::with_capacity(state.schemas.len());
-        for (id, s) in &state.schemas {
+        for id in state.schemas.keys() {
             if *id < 1 || *id >= state.next_id {
                 return Err(format!(
                     "schema id {id} is outside 1..{} (nextId)",
                     state.next_id
                 ));
             }
-            content.entry(content_key(s)).or_insert(*id);
         }
-        Ok(Registry {
+        let mut registry = Registry {
+            content: HashMap::with_capacity(state.schemas.len()),
+            keys: HashMap::with_capacity(state.schemas.len()),
             state,
-            content,
             generation: 0,
-        })
+        };
+        // Every stored schema must parse (with its references), as at
+        // registration: a file edited by hand or damaged is refused whole.
+        let mut keys = Vec::with_capacity(registry.state.schemas.len());
+        for (id, s) in &registry.state.schemas {
+            let parsed = registry
+                .parse_stored(s)
+                .map_err(|e| format!("schema {id} does not parse: {e}"))?;
+            keys.push((*id, content_key(s, &parsed)));
+        }
+        for (id, key) in keys {
+            registry.index(id, key);
+        }
+        Ok(registry)
     }
 
-    /// Checks that every stored schema parses (with its references), as
-    /// at start: a file edited by hand or damaged is refused whole.
-    pub fn check_schemas_parse(&self) -> Result<(), String> {
-        for (id, s) in &self.state.schemas {
-            self.parse_stored(s)
-                .map_err(|e| format!("schema {id} does not parse: {e}"))?;
+    /// Records `id`'s content key (the first id of a content wins).
+    fn index(&mut self, id: i32, key: String) {
+        self.content.entry(key.clone()).or_insert(id);
+        self.keys.insert(id, key);
+    }
+
+    /// Forgets `id`'s content key.
+    fn unindex(&mut self, id: i32) {
+        if let Some(key) = self.keys.remove(&id) {
+            if self.content.get(&key) == Some(&id) {
+                self.content.remove(&key);
+            }
         }
-        Ok(())
     }
 
     /// The state to store.
@@ -302,6 +352,44 @@ impl Registry {
             out.push((&r.name, &s.schema));
         }
         Ok(())
+    }
+
+    /// `base` with the metadata and rule set Confluent gives a registration
+    /// (`maybeSetMetadataRuleSet`): what the request leaves out comes from
+    /// the subject's latest live version; with `next_version` (a
+    /// registration, not a lookup) `confluent:version` is set to it when the
+    /// request named its version or the metadata already carries one.
+    fn with_inherited(
+        &self,
+        subject: &str,
+        base: &StoredSchema,
+        next_version: Option<i32>,
+        version_given: bool,
+    ) -> StoredSchema {
+        let prev = self
+            .subject(subject)
+            .and_then(|s| s.latest(false))
+            .and_then(|(_, v)| self.state.schemas.get(&v.id));
+        let mut out = base.clone();
+        if out.metadata.is_none() {
+            out.metadata = prev.and_then(|p| p.metadata.clone());
+        }
+        if out.rule_set.is_none() {
+            out.rule_set = prev.and_then(|p| p.rule_set.clone());
+        }
+        if let Some(v) = next_version {
+            let has = out
+                .metadata
+                .as_ref()
+                .is_some_and(|m| m.properties.contains_key(CONFLUENT_VERSION));
+            if version_given || has {
+                out.metadata
+                    .get_or_insert_with(Metadata::default)
+                    .properties
+                    .insert(CONFLUENT_VERSION.to_string(), v.to_string());
+            }
+        }
+        out
     }
 
     /// Parses a stored schema with its references.

@@ -36,8 +36,37 @@ impl Registry {
             id,
             schema_type: s.schema_type,
             references: s.references.clone(),
+            metadata: s.metadata.clone(),
+            rule_set: s.rule_set.clone(),
             schema: s.schema.clone(),
         })
+    }
+
+    /// `GET /subjects/{s}/metadata`: the newest version (live, or any with
+    /// `deleted`) whose metadata has every (key, value) of `wanted` among
+    /// its properties (Confluent's `getLatestWithMetadata`): 40401 without
+    /// the subject, 40403 without such a version.
+    pub fn latest_with_metadata(
+        &self,
+        subject: &str,
+        wanted: &[(String, String)],
+        deleted: bool,
+    ) -> Result<SubjectVersion> {
+        let s = self.subject_with_versions(subject, deleted)?;
+        for (n, v) in s.versions.iter().rev() {
+            if v.deleted && !deleted {
+                continue;
+            }
+            let matches = self.schema(v.id)?.metadata.as_ref().is_some_and(|m| {
+                wanted
+                    .iter()
+                    .all(|(k, val)| m.properties.get(k) == Some(val))
+            });
+            if matches {
+                return self.subject_version(subject, *n, v.id);
+            }
+        }
+        Err(RegistryError::SchemaNotFoundUnder)
     }
 
     /// `GET /subjects/{s}/versions/{v}`.
@@ -87,8 +116,30 @@ impl Registry {
         Ok(SchemaById {
             schema_type: s.schema_type,
             references: s.references.clone(),
+            metadata: s.metadata.clone(),
+            rule_set: s.rule_set.clone(),
             schema: s.schema.clone(),
         })
+    }
+
+    /// Schema `id`'s text in the `format` a request asks for (Confluent's
+    /// `format` query parameter): `serialized` gives a Protobuf schema as
+    /// the base64 of its compiled `FileDescriptorProto` (what Confluent's
+    /// Protobuf deserializers ask for); any other format, and any format of
+    /// the other types, the stored text (Confluent ignores formats it does
+    /// not know).
+    pub fn formatted(&self, id: i32, format: &str) -> Result<String> {
+        let s = self.schema(id)?;
+        if s.schema_type == crate::model::SchemaType::Protobuf
+            && format.eq_ignore_ascii_case("serialized")
+        {
+            if let format::Parsed::Protobuf(p) = self.parse_stored(s)? {
+                if let Some(b64) = format::proto_text::serialized(&p, "default") {
+                    return Ok(b64);
+                }
+            }
+        }
+        Ok(s.schema.clone())
     }
 
     /// `GET /schemas/ids/{id}/versions`: (subject, version) pairs naming it.
@@ -159,21 +210,28 @@ impl Registry {
         let s = self.subject_with_versions(subject, deleted)?;
         let candidate = StoredSchema {
             schema_type: new.schema_type,
-            schema: format::stored_text(new.schema_type, &new.schema, normalize),
+            schema: format::stored_text(new.schema_type, &new.schema, normalize)?,
             references: new.references.clone(),
+            metadata: new.metadata.clone(),
+            rule_set: new.rule_set.clone(),
         };
-        self.parse_stored(&candidate)?;
-        let id = self
-            .content
-            .get(&content_key(&candidate))
-            .copied()
-            .ok_or(RegistryError::SchemaNotFoundUnder)?;
-        let (n, _) = s
-            .versions
-            .iter()
-            .rev()
-            .find(|(_, v)| v.id == id && (deleted || !v.deleted))
-            .ok_or(RegistryError::SchemaNotFoundUnder)?;
-        self.subject_version(subject, *n, id)
+        let parsed = self.parse_stored(&candidate)?;
+        // As given, then with the latest version's metadata and rule set
+        // where the request has none (as Confluent looks up).
+        let inherited = self.with_inherited(subject, &candidate, None, false);
+        for c in [&candidate, &inherited] {
+            let Some(id) = self.content.get(&content_key(c, &parsed)).copied() else {
+                continue;
+            };
+            if let Some((n, _)) = s
+                .versions
+                .iter()
+                .rev()
+                .find(|(_, v)| v.id == id && (deleted || !v.deleted))
+            {
+                return self.subject_version(subject, *n, id);
+            }
+        }
+        Err(RegistryError::SchemaNotFoundUnder)
     }
 }

@@ -187,8 +187,10 @@ impl Registry {
         };
         let candidate = StoredSchema {
             schema_type: new.schema_type,
-            schema: format::stored_text(new.schema_type, &new.schema, normalize),
+            schema: format::stored_text(new.schema_type, &new.schema, normalize)?,
             references: new.references.clone(),
+            metadata: None,
+            rule_set: None,
         };
         let parsed = match self.parse_stored(&candidate) {
             Ok(p) => p,

@@ -12,6 +12,8 @@ const V3_BAD: &str = r#"{"type":"record","name":"User","fields":[{"name":"id","t
 
 fn avro(text: &str) -> NewSchema {
     NewSchema {
+        metadata: None,
+        rule_set: None,
         schema_type: SchemaType::Avro,
         schema: text.to_string(),
         references: Vec::new(),

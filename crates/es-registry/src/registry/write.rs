@@ -43,13 +43,49 @@ impl Registry {
                 )));
             }
         }
-        let candidate = StoredSchema {
+        let base = StoredSchema {
             schema_type: new.schema_type,
-            schema: format::stored_text(new.schema_type, &new.schema, normalize),
+            schema: format::stored_text(new.schema_type, &new.schema, normalize)?,
             references: self.resolve_references(&new.references)?,
+            metadata: new.metadata.clone(),
+            rule_set: new.rule_set.clone(),
         };
-        let parsed = self.parse_stored(&candidate)?;
-        let key = content_key(&candidate);
+        let parsed = self.parse_stored(&base)?;
+        let next_version = self
+            .subject(subject)
+            .and_then(|s| s.versions.keys().next_back().copied())
+            .unwrap_or(0)
+            .checked_add(1)
+            .ok_or_else(|| RegistryError::InvalidSchema("Subject has no versions left".into()))?;
+
+        // The same schema registered before under this subject, as given or
+        // with the latest version's metadata and rule set (Confluent's
+        // lookup before it registers): its id and version.
+        if new.version.is_none() {
+            let inherited = self.with_inherited(subject, &base, None, false);
+            for c in [&base, &inherited] {
+                let Some(id) = self.content.get(&content_key(c, &parsed)).copied() else {
+                    continue;
+                };
+                if new.id.is_some_and(|want| want != id) {
+                    continue;
+                }
+                if let Some((n, _)) = self.subject(subject).and_then(|s| {
+                    s.versions
+                        .iter()
+                        .rev()
+                        .find(|(_, v)| v.id == id && !v.deleted)
+                }) {
+                    return Ok(Registered { id, version: *n });
+                }
+            }
+        }
+        let candidate = if mode == Mode::Import {
+            base
+        } else {
+            self.with_inherited(subject, &base, Some(next_version), new.version.is_some())
+        };
+        let key = content_key(&candidate, &parsed);
         let existing = self.content.get(&key).copied();
 
         // IMPORT of a schema this subject holds under another id.
@@ -61,21 +97,6 @@ impl Registry {
                 return Err(RegistryError::IdDoesNotMatch(format!(
                     "Schema already registered with id {have} instead of input id {want}"
                 )));
-            }
-        }
-        // The same schema registered before under this subject.
-        if new.version.is_none() {
-            if let Some(id) = existing.filter(|e| new.id.is_none_or(|want| want == *e)) {
-                if let Some(s) = self.subject(subject) {
-                    if let Some((n, _)) = s
-                        .versions
-                        .iter()
-                        .rev()
-                        .find(|(_, v)| v.id == id && !v.deleted)
-                    {
-                        return Ok(Registered { id, version: *n });
-                    }
-                }
             }
         }
 
@@ -90,12 +111,6 @@ impl Registry {
             }
         }
 
-        let next_version = self
-            .subject(subject)
-            .and_then(|s| s.versions.keys().next_back().copied())
-            .unwrap_or(0)
-            .checked_add(1)
-            .ok_or_else(|| RegistryError::InvalidSchema("Subject has no versions left".into()))?;
         let version = match new.version {
             None => next_version,
             Some(v) if v < 1 => return Err(RegistryError::InvalidVersion(v.to_string())),
@@ -109,9 +124,7 @@ impl Registry {
         };
         if let Some(v) = self.subject(subject).and_then(|s| s.versions.get(&version)) {
             // IMPORT of a version that exists: the same schema is a no-op.
-            if Some(v.id) == existing.or(new.id)
-                && self.schema(v.id).is_ok_and(|s| content_key(s) == key)
-            {
+            if Some(v.id) == existing.or(new.id) && self.keys.get(&v.id) == Some(&key) {
                 return Ok(Registered { id: v.id, version });
             }
             return Err(RegistryError::NotPermitted(format!(
@@ -121,8 +134,8 @@ impl Registry {
 
         let id = match new.id {
             Some(id) => {
-                if let Some(s) = self.state.schemas.get(&id) {
-                    if content_key(s) != key {
+                if let Some(have) = self.keys.get(&id) {
+                    if *have != key {
                         return Err(RegistryError::NotPermitted(format!(
                             "Overwrite new schema with id {id} is not permitted."
                         )));
@@ -145,7 +158,7 @@ impl Registry {
 
         // From here on nothing fails: the change is made.
         if !self.state.schemas.contains_key(&id) {
-            self.content.entry(key).or_insert(id);
+            self.index(id, key);
             self.state.schemas.insert(id, candidate);
         }
         self.state.next_id = self.state.next_id.max(id.saturating_add(1));
@@ -364,13 +377,8 @@ impl Registry {
                 .subjects
                 .values()
                 .any(|s| s.versions.values().any(|v| v.id == *id));
-            if !named {
-                if let Some(s) = self.state.schemas.remove(id) {
-                    let key = content_key(&s);
-                    if self.content.get(&key) == Some(id) {
-                        self.content.remove(&key);
-                    }
-                }
+            if !named && self.state.schemas.remove(id).is_some() {
+                self.unindex(*id);
             }
         }
     }
