@@ -205,7 +205,7 @@ impl Shared {
     /// Runs `f` on the registry as it is now (the broker's admin API reads
     /// subjects and schemas this way; waits only for a change's swap).
     pub fn with_registry<T>(&self, f: impl FnOnce(&Registry) -> T) -> T {
-        f(&self.inner.registry.read())
+        f(&self.inner.committed.read())
     }
 
     /// The record name of schema `id` ([`Registry::record_name`]),
