@@ -357,6 +357,16 @@ fn health_metrics_and_the_json_api_agree_with_the_kafka_clients() {
             .then_some(())
     });
 
+    // What Kafka's admin API describes beside topics and groups: no ACLs
+    // (no authorizer), no SCRAM users, no API keys; producers and
+    // transactions answer lists.
+    assert_eq!(get_json(&format!("{url}/api/v1/acls")), json!([]));
+    let users = get_json(&format!("{url}/api/v1/users"));
+    assert_eq!(users["scram"], json!([]));
+    assert_eq!(users["api_keys"], json!([]));
+    assert!(get_json(&format!("{url}/api/v1/producers")).is_array());
+    assert_eq!(get_json(&format!("{url}/api/v1/transactions")), json!([]));
+
     let over = get_json(&format!("{url}/api/v1/overview"));
     assert_eq!(over["ready"], true);
     assert_eq!(over["partitions"]["total"], 4);

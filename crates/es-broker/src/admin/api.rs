@@ -22,6 +22,7 @@ use es_kafka::kafka_protocol::messages::create_topics_request::{
     CreatableTopic, CreatableTopicConfig,
 };
 use es_kafka::kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
+use es_kafka::kafka_protocol::messages::describe_producers_request::TopicRequest;
 use es_kafka::kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use es_kafka::kafka_protocol::messages::incremental_alter_configs_request::{
     AlterConfigsResource, AlterableConfig,
@@ -58,6 +59,10 @@ pub fn router() -> Router<Arc<Shared>> {
         .route("/groups", get(groups))
         .route("/groups/{id}", get(group))
         .route("/groups/{id}/reset-offsets", post(reset_offsets))
+        .route("/producers", get(producers))
+        .route("/transactions", get(transactions))
+        .route("/acls", get(acls))
+        .route("/users", get(users))
         .route("/mirrors", get(mirrors))
         .route("/schemas", get(schemas))
         .fallback(|| async {
@@ -1049,4 +1054,223 @@ async fn schemas(State(sh): State<Arc<Shared>>) -> ApiResult {
             .collect::<Vec<_>>()
     });
     ok(Value::Array(out))
+}
+
+async fn producers(
+    State(sh): State<Arc<Shared>>,
+    Extension(caller): Extension<Caller>,
+) -> ApiResult {
+    let b = broker_of(&sh)?;
+    let md = metadata(&b, &caller, None).await?;
+    let mut req = DescribeProducersRequest::default();
+    for t in md.topics.iter().filter(|t| t.error_code == 0) {
+        let Some(name) = &t.name else { continue };
+        let mut tr = TopicRequest::default();
+        tr.name = name.clone();
+        tr.partition_indexes = t.partitions.iter().map(|p| p.partition_index).collect();
+        req.topics.push(tr);
+    }
+    if req.topics.is_empty() {
+        return ok(json!([]));
+    }
+    let r: DescribeProducersResponse = call(&b, &caller, ApiKey::DescribeProducers, 0, &req).await?;
+    let mut out = Vec::new();
+    for t in &r.topics {
+        for p in &t.partitions {
+            if p.error_code != 0 || p.active_producers.is_empty() {
+                continue;
+            }
+            let producers: Vec<Value> = p
+                .active_producers
+                .iter()
+                .map(|s| {
+                    json!({
+                        "producer_id": s.producer_id.0,
+                        "producer_epoch": s.producer_epoch,
+                        "last_sequence": s.last_sequence,
+                        "last_timestamp_ms": s.last_timestamp,
+                        "coordinator_epoch": s.coordinator_epoch,
+                        "current_txn_start_offset": s.current_txn_start_offset,
+                    })
+                })
+                .collect();
+            out.push(json!({
+                "topic": t.name.0.to_string(),
+                "partition": p.partition_index,
+                "producers": producers,
+            }));
+        }
+    }
+    ok(Value::Array(out))
+}
+
+async fn transactions(
+    State(sh): State<Arc<Shared>>,
+    Extension(caller): Extension<Caller>,
+) -> ApiResult {
+    let b = broker_of(&sh)?;
+    let mut lt = ListTransactionsRequest::default();
+    lt.duration_filter = -1;
+    let listed: ListTransactionsResponse =
+        call(&b, &caller, ApiKey::ListTransactions, 1, &lt).await?;
+    if listed.error_code != 0 {
+        return Err(kafka_error(listed.error_code, None));
+    }
+    if listed.transaction_states.is_empty() {
+        return ok(json!([]));
+    }
+    let mut dt = DescribeTransactionsRequest::default();
+    dt.transactional_ids = listed
+        .transaction_states
+        .iter()
+        .map(|t| t.transactional_id.clone())
+        .collect();
+    let described: DescribeTransactionsResponse =
+        call(&b, &caller, ApiKey::DescribeTransactions, 0, &dt).await?;
+    let out: Vec<Value> = described
+        .transaction_states
+        .iter()
+        .filter(|t| t.error_code == 0)
+        .map(|t| {
+            let partitions: Vec<Value> = t
+                .topics
+                .iter()
+                .flat_map(|tp| {
+                    tp.partitions
+                        .iter()
+                        .map(move |p| json!({"topic": tp.topic.0.to_string(), "partition": p}))
+                })
+                .collect();
+            json!({
+                "transactional_id": t.transactional_id.0.to_string(),
+                "producer_id": t.producer_id.0,
+                "producer_epoch": t.producer_epoch,
+                "state": t.transaction_state.to_string(),
+                "timeout_ms": t.transaction_timeout_ms,
+                "start_time_ms": t.transaction_start_time_ms,
+                "partitions": partitions,
+            })
+        })
+        .collect();
+    ok(Value::Array(out))
+}
+
+/// Kafka's names of the ACL enums (AclOperation, AclPermissionType,
+/// ResourceType, PatternType), by code.
+fn acl_name(kind: &str, code: i8) -> &'static str {
+    match (kind, code) {
+        ("op", 2) => "ALL",
+        ("op", 3) => "READ",
+        ("op", 4) => "WRITE",
+        ("op", 5) => "CREATE",
+        ("op", 6) => "DELETE",
+        ("op", 7) => "ALTER",
+        ("op", 8) => "DESCRIBE",
+        ("op", 9) => "CLUSTER_ACTION",
+        ("op", 10) => "DESCRIBE_CONFIGS",
+        ("op", 11) => "ALTER_CONFIGS",
+        ("op", 12) => "IDEMPOTENT_WRITE",
+        ("op", 13) => "CREATE_TOKENS",
+        ("op", 14) => "DESCRIBE_TOKENS",
+        ("perm", 2) => "DENY",
+        ("perm", 3) => "ALLOW",
+        ("res", 2) => "TOPIC",
+        ("res", 3) => "GROUP",
+        ("res", 4) => "CLUSTER",
+        ("res", 5) => "TRANSACTIONAL_ID",
+        ("res", 6) => "DELEGATION_TOKEN",
+        ("res", 7) => "USER",
+        ("pat", 3) => "LITERAL",
+        ("pat", 4) => "PREFIXED",
+        _ => "UNKNOWN",
+    }
+}
+
+async fn acls(State(sh): State<Arc<Shared>>, Extension(caller): Extension<Caller>) -> ApiResult {
+    let b = broker_of(&sh)?;
+    let mut req = DescribeAclsRequest::default();
+    // ANY of everything: every binding the caller may describe.
+    req.resource_type_filter = 1;
+    req.pattern_type_filter = 1;
+    req.operation = 1;
+    req.permission_type = 1;
+    let r: DescribeAclsResponse = call(&b, &caller, ApiKey::DescribeAcls, 3, &req).await?;
+    // SECURITY_DISABLED: no authorizer, so no ACLs.
+    if r.error_code == 54 {
+        return ok(json!([]));
+    }
+    if r.error_code != 0 {
+        return Err(kafka_error(r.error_code, r.error_message.as_ref()));
+    }
+    let out: Vec<Value> = r
+        .resources
+        .iter()
+        .flat_map(|res| {
+            res.acls.iter().map(move |a| {
+                json!({
+                    "resource_type": acl_name("res", res.resource_type),
+                    "resource_name": res.resource_name.to_string(),
+                    "pattern_type": acl_name("pat", res.pattern_type),
+                    "principal": a.principal.to_string(),
+                    "host": a.host.to_string(),
+                    "operation": acl_name("op", a.operation),
+                    "permission": acl_name("perm", a.permission_type),
+                })
+            })
+        })
+        .collect();
+    ok(Value::Array(out))
+}
+
+async fn users(State(sh): State<Arc<Shared>>, Extension(caller): Extension<Caller>) -> ApiResult {
+    let b = broker_of(&sh)?;
+    let req = DescribeUserScramCredentialsRequest::default();
+    let r: DescribeUserScramCredentialsResponse =
+        call(&b, &caller, ApiKey::DescribeUserScramCredentials, 0, &req).await?;
+    if r.error_code != 0 {
+        return Err(kafka_error(r.error_code, r.error_message.as_ref()));
+    }
+    let scram: Vec<Value> = r
+        .results
+        .iter()
+        .filter(|u| u.error_code == 0)
+        .map(|u| {
+            let mechanisms: Vec<Value> = u
+                .credential_infos
+                .iter()
+                .map(|c| {
+                    let name = es_auth::scram::ScramMechanism::from_type_id(c.mechanism)
+                        .map_or("UNKNOWN", |m| m.name());
+                    json!({"mechanism": name, "iterations": c.iterations})
+                })
+                .collect();
+            json!({"user": u.user.to_string(), "mechanisms": mechanisms})
+        })
+        .collect();
+    // API keys have no Kafka request to describe them (es-broker keys
+    // list reads them): shown to super users only, ids and principals,
+    // never hashes.
+    let api_keys: Vec<Value> = if caller.may_write {
+        b.security()
+            .credentials
+            .api_keys()
+            .list()
+            .map(|k| {
+                json!({
+                    "key": k.id,
+                    "principal": k.principal.to_string(),
+                    "created_ms": k.created_ms,
+                    "description": k.description,
+                    "revoked": k.revoked,
+                })
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    ok(json!({
+        "scram": scram,
+        "api_keys": api_keys,
+        "super_users": b.security().config.super_users,
+    }))
 }
