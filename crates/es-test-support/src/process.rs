@@ -111,6 +111,33 @@ impl BrokerProcess {
         self.addr = rest.split_whitespace().next().expect("address").to_string();
     }
 
+    /// As [`BrokerProcess::wait_listening`], but returns false instead of
+    /// failing when the broker exits first (or does not listen within the
+    /// start timeout): a caller that chose its ports may try others.
+    pub fn wait_listening_or_exit(&mut self) -> bool {
+        let deadline = Instant::now() + START_TIMEOUT;
+        loop {
+            match self.lines.recv_timeout(Duration::from_millis(200)) {
+                Ok(line) if line.contains(LISTENING) => {
+                    let rest = &line[line.find(LISTENING).expect("marker") + LISTENING.len()..];
+                    self.addr = rest.split_whitespace().next().expect("address").to_string();
+                    return true;
+                }
+                Ok(_) => {}
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    let exited = self
+                        .child
+                        .as_mut()
+                        .is_some_and(|c| matches!(c.try_wait(), Ok(Some(_))));
+                    if exited || Instant::now() >= deadline {
+                        return false;
+                    }
+                }
+                Err(mpsc::RecvTimeoutError::Disconnected) => return false,
+            }
+        }
+    }
+
     /// The bound address of listener `name` (with several `--listener`s),
     /// from its "listening on" log line.
     pub fn listener_addr(&self, name: &str) -> String {

@@ -1073,7 +1073,8 @@ async fn producers(
     if req.topics.is_empty() {
         return ok(json!([]));
     }
-    let r: DescribeProducersResponse = call(&b, &caller, ApiKey::DescribeProducers, 0, &req).await?;
+    let r: DescribeProducersResponse =
+        call(&b, &caller, ApiKey::DescribeProducers, 0, &req).await?;
     let mut out = Vec::new();
     for t in &r.topics {
         for p in &t.partitions {

@@ -93,7 +93,30 @@ impl Cluster {
     }
 
     /// As [`Cluster::start`], every node also given the flags `extra`.
+    ///
+    /// The Raft ports are chosen free, then released for the nodes to bind:
+    /// another test's listener may take one in between. A node that exits
+    /// with "Address already in use" makes the whole cluster start again on
+    /// other ports, its nodes' directories emptied (at most three times).
     pub fn start_with(dir: &Path, n: i32, voters: i32, extra: &[&str]) -> Cluster {
+        for attempt in 1..=3 {
+            match Cluster::try_start(dir, n, voters, extra) {
+                Ok(c) => return c,
+                Err(log) if attempt < 3 && log.contains("Address already in use") => {
+                    eprintln!(
+                        "cluster start, attempt {attempt}: a port was taken; again on others"
+                    );
+                    for id in 1..=n {
+                        let _ = std::fs::remove_dir_all(dir.join(format!("node-{id}")));
+                    }
+                }
+                Err(log) => panic!("a node did not start:\n{log}"),
+            }
+        }
+        unreachable!("the last attempt returns or panics")
+    }
+
+    fn try_start(dir: &Path, n: i32, voters: i32, extra: &[&str]) -> Result<Cluster, String> {
         let raft_ports: BTreeMap<i32, u16> = (1..=n).map(|id| (id, free_port())).collect();
         let voters = raft_ports
             .iter()
@@ -108,12 +131,16 @@ impl Cluster {
             nodes: BTreeMap::new(),
             extra: extra.iter().map(|x| x.to_string()).collect(),
         };
-        let spawned: Vec<(i32, BrokerProcess)> = (1..=n).map(|id| (id, c.spawn(id))).collect();
-        for (id, mut p) in spawned {
-            p.wait_listening();
-            c.nodes.insert(id, p);
+        let mut spawned: Vec<(i32, BrokerProcess)> = (1..=n).map(|id| (id, c.spawn(id))).collect();
+        let failed = spawned
+            .iter_mut()
+            .find_map(|(_, p)| (!p.wait_listening_or_exit()).then(|| p.log_text()));
+        if let Some(log) = failed {
+            // Every node is stopped (dropped) before the next attempt.
+            return Err(log);
         }
-        c
+        c.nodes.extend(spawned);
+        Ok(c)
     }
 
     pub fn addr(&self, id: i32) -> String {
