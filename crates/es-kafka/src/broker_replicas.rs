@@ -652,7 +652,7 @@ async fn fetch_round(
     if resp.error_code != 0 {
         return Err(format!("fetch error {}", resp.error_code));
     }
-    let mut appended: Vec<(Arc<PartitionSlot>, i64)> = Vec::new();
+    let mut appended: Vec<(String, Arc<PartitionSlot>, i64)> = Vec::new();
     let mut served = 0usize;
     for t in resp.responses {
         let name = t.topic.0.to_string();
@@ -706,10 +706,10 @@ async fn fetch_round(
                 append_fetched(&storage, decoder, &records, &limits)
                     .map_err(|e| format!("{name}-{}: {e}", r.partition_index))?;
             }
-            appended.push((p.slot.clone(), r.high_watermark));
+            appended.push((name.clone(), p.slot.clone(), r.high_watermark));
         }
     }
-    for (slot, leader_hw) in appended {
+    for (name, slot, leader_hw) in appended {
         let storage = slot.log.storage().clone();
         let end = storage.log_end_offset();
         let s = storage.clone();
@@ -717,12 +717,132 @@ async fn fetch_round(
             .await
             .map_err(|e| e.to_string())?
             .map_err(|e| e.to_string())?;
-        let hw = u64::try_from(leader_hw)
-            .unwrap_or(0)
-            .min(storage.durable_end());
+        let leader_hw = u64::try_from(leader_hw).unwrap_or(0);
+        let hw = leader_hw.min(storage.durable_end());
         storage.set_high_watermark(hw);
+        catch_up_progress(&name, slot.index, end, leader_hw);
     }
     Ok(served > 0)
+}
+
+/// A follower behind its leader's high watermark: a new replica of a
+/// reassignment copying the log, or one back after an outage.
+struct CatchUp {
+    started: Instant,
+    start_end: u64,
+    lag: u64,
+    reported: Instant,
+    updated: Instant,
+    logged: bool,
+}
+
+/// The partitions this broker follows and is behind on, by (topic, partition).
+static CATCHING_UP: std::sync::LazyLock<Mutex<HashMap<(String, i32), CatchUp>>> =
+    std::sync::LazyLock::new(|| Mutex::new(HashMap::new()));
+
+/// How often a follower catching up says where it is.
+const PROGRESS_INTERVAL: Duration = Duration::from_secs(5);
+/// A partition not fetched for this long is no longer counted as catching up
+/// (it stopped following here: moved away, deleted, or this broker leads it).
+const CATCH_UP_FORGET: Duration = Duration::from_secs(60);
+
+/// After a fetch of `topic`-`partition` that left its log at `end` with the
+/// leader's high watermark at `leader_hw`: logs the copy's progress every
+/// [`PROGRESS_INTERVAL`] while it is behind (and once when it has caught
+/// up, if it said anything), and sets the catch-up gauges of /metrics.
+fn catch_up_progress(topic: &str, partition: i32, end: u64, leader_hw: u64) {
+    catch_up_progress_at(Instant::now(), topic, partition, end, leader_hw);
+}
+
+/// [`catch_up_progress`] at `now`; whether it logged a progress line.
+fn catch_up_progress_at(
+    now: Instant,
+    topic: &str,
+    partition: i32,
+    end: u64,
+    leader_hw: u64,
+) -> bool {
+    let mut said = false;
+    let mut all = CATCHING_UP.lock();
+    let key = (topic.to_string(), partition);
+    if end >= leader_hw {
+        if let Some(c) = all.remove(&key) {
+            if c.logged {
+                tracing::info!(
+                    topic,
+                    partition,
+                    end,
+                    "replica catch-up done: {topic}-{partition} copied {} offsets in {:.1} s",
+                    end.saturating_sub(c.start_end),
+                    now.duration_since(c.started).as_secs_f64()
+                );
+            }
+        }
+    } else {
+        let c = all.entry(key).or_insert(CatchUp {
+            started: now,
+            start_end: end,
+            lag: 0,
+            reported: now,
+            updated: now,
+            logged: false,
+        });
+        c.lag = leader_hw - end;
+        c.updated = now;
+        if now.duration_since(c.reported) >= PROGRESS_INTERVAL {
+            let secs = now.duration_since(c.started).as_secs_f64().max(0.001);
+            let rate = end.saturating_sub(c.start_end) as f64 / secs;
+            let left = if rate > 0.0 {
+                format!("{:.0} s", c.lag as f64 / rate)
+            } else {
+                "unknown".to_string()
+            };
+            tracing::info!(
+                topic,
+                partition,
+                end,
+                leader_high_watermark = leader_hw,
+                lag = c.lag,
+                "replica catch-up: {topic}-{partition} at {end} of the leader's {leader_hw} ({} behind), {rate:.0} offsets/s, time left {left}",
+                c.lag
+            );
+            c.reported = now;
+            c.logged = true;
+            said = true;
+        }
+    }
+    all.retain(|_, c| now.duration_since(c.updated) < CATCH_UP_FORGET);
+    let m = crate::metrics::kafka_metrics();
+    m.replica_catch_up_partitions
+        .set(i64::try_from(all.len()).unwrap_or(i64::MAX));
+    m.replica_catch_up_lag
+        .set(i64::try_from(all.values().map(|c| c.lag).sum::<u64>()).unwrap_or(i64::MAX));
+    said
+}
+
+#[cfg(test)]
+mod catch_up_tests {
+    use super::*;
+
+    #[test]
+    fn a_follower_behind_reports_every_interval_until_it_has_caught_up() {
+        let t0 = Instant::now();
+        let behind =
+            |at: Duration, end: u64| catch_up_progress_at(t0 + at, "catch-up-test", 0, end, 1_000);
+        assert!(!behind(Duration::ZERO, 0), "nothing said at once");
+        assert!(
+            !behind(Duration::from_secs(3), 300),
+            "nor before the interval"
+        );
+        assert!(behind(Duration::from_secs(6), 600), "a line after 5 s");
+        let gone = |key: &(String, i32)| !CATCHING_UP.lock().contains_key(key);
+        let key = ("catch-up-test".to_string(), 0);
+        assert_eq!(CATCHING_UP.lock().get(&key).map(|c| c.lag), Some(400));
+        assert!(!behind(Duration::from_secs(8), 800), "not again within 5 s");
+        assert!(behind(Duration::from_secs(11), 900));
+        assert!(!behind(Duration::from_secs(12), 1_000), "caught up");
+        assert!(gone(&key));
+    }
 }
 
 /// Appends the whole batches of one partition's fetched records at the

@@ -103,6 +103,10 @@ pub struct KafkaMetrics {
     pub authentication_failures: Family<AuthLabel, Counter>,
     pub isr_shrinks: Counter,
     pub isr_expands: Counter,
+    /// Followers behind their leader's high watermark (reassignment copies,
+    /// replicas back after an outage), and by how many offsets in all.
+    pub replica_catch_up_partitions: Gauge,
+    pub replica_catch_up_lag: Gauge,
     /// Passes of the retention and compaction cleaners (es-broker's
     /// background tasks) and the bytes they freed.
     pub retention_runs: Counter,
@@ -137,6 +141,8 @@ static METRICS: LazyLock<KafkaMetrics> = LazyLock::new(|| KafkaMetrics {
     authentication_failures: Family::default(),
     isr_shrinks: Counter::default(),
     isr_expands: Counter::default(),
+    replica_catch_up_partitions: Gauge::default(),
+    replica_catch_up_lag: Gauge::default(),
     retention_runs: Counter::default(),
     retention_freed_bytes: Counter::default(),
     compaction_runs: Counter::default(),
@@ -244,6 +250,16 @@ pub fn register(registry: &mut Registry) {
     ] {
         registry.register(name, help, c.clone());
     }
+    registry.register(
+        "es_replica_catch_up_partitions",
+        "partitions this broker follows and is behind the leader's high watermark on (a reassignment's copy, a replica back after an outage)",
+        m.replica_catch_up_partitions.clone(),
+    );
+    registry.register(
+        "es_replica_catch_up_lag_records",
+        "offsets those partitions are behind, summed",
+        m.replica_catch_up_lag.clone(),
+    );
     registry.register(
         "es_isr_expands",
         "replicas added back to a partition's in-sync replicas",
