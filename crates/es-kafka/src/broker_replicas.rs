@@ -820,31 +820,6 @@ fn catch_up_progress_at(
     said
 }
 
-#[cfg(test)]
-mod catch_up_tests {
-    use super::*;
-
-    #[test]
-    fn a_follower_behind_reports_every_interval_until_it_has_caught_up() {
-        let t0 = Instant::now();
-        let behind =
-            |at: Duration, end: u64| catch_up_progress_at(t0 + at, "catch-up-test", 0, end, 1_000);
-        assert!(!behind(Duration::ZERO, 0), "nothing said at once");
-        assert!(
-            !behind(Duration::from_secs(3), 300),
-            "nor before the interval"
-        );
-        assert!(behind(Duration::from_secs(6), 600), "a line after 5 s");
-        let gone = |key: &(String, i32)| !CATCHING_UP.lock().contains_key(key);
-        let key = ("catch-up-test".to_string(), 0);
-        assert_eq!(CATCHING_UP.lock().get(&key).map(|c| c.lag), Some(400));
-        assert!(!behind(Duration::from_secs(8), 800), "not again within 5 s");
-        assert!(behind(Duration::from_secs(11), 900));
-        assert!(!behind(Duration::from_secs(12), 1_000), "caught up");
-        assert!(gone(&key));
-    }
-}
-
 /// Appends the whole batches of one partition's fetched records at the
 /// leader's offsets, one storage append per run of batches of one leader
 /// epoch. A partial batch at the end (a leader may cut one) is left for the
@@ -882,4 +857,29 @@ fn append_fetched(
             .map_err(|e| e.to_string())?;
     }
     flush(&mut buf, &mut offsets, run_epoch)
+}
+
+#[cfg(test)]
+mod catch_up_tests {
+    use super::*;
+
+    #[test]
+    fn a_follower_behind_reports_every_interval_until_it_has_caught_up() {
+        let t0 = Instant::now();
+        let behind =
+            |at: Duration, end: u64| catch_up_progress_at(t0 + at, "catch-up-test", 0, end, 1_000);
+        assert!(!behind(Duration::ZERO, 0), "nothing said at once");
+        assert!(
+            !behind(Duration::from_secs(3), 300),
+            "nor before the interval"
+        );
+        assert!(behind(Duration::from_secs(6), 600), "a line after 5 s");
+        let gone = |key: &(String, i32)| !CATCHING_UP.lock().contains_key(key);
+        let key = ("catch-up-test".to_string(), 0);
+        assert_eq!(CATCHING_UP.lock().get(&key).map(|c| c.lag), Some(400));
+        assert!(!behind(Duration::from_secs(8), 800), "not again within 5 s");
+        assert!(behind(Duration::from_secs(11), 900));
+        assert!(!behind(Duration::from_secs(12), 1_000), "caught up");
+        assert!(gone(&key));
+    }
 }
