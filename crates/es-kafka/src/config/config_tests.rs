@@ -89,7 +89,23 @@ fn describe_filters_and_lists_synonyms() {
     let all = c.describe(None);
     assert_eq!(
         all.len(),
-        TOPIC_CONFIGS.iter().filter(|d| !d.internal).count()
+        TOPIC_CONFIGS
+            .iter()
+            .filter(|d| !d.internal && !super::topic::is_extension(d.name))
+            .count(),
+        "Apache Kafka's configs, without the schema validation extensions unless set"
+    );
+    let set = cfg(&[("confluent.value.schema.validation", "true")]).expect("valid");
+    assert_eq!(
+        set.describe(None).len(),
+        all.len() + 1,
+        "an extension set is listed"
+    );
+    let asked = vec!["confluent.key.schema.validation".to_string()];
+    assert_eq!(
+        c.describe(Some(&asked)).len(),
+        1,
+        "and one asked for by name"
     );
     let keys = vec!["retention.ms".to_string(), "bogus".to_string()];
     let some = c.describe(Some(&keys));

@@ -92,11 +92,20 @@ impl TopicConfig {
     }
 
     /// Describes every config (or only `keys`, ignoring unknown names as Kafka does).
+    ///
+    /// The configs Apache Kafka does not define (Confluent Server's and
+    /// Redpanda's schema validation, [`is_extension`]) are listed only when
+    /// set on the topic or asked for by name: a topic that does not use them
+    /// describes exactly as on Apache Kafka (and clients and the differential
+    /// tests see Kafka's list).
     pub fn describe(&self, keys: Option<&[String]>) -> Vec<DescribedConfig> {
         TOPIC_CONFIGS
             .iter()
             .filter(|d| !d.internal)
-            .filter(|d| keys.is_none_or(|ks| ks.iter().any(|k| k == d.name)))
+            .filter(|d| match keys {
+                Some(ks) => ks.iter().any(|k| k == d.name),
+                None => !is_extension(d.name) || self.overrides.contains_key(d.name),
+            })
             .map(|d| {
                 let (default, default_source) = self.default_of(d);
                 let mut synonyms = Vec::new();
@@ -307,4 +316,10 @@ impl TopicConfig {
             .map(|(v, _)| v)
             .unwrap_or_else(|| "producer".to_string())
     }
+}
+
+/// A topic config Apache Kafka does not define: Confluent Server's and
+/// Redpanda's names for produce-time schema validation.
+pub fn is_extension(name: &str) -> bool {
+    name.starts_with("confluent.") || name.starts_with("redpanda.")
 }
