@@ -33,7 +33,6 @@ const ORDER: &str =
     r#"{"type":"record","name":"Order","namespace":"shop","fields":[{"name":"id","type":"long"}]}"#;
 const OTHER: &str =
     r#"{"type":"record","name":"Other","namespace":"shop","fields":[{"name":"x","type":"int"}]}"#;
-const TOPIC_NAME: &str = "io.confluent.kafka.serializers.subject.TopicNameStrategy";
 const RECORD_NAME: &str = "io.confluent.kafka.serializers.subject.RecordNameStrategy";
 
 /// Registers `schema` under `subject`; its id.
