@@ -485,8 +485,12 @@ impl Broker {
                 self.security().apply_metadata(image)
             }
             MetaEvent::ApiKeys => self.apply_api_keys(image),
-            // Mirrors are read from the image by the mirror service.
-            MetaEvent::ClusterId | MetaEvent::Broker(_) | MetaEvent::Mirrors => {}
+            // Mirrors are read from the image by the mirror service, the
+            // registry by the schema registry's follower (es-broker).
+            MetaEvent::ClusterId
+            | MetaEvent::Broker(_)
+            | MetaEvent::Mirrors
+            | MetaEvent::Registry => {}
         }
         Ok(())
     }

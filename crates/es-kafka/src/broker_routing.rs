@@ -73,6 +73,13 @@ impl Broker {
         self.meta.get().map(|m| m.image())
     }
 
+    /// This node of the metadata quorum, once it has started (for the
+    /// services beside Kafka's listeners that keep their state in the
+    /// metadata log: the schema registry).
+    pub fn meta_node(&self) -> Option<&Arc<es_meta::node::MetaNode>> {
+        self.meta.get()
+    }
+
     /// This broker's listeners, the inter-broker one first.
     pub fn listener_specs(&self) -> Vec<ListenerSpec> {
         if self.config.listeners.is_empty() {

@@ -34,6 +34,9 @@ pub enum ControlRequest {
         node_id: NodeId,
         keep_as_learner: bool,
     },
+    /// The index a linearizable read must wait for: the leader confirms it
+    /// still leads (a round of heartbeats) and names its commit index.
+    ReadIndex,
 }
 
 /// The answer to a [`ControlRequest`].
@@ -63,6 +66,8 @@ pub enum ControlReply {
     Done,
     /// The answer to [`ControlRequest::DescribeQuorum`].
     Quorum(QuorumState),
+    /// The answer to [`ControlRequest::ReadIndex`].
+    ReadIndex { index: u64 },
     /// The request failed; the message says why.
     Error { message: String },
 }

@@ -15,7 +15,7 @@
 //! elections, unclean election, reassignments, the default replication
 //! factor) live in the submodules [`change`] (one partition's change, as
 //! KRaft's PartitionChangeBuilder), `replication` and `reassign`; the
-//! coordinators' state in `coordinator`.
+//! coordinators' state in `coordinator`; the schema registry's in `registry`.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -26,6 +26,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::quotas::ClientQuotas;
 
+pub use registry::RegistryImage;
+
 use crate::records::{
     code, BrokerId, ConfigAlteration, ConfigResource, Endpoint, ItemResult, LeaderRecovery,
     MetaRequest, MetaResponse, NewPartitions, NewTopic, PartitionChange, RegisterBroker,
@@ -35,6 +37,7 @@ pub(crate) mod change;
 mod coordinator;
 mod mirror;
 mod reassign;
+mod registry;
 mod replication;
 mod security;
 
@@ -137,6 +140,8 @@ pub enum MetaEvent {
     ApiKeys,
     /// Mirror links or mirror topics changed.
     Mirrors,
+    /// The schema registry changed.
+    Registry,
 }
 
 /// The cluster metadata, as of the last applied entry.
@@ -177,6 +182,9 @@ pub struct MetaImage {
     /// Mirror topics by es topic name.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub mirror_topics: BTreeMap<String, crate::mirror::MirrorTopic>,
+    /// The schema registry every node serves (`--schema-registry-listen`).
+    #[serde(default, skip_serializing_if = "RegistryImage::is_empty")]
+    pub registry: RegistryImage,
 }
 
 /// The name with '.' and '_' made equal: two topics that differ only there
@@ -341,6 +349,7 @@ impl MetaImage {
             MetaRequest::PutMirrorLink { link } => self.put_mirror_link(link, &mut ev),
             MetaRequest::DeleteMirrorLink { name } => self.delete_mirror_link(name, &mut ev),
             MetaRequest::PutMirrorTopics { topics } => self.put_mirror_topics(topics, &mut ev),
+            MetaRequest::RegistryChange { change } => self.registry.apply(change, &mut ev),
         };
         (resp, ev)
     }

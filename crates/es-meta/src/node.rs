@@ -25,7 +25,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use es_storage::{meta, Fs};
-use openraft::error::{ChangeMembershipError, ClientWriteError, RaftError};
+use openraft::error::{ChangeMembershipError, CheckIsLeaderError, ClientWriteError, RaftError};
 use openraft::{Config, Raft, ServerState};
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
@@ -440,6 +440,16 @@ impl MetaNode {
         }
     }
 
+    /// Waits until this node has applied every entry committed before the
+    /// call (a read barrier: a read after it sees every write answered
+    /// before it began, whichever node took the write).
+    pub async fn read_barrier(&self) -> Result<(), MetaError> {
+        match self.forward(ControlRequest::ReadIndex).await? {
+            ControlReply::ReadIndex { index } => self.wait_applied(index).await,
+            other => Err(MetaError::Fatal(format!("unexpected reply {other:?}"))),
+        }
+    }
+
     /// Runs a control request on the leader: here if this node leads,
     /// otherwise over the network, retrying while no leader is known.
     pub async fn forward(&self, req: ControlRequest) -> Result<ControlReply, MetaError> {
@@ -487,6 +497,19 @@ impl MetaNode {
                     members,
                 }
             }
+            ControlRequest::ReadIndex => match self.raft.ensure_linearizable().await {
+                Ok(read) => ControlReply::ReadIndex {
+                    index: read.map_or(0, |l| l.index),
+                },
+                Err(RaftError::APIError(CheckIsLeaderError::ForwardToLeader(f))) => {
+                    ControlReply::NotLeader {
+                        leader: f.leader_id.zip(f.leader_node),
+                    }
+                }
+                Err(e) => ControlReply::Error {
+                    message: e.to_string(),
+                },
+            },
             ControlRequest::Write { request } => match self.raft.client_write(request).await {
                 Ok(r) => ControlReply::Written {
                     index: r.log_id.index,

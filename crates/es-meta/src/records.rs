@@ -323,6 +323,10 @@ pub enum MetaRequest {
     PutMirrorTopics {
         topics: Vec<crate::mirror::MirrorTopic>,
     },
+    /// One write of the schema registry's API (register, delete, config,
+    /// mode), applied to the image's registry by es-registry's own rules.
+    #[serde(rename = "registry_change.v1")]
+    RegistryChange { change: es_registry::Change },
 }
 
 /// A user's credential for one SCRAM mechanism.
@@ -446,6 +450,10 @@ pub enum MetaResponse {
     /// it leads nothing and every other live broker has applied this index
     /// ([`crate::MetaImage::controlled_shutdown_done`]).
     ShuttingDown { since_index: u64 },
+    /// A registry change's answer: the API's JSON, or why it was refused.
+    Registry {
+        result: Result<serde_json::Value, es_registry::RegistryError>,
+    },
 }
 
 /// One item of [`MetaResponse::Acls`].

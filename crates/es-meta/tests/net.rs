@@ -252,7 +252,8 @@ impl ControlHandler for TestControl {
                 ControlRequest::Join { .. }
                 | ControlRequest::DescribeQuorum
                 | ControlRequest::AddVoter { .. }
-                | ControlRequest::RemoveVoter { .. } => ControlReply::Error {
+                | ControlRequest::RemoveVoter { .. }
+                | ControlRequest::ReadIndex => ControlReply::Error {
                     message: "not in this test".into(),
                 },
                 ControlRequest::Write { request } => match self.raft.client_write(request).await {

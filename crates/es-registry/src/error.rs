@@ -4,7 +4,7 @@
 //! [`RegistryError::code`] know the numbers (Confluent's `Errors.java`).
 
 /// What went wrong, in the registry's terms.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, serde::Serialize, serde::Deserialize)]
 pub enum RegistryError {
     #[error("Subject '{0}' not found.")]
     SubjectNotFound(String),
@@ -38,6 +38,12 @@ pub enum RegistryError {
     InvalidCompatibility,
     #[error("Invalid mode. Valid values are READWRITE, READONLY and IMPORT.")]
     InvalidMode,
+    /// No valid credentials where the registry requires them.
+    #[error("Unauthorized")]
+    Unauthenticated,
+    /// The authorizer denied the operation; the message says which.
+    #[error("{0}")]
+    Forbidden(String),
     #[error("{0}")]
     NotPermitted(String),
     #[error("One or more references exist to the schema {{magic=1,keytype=SCHEMA,subject={0},version={1}}}.")]
@@ -77,6 +83,8 @@ impl RegistryError {
             | ModeNotConfigured(_)
             | NoSuchResource => 404,
             Incompatible(_) => 409,
+            Unauthenticated => 401,
+            Forbidden(_) => 403,
             SchemaTooLarge => 413,
             BadRequest(_) => 400,
             Store(_) => 500,
@@ -105,6 +113,10 @@ impl RegistryError {
             InvalidVersion(_) => 42202,
             InvalidCompatibility => 42203,
             InvalidMode => 42204,
+            // Confluent's security plugin: 40101 unauthenticated, 40301
+            // denied by the authorizer.
+            Unauthenticated => 40101,
+            Forbidden(_) => 40301,
             NotPermitted(_) => 42205,
             ReferenceExists(..) => 42206,
             IdDoesNotMatch(_) => 42207,

@@ -11,10 +11,13 @@ use axum::extract::{Path, Query, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use axum::Extension;
 use axum::Router;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
+use crate::access::{self, Caller, Operation};
+use crate::change::Change;
 use crate::error::RegistryError;
 use crate::limits::REQUEST_BYTES_MAX;
 use crate::model::{
@@ -33,6 +36,11 @@ enum Answer {
     /// A schema's own text (`.../schema`), sent as it is stored.
     Raw(String),
     Error(RegistryError),
+}
+
+/// The answer to an error, in Confluent's shape.
+pub(crate) fn error_response(e: RegistryError) -> Response {
+    Answer::Error(e).into_response()
 }
 
 impl IntoResponse for Answer {
@@ -118,6 +126,10 @@ pub fn router(shared: Shared) -> Router {
                 .put(put_subject_mode)
                 .delete(delete_subject_mode),
         )
+        .route_layer(axum::middleware::from_fn_with_state(
+            shared.clone(),
+            access::check,
+        ))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .with_state(shared)
@@ -204,12 +216,24 @@ async fn metadata_id(State(s): State<Shared>) -> Answer {
     }))
 }
 
-async fn subjects(State(s): State<Shared>, Query(q): Params) -> Answer {
+/// The caller the access layer left (open: everyone may everything).
+type CallerOf = Option<Extension<Caller>>;
+
+fn caller(c: CallerOf) -> Caller {
+    c.map(|Extension(c)| c).unwrap_or_default()
+}
+
+async fn subjects(State(s): State<Shared>, c: CallerOf, Query(q): Params) -> Answer {
     let prefix = q.get("subjectPrefix").cloned().unwrap_or_default();
     let deleted = flag(&q, "deleted");
-    s.read(move |r| Ok(json!(r.subjects(&prefix, deleted))))
-        .await
-        .into()
+    let c = caller(c);
+    s.read(move |r| {
+        let mut all = r.subjects(&prefix, deleted);
+        all.retain(|sub| c.may(Operation::Describe, sub));
+        Ok(json!(all))
+    })
+    .await
+    .into()
 }
 
 async fn lookup(
@@ -234,7 +258,7 @@ async fn delete_subject(
     Query(q): Params,
 ) -> Answer {
     let permanent = flag(&q, "permanent");
-    s.write(move |r| Ok(json!(r.delete_subject(&subject, permanent)?)))
+    s.change(Change::DeleteSubject { subject, permanent })
         .await
         .into()
 }
@@ -261,20 +285,10 @@ async fn register(
         Err(e) => return Answer::Error(e),
     };
     let normalize = flag(&q, "normalize");
-    s.write(move |r| {
-        let reg = r.register(&subject, &new, normalize)?;
-        // Confluent's answer carries the metadata and rule set the schema
-        // was stored with (given, or inherited from the latest version).
-        let mut out = json!({"id": reg.id});
-        if let Ok(stored) = r.schema_by_id(reg.id) {
-            if let Some(m) = stored.metadata {
-                out["metadata"] = json!(m);
-            }
-            if let Some(rs) = stored.rule_set {
-                out["ruleSet"] = json!(rs);
-            }
-        }
-        Ok(out)
+    s.change(Change::Register {
+        subject,
+        schema: Box::new(new),
+        normalize,
     })
     .await
     .into()
@@ -370,23 +384,26 @@ async fn delete_version(
     Query(q): Params,
 ) -> Answer {
     let permanent = flag(&q, "permanent");
-    s.write(move |r| {
-        Ok(json!(r.delete_version(
-            &subject,
-            VersionSpec::parse(&v)?,
-            permanent
-        )?))
+    s.change(Change::DeleteVersion {
+        subject,
+        version: v,
+        permanent,
     })
     .await
     .into()
 }
 
-async fn schemas(State(s): State<Shared>, Query(q): Params) -> Answer {
+async fn schemas(State(s): State<Shared>, c: CallerOf, Query(q): Params) -> Answer {
     let prefix = q.get("subjectPrefix").cloned().unwrap_or_default();
     let (deleted, latest) = (flag(&q, "deleted"), flag(&q, "latestOnly"));
-    s.read(move |r| Ok(json!(r.schemas(&prefix, deleted, latest))))
-        .await
-        .into()
+    let c = caller(c);
+    s.read(move |r| {
+        let mut all = r.schemas(&prefix, deleted, latest);
+        all.retain(|sv| c.may(Operation::Read, &sv.subject));
+        Ok(json!(all))
+    })
+    .await
+    .into()
 }
 
 async fn schema_types() -> Answer {
@@ -437,25 +454,34 @@ async fn schema_by_id_raw(
 
 async fn subjects_by_id(
     State(s): State<Shared>,
+    c: CallerOf,
     Path(id): Path<String>,
     Query(q): Params,
 ) -> Answer {
     let deleted = flag(&q, "deleted");
-    s.read(move |r| Ok(json!(r.subjects_by_id(schema_id(&id)?, deleted)?)))
-        .await
-        .into()
+    let c = caller(c);
+    s.read(move |r| {
+        let mut all = r.subjects_by_id(schema_id(&id)?, deleted)?;
+        all.retain(|sub| c.may(Operation::Read, sub));
+        Ok(json!(all))
+    })
+    .await
+    .into()
 }
 
 async fn versions_by_id(
     State(s): State<Shared>,
+    c: CallerOf,
     Path(id): Path<String>,
     Query(q): Params,
 ) -> Answer {
     let deleted = flag(&q, "deleted");
+    let c = caller(c);
     s.read(move |r| {
         let pairs = r.versions_by_id(schema_id(&id)?, deleted)?;
         Ok(json!(pairs
             .into_iter()
+            .filter(|(subject, _)| c.may(Operation::Read, subject))
             .map(|(subject, version)| json!({"subject": subject, "version": version}))
             .collect::<Vec<_>>()))
     })
@@ -492,13 +518,16 @@ async fn put_config(State(s): State<Shared>, body: Body) -> Answer {
         Ok(l) => l,
         Err(e) => return Answer::Error(e),
     };
-    s.write(move |r| Ok(json!({"compatibility": r.set_config(None, level)?.as_str()})))
-        .await
-        .into()
+    s.change(Change::SetConfig {
+        subject: None,
+        level,
+    })
+    .await
+    .into()
 }
 
 async fn delete_config(State(s): State<Shared>) -> Answer {
-    s.write(|r| Ok(json!({"compatibilityLevel": r.delete_config(None)?.as_str()})))
+    s.change(Change::DeleteConfig { subject: None })
         .await
         .into()
 }
@@ -523,15 +552,20 @@ async fn put_subject_config(
         Ok(l) => l,
         Err(e) => return Answer::Error(e),
     };
-    s.write(move |r| Ok(json!({"compatibility": r.set_config(Some(&subject), level)?.as_str()})))
-        .await
-        .into()
+    s.change(Change::SetConfig {
+        subject: Some(subject),
+        level,
+    })
+    .await
+    .into()
 }
 
 async fn delete_subject_config(State(s): State<Shared>, Path(subject): Path<String>) -> Answer {
-    s.write(move |r| Ok(json!({"compatibilityLevel": r.delete_config(Some(&subject))?.as_str()})))
-        .await
-        .into()
+    s.change(Change::DeleteConfig {
+        subject: Some(subject),
+    })
+    .await
+    .into()
 }
 
 async fn run_compatibility(
@@ -600,9 +634,13 @@ async fn put_mode(State(s): State<Shared>, Query(q): Params, body: Body) -> Answ
         Err(e) => return Answer::Error(e),
     };
     let force = flag(&q, "force");
-    s.write(move |r| Ok(json!({"mode": r.set_mode(None, mode, force)?.as_str()})))
-        .await
-        .into()
+    s.change(Change::SetMode {
+        subject: None,
+        mode,
+        force,
+    })
+    .await
+    .into()
 }
 
 async fn get_subject_mode(
@@ -627,13 +665,15 @@ async fn put_subject_mode(
         Err(e) => return Answer::Error(e),
     };
     let force = flag(&q, "force");
-    s.write(move |r| Ok(json!({"mode": r.set_mode(Some(&subject), mode, force)?.as_str()})))
-        .await
-        .into()
+    s.change(Change::SetMode {
+        subject: Some(subject),
+        mode,
+        force,
+    })
+    .await
+    .into()
 }
 
 async fn delete_subject_mode(State(s): State<Shared>, Path(subject): Path<String>) -> Answer {
-    s.write(move |r| Ok(json!({"mode": r.delete_mode(&subject)?.as_str()})))
-        .await
-        .into()
+    s.change(Change::DeleteMode { subject }).await.into()
 }

@@ -7,8 +7,11 @@
 //! operation, errors typed as [`RegistryError`], mapped to HTTP status and
 //! Confluent's `error_code` in [`error`] alone), [`store`] (`schemas.json`,
 //! replaced atomically; [`commit`] decides when a change is durable), and the async shell: [`http`] (axum routes) and
-//! [`server`] (load, listen, serve). Limits are in [`limits`].
+//! [`server`] (load, listen, serve), with [`access`] (authentication and
+//! authorization, when the embedder provides them). Limits are in [`limits`].
 
+pub mod access;
+pub mod change;
 pub mod commit;
 pub mod error;
 pub mod format;
@@ -19,6 +22,7 @@ pub mod registry;
 pub mod server;
 pub mod store;
 
+pub use change::Change;
 pub use error::RegistryError;
 pub use registry::Registry;
 pub use server::{bind, run, Bound, Config, Shared, StartError};

@@ -221,7 +221,7 @@ pub struct RuleSet {
 }
 
 /// A schema as a request gives it (register, lookup, compatibility test).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NewSchema {
     pub schema_type: SchemaType,
     pub schema: String,

@@ -31,6 +31,8 @@ use std::collections::HashMap;
 use parking_lot::{Condvar, Mutex, RwLock};
 use serde_json::Value;
 
+use crate::access::{Access, Remembered};
+use crate::change::{Change, Replicated};
 use crate::commit::{GroupCommit, Next};
 use crate::error::{RegistryError, Result};
 use crate::registry::Registry;
@@ -45,6 +47,11 @@ pub struct Config {
     pub data_dir: PathBuf,
     /// The Kafka cluster's id, for `/v1/metadata/id`.
     pub cluster_id: String,
+    /// Authentication and authorization; None: open to everyone.
+    pub access: Option<Arc<dyn Access>>,
+    /// The log changes go through when several nodes serve one registry;
+    /// None: this node's `schemas.json` alone, group-committed.
+    pub replicated: Option<Arc<dyn Replicated>>,
 }
 
 /// Why the registry could not start.
@@ -84,6 +91,9 @@ struct Inner {
     /// None: kept in memory only (tests of the HTTP layer).
     store: Option<Store>,
     cluster_id: String,
+    access: Option<Arc<dyn Access>>,
+    remembered: Remembered,
+    replicated: Option<Arc<dyn Replicated>>,
 }
 
 #[derive(Debug)]
@@ -94,6 +104,17 @@ struct Working {
 
 impl Shared {
     pub fn new(registry: Registry, store: Option<Store>, cluster_id: String) -> Shared {
+        Shared::with_access(registry, store, cluster_id, None, None)
+    }
+
+    /// A registry whose requests `access` authenticates and authorizes.
+    pub fn with_access(
+        registry: Registry,
+        store: Option<Store>,
+        cluster_id: String,
+        access: Option<Arc<dyn Access>>,
+        replicated: Option<Arc<dyn Replicated>>,
+    ) -> Shared {
         Shared {
             inner: Arc::new(Inner {
                 committed: RwLock::new(registry.clone()),
@@ -105,6 +126,9 @@ impl Shared {
                 record_names: Mutex::new(HashMap::new()),
                 store,
                 cluster_id,
+                access,
+                remembered: Remembered::default(),
+                replicated,
             }),
         }
     }
@@ -113,11 +137,57 @@ impl Shared {
         &self.inner.cluster_id
     }
 
-    /// Runs a read on the blocking pool, over the committed registry.
+    /// Who checks credentials and decides, if anyone.
+    pub fn access(&self) -> Option<&Arc<dyn Access>> {
+        self.inner.access.as_ref()
+    }
+
+    pub(crate) fn remembered(&self) -> &Remembered {
+        &self.inner.remembered
+    }
+
+    /// Applies one change of the API: through the log when the registry
+    /// is replicated, otherwise here, durable in `schemas.json` before the
+    /// answer.
+    pub async fn change(&self, change: Change) -> Result<Value> {
+        match &self.inner.replicated {
+            Some(log) => log.change(change).await,
+            None => self.write(move |r| r.apply(&change)).await,
+        }
+    }
+
+    /// The registry this node serves from now on: a replicated registry's
+    /// embedder calls it with every registry its log's apply makes.
+    pub fn set_committed(&self, registry: Registry) {
+        let mut working = self.inner.working.lock();
+        working.registry = registry.clone();
+        *self.inner.committed.write() = registry;
+    }
+
+    /// A copy of the registry reads see.
+    pub fn committed(&self) -> Registry {
+        self.inner.committed.read().clone()
+    }
+
+    /// Writes the registry reads see to `schemas.json` (a replicated
+    /// registry's copy of its log's state). Blocking.
+    pub fn save_committed(&self) -> std::result::Result<(), StoreError> {
+        match &self.inner.store {
+            Some(store) => store.save(&self.inner.committed.read()),
+            None => Ok(()),
+        }
+    }
+
+    /// Runs a read on the blocking pool, over the committed registry
+    /// (when replicated, once this node has applied every change committed
+    /// before the read began).
     pub async fn read<F>(&self, f: F) -> Result<Value>
     where
         F: FnOnce(&Registry) -> Result<Value> + Send + 'static,
     {
+        if let Some(log) = &self.inner.replicated {
+            log.barrier().await?;
+        }
         let inner = self.inner.clone();
         tokio::task::spawn_blocking(move || f(&inner.committed.read()))
             .await
@@ -250,7 +320,13 @@ pub async fn bind(config: Config) -> Result<Bound, StartError> {
     );
     Ok(Bound {
         listener,
-        shared: Shared::new(registry, Some(store), config.cluster_id),
+        shared: Shared::with_access(
+            registry,
+            Some(store),
+            config.cluster_id,
+            config.access,
+            config.replicated,
+        ),
     })
 }
 
@@ -270,7 +346,9 @@ impl Bound {
         self,
         stop: impl Future<Output = ()> + Send + 'static,
     ) -> Result<(), StartError> {
-        axum::serve(self.listener, crate::http::router(self.shared))
+        let app = crate::http::router(self.shared)
+            .into_make_service_with_connect_info::<std::net::SocketAddr>();
+        axum::serve(self.listener, app)
             .with_graceful_shutdown(stop)
             .await
             .map_err(StartError::Serve)

@@ -11,6 +11,10 @@
 //! their in-crate unit tests do not (those link a second copy of the crate),
 //! so only integration tests and other crates' tests use it.
 
+// The in-process broker's request futures nest deeply (a Kafka request
+// through the metadata quorum's types); the default limit is too low.
+#![recursion_limit = "256"]
+
 pub mod batch;
 pub mod durable;
 pub mod in_process;

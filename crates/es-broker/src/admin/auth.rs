@@ -23,7 +23,6 @@ use axum::extract::{Request, State};
 use axum::http::{header, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::Response;
-use base64::Engine;
 use es_auth::principal::Principal;
 use es_auth::scram::{ScramCredential, ScramMechanism};
 use es_kafka::handlers::Client;
@@ -160,16 +159,7 @@ async fn authenticate(s: &Arc<Shared>, broker: &Arc<Broker>, header: String) -> 
             known.remove(&header);
         }
     }
-    let encoded = header.strip_prefix("Basic ")?.trim();
-    let decoded = base64::engine::general_purpose::STANDARD
-        .decode(encoded)
-        .ok()?;
-    let text = String::from_utf8(decoded).ok()?;
-    let (user, password) = text.split_once(':')?;
-    if user.is_empty() || password.len() > 1024 || user.len() > 1024 {
-        return None;
-    }
-    let (user, password) = (user.to_string(), password.to_string());
+    let (user, password) = es_registry::access::basic_credentials(&header)?;
     let b = broker.clone();
     let checked = tokio::task::spawn_blocking(move || check(&b, &user, &password))
         .await
@@ -186,8 +176,9 @@ async fn authenticate(s: &Arc<Shared>, broker: &Arc<Broker>, header: String) -> 
 }
 
 /// Checks `user`/`password` as an API key (SASL PLAIN) or a SCRAM user.
-/// Blocking (a password hash).
-fn check(broker: &Broker, user: &str, password: &str) -> Option<Principal> {
+/// Blocking (a password hash). The schema registry checks its callers with
+/// it too.
+pub fn check(broker: &Broker, user: &str, password: &str) -> Option<Principal> {
     let credentials = &broker.security().credentials;
     let mut plain = Vec::with_capacity(user.len() + password.len() + 2);
     plain.push(0);

@@ -20,6 +20,8 @@ mod console;
 mod metrics;
 mod progress;
 
+pub use auth::check as check_credentials;
+
 use std::path::Path;
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;

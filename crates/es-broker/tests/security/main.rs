@@ -12,6 +12,7 @@ mod common;
 mod keys_remote;
 mod mirror_quotas;
 mod pki;
+mod registry_auth;
 mod tls_alerts;
 
 use std::io::Read;

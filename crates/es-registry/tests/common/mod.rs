@@ -29,6 +29,8 @@ impl Server {
             listen: "127.0.0.1:0".into(),
             data_dir: dir.to_path_buf(),
             cluster_id: "test-cluster".into(),
+            access: None,
+            replicated: None,
         };
         let bound = rt.block_on(es_registry::bind(config))?;
         let base = format!("http://{}", bound.local_addr().expect("addr"));
