@@ -14,6 +14,7 @@ mod keys_remote;
 mod listeners;
 mod mirror_cmd;
 mod quorum;
+mod schema_copy;
 mod schema_registry;
 mod settings;
 

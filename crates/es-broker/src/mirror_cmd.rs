@@ -12,7 +12,10 @@
 //! es-broker mirror status [TOPIC] [--json]
 //! es-broker mirror pause TOPIC | resume TOPIC
 //! es-broker mirror promote (TOPIC... | --all) [--max-lag N] [--timeout-s S]
+//! es-broker mirror schemas --from URL [--to URL] [--from-user-info U:P] [--to-user-info U:P]
 //! ```
+//! (`schemas` talks to the two schema registries over HTTP, not to the
+//! broker: [`crate::schema_copy`].)
 //! Every command takes `--bootstrap HOST:PORT` (es, default
 //! 127.0.0.1:9092) and `--command-config FILE`. The source settings file is
 //! a properties file of librdkafka settings (`security.protocol`,
@@ -88,6 +91,10 @@ enum MirrorCommand {
         #[arg(long, default_value_t = 60)]
         timeout_s: u64,
     },
+    /// Copies a schema registry's schemas into es's registry with the same
+    /// ids and versions (IMPORT mode), and the compatibility levels; safe
+    /// to run again.
+    Schemas(crate::schema_copy::SchemaCopyArgs),
 }
 
 #[derive(Debug, clap::Subcommand)]
@@ -137,6 +144,9 @@ enum TopicCommand {
 }
 
 pub fn run(a: &MirrorArgs) -> anyhow::Result<()> {
+    if let MirrorCommand::Schemas(args) = &a.command {
+        return crate::schema_copy::run(args);
+    }
     let req = request(&a.command)?;
     // A promotion answers once done: wait for it, and a margin.
     let wait = match &a.command {
@@ -272,6 +282,7 @@ fn request(c: &MirrorCommand) -> anyhow::Result<MirrorRequest> {
                 timeout_ms: timeout_s.saturating_mul(1000),
             }
         }
+        MirrorCommand::Schemas(_) => bail!("`mirror schemas` sends no request to the broker"),
     })
 }
 

@@ -166,3 +166,147 @@ fn none_turns_the_registry_off() {
     let log = b.stop();
     assert!(!log.contains("schema registry"), "{log}");
 }
+
+/// `es-broker mirror schemas`: (exit success, stdout + stderr).
+fn copy_schemas(from: &str, to: &str) -> (bool, String) {
+    let out = std::process::Command::new(EXE)
+        .args(["mirror", "schemas", "--from", from, "--to", to])
+        .output()
+        .expect("es-broker mirror schemas");
+    (
+        out.status.success(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
+#[test]
+fn mirror_schemas_copies_a_registry_with_its_ids_and_levels() {
+    use reqwest::Method as M;
+    const MONEY: &str = r#"{"type":"record","name":"Money","namespace":"shop","fields":[{"name":"cents","type":"long"}]}"#;
+    const PAY: &str = r#"{"type":"record","name":"Pay","namespace":"shop","fields":[{"name":"amount","type":"shop.Money"}]}"#;
+    const TMP: &str = r#"{"type":"record","name":"Tmp","fields":[{"name":"t","type":"int"}]}"#;
+    let dir = tempfile::tempdir().expect("tmp");
+    let (src, from) = start(&dir.path().join("source"));
+    let (dst, to) = start(&dir.path().join("target"));
+    let post = |url: &str, path: &str, body: Value| {
+        let (st, v) = call(M::POST, &format!("{url}{path}"), Some(body));
+        assert_eq!(st, 200, "{path}: {v}");
+        v
+    };
+    // The source: an id gap (a subject deleted for good), two versions, a
+    // reference across subjects, a subject's own level.
+    let order = post(
+        &from,
+        "/subjects/orders-value/versions",
+        json!({"schema": ORDER}),
+    );
+    post(
+        &from,
+        "/subjects/tmp-value/versions",
+        json!({"schema": TMP}),
+    );
+    assert_eq!(
+        call(M::DELETE, &format!("{from}/subjects/tmp-value"), None).0,
+        200
+    );
+    assert_eq!(
+        call(
+            M::DELETE,
+            &format!("{from}/subjects/tmp-value?permanent=true"),
+            None
+        )
+        .0,
+        200
+    );
+    let order2 = post(
+        &from,
+        "/subjects/orders-value/versions",
+        json!({"schema": ORDER2}),
+    );
+    let money = post(&from, "/subjects/money/versions", json!({"schema": MONEY}));
+    let pay = post(
+        &from,
+        "/subjects/pay-value/versions",
+        json!({"schema": PAY, "references": [{"name": "shop.Money", "subject": "money", "version": 1}]}),
+    );
+    assert_eq!(
+        call(
+            M::PUT,
+            &format!("{from}/config/orders-value"),
+            Some(json!({"compatibility": "NONE"}))
+        )
+        .0,
+        200
+    );
+    let ids = [&order, &order2, &money, &pay].map(|v| v["id"].as_i64().expect("id"));
+    assert_eq!(ids, [1, 3, 4, 5], "the source's ids, with the gap");
+
+    let (ok, out) = copy_schemas(&from, &to);
+    assert!(ok, "{out}");
+    assert!(
+        out.contains("copied 4 version(s), 0 already there"),
+        "{out}"
+    );
+    for id in ids {
+        assert_eq!(
+            call(M::GET, &format!("{to}/schemas/ids/{id}"), None),
+            call(M::GET, &format!("{from}/schemas/ids/{id}"), None),
+            "schema {id}"
+        );
+    }
+    assert_eq!(
+        call(M::GET, &format!("{to}/schemas/ids/2"), None).0,
+        404,
+        "the gap stays a gap"
+    );
+    for (subject, versions) in [("orders-value", 2), ("money", 1), ("pay-value", 1)] {
+        for v in 1..=versions {
+            let path = format!("/subjects/{subject}/versions/{v}");
+            assert_eq!(
+                call(M::GET, &format!("{to}{path}"), None),
+                call(M::GET, &format!("{from}{path}"), None),
+                "{path}"
+            );
+        }
+    }
+    assert_eq!(
+        call(M::GET, &format!("{to}/config/orders-value"), None),
+        (200, json!({"compatibilityLevel": "NONE"}))
+    );
+    // Modes are put back: the subjects take registrations again.
+    let (st, mode) = call(M::GET, &format!("{to}/mode/orders-value"), None);
+    assert_eq!(
+        (st, mode["error_code"].clone()),
+        (404, json!(40409)),
+        "{mode}"
+    );
+    assert_eq!(
+        call(M::GET, &format!("{to}/mode"), None),
+        (200, json!({"mode": "READWRITE"}))
+    );
+
+    // Again: nothing to copy.
+    let (ok, out) = copy_schemas(&from, &to);
+    assert!(
+        ok && out.contains("copied 0 version(s), 4 already there"),
+        "{out}"
+    );
+
+    // An id es already gave another schema: refused, and said why.
+    let taken = post(&to, "/subjects/es-only/versions", json!({"schema": TMP}));
+    let clash = post(
+        &from,
+        "/subjects/late-value/versions",
+        json!({"schema": r#""string""#}),
+    );
+    assert_eq!(taken["id"], clash["id"], "both registries gave the next id");
+    let (ok, out) = copy_schemas(&from, &to);
+    assert!(!ok, "{out}");
+    assert!(out.contains("late-value version 1"), "{out}");
+    src.stop();
+    dst.stop();
+}
