@@ -4,13 +4,10 @@
 //! secret, or a SCRAM user and password), the JSON API answering as the
 //! authorizer decides for that principal, and changes for super users only.
 
-use std::path::Path;
-
 use es_auth::scram::ScramMechanism;
 use serde_json::json;
 
-use super::common::{Broker, ES_BROKER};
-use super::{create_key, handshake, plain, upsert_scram};
+use super::{create_key, handshake, plain, start_sasl, upsert_scram};
 
 fn http() -> reqwest::blocking::Client {
     reqwest::blocking::Client::builder()
@@ -25,22 +22,7 @@ fn the_admin_listener_asks_for_kafka_credentials_and_lets_only_super_users_chang
     let data = dir.path().join("data");
     let (admin, admin_secret) = create_key(&data, "User:admin");
     let (alice, alice_secret) = create_key(&data, "User:alice");
-    let mut b = Broker::start(
-        Path::new(ES_BROKER),
-        &data,
-        &[
-            "--listener",
-            "SASL_PLAINTEXT://127.0.0.1:0",
-            "--admin-listen",
-            "127.0.0.1:0",
-            "--set",
-            "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-            "--set",
-            "super.users=User:admin",
-            "--set",
-            "connection.failed.authentication.delay.ms=10",
-        ],
-    );
+    let mut b = start_sasl(&data, &["--admin-listen", "127.0.0.1:0"]);
     let url = b.admin_url();
     let h = http();
     // Health checks answer anyone.

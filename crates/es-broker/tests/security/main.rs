@@ -779,20 +779,44 @@ fn floods_of_half_open_and_unauthenticated_connections_cost_little() {
 
 /// CreateAcls of one LITERAL TOPIC binding, ALLOW, any host.
 fn allow_on_topic(c: &mut KafkaClient, topic: &str, principal: &str, operation: i8) {
+    allow(c, 2, topic, 3, principal, operation);
+}
+
+/// CreateAcls of one ALLOW binding for any host: Kafka's codes for the
+/// resource type, pattern type and operation.
+fn allow(c: &mut KafkaClient, rt: i8, name: &str, pattern: i8, principal: &str, op: i8) {
     use kafka_protocol::messages::create_acls_request::AclCreation;
     use kafka_protocol::messages::{CreateAclsRequest, CreateAclsResponse};
     let mut a = AclCreation::default();
-    a.resource_type = 2;
-    a.resource_name = StrBytes::from_string(topic.to_string());
-    a.resource_pattern_type = 3;
+    a.resource_type = rt;
+    a.resource_name = StrBytes::from_string(name.to_string());
+    a.resource_pattern_type = pattern;
     a.principal = StrBytes::from_string(principal.to_string());
     a.host = StrBytes::from_static_str("*");
-    a.operation = operation;
+    a.operation = op;
     a.permission_type = 3;
     let mut req = CreateAclsRequest::default();
     req.creations = vec![a];
     let r: CreateAclsResponse = c.call(ApiKey::CreateAcls, 3, &req);
     assert_eq!(r.results[0].error_code, 0, "{r:?}");
+}
+
+/// A broker with one SASL_PLAINTEXT listener, the StandardAuthorizer,
+/// `User:admin` as super user and a short failed-authentication delay,
+/// plus `extra` flags.
+fn start_sasl(data: &Path, extra: &[&str]) -> Broker {
+    let mut args = vec![
+        "--listener",
+        "SASL_PLAINTEXT://127.0.0.1:0",
+        "--set",
+        "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "--set",
+        "super.users=User:admin",
+        "--set",
+        "connection.failed.authentication.delay.ms=10",
+    ];
+    args.extend_from_slice(extra);
+    Broker::start(Path::new(ES_BROKER), data, &args)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -5,19 +5,12 @@
 //! (subject S is the topic `__schema_S`, the registry's global settings
 //! are the cluster), with Confluent's 40101 and 40301 answers.
 
-use std::path::Path;
-
 use es_auth::scram::ScramMechanism;
-use es_test_support::wire::KafkaClient;
-use kafka_protocol::messages::create_acls_request::AclCreation;
-use kafka_protocol::messages::{ApiKey, CreateAclsRequest, CreateAclsResponse};
-use kafka_protocol::protocol::StrBytes;
 use reqwest::blocking::{Client, RequestBuilder};
 use reqwest::Method;
 use serde_json::{json, Value};
 
-use super::common::{Broker, ES_BROKER};
-use super::{create_key, handshake, plain, upsert_scram};
+use super::{allow, create_key, handshake, plain, start_sasl, upsert_scram};
 
 const ORDER: &str = r#"{"type":"record","name":"Order","fields":[{"name":"id","type":"long"}]}"#;
 const ORDER2: &str = r#"{"type":"record","name":"Order","fields":[{"name":"id","type":"long"},{"name":"note","type":["null","string"],"default":null}]}"#;
@@ -32,22 +25,6 @@ const PREFIXED: i8 = 4;
 const READ: i8 = 3;
 const WRITE: i8 = 4;
 const DESCRIBE_CONFIGS: i8 = 10;
-
-/// One ALLOW binding for any host, created by an authenticated super user.
-fn allow(c: &mut KafkaClient, rt: i8, name: &str, pattern: i8, principal: &str, op: i8) {
-    let mut a = AclCreation::default();
-    a.resource_type = rt;
-    a.resource_name = StrBytes::from_string(name.to_string());
-    a.resource_pattern_type = pattern;
-    a.principal = StrBytes::from_string(principal.to_string());
-    a.host = StrBytes::from_static_str("*");
-    a.operation = op;
-    a.permission_type = 3;
-    let mut req = CreateAclsRequest::default();
-    req.creations = vec![a];
-    let r: CreateAclsResponse = c.call(ApiKey::CreateAcls, 3, &req);
-    assert_eq!(r.results[0].error_code, 0, "{r:?}");
-}
 
 /// Sends `req`: (status, JSON body).
 fn send(req: RequestBuilder) -> (u16, Value) {
@@ -106,22 +83,7 @@ fn the_registry_asks_for_kafka_credentials_and_the_acls_decide() {
     let data = dir.path().join("data");
     let (admin, admin_secret) = create_key(&data, "User:admin");
     let (alice, alice_secret) = create_key(&data, "User:alice");
-    let mut b = Broker::start(
-        Path::new(ES_BROKER),
-        &data,
-        &[
-            "--listener",
-            "SASL_PLAINTEXT://127.0.0.1:0",
-            "--schema-registry-listen",
-            "127.0.0.1:0",
-            "--set",
-            "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-            "--set",
-            "super.users=User:admin",
-            "--set",
-            "connection.failed.authentication.delay.ms=10",
-        ],
-    );
+    let mut b = start_sasl(&data, &["--schema-registry-listen", "127.0.0.1:0"]);
     let url = b.schema_registry_url();
     let http = Client::builder()
         .no_proxy()
