@@ -372,3 +372,67 @@ fn health_metrics_and_the_json_api_agree_with_the_kafka_clients() {
     assert_eq!(over["partitions"]["total"], 4);
     drop(b);
 }
+
+/// The `.log` files under `data/topics`: (count, bytes).
+fn segments_on_disk(data: &std::path::Path) -> (u64, u64) {
+    let (mut n, mut bytes) = (0, 0);
+    for t in std::fs::read_dir(data.join("topics"))
+        .expect("topics")
+        .flatten()
+    {
+        for p in std::fs::read_dir(t.path()).into_iter().flatten().flatten() {
+            for f in std::fs::read_dir(p.path()).into_iter().flatten().flatten() {
+                if f.file_name().to_string_lossy().ends_with(".log") {
+                    n += 1;
+                    bytes += f.metadata().expect("metadata").len();
+                }
+            }
+        }
+    }
+    (n, bytes)
+}
+
+#[test]
+fn recovery_reports_the_segments_and_bytes_it_checked() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let data = dir.path().join("data");
+    let (b, _) = start(&data, &[]);
+    create_topic(&b.addr, "recovered", 3);
+    produce(&b.addr, "recovered", RECORDS);
+    b.stop();
+    let (segments, bytes) = segments_on_disk(&data);
+    assert!(
+        segments >= 3,
+        "{segments} segments: one per partition at least"
+    );
+
+    // `start` returns once the broker listens, after recovery.
+    let (b, url) = start(&data, &[]);
+    let log = b.log_text();
+    let log = log
+        .lines()
+        .find(|l| l.contains("recovery done:"))
+        .expect("a recovery done line");
+    assert!(
+        log.contains(&format!("in {segments} segments checked")),
+        "{log}"
+    );
+    let text = http()
+        .get(format!("{url}/metrics"))
+        .send()
+        .expect("metrics")
+        .text()
+        .expect("text");
+    let s = samples(&text);
+    assert_eq!(
+        s.get("es_recovery_total_segments"),
+        Some(&(segments as f64))
+    );
+    assert_eq!(
+        s.get("es_recovery_checked_segments"),
+        Some(&(segments as f64))
+    );
+    assert_eq!(s.get("es_recovery_total_bytes"), Some(&(bytes as f64)));
+    assert_eq!(s.get("es_recovery_checked_bytes"), Some(&(bytes as f64)));
+    b.stop();
+}

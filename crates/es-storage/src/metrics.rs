@@ -23,10 +23,12 @@ pub struct StorageMetrics {
     pub fsync_seconds: Histogram,
     pub fsync_records: Histogram,
     pub segment_rolls: Counter,
-    /// Start-up recovery: bytes of segments to check and checked so far,
+    /// Start-up recovery: bytes and segments to check and checked so far,
     /// and how long it took once done (seconds, as f64 bits).
     pub recovery_bytes_total: Gauge,
     pub recovery_bytes_checked: Gauge,
+    pub recovery_segments_total: Gauge,
+    pub recovery_segments_checked: Gauge,
     pub recovery_seconds: Gauge<f64, AtomicU64>,
 }
 
@@ -42,6 +44,8 @@ static METRICS: LazyLock<StorageMetrics> = LazyLock::new(|| StorageMetrics {
     segment_rolls: Counter::default(),
     recovery_bytes_total: Gauge::default(),
     recovery_bytes_checked: Gauge::default(),
+    recovery_segments_total: Gauge::default(),
+    recovery_segments_checked: Gauge::default(),
     recovery_seconds: Gauge::default(),
 });
 
@@ -91,6 +95,16 @@ pub fn register(registry: &mut Registry) {
         "bytes of segments start-up recovery has to check",
         m.recovery_bytes_total.clone(),
     );
+    registry.register(
+        "es_recovery_checked_segments",
+        "segments start-up recovery has checked",
+        m.recovery_segments_checked.clone(),
+    );
+    registry.register(
+        "es_recovery_total_segments",
+        "segments start-up recovery has to check",
+        m.recovery_segments_total.clone(),
+    );
 }
 
 /// Times one fsync: counts it and observes its latency when dropped.
@@ -121,28 +135,49 @@ pub(crate) fn durable_records(records: u64) {
 /// count as checked by recovery (later ones are new topics).
 static RECOVERING: AtomicBool = AtomicBool::new(false);
 
-/// Adds `bytes` (a partition just opened) to what recovery has checked.
-pub fn recovery_checked(bytes: u64) {
+/// Adds a partition just opened (`bytes` in `segments` segments) to what
+/// recovery has checked.
+pub fn recovery_checked(bytes: u64, segments: u64) {
     if !RECOVERING.load(Ordering::Relaxed) {
         return;
     }
-    let g = &storage_metrics().recovery_bytes_checked;
-    g.inc_by(i64::try_from(bytes).unwrap_or(i64::MAX));
+    let m = storage_metrics();
+    m.recovery_bytes_checked
+        .inc_by(i64::try_from(bytes).unwrap_or(i64::MAX));
+    m.recovery_segments_checked
+        .inc_by(i64::try_from(segments).unwrap_or(i64::MAX));
 }
 
-/// Bytes recovery has checked so far, and the total it has to.
-pub fn recovery_progress() -> (u64, u64) {
+/// Where start-up recovery is.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RecoveryProgress {
+    pub bytes_checked: u64,
+    pub bytes_total: u64,
+    pub segments_checked: u64,
+    pub segments_total: u64,
+}
+
+/// What recovery has checked so far, and the total it has to.
+pub fn recovery_progress() -> RecoveryProgress {
     let m = storage_metrics();
     let get = |g: &Gauge| u64::try_from(g.get()).unwrap_or(0);
-    (get(&m.recovery_bytes_checked), get(&m.recovery_bytes_total))
+    RecoveryProgress {
+        bytes_checked: get(&m.recovery_bytes_checked),
+        bytes_total: get(&m.recovery_bytes_total),
+        segments_checked: get(&m.recovery_segments_checked),
+        segments_total: get(&m.recovery_segments_total),
+    }
 }
 
-/// Sets the bytes recovery has to check (before it starts).
-pub fn recovery_begin(total_bytes: u64) {
+/// Sets what recovery has to check (before it starts).
+pub fn recovery_begin(total_bytes: u64, total_segments: u64) {
     let m = storage_metrics();
     m.recovery_bytes_total
         .set(i64::try_from(total_bytes).unwrap_or(i64::MAX));
     m.recovery_bytes_checked.set(0);
+    m.recovery_segments_total
+        .set(i64::try_from(total_segments).unwrap_or(i64::MAX));
+    m.recovery_segments_checked.set(0);
     RECOVERING.store(true, Ordering::Relaxed);
 }
 

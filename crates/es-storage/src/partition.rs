@@ -432,7 +432,7 @@ impl Partition {
             sync: storage.sync.clone(),
             clock: storage.clock.clone(),
         };
-        crate::metrics::recovery_checked(p.size_bytes());
+        crate::metrics::recovery_checked(p.size_bytes(), p.segments().len() as u64);
         Ok((Arc::new(p), report))
     }
 

@@ -81,8 +81,11 @@ impl Shared {
         let Some(stop) = self.serving.get() else {
             return Some(match self.broker.get() {
                 None => {
-                    let (checked, total) = es_storage::metrics::recovery_progress();
-                    format!("recovering the data directory: {checked} of {total} bytes checked")
+                    let p = es_storage::metrics::recovery_progress();
+                    format!(
+                        "recovering the data directory: {} of {} bytes ({} of {} segments) checked",
+                        p.bytes_checked, p.bytes_total, p.segments_checked, p.segments_total
+                    )
                 }
                 Some(_) => "starting: metadata and listeners".to_string(),
             });
@@ -200,10 +203,10 @@ async fn metrics_text(State(s): State<Arc<Shared>>) -> Response {
 }
 
 /// Bytes of `.log` files under `data_dir/topics` (what recovery checks).
-pub(crate) fn log_bytes_under(data_dir: &Path) -> u64 {
-    let mut total = 0;
+pub(crate) fn log_bytes_under(data_dir: &Path) -> (u64, u64) {
+    let (mut bytes, mut segments) = (0, 0);
     let Ok(topics) = std::fs::read_dir(data_dir.join("topics")) else {
-        return 0;
+        return (0, 0);
     };
     for t in topics.flatten() {
         let Ok(parts) = std::fs::read_dir(t.path()) else {
@@ -215,10 +218,11 @@ pub(crate) fn log_bytes_under(data_dir: &Path) -> u64 {
             };
             for f in files.flatten() {
                 if f.file_name().to_string_lossy().ends_with(".log") {
-                    total += f.metadata().map_or(0, |m| m.len());
+                    bytes += f.metadata().map_or(0, |m| m.len());
+                    segments += 1;
                 }
             }
         }
     }
-    total
+    (bytes, segments)
 }

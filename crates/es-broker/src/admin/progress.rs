@@ -1,6 +1,6 @@
 //! Long work reporting progress, and the samples the console plots.
 //!
-//! - [`Recovery`]: start-up recovery logs its progress every 5 s (bytes of
+//! - [`Recovery`]: start-up recovery logs its progress every 5 s (segments and bytes of
 //!   segments checked of the total, rate, time left) and when it ends; the
 //!   same figures are in /metrics (`es_recovery_*`).
 //! - Mirror catch-up: every 5 s, each mirror topic still behind its source
@@ -40,8 +40,8 @@ impl Recovery {
     /// Recovery of `data_dir` begins: measures what it has to check and
     /// starts the reporter.
     pub fn begin(data_dir: &Path) -> Recovery {
-        let total = super::log_bytes_under(data_dir);
-        es_storage::metrics::recovery_begin(total);
+        let (total, segments) = super::log_bytes_under(data_dir);
+        es_storage::metrics::recovery_begin(total, segments);
         let done = Arc::new(AtomicBool::new(false));
         let started = Instant::now();
         let d = done.clone();
@@ -54,7 +54,8 @@ impl Recovery {
                     if d.load(Ordering::Relaxed) {
                         return;
                     }
-                    let (checked, total) = es_storage::metrics::recovery_progress();
+                    let p = es_storage::metrics::recovery_progress();
+                    let (checked, total) = (p.bytes_checked, p.bytes_total);
                     let now = Instant::now();
                     let rate = checked.saturating_sub(last.1) as f64
                         / now.duration_since(last.0).as_secs_f64().max(0.001);
@@ -67,11 +68,15 @@ impl Recovery {
                     tracing::info!(
                         checked_bytes = checked,
                         total_bytes = total,
+                        checked_segments = p.segments_checked,
+                        total_segments = p.segments_total,
                         bytes_per_second = rate as u64,
-                        "recovery: {} of {} checked ({:.0}%), {}/s, time left {left}",
+                        "recovery: {} of {} checked ({:.0}%), {} of {} segments, {}/s, time left {left}",
                         human_bytes(checked),
                         human_bytes(total),
                         percent(checked, total),
+                        p.segments_checked,
+                        p.segments_total,
                         human_bytes(rate as u64),
                     );
                 }
@@ -87,12 +92,14 @@ impl Recovery {
         self.done.store(true, Ordering::Relaxed);
         let secs = self.started.elapsed().as_secs_f64();
         es_storage::metrics::recovery_done(secs);
-        let (checked, _) = es_storage::metrics::recovery_progress();
+        let p = es_storage::metrics::recovery_progress();
         tracing::info!(
-            checked_bytes = checked,
+            checked_bytes = p.bytes_checked,
+            checked_segments = p.segments_checked,
             seconds = secs,
-            "recovery done: {} checked in {secs:.1} s",
-            human_bytes(checked)
+            "recovery done: {} in {} segments checked in {secs:.1} s",
+            human_bytes(p.bytes_checked),
+            p.segments_checked
         );
     }
 }
