@@ -35,6 +35,7 @@ const chromiumPath = process.env.CHROMIUM || '/usr/bin/chromium';
 const kcatBin = process.env.KCAT || 'kcat';
 const kafka = '127.0.0.1:39592';
 const admin = '127.0.0.1:39644';
+const registry = '127.0.0.1:39681';
 const base = `http://${admin}/`;
 // docs/img by default; scripts/test points this at target/ so that a test
 // run does not rewrite the screenshots the docs show.
@@ -215,7 +216,7 @@ async function main() {
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'es-console-test-'));
   const logFile = path.join(dataDir, 'broker.log');
   const log = fs.openSync(logFile, 'a');
-  const brokerArgs = ['--data-dir', path.join(dataDir, 'data'), '--listen', kafka, '--admin-listen', admin, '--schema-registry-listen', 'none', '--auto-create-topics', 'false'];
+  const brokerArgs = ['--data-dir', path.join(dataDir, 'data'), '--listen', kafka, '--admin-listen', admin, '--schema-registry-listen', registry, '--auto-create-topics', 'false'];
   console.log(`starting ${broker} ${brokerArgs.join(' ')}`);
   const es = start(broker, brokerArgs, { stdio: ['ignore', log, log] });
   let browser = null;
@@ -258,6 +259,19 @@ async function main() {
       }
     }
     console.log(`produced ${orders_partitions * orders_records_per_partition} records to console-orders`);
+
+    // An Avro record in the registry's wire format: magic 0, the schema id,
+    // then {id: 21, name: "ab"} (zigzag 42, length 2 as zigzag 4, "ab").
+    const registered = await fetch(`http://${registry}/subjects/console-avro-value/versions`, {
+      method: 'POST',
+      headers: { 'Content-Type': 'application/vnd.schemaregistry.v1+json' },
+      body: JSON.stringify({ schema: JSON.stringify({ type: 'record', name: 'Row', fields: [{ name: 'id', type: 'long' }, { name: 'name', type: 'string' }] }) }),
+    }).then((r) => r.json());
+    await apiPost('/topics', { name: 'console-avro', partitions: 1, replication_factor: -1, configs: {} });
+    const avroId = Buffer.alloc(4);
+    avroId.writeInt32BE(registered.id);
+    const avroValue = Buffer.concat([Buffer.from([0]), avroId, Buffer.from([42, 4, 0x61, 0x62])]);
+    await run(kcatBin, ['-P', '-b', kafka, '-t', 'console-avro', '-p', '0', '-X', 'acks=all'], { input: Buffer.concat([avroValue, Buffer.from('\n')]) });
 
     // The live producer: idempotent (so DescribeProducers knows it), fed ~40 records/s.
     const live = start(kcatBin, ['-P', '-b', kafka, '-t', 'console-live', '-p', '0', '-K', '\t', '-X', 'enable.idempotence=true', '-X', 'linger.ms=50'], { stdio: ['pipe', 'ignore', 'pipe'] });
@@ -450,6 +464,11 @@ async function main() {
     });
     await goto(page, '#/browse?topic=console-orders&partition=1&offset=10', `${tid('records-table')} tr[data-key="10"]`);
     await check('browser: screenshot', () => shot(page, 'browser'));
+    await check('browser: an Avro value is decoded with the registry\'s schema', async () => {
+      await goto(page, '#/browse?topic=console-avro&partition=0&offset=0', `${tid('records-table')} tr[data-key="0"]`);
+      assertEq(await cellText(page, 'records-table', '0', 'value'), '{"id":21,"name":"ab"}', 'decoded value (text view)');
+      assertEq(await cellText(page, 'records-table', '0', 'schema'), `console-avro-value #${registered.id} (AVRO)`, 'schema cell');
+    });
 
     // -- consumer groups --
     await goto(page, '#/groups', `${tid('groups-table')} tr[data-key="console-lagging"]`);
@@ -556,7 +575,7 @@ async function main() {
       });
     }
     for (const [hash, ready, what] of [
-      ['#/schemas', tid('schemas-table-empty'), 'schemas: none (the registry is off)'],
+      ['#/schemas', `${tid('schemas-table')} tr[data-key="console-avro-value"]`, 'schemas: the registered subject is listed'],
       ['#/mirrors', tid('mirrors-empty'), 'mirrors: none'],
     ]) {
       await check(what, async () => {

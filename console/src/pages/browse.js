@@ -1,8 +1,9 @@
 // The message browser: reads one partition from an offset, from a time
 // (the first record at or after it) or its last N records, read_committed, and
 // shows offsets, timestamps, keys, values and headers as text, pretty JSON or
-// hex. A value written in the schema registry's wire format (magic byte 0 and a
-// schema id) shows its subject, id and type; a JSON Schema value is decoded.
+// hex. A key or value written in the schema registry's wire format (magic byte 0
+// and a schema id) is decoded by the broker with the registered schema (Avro,
+// Protobuf or JSON Schema) and shown as JSON, with its subject, id and type.
 // The reading position lives in the URL (#/browse?topic=..&partition=..&offset=..)
 // so a view can be shared or reloaded.
 import { api, enc } from '../api.js';
@@ -194,8 +195,8 @@ export function browsePage(root, ctx) {
         [
           { label: 'Offset', value: (r) => String(r.offset), num: true, col: 'offset' },
           { label: 'Timestamp', value: (r) => h('span', { title: `${r.timestamp_type} ${r.timestamp_ms}`, dataset: { value: r.timestamp_ms } }, time(r.timestamp_ms)), col: 'timestamp' },
-          { label: 'Key', value: (r) => showBytes(r.key, state.view, null), col: 'key' },
-          { label: 'Value', value: (r) => showBytes(r.value, state.view, r.schema), col: 'value' },
+          { label: 'Key', value: (r) => showBytes(r.key, state.view, null, decodedOf(r, 'key')), col: 'key' },
+          { label: 'Value', value: (r) => showBytes(r.value, state.view, r.schema, decodedOf(r, 'value')), col: 'value' },
           { label: 'Headers', value: (r) => showHeaders(r.headers || [], state.view), col: 'headers' },
           { label: 'Schema', value: (r) => (r.schema ? link(`#/schemas?subject=${enc(r.schema.subject)}`, `${r.schema.subject} #${r.schema.id} (${r.schema.type})`) : '–'), col: 'schema' },
         ],
@@ -259,15 +260,29 @@ export function hexDump(data) {
 
 const utf8 = new TextDecoder('utf-8', { fatal: true });
 
+/** The broker's decoding of a record's key or value: {json} or {error}, or null. */
+export function decodedOf(r, side) {
+  if (r[`${side}_decoded`] !== undefined) return { json: r[`${side}_decoded`] };
+  if (r[`${side}_decode_error`] !== undefined) return { error: r[`${side}_decode_error`] };
+  return null;
+}
+
 /**
  * A key or value as the chosen view shows it. v is the API's {text, base64, json}
- * or null. With a registry schema the 5-byte header (magic 0, schema id) is skipped
- * for the text and JSON views, and a JSON Schema payload is parsed.
+ * or null. What the broker decoded with the registry's schema is shown as JSON
+ * (compact as text, indented as JSON). Otherwise, with a registry schema the 5-byte
+ * header (magic 0, schema id) is skipped for the text and JSON views, and a JSON
+ * Schema payload is parsed.
  */
-export function showBytes(v, view, schema) {
+export function showBytes(v, view, schema, decoded = null) {
   if (v === null || v === undefined) return h('span', { class: 'null' }, 'null');
   const raw = base64Bytes(v.base64);
   if (view === 'hex') return h('pre', { class: 'hex' }, hexDump(raw));
+  if (decoded && decoded.json !== undefined) {
+    return view === 'json'
+      ? h('pre', { class: 'json', testid: 'decoded' }, JSON.stringify(decoded.json, null, 2))
+      : h('span', { class: 'text', testid: 'decoded' }, JSON.stringify(decoded.json));
+  }
   let text = v.text;
   // Parsed here rather than taken from v.json, so that the JSON view keeps the
   // keys in the order they were written (the broker's parse may sort them).
@@ -295,7 +310,8 @@ export function showBytes(v, view, schema) {
       }
     }
     if (text === null) {
-      return h('span', {}, badge(`${schema.type}, ${raw.length - 5} bytes`), h('pre', { class: 'hex' }, hexDump(payload)));
+      const why = decoded && decoded.error ? `, not decoded: ${decoded.error}` : '';
+      return h('span', {}, badge(`${schema.type}, ${raw.length - 5} bytes${why}`), h('pre', { class: 'hex' }, hexDump(payload)));
     }
   }
   if (view === 'json' && json !== undefined) return h('pre', { class: 'json' }, JSON.stringify(json, null, 2));

@@ -19,3 +19,10 @@ pub const MESSAGE_SCHEMA_CHARS_MAX: usize = 2000;
 /// Most record names remembered for produce-time validation (one per
 /// schema id; the whole memo is dropped when full).
 pub const RECORD_NAMES_MAX: usize = 10_000;
+/// Largest single allocation decoding an Avro value may make (a string,
+/// bytes or an array's block), for the admin console's record browser:
+/// apache-avro allocates a length read from the data before reading it.
+/// Process-wide (apache-avro keeps one), set before the first decode.
+pub const AVRO_DECODE_ALLOCATION_BYTES_MAX: usize = 8 * 1024 * 1024;
+/// Most Protobuf message indexes a record's header may name.
+pub const PROTOBUF_MESSAGE_INDEXES_MAX: usize = 64;

@@ -12,6 +12,7 @@
 //! schema by its identity; `generation` grows with every change, so the
 //! shell knows whether to write.
 
+mod decode;
 mod lookup;
 mod read;
 mod settings;

@@ -78,6 +78,8 @@ pub(super) async fn records(
         .get()
         .cloned();
     let mut out = Vec::new();
+    // Keys and values in the registry's wire format, decoded below.
+    let mut framed: Vec<(Option<Bytes>, Option<Bytes>)> = Vec::new();
     let mut next = start;
     let mut bytes = p.records.clone().unwrap_or_default();
     // `next_offset` is where the next page starts: after the last record
@@ -120,6 +122,36 @@ pub(super) async fn records(
                 "headers": rec.headers.iter().map(|(k, v)| json!({"key": k.to_string(), "value": bytes_json(v.as_ref())})).collect::<Vec<_>>(),
                 "schema": schema,
             }));
+            let wire = |b: &Option<Bytes>| b.clone().filter(|b| b.len() >= 5 && b[0] == 0);
+            framed.push((wire(&rec.key), wire(&rec.value)));
+        }
+    }
+    if let Some(registry) =
+        registry.filter(|_| framed.iter().any(|(k, v)| k.is_some() || v.is_some()))
+    {
+        let decoded = tokio::task::spawn_blocking(move || {
+            registry.with_registry(|r| {
+                let mut d = r.decoder();
+                let mut one = |b: &Option<Bytes>| b.as_ref().map(|b| d.decode(b));
+                framed
+                    .iter()
+                    .map(|(k, v)| (one(k), one(v)))
+                    .collect::<Vec<_>>()
+            })
+        })
+        .await
+        .unwrap_or_default();
+        for (rec, (k, v)) in out.iter_mut().zip(decoded) {
+            for (side, d) in [("key", k), ("value", v)] {
+                match d {
+                    Some(Ok((id, json))) => {
+                        rec[format!("{side}_decoded")] = json;
+                        rec[format!("{side}_schema_id")] = json!(id);
+                    }
+                    Some(Err(why)) => rec[format!("{side}_decode_error")] = json!(why),
+                    None => {}
+                }
+            }
         }
     }
     ok(json!({
