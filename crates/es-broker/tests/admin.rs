@@ -436,3 +436,52 @@ fn recovery_reports_the_segments_and_bytes_it_checked() {
     assert_eq!(s.get("es_recovery_checked_bytes"), Some(&(bytes as f64)));
     b.stop();
 }
+
+#[test]
+fn a_kip_848_consumer_group_is_described_with_its_members() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let (b, url) = start(dir.path(), &[]);
+    create_topic(&b.addr, "next-gen", 3);
+    produce(&b.addr, "next-gen", 30);
+    let c: BaseConsumer = client_config(&b.addr)
+        .set("group.id", "kip848")
+        .set("group.protocol", "consumer")
+        .set("auto.offset.reset", "earliest")
+        .create()
+        .expect("consumer");
+    c.subscribe(&["next-gen"]).expect("subscribe");
+    let deadline = std::time::Instant::now() + TIMEOUT;
+    let group = loop {
+        let _ = c.poll(Duration::from_millis(100));
+        let g = get_json(&format!("{url}/api/v1/groups/kip848"));
+        let assigned: usize = g["members"]
+            .as_array()
+            .and_then(|m| m.first())
+            .and_then(|m| m["assignment"].as_array())
+            .map(|a| {
+                a.iter()
+                    .map(|t| t["partitions"].as_array().map_or(0, Vec::len))
+                    .sum()
+            })
+            .unwrap_or(0);
+        if assigned == 3 {
+            break g;
+        }
+        assert!(std::time::Instant::now() < deadline, "never assigned: {g}");
+    };
+    assert_eq!(group["type"], "consumer", "{group}");
+    assert_eq!(group["state"], "Stable", "{group}");
+    let m = &group["members"][0];
+    assert_eq!(m["subscribed_topics"], json!(["next-gen"]), "{group}");
+    assert!(m["member_epoch"].as_i64().unwrap_or(0) > 0, "{group}");
+    assert_eq!(m["assignment"][0]["topic"], "next-gen", "{group}");
+    // A reset is refused while the member is there, as for a classic group.
+    let r = http()
+        .post(format!("{url}/api/v1/groups/kip848/reset-offsets"))
+        .json(&json!({"topic": "next-gen", "to": "earliest"}))
+        .send()
+        .expect("reset");
+    assert_eq!(r.status().as_u16(), 409, "{:?}", r.text());
+    drop(c);
+    b.stop();
+}

@@ -66,6 +66,23 @@ async fn group_json(b: &Arc<Broker>, caller: &Caller, id: &str) -> Result<Value,
     if g.error_code != 0 {
         return Err(kafka_error(g.error_code, g.error_message.as_ref()));
     }
+    // DescribeGroups (v5) describes classic groups; a consumer group of
+    // KIP-848 answers Dead with no members there, and is described by
+    // ConsumerGroupDescribe instead.
+    if g.group_state.as_str() == "Dead" && g.members.is_empty() {
+        if let Some((state, members)) = consumer_group(b, caller, id).await? {
+            let offsets = committed(b, caller, id).await?;
+            return Ok(json!({
+                "group_id": id,
+                "state": state,
+                "protocol_type": "consumer",
+                "protocol": "",
+                "type": "consumer",
+                "members": members,
+                "offsets": offsets,
+            }));
+        }
+    }
     let members: Vec<Value> = g
         .members
         .iter()
@@ -91,6 +108,60 @@ async fn group_json(b: &Arc<Broker>, caller: &Caller, id: &str) -> Result<Value,
             })
         })
         .collect();
+    let offsets = committed(b, caller, id).await?;
+    Ok(json!({
+        "group_id": id,
+        "state": g.group_state.to_string(),
+        "protocol_type": g.protocol_type.to_string(),
+        "protocol": g.protocol_data.to_string(),
+        "type": "classic",
+        "members": members,
+        "offsets": offsets,
+    }))
+}
+
+/// A KIP-848 consumer group's state and members (ConsumerGroupDescribe),
+/// or None when no such consumer group exists.
+async fn consumer_group(
+    b: &Arc<Broker>,
+    caller: &Caller,
+    id: &str,
+) -> Result<Option<(String, Vec<Value>)>, Response> {
+    let mut req = ConsumerGroupDescribeRequest::default();
+    req.group_ids = vec![GroupId(s(id))];
+    let r: ConsumerGroupDescribeResponse =
+        call(b, caller, ApiKey::ConsumerGroupDescribe, 0, &req).await?;
+    let Some(g) = r.groups.first().filter(|g| g.error_code == 0) else {
+        return Ok(None);
+    };
+    let partitions = |a: &consumer_group_describe_response::Assignment| {
+        a.topic_partitions
+            .iter()
+            .map(|t| json!({"topic": t.topic_name.0.to_string(), "partitions": t.partitions}))
+            .collect::<Vec<_>>()
+    };
+    let members = g
+        .members
+        .iter()
+        .map(|m| {
+            json!({
+                "member_id": m.member_id.to_string(),
+                "group_instance_id": m.instance_id.as_ref().map(|s| s.to_string()),
+                "client_id": m.client_id.to_string(),
+                "client_host": m.client_host.to_string(),
+                "member_epoch": m.member_epoch,
+                "subscribed_topics": m.subscribed_topic_names.iter().map(|t| t.0.to_string()).collect::<Vec<_>>(),
+                "assignment": partitions(&m.assignment),
+                "target_assignment": partitions(&m.target_assignment),
+            })
+        })
+        .collect();
+    Ok(Some((g.group_state.to_string(), members)))
+}
+
+/// A group's committed offsets with the lag behind each partition's high
+/// watermark.
+async fn committed(b: &Arc<Broker>, caller: &Caller, id: &str) -> Result<Vec<Value>, Response> {
     let mut ofr = OffsetFetchRequestGroup::default();
     ofr.group_id = GroupId(s(id));
     ofr.topics = None;
@@ -124,14 +195,7 @@ async fn group_json(b: &Arc<Broker>, caller: &Caller, id: &str) -> Result<Value,
             }
         }
     }
-    Ok(json!({
-        "group_id": id,
-        "state": g.group_state.to_string(),
-        "protocol_type": g.protocol_type.to_string(),
-        "protocol": g.protocol_data.to_string(),
-        "members": members,
-        "offsets": offsets,
-    }))
+    Ok(offsets)
 }
 
 #[derive(Deserialize)]
@@ -164,8 +228,16 @@ pub(super) async fn reset_offsets(
         if g.error_code != 0 && g.error_code != 69 {
             return Err(kafka_error(g.error_code, g.error_message.as_ref()));
         }
-        let state = g.group_state.to_string();
-        if !g.members.is_empty() || !(state == "Empty" || state == "Dead" || state.is_empty()) {
+        let mut state = g.group_state.to_string();
+        let mut active = !g.members.is_empty();
+        if state == "Dead" && !active {
+            // A KIP-848 consumer group is not a classic one.
+            if let Some((st, members)) = consumer_group(&b, &caller, &id).await? {
+                active = !members.is_empty();
+                state = st;
+            }
+        }
+        if active || !(state == "Empty" || state == "Dead" || state.is_empty()) {
             return Err(error(
                 StatusCode::CONFLICT,
                 Some(68),
