@@ -122,15 +122,11 @@ impl Collector for BrokerCollector {
 }
 
 fn encode_topics(enc: &mut DescriptorEncoder, broker: &Broker, top_n: usize) -> std::fmt::Result {
-    let image = broker.image();
-    let me = broker.node_id();
     // Per topic: bytes in, bytes out, records in, records out, rejected.
     let mut traffic: BTreeMap<String, [u64; 5]> = BTreeMap::new();
     let mut parts = Vec::new();
-    let (mut hosted, mut led, mut under_replicated, mut under_min_isr) = (0, 0, 0, 0);
     for topic in broker.topics() {
         let t = traffic.entry(topic.name.clone()).or_default();
-        let min_isr = topic.config().min_insync_replicas();
         for slot in topic.partitions() {
             let tr = &slot.traffic;
             t[0] += tr.bytes_in.load(Ordering::Relaxed);
@@ -146,27 +142,9 @@ fn encode_topics(enc: &mut DescriptorEncoder, broker: &Broker, top_n: usize) -> 
                 start: log.log_start_offset(),
                 end: log.log_end_offset(),
             });
-            hosted += 1;
-            if let Some(l) = broker.leadership(image.as_deref(), &topic.name, slot.index) {
-                if l.leader == me {
-                    led += 1;
-                    if l.isr.len() < l.replicas.len() {
-                        under_replicated += 1;
-                    }
-                    if l.isr.len() < min_isr {
-                        under_min_isr += 1;
-                    }
-                }
-            }
         }
     }
-    let offline = image.as_deref().map_or(0, |i| {
-        i.topics
-            .values()
-            .flat_map(|t| t.partitions.iter())
-            .filter(|p| p.leader < 0)
-            .count()
-    });
+    let health = crate::admin::health::health(broker);
     let per_topic = |i: usize| -> Vec<(Labels, u64)> {
         traffic
             .iter()
@@ -260,31 +238,31 @@ fn encode_topics(enc: &mut DescriptorEncoder, broker: &Broker, top_n: usize) -> 
         enc,
         "es_partitions",
         "partition replicas hosted here (PartitionCount)",
-        f64::from(hosted),
+        health.hosted as f64,
     )?;
     gauge(
         enc,
         "es_leader_partitions",
         "partitions led here (LeaderCount)",
-        f64::from(led),
+        health.led as f64,
     )?;
     gauge(
         enc,
         "es_under_replicated_partitions",
         "partitions led here whose ISR is smaller than their replica set",
-        f64::from(under_replicated),
+        health.led_under_replicated as f64,
     )?;
     gauge(
         enc,
         "es_under_min_isr_partitions",
         "partitions led here whose ISR is below min.insync.replicas",
-        f64::from(under_min_isr),
+        health.led_under_min_isr as f64,
     )?;
     gauge(
         enc,
         "es_offline_partitions",
         "partitions without a leader, as this node's metadata sees them",
-        offline as f64,
+        health.offline as f64,
     )
 }
 

@@ -17,6 +17,7 @@
 mod api;
 mod auth;
 mod console;
+mod health;
 mod metrics;
 mod progress;
 

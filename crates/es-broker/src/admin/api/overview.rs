@@ -68,36 +68,16 @@ pub(super) async fn overview(
 
 /// Partition counts by health, and the bytes of every log hosted here.
 fn partition_health(b: &Broker) -> (Value, u64) {
-    let image = b.image();
-    let me = b.node_id();
-    let (mut total, mut led, mut offline, mut under, mut under_min, mut bytes) = (0, 0, 0, 0, 0, 0);
-    for t in b.topics() {
-        let min_isr = t.config().min_insync_replicas();
-        for p in 0..t.partition_count() {
-            let Some(l) = b.leadership(image.as_deref(), &t.name, p) else {
-                continue;
-            };
-            total += 1;
-            if l.leader < 0 {
-                offline += 1;
-            }
-            if l.leader == me {
-                led += 1;
-            }
-            if l.isr.len() < l.replicas.len() {
-                under += 1;
-            }
-            if l.isr.len() < min_isr {
-                under_min += 1;
-            }
-        }
-        for slot in t.partitions() {
-            bytes += slot.log.size_bytes();
-        }
-    }
+    let h = crate::admin::health::health(b);
+    let bytes = b
+        .topics()
+        .iter()
+        .flat_map(|t| t.partitions())
+        .map(|slot| slot.log.size_bytes())
+        .sum();
     (
-        json!({"total": total, "leader_here": led, "offline": offline,
-               "under_replicated": under, "under_min_isr": under_min}),
+        json!({"total": h.total, "leader_here": h.led, "offline": h.offline,
+               "under_replicated": h.under_replicated, "under_min_isr": h.under_min_isr}),
         bytes,
     )
 }
