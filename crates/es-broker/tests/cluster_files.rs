@@ -1,8 +1,8 @@
-//! scripts/cluster and deploy/compose.yaml describe the same three-node
-//! cluster (docs/cluster.md): the same es-broker flags (compose adds only
-//! what containers need), the same voters, flags es-broker accepts. And the
-//! script itself works: start (every node ready), status, kill -9 of a
-//! node, restart, stop, with the real binary.
+//! scripts/cluster and docker/compose.cluster.yml describe the same
+//! three-node cluster (docs/cluster.md): three voters, the coordinators'
+//! topics with six partitions, a schema registry on every node, flags
+//! es-broker accepts. And the script itself works: start (every node
+//! ready), status, kill -9 of a node, restart, stop, with the real binary.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -22,49 +22,49 @@ fn flags(text: &str) -> BTreeSet<String> {
 }
 
 #[test]
-fn the_script_and_the_compose_file_start_the_same_nodes() {
-    let compose = std::fs::read_to_string(repo().join("deploy/compose.yaml")).expect("compose");
+fn the_script_and_the_cluster_compose_file_describe_the_same_cluster() {
+    let compose =
+        std::fs::read_to_string(repo().join("docker/compose.cluster.yml")).expect("compose");
     let script = std::fs::read_to_string(repo().join("scripts/cluster")).expect("script");
-    let commands: Vec<&str> = compose
-        .lines()
-        .filter(|l| l.trim_start().starts_with("command:"))
-        .collect();
-    assert_eq!(commands.len(), 3, "three nodes in compose.yaml");
     // The flags the script passes each node (its start_node invocation).
     let start = script
         .split("setsid \"$bin\"")
         .nth(1)
         .and_then(|s| s.split(">>").next())
         .expect("start_node's es-broker invocation");
-    let script_flags = flags(start);
     let help = Command::new(EXE).arg("--help").output().expect("--help");
     let help = String::from_utf8_lossy(&help.stdout).to_string();
-    for (i, c) in commands.iter().enumerate() {
-        let compose_flags = flags(c);
-        let extra: BTreeSet<_> = compose_flags.difference(&script_flags).cloned().collect();
-        let missing: BTreeSet<_> = script_flags
-            .difference(&compose_flags)
-            .filter(|f| *f != "--data-dir") // the image's entrypoint sets it
-            .cloned()
-            .collect();
-        assert!(
-            missing.is_empty(),
-            "compose node {} lacks {missing:?}",
-            i + 1
-        );
-        assert!(
-            extra.iter().all(|f| f == "--advertised-listener"),
-            "compose node {} has flags the script does not: {extra:?}",
-            i + 1
-        );
-        for f in &compose_flags {
-            assert!(help.contains(f.as_str()), "es-broker does not know {f}");
-        }
-        assert!(c.contains(&format!("\"--node-id\", \"{}\"", i + 1)));
-        assert!(c.contains("1@es-1:9093,2@es-2:9093,3@es-3:9093"));
+    for f in flags(start) {
+        assert!(help.contains(f.as_str()), "es-broker does not know {f}");
     }
+    // Three voters, the coordinators' topics with six partitions, and a
+    // schema registry on every node, in both. (scripts/docker-check runs
+    // the compose file's environment through the image's entrypoint and
+    // checks the flags it makes against `es-broker --help`.)
     assert!(script.contains("voters=${ES_CLUSTER_VOTERS:-3}"));
     assert!(script.contains("nodes=${ES_CLUSTER_NODES:-3}"));
+    assert!(compose.contains("ES_CONTROLLER_QUORUM_VOTERS: 1@es1:9093,2@es2:9093,3@es3:9093"));
+    for id in 1..=3 {
+        assert!(
+            compose.contains(&format!("ES_NODE_ID: \"{id}\"")),
+            "node {id}"
+        );
+    }
+    for (flag, var) in [
+        (
+            "--offsets-topic-num-partitions 6",
+            "ES_SET_OFFSETS_TOPIC_NUM_PARTITIONS: \"6\"",
+        ),
+        (
+            "--transaction-state-log-num-partitions 6",
+            "ES_SET_TRANSACTION_STATE_LOG_NUM_PARTITIONS: \"6\"",
+        ),
+    ] {
+        assert!(start.contains(flag), "the script lacks {flag}");
+        assert!(compose.contains(var), "the compose file lacks {var}");
+    }
+    assert!(start.contains("--schema-registry-listen \"127.0.0.1:$(registry_port"));
+    assert!(compose.contains("ES_SCHEMA_REGISTRY_LISTEN: 0.0.0.0:8081"));
 }
 
 fn cluster(dir: &Path, base: u16, args: &[&str]) -> (bool, String) {
@@ -83,10 +83,11 @@ fn cluster(dir: &Path, base: u16, args: &[&str]) -> (bool, String) {
     (out.status.success(), text)
 }
 
-/// A base port with the six ports the script uses free.
+/// A base port with the twelve ports the script uses free.
 fn free_base() -> u16 {
     for base in (31_000u16..60_000).step_by(997) {
-        let ports = (1..=3).flat_map(|i| [base + i, base + 100 + i]);
+        let ports =
+            (1..=3).flat_map(|i| [base + i, base + 100 + i, base + 200 + i, base + 300 + i]);
         if ports
             .map(|p| std::net::TcpListener::bind(("127.0.0.1", p)))
             .all(|r| r.is_ok())
