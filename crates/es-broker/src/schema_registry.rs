@@ -152,15 +152,43 @@ fn unavailable(e: es_meta::node::MetaError) -> RegistryError {
     RegistryError::Store(format!("the cluster's metadata log: {e}"))
 }
 
+/// How often a change whose outcome was lost (the leader's connection
+/// closed before its answer) is sent again, when sending it again is safe.
+const UNCERTAIN_RETRIES: usize = 5;
+/// The pause before sending it again (a new leader is being elected).
+const UNCERTAIN_PAUSE: Duration = Duration::from_millis(300);
+
+/// Whether applying `change` twice answers as applying it once: a
+/// registration (the same schema gets the same id and version) and setting
+/// a level or mode. Deletes are not (the second finds it deleted).
+fn idempotent(change: &Change) -> bool {
+    matches!(
+        change,
+        Change::Register { .. } | Change::SetConfig { .. } | Change::SetMode { .. }
+    )
+}
+
 impl Replicated for MetaLog {
     fn change(&self, change: Change) -> BoxFuture<Result<Value, RegistryError>> {
         let log = self.clone();
         Box::pin(async move {
-            let (index, response) = log
-                .node
-                .write(MetaRequest::RegistryChange { change })
-                .await
-                .map_err(unavailable)?;
+            let mut attempt = 0;
+            let (index, response) = loop {
+                let request = MetaRequest::RegistryChange {
+                    change: change.clone(),
+                };
+                match log.node.write(request).await {
+                    Ok(r) => break r,
+                    Err(es_meta::node::MetaError::Uncertain(why))
+                        if idempotent(&change) && attempt < UNCERTAIN_RETRIES =>
+                    {
+                        attempt += 1;
+                        tracing::info!(%why, attempt, "a registry change's answer was lost; sending it again");
+                        tokio::time::sleep(UNCERTAIN_PAUSE).await;
+                    }
+                    Err(e) => return Err(unavailable(e)),
+                }
+            };
             log.node.wait_applied(index).await.map_err(unavailable)?;
             log.sync();
             match response {

@@ -13,6 +13,8 @@
 //!   restart (from the log).
 //! - Produce-time validation: a schema registered through one node is
 //!   accepted by the partition's leader, whichever node that is.
+//! - The quorum's leader stopped: a write through a follower waits for the
+//!   next leader and lands; the old leader, restarted, serves it.
 
 mod common;
 
@@ -176,10 +178,10 @@ fn every_node_serves_one_registry_through_the_metadata_log() {
     );
     let mut back = c.spawn(f2);
     back.wait_listening_or_exit();
-    let u = back.schema_registry_url();
+    let f2_url = back.schema_registry_url();
     c.nodes.insert(f2, back);
     assert_eq!(
-        call(&http, Method::GET, &format!("{u}/subjects"), None),
+        call(&http, Method::GET, &format!("{f2_url}/subjects"), None),
         (200, json!(["late-value", "orders-value", "payments-value"]))
     );
 
@@ -213,6 +215,39 @@ fn every_node_serves_one_registry_through_the_metadata_log() {
             assert!(r.is_ok(), "partition {partition}: {r:?}");
         }
     });
+
+    // The quorum's leader stopped: a write through a follower waits for a
+    // new leader and lands; read at once on the other follower; the old
+    // leader, back, serves it.
+    c.nodes.remove(&leader).expect("node").stop();
+    let after = id_of(register(
+        &http,
+        &url_of(f1),
+        "after-failover-value",
+        PAYMENT,
+    ));
+    assert_eq!(after, payment, "the same schema keeps its id");
+    let (st, subjects) = call(&http, Method::GET, &format!("{f2_url}/subjects"), None);
+    assert_eq!(st, 200);
+    assert!(
+        subjects
+            .as_array()
+            .is_some_and(|a| a.contains(&json!("after-failover-value"))),
+        "{subjects}"
+    );
+    let mut back = c.spawn(leader);
+    back.wait_listening_or_exit();
+    let u = back.schema_registry_url();
+    c.nodes.insert(leader, back);
+    assert_eq!(
+        call(
+            &http,
+            Method::GET,
+            &format!("{u}/subjects/after-failover-value/versions"),
+            None
+        ),
+        (200, json!([1]))
+    );
     for (_, n) in std::mem::take(&mut c.nodes) {
         n.stop();
     }
