@@ -296,11 +296,14 @@ pub fn spawn(
             }
         };
         if let Some(log) = &log {
-            let local = bound.shared().committed();
-            let cluster = log.node.image().registry.clone();
-            if !local.subjects("", true).is_empty() && local.state() != cluster.registry().state() {
+            let image = log.node.image();
+            let local_only = bound.shared().with_registry(|local| {
+                let n = local.subjects("", true).len();
+                (n > 0 && local.state() != image.registry.registry().state()).then_some(n)
+            });
+            if let Some(subjects) = local_only {
                 tracing::warn!(
-                    subjects = local.subjects("", true).len(),
+                    subjects,
                     "this node's schemas.json differs from the cluster's registry (the metadata log): the cluster's is served and replaces the file"
                 );
             }

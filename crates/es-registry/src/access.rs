@@ -30,6 +30,7 @@ use base64::Engine;
 use parking_lot::Mutex;
 
 use crate::error::RegistryError;
+use crate::registry::Registry;
 use crate::server::Shared;
 
 /// What a request does, in the operations of Kafka's ACLs (Redpanda's
@@ -119,6 +120,30 @@ impl Caller {
             Some((access, who)) => access.allowed(who, operation, Resource::Subject(subject)),
         }
     }
+
+    /// `/schemas/ids/{id}...` (Confluent's rule): Ok when the caller may
+    /// read a subject the id is registered under, or when `r` has no
+    /// schema `id` (the handler answers 40403). Checked in the handler on
+    /// the registry it answers from, so that a schema registered between
+    /// a check and the read is never served unchecked.
+    pub fn may_read_id(&self, r: &Registry, id: i32) -> Result<(), RegistryError> {
+        let Some((access, who)) = &self.0 else {
+            return Ok(());
+        };
+        let Ok(subjects) = r.subjects_by_id(id, true) else {
+            return Ok(());
+        };
+        if subjects
+            .iter()
+            .any(|sub| access.allowed(who, Operation::Read, Resource::Subject(sub)))
+        {
+            return Ok(());
+        }
+        Err(RegistryError::Forbidden(format!(
+            "User {} is denied operation Read on every subject of schema {id}",
+            who.name
+        )))
+    }
 }
 
 /// How long a successful authentication is remembered.
@@ -141,8 +166,9 @@ pub enum Required<'a> {
     /// `operation` on one resource.
     One(Operation, Resource<'a>),
     /// Read on at least one subject the schema id is registered under
-    /// (Confluent's rule for `/schemas/ids/...`); the handler filters.
-    ReadOfId(&'a str),
+    /// (Confluent's rule for `/schemas/ids/...`): the handler checks it
+    /// ([`Caller::may_read_id`]) and filters what it lists.
+    ReadOfId,
     /// Nothing up front: the handler lists only the subjects the caller
     /// may `Operation`.
     Filtered(Operation),
@@ -150,13 +176,8 @@ pub enum Required<'a> {
 
 /// The table: what the route `template` (axum's, e.g.
 /// `/subjects/{subject}/versions`) with `method` needs, given its
-/// `subject` and `id` path parameters.
-pub fn required<'a>(
-    method: &Method,
-    template: &str,
-    subject: Option<&'a str>,
-    id: Option<&'a str>,
-) -> Required<'a> {
+/// `subject` path parameter.
+pub fn required<'a>(method: &Method, template: &str, subject: Option<&'a str>) -> Required<'a> {
     use Operation::*;
     let read = matches!(*method, Method::GET | Method::HEAD);
     let on_subject = |op| match subject {
@@ -184,10 +205,7 @@ pub fn required<'a>(
         "/schemas/ids/{id}"
         | "/schemas/ids/{id}/schema"
         | "/schemas/ids/{id}/subjects"
-        | "/schemas/ids/{id}/versions" => match id {
-            Some(id) => Required::ReadOfId(id),
-            None => Required::Authenticated,
-        },
+        | "/schemas/ids/{id}/versions" => Required::ReadOfId,
         "/config/{subject}" | "/mode/{subject}" => {
             on_subject(if read { DescribeConfigs } else { AlterConfigs })
         }
@@ -247,16 +265,10 @@ pub async fn check(State(s): State<Shared>, req: Request, next: Next) -> Respons
             .find(|(k, _)| k == name)
             .map(|(_, v)| v.as_str())
     };
-    let need = required(&parts.method, &template, param("subject"), param("id"));
-    let denied = match need {
-        Required::Authenticated | Required::Filtered(_) => None,
-        Required::One(op, resource) => {
-            (!access.allowed(&who, op, resource)).then(|| denial(&who, op, resource))
+    if let Required::One(op, resource) = required(&parts.method, &template, param("subject")) {
+        if !access.allowed(&who, op, resource) {
+            return error(denial(&who, op, resource));
         }
-        Required::ReadOfId(id) => read_of_id(&s, &access, &who, id).await,
-    };
-    if let Some(e) = denied {
-        return error(e);
     }
     parts.extensions.insert(Caller(Some((access, who))));
     next.run(Request::from_parts(parts, body)).await
@@ -268,34 +280,6 @@ fn denial(who: &Principal, op: Operation, resource: Resource<'_>) -> RegistryErr
         "User {} is denied operation {op} on {resource}",
         who.name
     ))
-}
-
-/// `/schemas/ids/{id}...`: allowed when the caller may read a subject the
-/// id is registered under, or when the id names no schema (the handler
-/// answers 40403).
-async fn read_of_id(
-    s: &Shared,
-    access: &Arc<dyn Access>,
-    who: &Principal,
-    id: &str,
-) -> Option<RegistryError> {
-    let id: i32 = id.parse().ok()?;
-    let subjects = s
-        .read(move |r| Ok(serde_json::json!(r.subjects_by_id(id, true)?)))
-        .await
-        .ok()?;
-    let subjects: Vec<String> = serde_json::from_value(subjects).ok()?;
-    if subjects.is_empty()
-        || subjects
-            .iter()
-            .any(|sub| access.allowed(who, Operation::Read, Resource::Subject(sub)))
-    {
-        return None;
-    }
-    Some(RegistryError::Forbidden(format!(
-        "User {} is denied operation Read on every subject of schema {id}",
-        who.name
-    )))
 }
 
 /// The principal of a `Basic` Authorization header, if its credentials
@@ -365,75 +349,65 @@ mod tests {
         let s = Some("orders-value");
         let subject = |op| Required::One(op, Resource::Subject("orders-value"));
         assert_eq!(
-            required(&get, "/subjects", None, None),
+            required(&get, "/subjects", None),
             Required::Filtered(Describe)
         );
+        assert_eq!(required(&get, "/schemas", None), Required::Filtered(Read));
+        assert_eq!(required(&post, "/subjects/{subject}", s), subject(Read));
+        assert_eq!(required(&delete, "/subjects/{subject}", s), subject(Delete));
         assert_eq!(
-            required(&get, "/schemas", None, None),
-            Required::Filtered(Read)
-        );
-        assert_eq!(
-            required(&post, "/subjects/{subject}", s, None),
-            subject(Read)
-        );
-        assert_eq!(
-            required(&delete, "/subjects/{subject}", s, None),
-            subject(Delete)
-        );
-        assert_eq!(
-            required(&get, "/subjects/{subject}/versions", s, None),
+            required(&get, "/subjects/{subject}/versions", s),
             subject(Describe)
         );
         assert_eq!(
-            required(&post, "/subjects/{subject}/versions", s, None),
+            required(&post, "/subjects/{subject}/versions", s),
             subject(Write)
         );
         assert_eq!(
-            required(&get, "/subjects/{subject}/versions/{version}", s, None),
+            required(&get, "/subjects/{subject}/versions/{version}", s),
             subject(Read)
         );
         assert_eq!(
-            required(&delete, "/subjects/{subject}/versions/{version}", s, None),
+            required(&delete, "/subjects/{subject}/versions/{version}", s),
             subject(Delete)
         );
         assert_eq!(
             required(
                 &post,
                 "/compatibility/subjects/{subject}/versions/{version}",
-                s,
-                None
+                s
             ),
             subject(Read)
         );
         assert_eq!(
-            required(&put, "/config/{subject}", s, None),
+            required(&put, "/config/{subject}", s),
             subject(AlterConfigs)
         );
         assert_eq!(
-            required(&delete, "/mode/{subject}", s, None),
+            required(&delete, "/mode/{subject}", s),
             subject(AlterConfigs)
         );
         assert_eq!(
-            required(&get, "/mode/{subject}", s, None),
+            required(&get, "/mode/{subject}", s),
             subject(DescribeConfigs)
         );
         assert_eq!(
-            required(&put, "/config", None, None),
+            required(&put, "/config", None),
             Required::One(AlterConfigs, Resource::Registry)
         );
         assert_eq!(
-            required(&get, "/mode", None, None),
+            required(&get, "/mode", None),
             Required::One(DescribeConfigs, Resource::Registry)
         );
         assert_eq!(
-            required(&get, "/schemas/ids/{id}/versions", None, Some("7")),
-            Required::ReadOfId("7")
+            required(&get, "/schemas/ids/{id}/versions", None),
+            Required::ReadOfId
         );
         assert_eq!(
-            required(&get, "/schemas/types", None, None),
+            required(&get, "/schemas/types", None),
             Required::Authenticated
         );
-        assert_eq!(required(&get, "/", None, None), Required::Authenticated);
+        assert_eq!(required(&get, "/", None), Required::Authenticated);
     }
 
     #[test]

@@ -416,10 +416,17 @@ fn schema_id(id: &str) -> Result<i32, RegistryError> {
     id.parse::<i32>().map_err(|_| RegistryError::NoSuchResource)
 }
 
-async fn schema_by_id(State(s): State<Shared>, Path(id): Path<String>, Query(q): Params) -> Answer {
+async fn schema_by_id(
+    State(s): State<Shared>,
+    c: CallerOf,
+    Path(id): Path<String>,
+    Query(q): Params,
+) -> Answer {
     let fmt = q.get("format").cloned();
+    let c = caller(c);
     s.read(move |r| {
         let id = schema_id(&id)?;
+        c.may_read_id(r, id)?;
         let mut found = r.schema_by_id(id)?;
         if let Some(f) = &fmt {
             found.schema = r.formatted(id, f)?;
@@ -432,13 +439,16 @@ async fn schema_by_id(State(s): State<Shared>, Path(id): Path<String>, Query(q):
 
 async fn schema_by_id_raw(
     State(s): State<Shared>,
+    c: CallerOf,
     Path(id): Path<String>,
     Query(q): Params,
 ) -> Answer {
     let fmt = q.get("format").cloned();
+    let c = caller(c);
     match s
         .read(move |r| {
             let id = schema_id(&id)?;
+            c.may_read_id(r, id)?;
             Ok(Value::String(match &fmt {
                 Some(f) => r.formatted(id, f)?,
                 None => r.schema_by_id(id)?.schema,
@@ -461,7 +471,9 @@ async fn subjects_by_id(
     let deleted = flag(&q, "deleted");
     let c = caller(c);
     s.read(move |r| {
-        let mut all = r.subjects_by_id(schema_id(&id)?, deleted)?;
+        let id = schema_id(&id)?;
+        c.may_read_id(r, id)?;
+        let mut all = r.subjects_by_id(id, deleted)?;
         all.retain(|sub| c.may(Operation::Read, sub));
         Ok(json!(all))
     })
@@ -478,7 +490,9 @@ async fn versions_by_id(
     let deleted = flag(&q, "deleted");
     let c = caller(c);
     s.read(move |r| {
-        let pairs = r.versions_by_id(schema_id(&id)?, deleted)?;
+        let id = schema_id(&id)?;
+        c.may_read_id(r, id)?;
+        let pairs = r.versions_by_id(id, deleted)?;
         Ok(json!(pairs
             .into_iter()
             .filter(|(subject, _)| c.may(Operation::Read, subject))

@@ -157,16 +157,10 @@ impl Shared {
     }
 
     /// The registry this node serves from now on: a replicated registry's
-    /// embedder calls it with every registry its log's apply makes.
+    /// embedder calls it with every registry its log's apply makes. (The
+    /// working registry of local group commit is not used then.)
     pub fn set_committed(&self, registry: Registry) {
-        let mut working = self.inner.working.lock();
-        working.registry = registry.clone();
         *self.inner.committed.write() = registry;
-    }
-
-    /// A copy of the registry reads see.
-    pub fn committed(&self) -> Registry {
-        self.inner.committed.read().clone()
     }
 
     /// Writes the registry reads see to `schemas.json` (a replicated
