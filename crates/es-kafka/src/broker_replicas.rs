@@ -652,10 +652,11 @@ async fn fetch_round(
     if resp.error_code != 0 {
         return Err(format!("fetch error {}", resp.error_code));
     }
-    let mut appended: Vec<(String, Arc<PartitionSlot>, i64)> = Vec::new();
+    // The topic's name is shared by its partitions' entries (no copy each).
+    let mut appended: Vec<(Arc<str>, Arc<PartitionSlot>, i64)> = Vec::new();
     let mut served = 0usize;
     for t in resp.responses {
-        let name = t.topic.0.to_string();
+        let name: Arc<str> = Arc::from(t.topic.0.as_str());
         for r in t.partitions {
             let Some(p) = by_topic.find(&name, r.partition_index) else {
                 continue;
@@ -764,6 +765,11 @@ fn catch_up_progress_at(
 ) -> bool {
     let mut said = false;
     let mut all = CATCHING_UP.lock();
+    if end >= leader_hw && all.is_empty() {
+        // The common case, every fetch of a follower in step: nothing to
+        // forget, nothing to count (the gauges are already 0).
+        return false;
+    }
     let key = (topic.to_string(), partition);
     if end >= leader_hw {
         if let Some(c) = all.remove(&key) {
