@@ -15,7 +15,8 @@
 //	workload  -producers idempotent acks=all producers, each value unique
 //	          ("p<producer>-<counter>"), one assign consumer per partition and
 //	          isolation level, and with -txn a transactional producer that aborts
-//	          some transactions; runs for -seconds, then flushes (bounded).
+//	          some transactions; runs for -seconds (or until SIGUSR1, for a runner
+//	          that decides the end itself: scripts/soak-kill9), then flushes (bounded).
 //	final     after the nemesis has healed: writes one acks=all sentinel record
 //	          per partition, then reads every partition from the start, once
 //	          read_uncommitted and once read_committed, until the sentinel.
@@ -41,10 +42,12 @@ import (
 	"fmt"
 	"math/rand"
 	"os"
+	"os/signal"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -367,6 +370,16 @@ func workload(args []string) {
 	// runner times the nemesis.
 	produceCtx, stopProducing := context.WithCancel(context.Background())
 	defer stopProducing()
+	// SIGUSR1 ends the producing time early, as if -seconds had elapsed.
+	usr1 := make(chan os.Signal, 1)
+	signal.Notify(usr1, syscall.SIGUSR1)
+	go func() {
+		select {
+		case <-usr1:
+			stopProducing()
+		case <-produceCtx.Done():
+		}
+	}()
 	var warm sync.WaitGroup
 	consumeCtx, stopConsuming := context.WithCancel(context.Background())
 	defer stopConsuming()
