@@ -58,8 +58,6 @@ const BATCH_BYTES_MAX: usize = 16 << 20;
 const ALLOC_PER_LIMIT_BYTE: usize = 16;
 const ALLOC_PER_INPUT_BYTE: usize = 64;
 const ALLOC_SLACK_BYTES: usize = 2 << 20;
-/// The magic of LZ4's legacy frame format, little-endian on the wire.
-const LZ4_LEGACY_MAGIC: [u8; 4] = [0x02, 0x21, 0x4c, 0x18];
 
 /// Sets the batch length and CRC-32C of the batch at the start of `b` (all
 /// of `b` when its length field does not fit); returns its size.
@@ -204,12 +202,11 @@ fn bounded(input: &[u8], limits: &DecodeLimits, replica: bool) -> Decoded {
         limits.records_bytes_max,
         d.0
     );
-    // Known, not yet fixed (docs/fuzzing.md, Findings): lz4_flex reads LZ4's
-    // legacy frame (magic 0x184C2102), whose 8 MiB blocks cost 16 MiB of
-    // buffers whatever the limit. Such inputs are decoded, not held to the bound.
-    let legacy_lz4 = input.windows(4).any(|w| w == LZ4_LEGACY_MAGIC);
+    // Every input is held to the bound: es refuses LZ4's legacy frames and
+    // blocks larger than the limit before lz4_flex allocates for them
+    // (docs/fuzzing.md, Findings 3).
     assert!(
-        peak <= bound || legacy_lz4,
+        peak <= bound,
         "decoding {} bytes with a limit of {} allocated {peak} bytes at once, over {bound} ({:?})",
         input.len(),
         limits.records_bytes_max,

@@ -9,6 +9,7 @@
 mod admin;
 mod background;
 mod dump_log;
+mod fd_limit;
 mod keys;
 mod keys_remote;
 mod listeners;
@@ -329,6 +330,19 @@ fn main() -> anyhow::Result<()> {
             .with_env_filter(filter)
             .init(),
     }
+    let files = fd_limit::raise();
+    if files.after > files.before {
+        tracing::info!(
+            before = files.before,
+            after = files.after,
+            "raised the open-file limit (RLIMIT_NOFILE)"
+        );
+    } else {
+        tracing::info!(
+            limit = files.after,
+            "open-file limit (RLIMIT_NOFILE) already at its hard limit"
+        );
+    }
     // Per partition is es-storage's own default.
     let mode = match args.sync_mode {
         SyncModeArg::Grouped => SyncMode::Grouped,
@@ -431,9 +445,6 @@ async fn run(
     config.advertised_host = bound.listeners[0].spec.advertised_host.clone();
     config.advertised_port = bound.listeners[0].spec.advertised_port;
     config.listeners = bound.listeners.iter().map(|l| l.spec.clone()).collect();
-    if let Some(n) = security.max_connections {
-        config.connections_max = n;
-    }
     config.security = security;
     config.static_topic_configs = Arc::new(topic_defaults);
     config.auto_create_topics = args.auto_create_topics;

@@ -70,8 +70,6 @@ pub use routing::{key_partition, CoordinatorPlace, Leadership, NodeEndpoint};
 
 /// Kafka's `socket.request.max.bytes` default: the largest frame we read.
 pub const FRAME_BYTES_MAX_DEFAULT: usize = 100 * 1024 * 1024;
-/// Connections served at once; more wait in the accept queue.
-pub const CONNECTIONS_MAX_DEFAULT: usize = 4096;
 /// Requests one connection may have in flight (clients pipeline up to 5).
 pub const IN_FLIGHT_MAX_DEFAULT: usize = 16;
 /// Name of the broker identity file under the data directory.
@@ -100,7 +98,6 @@ pub struct BrokerConfig {
     pub flush_interval: Duration,
     pub cold_storage_dir: Option<PathBuf>,
     pub frame_bytes_max: usize,
-    pub connections_max: usize,
     pub in_flight_max: usize,
     /// How often retention visits every partition.
     pub retention_check_interval: Duration,
@@ -163,7 +160,6 @@ impl BrokerConfig {
             flush_interval: Duration::from_secs(1),
             cold_storage_dir: None,
             frame_bytes_max: FRAME_BYTES_MAX_DEFAULT,
-            connections_max: CONNECTIONS_MAX_DEFAULT,
             in_flight_max: IN_FLIGHT_MAX_DEFAULT,
             retention_check_interval: RETENTION_CHECK_INTERVAL_DEFAULT,
             compaction_interval: COMPACTION_INTERVAL_DEFAULT,

@@ -139,13 +139,15 @@ impl Broker {
                 ConfigType::String,
                 c.principal_mapping_rules == "DEFAULT",
             ),
-            (
-                "max.connections",
-                self.config.connections_max.to_string(),
-                ConfigType::Int,
-                false,
-            ),
         ];
+        for (name, value, default) in c.connections.describe() {
+            let ty = match name {
+                "max.connections.per.ip.overrides" => ConfigType::String,
+                "max.connections" | "max.connections.per.ip" => ConfigType::Int,
+                _ => ConfigType::Long,
+            };
+            out.push((name, value, ty, default));
+        }
         let auth = match wide.tls.client_auth {
             ClientAuth::None => "none",
             ClientAuth::Requested => "requested",

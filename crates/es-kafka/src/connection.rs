@@ -18,13 +18,27 @@
 //! A client over its quota is muted (KIP-219): the connection's
 //! [`ConnThrottle`] holds when the mute ends, and no further request is
 //! dispatched before then.
+//!
+//! An idle connection holds no buffer: it reads into a few hundred bytes of
+//! its own state, takes a read buffer when a request arrives and gives it
+//! back a second after its last read; the writer's buffer lives only while
+//! answers are being written. The limits of [`crate::limits`] apply here: a
+//! request's bytes are reserved from `queued.max.request.bytes` before its
+//! body is read (the socket is not read while the pool is short) and given
+//! back once its answer is written; a request must arrive whole within
+//! `request.read.timeout.ms` of its first byte; a connection with nothing
+//! read or written for `connections.max.idle.ms` and no request being
+//! handled, or whose answer the peer has not taken for that long, is closed.
 
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufWriter};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
+use tokio::time::Instant;
 
 use es_auth::principal::Principal;
 
@@ -32,6 +46,7 @@ use crate::broker::Broker;
 use crate::codec::frame::{self, FrameStatus, ResponseFrame};
 use crate::handlers::throttle::ConnThrottle;
 use crate::handlers::{self, Client, CloseReason};
+use crate::limits::{RequestMemory, Reserved};
 use crate::metrics::{RequestTiming, Timed};
 use crate::security::sasl::{Outcome, SaslSession};
 use crate::turn::Turn;
@@ -43,12 +58,19 @@ const FRAME_GROW_BYTES_MAX: usize = 4 * 1024 * 1024;
 /// The writer's buffer: responses smaller than this are copied into it and
 /// leave together; larger ones go out with vectored writes of their parts.
 const WRITE_BUFFER_BYTES: usize = 64 * 1024;
+/// What a connection holding no read buffer reads at once, into its own state.
+const IDLE_READ_BYTES: usize = 256;
+/// How long a connection keeps its read buffer after its last read.
+const READ_BUFFER_KEEP: Duration = Duration::from_secs(1);
 
 /// A request accepted on this connection: its handler's task, and where its
 /// time goes (docs/metrics.md; none for answers the connection makes itself).
 struct Pending {
     handle: JoinHandle<Result<Option<ResponseFrame>, CloseReason>>,
     timing: Option<Arc<RequestTiming>>,
+    /// The request's bytes in `queued.max.request.bytes`, given back once
+    /// the answer is written.
+    _memory: Option<Reserved>,
 }
 
 impl Pending {
@@ -56,8 +78,95 @@ impl Pending {
         Pending {
             handle,
             timing: None,
+            _memory: None,
         }
     }
+}
+
+/// What the reader and the writer of a connection tell each other about
+/// its activity, for `connections.max.idle.ms`.
+#[derive(Debug)]
+struct Activity {
+    epoch: Instant,
+    /// When something was last read or written, in ms since `epoch`.
+    last_ms: AtomicU64,
+    /// When the write in progress began (`NOT_WRITING`: none).
+    writing_since_ms: AtomicU64,
+    /// Requests read and not yet answered (or closed on).
+    unanswered: AtomicUsize,
+}
+
+const NOT_WRITING: u64 = u64::MAX;
+
+impl Activity {
+    fn new() -> Activity {
+        Activity {
+            epoch: Instant::now(),
+            last_ms: AtomicU64::new(0),
+            writing_since_ms: AtomicU64::new(NOT_WRITING),
+            unanswered: AtomicUsize::new(0),
+        }
+    }
+
+    fn ms(&self, at: Instant) -> u64 {
+        at.saturating_duration_since(self.epoch).as_millis() as u64
+    }
+
+    fn touch(&self) {
+        self.last_ms
+            .store(self.ms(Instant::now()), Ordering::Relaxed);
+    }
+
+    fn writing(&self) {
+        self.writing_since_ms
+            .store(self.ms(Instant::now()), Ordering::Relaxed);
+    }
+
+    fn wrote(&self) {
+        self.writing_since_ms.store(NOT_WRITING, Ordering::Relaxed);
+        self.touch();
+    }
+
+    /// How long the connection has been idle at `now`: since its last read
+    /// or write when no request is being handled, since the write in
+    /// progress began when the peer does not take it; `None` while a
+    /// request is being handled (a long poll, a join waiting for its group).
+    fn idle_for(&self, now: Instant) -> Option<Duration> {
+        let now_ms = self.ms(now);
+        let writing = self.writing_since_ms.load(Ordering::Relaxed);
+        if writing != NOT_WRITING {
+            return Some(Duration::from_millis(now_ms.saturating_sub(writing)));
+        }
+        if self.unanswered.load(Ordering::Relaxed) > 0 {
+            return None;
+        }
+        let last = self.last_ms.load(Ordering::Relaxed);
+        Some(Duration::from_millis(now_ms.saturating_sub(last)))
+    }
+}
+
+/// When the connection's timer should next look at it: the request being
+/// read must be whole by `frame_started + read_timeout`, an idle connection
+/// is closed `max_idle` after its last activity, a read buffer is given back
+/// `READ_BUFFER_KEEP` after the last read.
+fn next_check(
+    now: Instant,
+    activity: &Activity,
+    max_idle: Option<Duration>,
+    frame_deadline: Option<Instant>,
+    buffer_held_since: Option<Instant>,
+) -> Instant {
+    let mut at = now + max_idle.unwrap_or(Duration::from_secs(3600));
+    if let (Some(idle), Some(max)) = (activity.idle_for(now), max_idle) {
+        at = at.min(now + max.saturating_sub(idle));
+    }
+    if let Some(t) = frame_deadline {
+        at = at.min(t);
+    }
+    if let Some(t) = buffer_held_since {
+        at = at.min((t + READ_BUFFER_KEEP).max(now + Duration::from_millis(10)));
+    }
+    at.max(now + Duration::from_millis(1))
 }
 
 /// How long a client on a SASL listener has to authenticate after it
@@ -123,14 +232,38 @@ pub async fn serve<S>(
     let (mut reader, writer) = tokio::io::split(stream);
     let in_flight_max = broker.config().in_flight_max.max(1);
     let normal_frame_max = broker.config().frame_bytes_max;
+    let limits = &broker.config().security.connections;
+    let (max_idle, read_timeout) = (limits.max_idle, limits.request_read_timeout);
+    let memory = broker.extension(|| RequestMemory::new(limits.queued_max_request_bytes));
+    let activity = Arc::new(Activity::new());
     let (tx, rx) = mpsc::channel::<Pending>(in_flight_max);
-    let mut writer_task = tokio::spawn(write_responses(writer, rx, peer.clone()));
+    let mut writer_task = tokio::spawn(write_responses(writer, rx, peer.clone(), activity.clone()));
     let authenticate_by = tokio::time::Instant::now() + AUTHENTICATION_TIMEOUT;
-    let mut buf = BytesMut::with_capacity(READ_CHUNK_BYTES);
+    // No buffer until the first bytes arrive (see `read_some`).
+    let mut buf = BytesMut::new();
+    let mut small = [0u8; IDLE_READ_BYTES];
+    let mut last_read = Instant::now();
+    // The request being read: when its first byte came, and its bytes in
+    // `queued.max.request.bytes` once its size is known.
+    let mut frame_deadline: Option<Instant> = None;
+    let mut frame_memory: Option<Reserved> = None;
+    let mut frame_reserved = false;
+    let timer =
+        tokio::time::sleep_until(next_check(Instant::now(), &activity, max_idle, None, None));
+    tokio::pin!(timer);
     let mut prev_turn: Option<oneshot::Receiver<()>> = None;
     let mut writer_done = false;
+    // Closed on a deadline: what is left unwritten is dropped, not waited for
+    // (the peer may be the one not reading it).
+    let mut expire = false;
     // KIP-219: a client over its quota is muted; its next request waits.
     let throttle = Arc::new(ConnThrottle::default());
+    // Hands an answer (or a pending one) to the writer, counted as unanswered
+    // until the writer is done with it.
+    let send = |p: Pending| {
+        activity.unanswered.fetch_add(1, Ordering::Relaxed);
+        tx.send(p)
+    };
     'conn: loop {
         // Take every whole frame already buffered.
         loop {
@@ -146,12 +279,34 @@ pub async fn serve<S>(
                     break 'conn;
                 }
                 Ok(FrameStatus::Incomplete { frame_bytes }) => {
-                    // `frame_bytes` was checked against the limit; even so,
-                    // memory grows with the bytes that actually arrive (at
-                    // most FRAME_GROW_BYTES_MAX ahead of them), so a peer
-                    // that announces 100 MiB and sends nothing costs nothing.
                     if let Some(n) = frame_bytes {
-                        buf.reserve(n.saturating_sub(buf.len()).min(FRAME_GROW_BYTES_MAX));
+                        if !frame_reserved {
+                            // Its bytes are reserved before its body is read;
+                            // meanwhile the socket is not read at all.
+                            tokio::select! {
+                                m = memory.reserve(n) => frame_memory = m,
+                                _ = shutdown.changed() => break 'conn,
+                            }
+                            frame_reserved = true;
+                            // The read deadline counts from now: es's own wait
+                            // is not the client's slowness.
+                            frame_deadline = None;
+                        }
+                        // `frame_bytes` was checked against the limit; even
+                        // so, memory grows with the bytes that actually
+                        // arrive (doubling, at most FRAME_GROW_BYTES_MAX
+                        // ahead of them), so a peer that announces 100 MiB
+                        // and trickles costs what it sent.
+                        let want = n.saturating_sub(buf.len());
+                        let ahead = buf.len().clamp(READ_CHUNK_BYTES, FRAME_GROW_BYTES_MAX);
+                        buf.reserve(want.min(ahead));
+                    }
+                    if frame_deadline.is_none() && !buf.is_empty() {
+                        let at = Instant::now() + read_timeout;
+                        frame_deadline = Some(at);
+                        if at < timer.deadline() {
+                            timer.as_mut().reset(at);
+                        }
                     }
                     break;
                 }
@@ -171,11 +326,21 @@ pub async fn serve<S>(
                             break 'conn;
                         }
                     };
+                    frame_deadline = None;
+                    let mut reserved = frame_memory.take();
+                    if !std::mem::take(&mut frame_reserved) {
+                        // A request that arrived whole with one read: it is
+                        // in memory already, but the next one waits.
+                        tokio::select! {
+                            m = memory.reserve(body.len()) => reserved = m,
+                            _ = shutdown.changed() => break 'conn,
+                        }
+                    }
                     if let Some(sasl) = session.sasl.as_mut() {
                         match sasl.on_frame(&body).await {
                             Outcome::Serve => {}
                             Outcome::Reply(frame) => {
-                                if tx.send(ready(frame)).await.is_err() {
+                                if send(ready(frame)).await.is_err() {
                                     break 'conn;
                                 }
                                 continue;
@@ -202,8 +367,8 @@ pub async fn serve<S>(
                                 let close = Pending::untimed(tokio::spawn(async move {
                                     Err(CloseReason::AuthenticationFailed(reason))
                                 }));
-                                let _ = tx.send(failed).await;
-                                let _ = tx.send(close).await;
+                                let _ = send(failed).await;
+                                let _ = send(close).await;
                                 break 'conn;
                             }
                             Outcome::Close(reason) => {
@@ -243,25 +408,35 @@ pub async fn serve<S>(
                     let pending = Pending {
                         handle,
                         timing: Some(timing),
+                        _memory: reserved,
                     };
-                    if tx.send(pending).await.is_err() {
+                    if send(pending).await.is_err() {
                         break 'conn;
                     }
                 }
             }
         }
-        if buf.capacity() - buf.len() < READ_CHUNK_BYTES / 4 {
+        if buf.capacity() > 0 && buf.capacity() - buf.len() < READ_CHUNK_BYTES / 4 {
             buf.reserve(READ_CHUNK_BYTES);
         }
         tokio::select! {
-            n = reader.read_buf(&mut buf) => match n {
+            n = read_some(&mut reader, &mut buf, &mut small) => match n {
                 Ok(0) => {
                     if !buf.is_empty() {
                         tracing::debug!(%peer, bytes = buf.len(), "peer closed mid-frame");
                     }
                     break;
                 }
-                Ok(_) => {}
+                Ok(_) => {
+                    last_read = Instant::now();
+                    activity.touch();
+                    // A buffer just taken is given back READ_BUFFER_KEEP
+                    // after the last read: the timer must look by then.
+                    let give_back = last_read + READ_BUFFER_KEEP + Duration::from_millis(10);
+                    if give_back < timer.deadline() {
+                        timer.as_mut().reset(give_back);
+                    }
+                }
                 Err(e) => {
                     tracing::debug!(%peer, error = %e, "read failed");
                     break;
@@ -276,37 +451,121 @@ pub async fn serve<S>(
                 tracing::info!(%peer, "closing connection: no SASL authentication within {AUTHENTICATION_TIMEOUT:?}");
                 break;
             }
+            _ = &mut timer => {
+                let now = Instant::now();
+                if frame_deadline.is_some_and(|t| now >= t) {
+                    tracing::info!(%peer, bytes = buf.len(), "closing connection: a request did not arrive whole within request.read.timeout.ms ({read_timeout:?})");
+                    expired("request_read");
+                    expire = true;
+                    break;
+                }
+                if let (Some(idle), Some(max)) = (activity.idle_for(now), max_idle) {
+                    if idle >= max {
+                        tracing::info!(%peer, "closing connection: idle for connections.max.idle.ms ({max:?})");
+                        expired("idle");
+                        expire = true;
+                        break;
+                    }
+                }
+                if buf.is_empty() && buf.capacity() > 0 && now >= last_read + READ_BUFFER_KEEP {
+                    buf = BytesMut::new();
+                }
+                let held = (buf.capacity() > 0).then_some(last_read);
+                timer.as_mut().reset(next_check(now, &activity, max_idle, frame_deadline, held));
+            }
         }
     }
     // Let the writer answer everything already accepted, then finish.
     drop(tx);
+    if expire {
+        writer_task.abort();
+    }
     if !writer_done {
-        if let Err(e) = writer_task.await {
-            tracing::error!(%peer, error = %e, "response writer failed");
+        match writer_task.await {
+            Err(e) if !e.is_cancelled() => {
+                tracing::error!(%peer, error = %e, "response writer failed");
+            }
+            _ => {}
         }
     }
     tracing::debug!(%peer, "connection closed");
 }
 
-async fn write_responses<W>(writer: W, mut rx: mpsc::Receiver<Pending>, peer: String)
+/// Counts a connection es closed on one of its deadlines.
+fn expired(reason: &'static str) {
+    crate::metrics::kafka_metrics()
+        .connections_expired
+        .get_or_create(&crate::metrics::ExpiredLabel { reason })
+        .inc();
+}
+
+/// Reads what the peer sent: into `buf` when the connection holds a buffer,
+/// otherwise into `small` (the connection's own few hundred bytes), copied
+/// into a buffer taken only now. Cancel-safe, as `tokio::select!` needs.
+async fn read_some<R>(
+    reader: &mut R,
+    buf: &mut BytesMut,
+    small: &mut [u8; IDLE_READ_BYTES],
+) -> std::io::Result<usize>
 where
+    R: AsyncRead + Unpin,
+{
+    if buf.capacity() > 0 {
+        return reader.read_buf(buf).await;
+    }
+    let n = reader.read(small).await?;
+    if n > 0 {
+        // A request that came whole in these bytes takes a buffer of its
+        // own size (it leaves as the request's body, and the connection
+        // holds no buffer again); one that filled them means more is on its
+        // way, and takes a full read chunk.
+        let frame = match small.get(..4) {
+            Some(&[a, b, c, d]) if n >= 4 => {
+                usize::try_from(i32::from_be_bytes([a, b, c, d])).unwrap_or(0) + 4
+            }
+            _ => 0,
+        };
+        let want = if n == IDLE_READ_BYTES {
+            READ_CHUNK_BYTES
+        } else {
+            n.max(frame.min(READ_CHUNK_BYTES))
+        };
+        buf.reserve(want);
+        buf.extend_from_slice(&small[..n]);
+    }
+    Ok(n)
+}
+
+async fn write_responses<W>(
+    mut writer: W,
+    mut rx: mpsc::Receiver<Pending>,
+    peer: String,
+    activity: Arc<Activity>,
+) where
     W: AsyncWrite + Unpin,
 {
-    let mut w = BufWriter::with_capacity(WRITE_BUFFER_BYTES, writer);
+    // Small answers gather here and leave together; it is given back
+    // whenever the queue is empty, so an idle connection holds none.
+    let mut out: Vec<u8> = Vec::new();
     while let Some(pending) = rx.recv().await {
         // Responses already written wait in the buffer only while the next
         // one is ready too: a pipelining client (five produce requests in
         // flight) gets each answer as soon as it exists, not when the
         // requests behind it have had their fsyncs as well.
-        if !pending.handle.is_finished() && !w.buffer().is_empty() {
-            if let Err(e) = w.flush().await {
+        if !pending.handle.is_finished() && !out.is_empty() {
+            if let Err(e) = flush(&mut writer, &mut out, &activity).await {
                 tracing::debug!(%peer, error = %e, "flush failed");
                 break;
             }
         }
-        match pending.handle.await {
+        let result = pending.handle.await;
+        activity.unanswered.fetch_sub(1, Ordering::Relaxed);
+        match result {
             Ok(Ok(Some(response))) => {
-                if let Err(e) = write_frame(&mut w, &response).await {
+                activity.writing();
+                let written = write_frame(&mut writer, &mut out, &response).await;
+                activity.wrote();
+                if let Err(e) = written {
                     tracing::debug!(%peer, error = %e, "write failed");
                     break;
                 }
@@ -329,33 +588,58 @@ where
             }
         }
         if rx.is_empty() {
-            if let Err(e) = w.flush().await {
+            if let Err(e) = flush(&mut writer, &mut out, &activity).await {
                 tracing::debug!(%peer, error = %e, "flush failed");
                 break;
             }
+            out = Vec::new();
         }
     }
-    let _ = w.flush().await;
-    let _ = w.shutdown().await;
+    let _ = flush(&mut writer, &mut out, &activity).await;
+    let _ = writer.shutdown().await;
 }
 
-/// Writes one response: a small one into the buffer (it leaves with the
-/// next flush), a large one straight to the stream after what is buffered,
-/// its parts in vectored writes (one system call for a whole Fetch response
+/// Writes out what `out` holds, counted as a write in progress while the
+/// peer does not take it.
+async fn flush<W>(w: &mut W, out: &mut Vec<u8>, activity: &Activity) -> std::io::Result<()>
+where
+    W: AsyncWrite + Unpin,
+{
+    if out.is_empty() {
+        return Ok(());
+    }
+    activity.writing();
+    let r = w.write_all(out).await;
+    activity.wrote();
+    out.clear();
+    r?;
+    w.flush().await
+}
+
+/// Writes one response: a small one into `out` (it leaves with the next
+/// flush), a large one straight to the stream after what is buffered, its
+/// parts in vectored writes (one system call for a whole Fetch response
 /// when the socket takes it).
-async fn write_frame<W>(w: &mut BufWriter<W>, frame: &ResponseFrame) -> std::io::Result<()>
+async fn write_frame<W>(w: &mut W, out: &mut Vec<u8>, frame: &ResponseFrame) -> std::io::Result<()>
 where
     W: AsyncWrite + Unpin,
 {
     let parts = frame.parts();
     if frame.len() < WRITE_BUFFER_BYTES {
+        if out.len() + frame.len() > WRITE_BUFFER_BYTES {
+            w.write_all(out).await?;
+            out.clear();
+        }
         for p in parts {
-            w.write_all(p).await?;
+            out.extend_from_slice(p);
         }
         return Ok(());
     }
-    w.flush().await?;
-    write_all_vectored(w.get_mut(), parts).await
+    if !out.is_empty() {
+        w.write_all(out).await?;
+        out.clear();
+    }
+    write_all_vectored(w, parts).await
 }
 
 /// `write_all` for several buffers: vectored writes until every byte is out.
@@ -450,22 +734,20 @@ mod tests {
             .collect();
         let big = ResponseFrame::from_parts(big);
         for step in [1 << 20, 70_001, 4096] {
-            let mut w = BufWriter::with_capacity(
-                WRITE_BUFFER_BYTES,
-                Trickle {
-                    got: Vec::new(),
-                    step,
-                    writes: 0,
-                },
-            );
-            write_frame(&mut w, &small).await.expect("write");
-            write_frame(&mut w, &big).await.expect("write");
-            write_frame(&mut w, &small).await.expect("write");
-            w.flush().await.expect("flush");
+            let mut t = Trickle {
+                got: Vec::new(),
+                step,
+                writes: 0,
+            };
+            let activity = Activity::new();
+            let mut out = Vec::new();
+            write_frame(&mut t, &mut out, &small).await.expect("write");
+            write_frame(&mut t, &mut out, &big).await.expect("write");
+            write_frame(&mut t, &mut out, &small).await.expect("write");
+            flush(&mut t, &mut out, &activity).await.expect("flush");
             let mut want = small.clone().into_bytes().to_vec();
             want.extend_from_slice(&big.clone().into_bytes());
             want.extend_from_slice(b"small");
-            let t = w.into_inner();
             assert_eq!(t.got, want, "step {step}");
             if step == 1 << 20 {
                 // The buffered frame, the big frame's parts in one write, the last frame.
@@ -492,7 +774,9 @@ mod tests {
         }));
         assert!(tx.send(first).await.is_ok());
         assert!(tx.send(second).await.is_ok());
-        let writer = tokio::spawn(write_responses(server, rx, "test".into()));
+        let activity = Arc::new(Activity::new());
+        activity.unanswered.store(2, Ordering::Relaxed);
+        let writer = tokio::spawn(write_responses(server, rx, "test".into(), activity));
         let want = frame(b"first").into_bytes();
         let mut got = vec![0u8; want.len()];
         tokio::time::timeout(

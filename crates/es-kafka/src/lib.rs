@@ -23,6 +23,7 @@ pub mod groups;
 pub mod handlers;
 pub mod hw_checkpoint;
 pub mod interbroker;
+pub mod limits;
 pub mod metrics;
 pub mod mirror;
 pub mod partition_log;

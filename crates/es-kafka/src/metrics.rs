@@ -78,6 +78,11 @@ pub struct RejectedLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ExpiredLabel {
+    pub reason: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct AuthLabel {
     pub listener: String,
     pub mechanism: String,
@@ -100,6 +105,11 @@ pub struct KafkaMetrics {
     pub connections: Family<ListenerLabel, Gauge>,
     pub connections_accepted: Family<ListenerLabel, Counter>,
     pub connections_rejected: Family<RejectedLabel, Counter>,
+    /// Bytes of `queued.max.request.bytes` free now (-1: no bound).
+    pub request_memory_available: Gauge,
+    /// Connections closed by es for `connections.max.idle.ms` or
+    /// `request.read.timeout.ms`.
+    pub connections_expired: Family<ExpiredLabel, Counter>,
     pub authentication_failures: Family<AuthLabel, Counter>,
     pub isr_shrinks: Counter,
     pub isr_expands: Counter,
@@ -138,6 +148,8 @@ static METRICS: LazyLock<KafkaMetrics> = LazyLock::new(|| KafkaMetrics {
     connections: Family::default(),
     connections_accepted: Family::default(),
     connections_rejected: Family::default(),
+    request_memory_available: Gauge::default(),
+    connections_expired: Family::default(),
     authentication_failures: Family::default(),
     isr_shrinks: Counter::default(),
     isr_expands: Counter::default(),
@@ -213,8 +225,18 @@ pub fn register(registry: &mut Registry) {
     );
     registry.register(
         "es_connections_rejected",
-        "client connections refused, per listener and reason (max_connections, tls_handshake)",
+        "client connections refused, per listener and reason (max_connections, max_connections_per_ip, tls_handshake, principal_mapping)",
         m.connections_rejected.clone(),
+    );
+    registry.register(
+        "es_request_memory_available_bytes",
+        "bytes of queued.max.request.bytes not held by requests read and not yet answered (-1: no bound)",
+        m.request_memory_available.clone(),
+    );
+    registry.register(
+        "es_connections_expired",
+        "connections es closed, per reason (idle: connections.max.idle.ms; request_read: request.read.timeout.ms)",
+        m.connections_expired.clone(),
     );
     registry.register(
         "es_authentication_failures",

@@ -1,10 +1,11 @@
 //! The accept loops: one per listener, bounded connections, TLS handshakes,
 //! graceful shutdown.
 //!
-//! A semaphore shared by every listener bounds how many connections are
-//! served at once (`max.connections`); when it is exhausted the loops stop
-//! accepting until one closes (the kernel's backlog holds the rest). On a
-//! TLS listener the handshake runs in the connection's own task, bounded in
+//! Every connection is counted ([`crate::limits::Connections`]): one over
+//! `max.connections` or `max.connections.per.ip` is accepted and closed at
+//! once, so its client sees the refusal at once instead of waiting in the
+//! kernel's backlog (and the backlog never fills with clients nobody will
+//! serve). On a TLS listener the handshake runs in the connection's own task, bounded in
 //! time, so a peer that opens a socket and says nothing (or speaks
 //! plaintext) holds one permit for at most [`TLS_HANDSHAKE_TIMEOUT`] and
 //! never the loop. Shutdown is a `watch` flag: the loops stop accepting,
@@ -17,11 +18,12 @@ use std::time::Duration;
 
 use es_auth::principal::Principal;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::watch;
 use tokio::task::JoinSet;
 
 use crate::broker::Broker;
 use crate::connection::{self, Session};
+use crate::limits::{Admitted, Connections};
 use crate::security::sasl::SaslSession;
 use crate::security::tls::Tls;
 use crate::security::ListenerSpec;
@@ -59,16 +61,24 @@ pub async fn run(
     shutdown: watch::Receiver<bool>,
     drain_timeout: Duration,
 ) {
-    let limit = Arc::new(Semaphore::new(broker.config().connections_max.max(1)));
+    let counts = Connections::new(broker.config().security.connections.clone());
+    // Kafka's rule: the inter-broker listener may exceed max.connections
+    // when there are other listeners whose clients could crowd it out.
+    let listener_names: Vec<&str> = listeners.iter().map(|l| l.spec.name.as_str()).collect();
+    let protected = (listener_names.len() > 1)
+        .then(|| broker.config().listeners.first().map(|l| l.name.clone()))
+        .flatten();
     let mut loops = JoinSet::new();
     for l in &listeners {
         zero_counters(&l.spec);
     }
     for l in listeners {
+        let exempt = protected.as_deref() == Some(l.spec.name.as_str());
         loops.spawn(accept_loop(
             broker.clone(),
             l,
-            limit.clone(),
+            counts.clone(),
+            exempt,
             shutdown.clone(),
             drain_timeout,
         ));
@@ -79,28 +89,32 @@ pub async fn run(
 async fn accept_loop(
     broker: Arc<Broker>,
     listener: BoundListener,
-    limit: Arc<Semaphore>,
+    counts: Arc<Connections>,
+    exempt: bool,
     mut shutdown: watch::Receiver<bool>,
     drain_timeout: Duration,
 ) {
     let name: Arc<str> = Arc::from(listener.spec.name.as_str());
     let mut conns = JoinSet::new();
     loop {
-        let permit = tokio::select! {
-            p = limit.clone().acquire_owned() => match p {
-                Ok(p) => p,
-                Err(_) => break,
-            },
-            _ = shutdown.changed() => break,
-        };
         let accepted = tokio::select! {
             a = listener.socket.accept() => a,
             _ = shutdown.changed() => break,
         };
-        // Reap finished connections so the set stays bounded by the semaphore.
+        // Reap finished connections so the set holds open ones only.
         while conns.try_join_next().is_some() {}
         match accepted {
             Ok((stream, addr)) => {
+                let permit = match counts.admit(addr.ip(), exempt) {
+                    Ok(p) => p,
+                    Err(why) => {
+                        // Closed at once (the stream is dropped here): the
+                        // client sees its connection end, as from Kafka.
+                        tracing::debug!(peer = %addr, listener = %name, reason = why.label(), "connection refused");
+                        rejected(&name, why.label());
+                        continue;
+                    }
+                };
                 let _ = stream.set_nodelay(true);
                 let b = broker.clone();
                 let rx = shutdown.clone();
@@ -152,7 +166,7 @@ async fn open(
     name: Arc<str>,
     tls: Option<Arc<Tls>>,
     shutdown: watch::Receiver<bool>,
-    permit: OwnedSemaphorePermit,
+    permit: Admitted,
 ) {
     let _open = OpenConnection::new(&name);
     let security = broker.security();
@@ -175,6 +189,28 @@ async fn open(
         drop(permit);
         return;
     };
+    // On the heap: the handshake's and a TLS connection's state are several
+    // times a plaintext connection's, which must not pay for them.
+    Box::pin(open_tls(
+        broker, stream, peer, name, tls, shutdown, permit, sasl,
+    ))
+    .await;
+}
+
+/// [`open`] for a TLS listener: the handshake, the principal of a client
+/// certificate, then the connection.
+#[allow(clippy::too_many_arguments)]
+async fn open_tls(
+    broker: Arc<Broker>,
+    stream: TcpStream,
+    peer: String,
+    name: Arc<str>,
+    tls: Arc<Tls>,
+    shutdown: watch::Receiver<bool>,
+    permit: Admitted,
+    sasl: Option<SaslSession>,
+) {
+    let security = broker.security();
     let accept = tls
         .acceptor()
         .accept(crate::security::alerts::JavaHandshakeAlerts::new(stream));
@@ -271,6 +307,17 @@ fn zero_counters(spec: &ListenerSpec) {
     };
     let _ = m.connections.get_or_create(&label);
     let _ = m.connections_accepted.get_or_create(&label);
+    for reason in ["idle", "request_read"] {
+        let _ = m
+            .connections_expired
+            .get_or_create(&crate::metrics::ExpiredLabel { reason });
+    }
+    for reason in ["max_connections", "max_connections_per_ip"] {
+        let _ = m.connections_rejected.get_or_create(&RejectedLabel {
+            listener: spec.name.clone(),
+            reason,
+        });
+    }
     if spec.protocol.tls() {
         for reason in ["tls_handshake", "principal_mapping"] {
             let _ = m.connections_rejected.get_or_create(&RejectedLabel {
@@ -288,5 +335,45 @@ fn zero_counters(spec: &ListenerSpec) {
                     mechanism: mechanism.to_string(),
                 });
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    /// An idle connection costs little more than its task (docs/reliability.md:
+    /// at most 10 KiB each, measured in es-broker's tests/limits.rs); the task
+    /// of a plaintext connection must not carry a TLS handshake's state.
+    #[tokio::test]
+    async fn a_plaintext_connection_task_is_a_few_kib() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let cfg = crate::broker::BrokerConfig::new(dir.path().to_path_buf(), "127.0.0.1:0");
+        let (b, _) = crate::handlers::wire_client::broker_with_topic(cfg, "t").await;
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let _client = tokio::net::TcpStream::connect(l.local_addr().expect("addr"))
+            .await
+            .expect("connect");
+        let (server, _) = l.accept().await.expect("accept");
+        let (_stop, shutdown) = tokio::sync::watch::channel(false);
+        let counts = crate::limits::Connections::new(Default::default());
+        let admitted = counts
+            .admit("127.0.0.1".parse().expect("ip"), false)
+            .expect("admitted");
+        let task = super::open(
+            b.clone(),
+            server,
+            "127.0.0.1:1".into(),
+            crate::security::ListenerSpec::plaintext("127.0.0.1", 1),
+            Arc::from("PLAINTEXT"),
+            None,
+            shutdown,
+            admitted,
+        );
+        let size = std::mem::size_of_val(&task);
+        assert!(size <= 3 * 1024, "a connection's task is {size} bytes");
+        drop(task);
     }
 }

@@ -176,6 +176,15 @@ impl KafkaClient {
         }
     }
 
+    /// A client on a stream connected already (from a chosen local address).
+    pub fn from_stream(stream: TcpStream, client_id: &str) -> KafkaClient {
+        KafkaClient {
+            stream,
+            correlation: 0,
+            client_id: client_id.to_string(),
+        }
+    }
+
     /// Sends one request without reading its response.
     pub fn send<Req: Encodable>(&mut self, key: ApiKey, v: i16, req: &Req) {
         self.correlation += 1;

@@ -84,6 +84,13 @@ const HEADER_BYTES_MIN: usize = 2;
 pub const MAX_MESSAGE_BYTES_DEFAULT: usize = 1_048_588;
 /// Default bound on decompressed record bytes from one input.
 pub const RECORDS_BYTES_MAX_DEFAULT: usize = 64 * 1024 * 1024;
+/// A produced batch may expand to this many times its topic's
+/// `max.message.bytes` (docs/reliability.md), within
+/// [`PRODUCED_RECORDS_BYTES_MIN`] and [`RECORDS_BYTES_MAX_DEFAULT`].
+pub const DECOMPRESSED_MULTIPLE: usize = 16;
+/// The least a produced batch may expand to, whatever its topic's
+/// `max.message.bytes`.
+pub const PRODUCED_RECORDS_BYTES_MIN: usize = 16 * 1024 * 1024;
 /// Hard bound on [`DecodeLimits::records_bytes_max`]: every Kafka record is at
 /// least 7 bytes and at most ~7.3 times that on disk, so this keeps a
 /// [`RecordBatchBuf`] (u32 record positions) below 4 GiB.
@@ -162,10 +169,15 @@ impl Default for DecodeLimits {
 
 impl DecodeLimits {
     /// Kafka's produce rules with the topic's `max.message.bytes`.
+    /// A batch may expand to [`DECOMPRESSED_MULTIPLE`] times that (16 MiB
+    /// with Kafka's default of 1 MiB), so a compression bomb costs at most
+    /// that much memory before it is refused with MESSAGE_TOO_LARGE.
     pub fn produce(batch_bytes_max: usize) -> Self {
         DecodeLimits {
             batch_bytes_max,
-            records_bytes_max: RECORDS_BYTES_MAX_DEFAULT,
+            records_bytes_max: batch_bytes_max
+                .saturating_mul(DECOMPRESSED_MULTIPLE)
+                .clamp(PRODUCED_RECORDS_BYTES_MIN, RECORDS_BYTES_MAX_DEFAULT),
             produce_rules: true,
         }
     }

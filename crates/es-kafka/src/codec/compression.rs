@@ -18,6 +18,12 @@
 //! buffer that grows with what actually arrives; snappy checks each block's
 //! announced length before allocating for it. A zip bomb costs at most
 //! `limit` bytes of memory and is reported as [`DecompressError::TooLarge`].
+//! What the codec libraries allocate for themselves is bounded too: a zstd
+//! frame may not declare a window larger than the limit needs (libzstd
+//! would otherwise reserve up to 128 MiB for it), and an lz4 batch must
+//! start with a frame of the standard format, the one Java's reader takes:
+//! the legacy format's 8 MiB blocks (and skippable frames) are refused
+//! before decoding.
 
 use std::io::{Read, Write};
 
@@ -114,18 +120,63 @@ pub fn decompress(
             "malformed gzip data",
         ),
         Compression::Snappy => snappy_decompress(input, limit, out),
-        Compression::Lz4 => read_bounded(
-            lz4_flex::frame::FrameDecoder::new(input),
-            limit,
-            out,
-            "malformed lz4 frame",
-        ),
+        Compression::Lz4 => {
+            lz4_standard_frames(input, limit)?;
+            read_bounded(
+                lz4_flex::frame::FrameDecoder::new(input),
+                limit,
+                out,
+                "malformed lz4 frame",
+            )
+        }
         Compression::Zstd => {
-            let dec = zstd::stream::read::Decoder::with_buffer(input)
+            let mut dec = zstd::stream::read::Decoder::with_buffer(input)
+                .map_err(|_| DecompressError::Malformed("zstd decoder unavailable"))?;
+            dec.window_log_max(zstd_window_log_max(limit))
                 .map_err(|_| DecompressError::Malformed("zstd decoder unavailable"))?;
             read_bounded(dec, limit, out, "malformed zstd data")
         }
     }
+}
+
+/// The largest zstd window (log2) a frame may declare when at most `limit`
+/// bytes are wanted: enough for a window as large as the limit (a frame
+/// compressed in one go declares at most its content's size), never below
+/// libzstd's 8 MiB default for streaming decoders nor above its 128 MiB.
+fn zstd_window_log_max(limit: usize) -> u32 {
+    let need = usize::BITS - limit.saturating_sub(1).leading_zeros();
+    need.clamp(23, 27)
+}
+
+/// The standard LZ4 frame's magic number.
+const LZ4_FRAME_MAGIC: u32 = 0x184D_2204;
+
+/// An lz4 batch must start with a standard frame, the one frame Java's
+/// `KafkaLZ4BlockInputStream` reads (and lz4_flex's decoder, which stops at
+/// the end of the first frame too), whose blocks are no larger than the
+/// records may be (or 64 KiB, what clients write). A legacy frame (magic
+/// 0x184C2102) would make the decoder allocate two 8 MiB block buffers
+/// whatever the limit, a frame declaring 4 MiB blocks two of 4 MiB; a
+/// skippable frame is nothing a Kafka client writes.
+fn lz4_standard_frames(input: &[u8], limit: usize) -> Result<(), DecompressError> {
+    let Some(magic) = input.get(..4) else {
+        return Ok(());
+    };
+    if magic != LZ4_FRAME_MAGIC.to_le_bytes() {
+        return Err(DecompressError::Malformed(
+            "lz4 data that is not a standard LZ4 frame",
+        ));
+    }
+    // BD: the block maximum size in bits 4-6 (4: 64 KiB ... 7: 4 MiB).
+    if let Some(bd) = input.get(5) {
+        let block = 1usize << (8 + 2 * ((bd >> 4) & 0x7));
+        if block > limit.max(64 * 1024) {
+            return Err(DecompressError::Malformed(
+                "lz4 blocks larger than the records may be",
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn read_bounded<R: Read>(
@@ -328,6 +379,75 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn lz4_legacy_and_skippable_frames_are_refused_before_decoding() {
+        let mut c = Compressor::new();
+        let mut z = Vec::new();
+        c.compress(Compression::Lz4, &sample(), &mut z)
+            .expect("compresses");
+        let mut out = Vec::new();
+        // The first frame is the batch's records, as Java reads them; what
+        // follows it is not decoded.
+        for rest in [z.clone(), 0x184C_2102u32.to_le_bytes().to_vec()] {
+            let stream = [z.clone(), rest, vec![0u8; 16]].concat();
+            decompress(Compression::Lz4, &stream, 1 << 20, &mut out).expect("first frame");
+            assert!(out == sample(), "the first frame's records");
+        }
+        // A frame declaring 4 MiB blocks (BD 0x70) for a 1 MiB limit.
+        let mut big_blocks = z.clone();
+        big_blocks[5] = 0x70;
+        assert_eq!(
+            decompress(Compression::Lz4, &big_blocks, 1 << 20, &mut out),
+            Err(DecompressError::Malformed(
+                "lz4 blocks larger than the records may be"
+            ))
+        );
+        for magic in [0x184C_2102u32, 0x184D_2A50] {
+            let stream = [&magic.to_le_bytes()[..], &[0u8; 16]].concat();
+            assert_eq!(
+                decompress(Compression::Lz4, &stream, 1 << 20, &mut out),
+                Err(DecompressError::Malformed(
+                    "lz4 data that is not a standard LZ4 frame"
+                )),
+                "magic {magic:#x}"
+            );
+        }
+    }
+
+    /// A zstd frame declaring a 128 MiB window (libzstd's largest default)
+    /// for a 1 MiB limit is refused instead of reserving the window.
+    #[test]
+    fn a_zstd_window_larger_than_the_limit_needs_is_refused() {
+        assert_eq!(zstd_window_log_max(1 << 20), 23);
+        assert_eq!(zstd_window_log_max(16 << 20), 24);
+        assert_eq!(zstd_window_log_max((16 << 20) + 1), 25);
+        assert_eq!(zstd_window_log_max(usize::MAX), 27);
+        // Frame header: magic, descriptor (no content size), window
+        // descriptor 2^27, then one last RLE block of 16 bytes.
+        let frame = [
+            0x28,
+            0xb5,
+            0x2f,
+            0xfd,
+            0x00,
+            (27 - 10) << 3,
+            0x83,
+            0x00,
+            0x00,
+            0x00,
+        ];
+        let mut out = Vec::new();
+        assert!(matches!(
+            decompress(Compression::Zstd, &frame, 1 << 20, &mut out),
+            Err(DecompressError::Malformed(_))
+        ));
+        // The same frame with an 8 MiB window decodes.
+        let mut small = frame;
+        small[5] = (23 - 10) << 3;
+        decompress(Compression::Zstd, &small, 1 << 20, &mut out).expect("decodes");
+        assert_eq!(out, vec![0u8; 16]);
     }
 
     #[test]

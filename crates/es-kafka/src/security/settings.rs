@@ -29,7 +29,6 @@ const BROKER_NAMES: &[&str] = &[
     "connection.failed.authentication.delay.ms",
     "sasl.server.max.receive.size",
     "ssl.principal.mapping.rules",
-    "max.connections",
     "inter.broker.listener.name",
     "quota.window.num",
     "quota.window.size.seconds",
@@ -49,7 +48,10 @@ const LISTENER_NAMES: &[&str] = &[
 
 /// Whether `name` is a security setting (broker-wide or per listener).
 pub fn is_security_setting(name: &str) -> bool {
-    if BROKER_NAMES.contains(&name) || LISTENER_NAMES.contains(&name) {
+    if BROKER_NAMES.contains(&name)
+        || LISTENER_NAMES.contains(&name)
+        || crate::limits::NAMES.contains(&name)
+    {
         return true;
     }
     listener_scoped(name).is_some()
@@ -123,8 +125,9 @@ pub struct SecurityConfig {
     pub sasl_max_receive_size: usize,
     /// `ssl.principal.mapping.rules`, as given (checked at start).
     pub principal_mapping_rules: String,
-    /// `max.connections`, when set.
-    pub max_connections: Option<usize>,
+    /// `max.connections`, `max.connections.per.ip`, `connections.max.idle.ms`
+    /// and the other limits of [`crate::limits`].
+    pub connections: crate::limits::ConnectionLimits,
     /// `inter.broker.listener.name`, when set.
     pub inter_broker_listener: Option<String>,
     /// `quota.window.num`: the samples a client quota's rate is measured
@@ -147,7 +150,7 @@ impl Default for SecurityConfig {
             failed_authentication_delay_ms: FAILED_AUTHENTICATION_DELAY_MS_DEFAULT,
             sasl_max_receive_size: SASL_MAX_RECEIVE_SIZE_DEFAULT,
             principal_mapping_rules: "DEFAULT".into(),
-            max_connections: None,
+            connections: crate::limits::ConnectionLimits::default(),
             inter_broker_listener: None,
             quota_window_num: crate::quota::QUOTA_WINDOW_NUM_DEFAULT,
             quota_window_size_seconds: crate::quota::QUOTA_WINDOW_SIZE_SECONDS_DEFAULT,
@@ -328,13 +331,7 @@ impl SecurityConfig {
                     c.sasl_max_receive_size = n;
                 }
                 "ssl.principal.mapping.rules" => c.principal_mapping_rules = v.trim().to_string(),
-                "max.connections" => {
-                    let n: usize = parse_num(name, v)?;
-                    if n == 0 {
-                        return Err(format!("{name} must be positive"));
-                    }
-                    c.max_connections = Some(n);
-                }
+                n if crate::limits::NAMES.contains(&n) => c.connections.apply(n, v)?,
                 "inter.broker.listener.name" => {
                     c.inter_broker_listener = Some(v.trim().to_ascii_uppercase())
                 }
@@ -346,6 +343,7 @@ impl SecurityConfig {
                 _ => return Err(format!("{name} is not a setting es knows")),
             }
         }
+        c.connections.check()?;
         // Per-listener values are checked now, not when a client connects.
         for name in c.listeners.keys() {
             c.listener(name)?;

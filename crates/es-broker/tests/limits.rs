@@ -1,0 +1,547 @@
+//! The connection and request limits of a real es-broker
+//! (docs/reliability.md), each exceeded over real sockets: a connection over
+//! `max.connections` or `max.connections.per.ip` is closed at once; an idle
+//! one after `connections.max.idle.ms`; one whose request trickles in after
+//! `request.read.timeout.ms`; one whose peer does not read its answers after
+//! `connections.max.idle.ms`; `queued.max.request.bytes` holds requests back
+//! while it is spent. Then what abuse costs: 10,000 idle connections at most
+//! 10 KiB each, and 100,000 malformed frames of every kind leave resident
+//! memory within 32 MiB of where it was and the broker serving.
+
+mod common;
+
+use std::io::{ErrorKind, Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+use common::{admin, admin_opts, client_config, Broker};
+use es_kafka::codec::Compression;
+use es_storage::record::RecordMeta;
+use es_test_support::batch::KafkaBatch;
+use es_test_support::wait::eventually;
+use es_test_support::wire::{raw_request_frame, request_frame, KafkaClient};
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::{
+    ApiKey, ApiVersionsRequest, ApiVersionsResponse, BrokerId, FetchRequest, ProduceRequest,
+    ProduceResponse, TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
+use rdkafka::admin::{NewTopic, TopicReplication};
+use rdkafka::producer::{FutureProducer, FutureRecord};
+
+const TIMEOUT: Duration = Duration::from_secs(30);
+
+fn start(dir: &std::path::Path, settings: &[&str]) -> Broker {
+    let mut args = vec!["--admin-listen", "127.0.0.1:0"];
+    for s in settings {
+        args.push("--set");
+        args.push(s);
+    }
+    common::start(dir, &args)
+}
+
+/// One ApiVersions exchange on `c`: the connection is served.
+fn api_versions(c: &mut KafkaClient) -> bool {
+    let r: ApiVersionsResponse = c.call(ApiKey::ApiVersions, 3, &versions_request());
+    r.error_code == 0
+}
+
+/// ApiVersions v3 as clients send it (Kafka refuses an empty software name).
+fn versions_request() -> ApiVersionsRequest {
+    let mut r = ApiVersionsRequest::default();
+    r.client_software_name = StrBytes::from_static_str("es-test");
+    r.client_software_version = StrBytes::from_static_str("1");
+    r
+}
+
+/// Reads until the peer closes: `Ok(bytes read)` on a close (end of stream
+/// or reset), `Err` if nothing ends it within the socket's read timeout.
+fn read_until_closed(s: &mut TcpStream) -> Result<usize, std::io::Error> {
+    let mut total = 0;
+    let mut buf = vec![0u8; 1 << 16];
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) => return Ok(total),
+            Ok(n) => total += n,
+            Err(e) if e.kind() == ErrorKind::ConnectionReset => return Ok(total),
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// A connection to `addr` from the local address `from` (127.0.0.x).
+fn connect_from(from: &str, addr: &str) -> TcpStream {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let s = rt.block_on(async {
+        let sock = tokio::net::TcpSocket::new_v4().expect("socket");
+        sock.bind(format!("{from}:0").parse().expect("addr"))
+            .expect("bind");
+        sock.connect(addr.parse().expect("addr"))
+            .await
+            .expect("connect")
+    });
+    let s = s.into_std().expect("std");
+    s.set_nonblocking(false).expect("blocking");
+    s.set_read_timeout(Some(TIMEOUT)).expect("timeout");
+    s
+}
+
+/// The value of the sample `name` (labels included, as exported) on the
+/// admin listener's `/metrics`.
+fn metric(admin: &str, name: &str) -> Option<f64> {
+    let text = reqwest::blocking::get(format!("{admin}/metrics"))
+        .expect("GET /metrics")
+        .text()
+        .expect("text");
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+}
+
+/// Resident memory of process `pid`, in KiB.
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .expect("VmRSS")
+}
+
+/// Raises this process's open-file limit to its hard limit (the tests below
+/// hold thousands of sockets).
+fn raise_fd_limit() -> u64 {
+    use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
+    let l = getrlimit(Resource::Nofile);
+    let _ = setrlimit(
+        Resource::Nofile,
+        Rlimit {
+            current: l.maximum,
+            maximum: l.maximum,
+        },
+    );
+    getrlimit(Resource::Nofile).current.unwrap_or(u64::MAX)
+}
+
+#[test]
+fn a_connection_over_a_limit_is_closed_at_once() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let mut b = start(
+        dir.path(),
+        &[
+            "max.connections=5",
+            "max.connections.per.ip=3",
+            "max.connections.per.ip.overrides=127.0.0.2:10",
+        ],
+    );
+    let admin = b.admin_url();
+    let addr = b.addr.clone();
+    let mut first: Vec<KafkaClient> = (0..3)
+        .map(|_| KafkaClient::connect(&addr, "limits"))
+        .collect();
+    for c in &mut first {
+        assert!(api_versions(c));
+    }
+    // The fourth from 127.0.0.1 is accepted and closed: its client reads the
+    // end of the stream, not a timeout.
+    let mut over = connect_from("127.0.0.1", &addr);
+    let _ = over.write_all(&raw_request_frame(
+        ApiKey::ApiVersions as i16,
+        0,
+        1,
+        b"x",
+        &[],
+    ));
+    assert_eq!(read_until_closed(&mut over).expect("closed at once"), 0);
+    // 127.0.0.2 has an override of 10, but max.connections is 5 in all.
+    let mut others: Vec<KafkaClient> = (0..2)
+        .map(|_| KafkaClient::from_stream(connect_from("127.0.0.2", &addr), "limits"))
+        .collect();
+    for c in &mut others {
+        assert!(api_versions(c));
+    }
+    let mut sixth = connect_from("127.0.0.2", &addr);
+    assert_eq!(read_until_closed(&mut sixth).expect("closed at once"), 0);
+    let refused = |reason: &str| {
+        metric(
+            &admin,
+            &format!("es_connections_rejected_total{{listener=\"PLAINTEXT\",reason=\"{reason}\"}}"),
+        )
+        .unwrap_or(-1.0)
+    };
+    assert_eq!(refused("max_connections_per_ip"), 1.0);
+    assert_eq!(refused("max_connections"), 1.0);
+    // A closed connection frees its slot.
+    drop(first.pop());
+    eventually(TIMEOUT, "a slot freed by a close", || {
+        let mut c = KafkaClient::from_stream(connect_from("127.0.0.1", &addr), "limits");
+        c.stream
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .expect("timeout");
+        c.send(ApiKey::ApiVersions, 3, &versions_request());
+        let mut len = [0u8; 4];
+        c.stream.read_exact(&mut len).ok().map(|_| c)
+    });
+    b.stop();
+}
+
+#[test]
+fn idle_and_trickling_connections_are_closed_and_busy_ones_are_not() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let b = start(
+        dir.path(),
+        &[
+            "connections.max.idle.ms=1500",
+            "request.read.timeout.ms=1000",
+        ],
+    );
+    let addr = b.addr.clone();
+    // Idle after one request: closed by es.
+    let mut idle = KafkaClient::connect(&addr, "idle");
+    assert!(api_versions(&mut idle));
+    assert_eq!(read_until_closed(&mut idle.stream).expect("closed"), 0);
+    // A request every 300 ms is activity: all of them are answered, well
+    // past the idle limit.
+    let mut busy = KafkaClient::connect(&addr, "busy");
+    for _ in 0..12 {
+        assert!(api_versions(&mut busy));
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    // A valid request sent a byte every 100 ms (about 4 s in all): es cuts
+    // the connection when it has not arrived whole within 1 s.
+    let frame = request_frame(ApiKey::ApiVersions, 3, 1, "trickle", &versions_request());
+    let mut s = TcpStream::connect(&addr).expect("connect");
+    s.set_read_timeout(Some(TIMEOUT)).expect("timeout");
+    let mut reader = s.try_clone().expect("clone");
+    let writer = std::thread::spawn(move || {
+        let mut sent = 0;
+        for byte in &frame {
+            if s.write_all(std::slice::from_ref(byte)).is_err() {
+                break;
+            }
+            sent += 1;
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        (sent, frame.len())
+    });
+    let got = read_until_closed(&mut reader).expect("closed by es");
+    let (sent, len) = writer.join().expect("writer");
+    assert_eq!(got, 0, "no answer to a request that never arrived whole");
+    assert!(sent < len, "es waited for all {len} bytes");
+    b.stop();
+}
+
+#[test]
+fn a_peer_that_does_not_read_its_answers_is_closed() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let mut b = start(dir.path(), &["connections.max.idle.ms=1000"]);
+    let admin = b.admin_url();
+    let addr = b.addr.clone();
+    // 8 MiB in one partition.
+    let producer: FutureProducer = client_config(&addr)
+        .set("linger.ms", "20")
+        .create()
+        .expect("producer");
+    let value = vec![b'v'; 8192];
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    rt.block_on(async {
+        let sends: Vec<_> = (0..1024)
+            .map(|_| producer.send(FutureRecord::<(), _>::to("slow").payload(&value), TIMEOUT))
+            .collect();
+        for s in sends {
+            s.await.expect("produced");
+        }
+    });
+    drop(producer);
+    let open = || metric(&admin, "es_connections{listener=\"PLAINTEXT\"}");
+    eventually(TIMEOUT, "the producer's connections closed", || {
+        (open()? == 0.0).then_some(())
+    });
+    // Sixteen fetches of all of it, and not a byte read: es's writes stall
+    // once the socket buffers are full, and the connection is closed after
+    // a second of that.
+    let mut c = KafkaClient::connect(&addr, "slow-reader");
+    let mut req = FetchRequest::default();
+    req.replica_id = BrokerId(-1);
+    req.max_bytes = 16 << 20;
+    req.session_epoch = -1;
+    let mut p = FetchPartition::default();
+    p.partition = 0;
+    p.partition_max_bytes = 16 << 20;
+    let mut t = FetchTopic::default();
+    t.topic = TopicName(StrBytes::from_static_str("slow"));
+    t.partitions = vec![p];
+    req.topics = vec![t];
+    for _ in 0..16 {
+        c.send(ApiKey::Fetch, 12, &req);
+    }
+    eventually(TIMEOUT, "the stalled connection closed", || {
+        (open()? == 0.0).then_some(())
+    });
+    let got = read_until_closed(&mut c.stream).expect("closed by es");
+    assert!(
+        got < 8 * (8 << 20),
+        "{got} bytes of the 16 answers of 8 MiB were written"
+    );
+    b.stop();
+}
+
+#[test]
+fn queued_max_request_bytes_holds_requests_back_while_it_is_spent() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let mut b = start(dir.path(), &["queued.max.request.bytes=2097152"]);
+    let admin = b.admin_url();
+    let addr = b.addr.clone();
+    // A request announcing 3 MB (and sending 10
+    // bytes of it) holds the whole pool of 2 MiB; another client's request
+    // waits until that connection is gone.
+    let mut hog = TcpStream::connect(&addr).expect("connect");
+    hog.write_all(&(3_000_000i32).to_be_bytes()).expect("write");
+    hog.write_all(&[0u8; 10]).expect("write");
+    eventually(TIMEOUT, "the pool spent", || {
+        (metric(&admin, "es_request_memory_available_bytes")? == 0.0).then_some(())
+    });
+    let mut waiting = KafkaClient::connect_with_timeout(&addr, "waits", Duration::from_secs(2));
+    waiting.send(ApiKey::ApiVersions, 3, &versions_request());
+    let mut len = [0u8; 4];
+    let early = waiting.stream.read_exact(&mut len);
+    assert!(
+        matches!(&early, Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut)),
+        "answered while the pool was spent: {early:?}"
+    );
+    drop(hog);
+    waiting
+        .stream
+        .set_read_timeout(Some(TIMEOUT))
+        .expect("timeout");
+    waiting
+        .stream
+        .read_exact(&mut len)
+        .expect("answered once the pool is free");
+    assert_eq!(
+        metric(&admin, "es_request_memory_available_bytes"),
+        Some(2_097_152.0)
+    );
+    b.stop();
+}
+
+#[test]
+fn ten_thousand_idle_connections_cost_at_most_10_kib_each() {
+    const CONNECTIONS: usize = 10_000;
+    let limit = raise_fd_limit();
+    assert!(
+        limit >= CONNECTIONS as u64 + 1000,
+        "this test needs {CONNECTIONS} sockets; the open-file limit is {limit}"
+    );
+    let dir = tempfile::tempdir().expect("tmp");
+    let b = start(dir.path(), &[]);
+    let addr = b.addr.clone();
+    // A served client first, so what is measured is the connections alone.
+    let mut first = KafkaClient::connect(&addr, "first");
+    assert!(api_versions(&mut first));
+    let before = rss_kib(b.pid());
+    let mut held = Vec::with_capacity(CONNECTIONS);
+    for i in 0..CONNECTIONS {
+        let mut c = KafkaClient::connect(&addr, "idle");
+        // Half of them were served once before going quiet.
+        if i % 2 == 0 {
+            assert!(api_versions(&mut c));
+        }
+        held.push(c);
+    }
+    // Every connection is accepted and has its task by the time this one,
+    // the last, is served.
+    let mut last = KafkaClient::connect(&addr, "last");
+    assert!(api_versions(&mut last));
+    let after = rss_kib(b.pid());
+    let per = (after.saturating_sub(before) * 1024) / CONNECTIONS as u64;
+    println!("{CONNECTIONS} idle connections: RSS {before} KiB -> {after} KiB, {per} bytes each");
+    assert!(
+        per <= 10 * 1024,
+        "{per} bytes per idle connection ({before} -> {after} KiB)"
+    );
+    drop(held);
+    b.stop();
+}
+
+/// The frames of every kind of malformation, by index.
+fn malformed(i: usize) -> Vec<u8> {
+    let body = |key: i16, version: i16, rest: &[u8]| {
+        raw_request_frame(key, version, i as i32, b"bad", rest)
+    };
+    let garbage: Vec<u8> = (0..(i % 97)).map(|j| (i * 31 + j * 7) as u8).collect();
+    match i % 10 {
+        0 => (-1i32).to_be_bytes().to_vec(),
+        1 => (200_000_000i32).to_be_bytes().to_vec(),
+        2 => 0i32.to_be_bytes().to_vec(),
+        3 => [&3i32.to_be_bytes()[..], &[0, 3, 0]].concat(),
+        4 => body(9999, 0, &garbage),
+        5 => body(ApiKey::Metadata as i16, 999, &garbage),
+        6 => body(ApiKey::Produce as i16, 9, &garbage),
+        7 => body(ApiKey::Fetch as i16, 12, &[0xff; 40]),
+        8 => body(ApiKey::Metadata as i16, 12, &[0x7f, 0xff, 0xff, 0xff, 0, 0]),
+        _ => {
+            let mut f = ((garbage.len()) as i32).to_be_bytes().to_vec();
+            f.extend_from_slice(&garbage);
+            f
+        }
+    }
+}
+
+#[test]
+fn a_hundred_thousand_malformed_frames_leave_memory_flat_and_the_broker_serving() {
+    let frames: usize = std::env::var("ES_MALFORMED_FRAMES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(100_000);
+    let dir = tempfile::tempdir().expect("tmp");
+    let b = start(dir.path(), &[]);
+    let addr = b.addr.clone();
+    let mut served = KafkaClient::connect(&addr, "served");
+    assert!(api_versions(&mut served));
+    // The first thousand warm up what any client would (tasks, buffers).
+    let send = |i: usize| {
+        let mut s = TcpStream::connect(&addr).expect("connect");
+        s.set_read_timeout(Some(TIMEOUT)).expect("timeout");
+        let _ = s.write_all(&malformed(i));
+        let _ = s.shutdown(std::net::Shutdown::Write);
+        // Wait for es's answer or close, so that connections do not pile up.
+        let _ = read_until_closed(&mut s);
+    };
+    (0..1000).for_each(send);
+    let before = rss_kib(b.pid());
+    // Four senders at once.
+    std::thread::scope(|scope| {
+        for t in 0..4 {
+            let send = &send;
+            scope.spawn(move || {
+                (1000 + t..frames).step_by(4).for_each(send);
+            });
+        }
+    });
+    assert!(
+        api_versions(&mut served),
+        "the first client is still served"
+    );
+    let mut fresh = KafkaClient::connect(&addr, "fresh");
+    assert!(api_versions(&mut fresh), "a new client is served");
+    let after = rss_kib(b.pid());
+    println!("{frames} malformed frames: RSS {before} KiB -> {after} KiB");
+    assert!(
+        after.saturating_sub(before) < 32 * 1024,
+        "RSS grew from {before} KiB to {after} KiB"
+    );
+    b.stop();
+}
+
+/// A produced batch of `codec` whose compressed records are `payload`: the
+/// header of a real one-record batch, its length and CRC-32C sealed again.
+fn batch_of(codec: Compression, payload: &[u8]) -> Vec<u8> {
+    let mut b = KafkaBatch::new();
+    b.compression(codec).record(
+        1_700_000_000_000,
+        None,
+        Some(b"x"),
+        &[],
+        &RecordMeta::default(),
+    );
+    let mut batch = b.encode();
+    batch.truncate(61);
+    batch.extend_from_slice(payload);
+    let length = i32::try_from(batch.len() - 12).expect("length");
+    batch[8..12].copy_from_slice(&length.to_be_bytes());
+    let crc = crc32c::crc32c(&batch[21..]);
+    batch[17..21].copy_from_slice(&crc.to_be_bytes());
+    batch
+}
+
+/// A zstd frame of RLE blocks that expands to `blocks` x 128 KiB of zeros
+/// (4 bytes a block), with no content size and an 8 MiB window.
+fn zstd_bomb(blocks: usize) -> Vec<u8> {
+    let mut f = vec![0x28, 0xb5, 0x2f, 0xfd, 0x00, (23 - 10) << 3];
+    for i in 0..blocks {
+        let last = u32::from(i + 1 == blocks);
+        let header = (128 * 1024) << 3 | 1 << 1 | last;
+        f.extend_from_slice(&header.to_le_bytes()[..3]);
+        f.push(0);
+    }
+    f
+}
+
+/// gzip of `mib` MiB of zeros.
+fn gzip_bomb(mib: usize) -> Vec<u8> {
+    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+    let zeros = vec![0u8; 1 << 20];
+    for _ in 0..mib {
+        e.write_all(&zeros).expect("compress");
+    }
+    e.finish().expect("compress")
+}
+
+#[test]
+fn compression_bombs_are_refused_before_their_memory_is_taken() {
+    const MESSAGE_TOO_LARGE: i16 = 10;
+    let dir = tempfile::tempdir().expect("tmp");
+    let b = start(dir.path(), &[]);
+    let addr = b.addr.clone();
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    rt.block_on(admin(&addr).create_topics(
+        &[NewTopic::new("bombs", 1, TopicReplication::Fixed(1))],
+        &admin_opts(TIMEOUT),
+    ))
+    .expect("create");
+    let mut c = KafkaClient::connect(&addr, "bombs");
+    let mut produce = |batch: Vec<u8>| -> i16 {
+        let mut pd = PartitionProduceData::default();
+        pd.index = 0;
+        pd.records = Some(batch.into());
+        let mut td = TopicProduceData::default();
+        td.name = TopicName(StrBytes::from_static_str("bombs"));
+        td.partition_data = vec![pd];
+        let mut req = ProduceRequest::default();
+        req.acks = -1;
+        req.timeout_ms = 30_000;
+        req.topic_data = vec![td];
+        let r: ProduceResponse = c.call(ApiKey::Produce, 9, &req);
+        r.responses[0].partition_responses[0].error_code
+    };
+    // A batch that decodes is taken, so the ones below fail for their size.
+    let mut fine = KafkaBatch::new();
+    fine.compression(Compression::Zstd).record(
+        1_700_000_000_000,
+        None,
+        Some(b"fine"),
+        &[],
+        &RecordMeta::default(),
+    );
+    assert_eq!(produce(fine.encode()), 0);
+    let before = rss_kib(b.pid());
+    // 10 GiB of zeros in 320 KiB of zstd, then 768 MiB in 760 KiB of gzip.
+    let zstd = zstd_bomb(10 * 8192);
+    let gzip = gzip_bomb(768);
+    println!(
+        "zstd bomb {} bytes, gzip bomb {} bytes",
+        zstd.len(),
+        gzip.len()
+    );
+    for (codec, payload) in [(Compression::Zstd, zstd), (Compression::Gzip, gzip)] {
+        assert_eq!(
+            produce(batch_of(codec, &payload)),
+            MESSAGE_TOO_LARGE,
+            "{codec:?}"
+        );
+        let after = rss_kib(b.pid());
+        println!("{codec:?} bomb: RSS {before} KiB -> {after} KiB");
+        assert!(
+            after.saturating_sub(before) < 64 * 1024,
+            "{codec:?} bomb: RSS grew from {before} KiB to {after} KiB"
+        );
+    }
+    // The connection and the partition still serve.
+    assert!(api_versions(&mut c));
+    b.stop();
+}
