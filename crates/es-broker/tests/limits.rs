@@ -545,3 +545,76 @@ fn compression_bombs_are_refused_before_their_memory_is_taken() {
     assert!(api_versions(&mut c));
     b.stop();
 }
+
+#[test]
+fn partitions_beyond_the_open_file_limit_are_refused_and_the_metadata_keeps_working() {
+    use rdkafka::admin::AdminOptions;
+    use rdkafka::types::RDKafkaErrorCode;
+    const LIMIT: u64 = 1500;
+    let dir = tempfile::tempdir().expect("tmp");
+    // The broker under an open-file limit it cannot raise (prlimit sets the
+    // hard limit too; es raises only the soft one without privilege, and a
+    // process cannot raise its hard limit in this sandbox).
+    let wrapper = dir.path().join("es-broker-limited");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\nexec prlimit --nofile={LIMIT}:{LIMIT} {} \"$@\"\n",
+            common::ES_BROKER
+        ),
+    )
+    .expect("wrapper");
+    std::fs::set_permissions(
+        &wrapper,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .expect("chmod");
+    let b = Broker::start(&wrapper, dir.path().join("data"), &[]);
+    let addr = b.addr.clone();
+    let a = admin(&addr);
+    let opts = AdminOptions::new().operation_timeout(Some(TIMEOUT));
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    let create = |name: &str, partitions: i32| {
+        let r = rt
+            .block_on(a.create_topics(
+                &[NewTopic::new(name, partitions, TopicReplication::Fixed(1))],
+                &opts,
+            ))
+            .expect("CreateTopics");
+        match &r[0] {
+            Ok(_) => Ok(()),
+            Err((_, code)) => Err(*code),
+        }
+    };
+    // 100 partitions at a time until the broker refuses: well before its
+    // files run out.
+    let mut created = 0;
+    let refused = loop {
+        match create(&format!("many-{created}"), 100) {
+            Ok(()) => created += 1,
+            Err(code) => break code,
+        }
+        assert!(
+            created < 10,
+            "{} partitions created under a limit of {LIMIT} files",
+            created * 100
+        );
+    };
+    assert_eq!(refused, RDKafkaErrorCode::PolicyViolation);
+    println!("{created} topics of 100 partitions created under a limit of {LIMIT} files, the next refused");
+    assert!(created >= 2, "only {created} topics of 100 partitions fit");
+    let fds = std::fs::read_dir(format!("/proc/{}/fd", b.pid()))
+        .map(|d| d.count() as u64)
+        .unwrap_or(0);
+    assert!(fds < LIMIT, "{fds} files open");
+    // The metadata quorum still works: a deletion frees files, and a
+    // smaller topic is created after it.
+    rt.block_on(a.delete_topics(&["many-0"], &opts))
+        .expect("DeleteTopics")[0]
+        .as_ref()
+        .expect("deleted");
+    eventually(TIMEOUT, "a topic created after a deletion", || {
+        create("after", 50).ok()
+    });
+    b.stop();
+}

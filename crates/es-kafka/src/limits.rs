@@ -369,6 +369,39 @@ impl RequestMemory {
     }
 }
 
+/// Files a partition keeps open: its active segment's log and index, and
+/// the next segment's two files prepared ahead (es-storage). Sealed
+/// segments keep two each as well, which this estimate leaves out.
+pub const FILES_PER_PARTITION: u64 = 4;
+
+/// Files in use by this process and its soft `RLIMIT_NOFILE`, where the
+/// system says (`/proc/self/fd`).
+pub fn open_files() -> Option<(u64, u64)> {
+    let limit = rustix::process::getrlimit(rustix::process::Resource::Nofile)
+        .current
+        .unwrap_or(u64::MAX);
+    let in_use = std::fs::read_dir("/proc/self/fd").ok()?.count() as u64;
+    Some((in_use, limit))
+}
+
+/// Whether `partitions` more partitions fit in the open-file limit, keeping
+/// a tenth of it (at least 256) for connections and the broker's own files
+/// (the metadata log among them: running out there would stop the metadata
+/// quorum). `Err` says what is short, for CreateTopics' POLICY_VIOLATION.
+pub fn check_open_files(partitions: u64) -> Result<(), String> {
+    let Some((in_use, limit)) = open_files() else {
+        return Ok(());
+    };
+    let reserve = (limit / 10).max(256);
+    let need = partitions.saturating_mul(FILES_PER_PARTITION);
+    if in_use.saturating_add(need).saturating_add(reserve) > limit {
+        return Err(format!(
+            "{partitions} more partitions need about {need} open files: {in_use} of this broker's limit of {limit} are in use and {reserve} are kept for connections and its own files (raise the limit: ulimit -n, or LimitNOFILE under systemd)"
+        ));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -423,6 +456,16 @@ mod tests {
         drop(b2);
         assert_eq!(c.open(), 2);
         let _a3 = c.admit(a, false).expect("a slot was freed");
+    }
+
+    #[test]
+    fn partitions_that_would_exhaust_the_open_file_limit_are_refused() {
+        let (in_use, limit) = open_files().expect("/proc/self/fd");
+        assert!(in_use > 0 && limit > in_use);
+        assert!(check_open_files(1).is_ok() || limit < in_use + 256 + 4);
+        let too_many = limit / FILES_PER_PARTITION + 1;
+        let e = check_open_files(too_many).expect_err("more than the limit");
+        assert!(e.contains("open files"), "{e}");
     }
 
     #[tokio::test]
