@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use common::{admin, admin_opts, Broker};
+use common::{admin, admin_opts};
 use es_kafka::codec::Compression;
 use es_storage::record::RecordMeta;
 use es_test_support::batch::KafkaBatch;
@@ -206,7 +206,7 @@ fn a_full_disk_refuses_produce_loses_nothing_and_recovers_after_space_is_freed()
     let records = acked.len() as u64 * RECORDS_PER_BATCH;
     println!(
         "disk full after {records} acknowledged records ({} MiB)",
-        records as usize * VALUE_BYTES >> 20
+        (records as usize * VALUE_BYTES) >> 20
     );
     assert_eq!(refused, KAFKA_STORAGE_ERROR);
     assert!(acked.len() > 100, "only {} batches fit", acked.len());
