@@ -384,12 +384,15 @@ mod tests {
                     }
                 } else {
                     if log.append(s).is_err() {
-                        // Not acknowledged: it may or may not be there.
+                        // Not acknowledged: any prefix of its entries may be
+                        // there (each entry is a journal record of its own;
+                        // a torn write keeps the whole ones before the tear;
+                        // the coordinator appends one entry at a time).
                         let mut maybe = acked.clone();
                         for e in s {
                             maybe.apply(e);
+                            states.push(maybe.clone());
                         }
-                        states.push(maybe);
                         break;
                     }
                     for e in s {
