@@ -156,8 +156,13 @@ impl State {
         self.check()?;
         self.syncs += 1;
         if self.crash_at_sync == Some(self.syncs) {
-            let image = self.image(Tear::None);
-            self.crashed = Some(Box::new(image));
+            // The machine as it was when the power went: what is durable and
+            // what only the process saw, so that `crash_image` can keep a
+            // torn prefix of the unsynced bytes (imaging here would drop them
+            // and make every later `Tear::Prefix` the same as `Tear::None`).
+            let mut at_crash = self.clone();
+            at_crash.crashed = None;
+            self.crashed = Some(Box::new(at_crash));
             return Err(crashed_err());
         }
         if self.fail_sync_at == Some(self.syncs) {
