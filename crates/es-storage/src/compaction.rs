@@ -682,6 +682,22 @@ impl Partition {
             report.records_dropped = 0;
             return Ok(report);
         }
+        // The log start stays where it is: a partition without a recorded
+        // log start starts at its first segment's base after a restart, and
+        // the first output segment is named after its first surviving
+        // record, so a pass that dropped the first records would move the
+        // log start up at the next open (a fetch from below it, a consumer's
+        // committed offset in the dropped range, would then be out of range
+        // instead of served from the next record, and recovery would not
+        // give the state the partition had). Recorded before the swap.
+        let first_base = match outputs.first() {
+            Some(o) => o.base_offset,
+            None => all.get(sealed.len()).map_or(u64::MAX, |s| s.base_offset),
+        };
+        if st.log_start_offset.is_none() && first_base > log_start {
+            st.log_start_offset = Some(log_start);
+            self.store_state(&st)?;
+        }
         // Step 3: the plan, durable.
         let plan = SwapPlan {
             replace: sealed.iter().map(|s| s.base_offset).collect(),

@@ -133,7 +133,14 @@ fn recover_producers(
     let mut st = snap
         .filter(|s| s.applied_up_to <= log_end)
         .unwrap_or_default();
-    let from = st.applied_up_to.max(log_start);
+    // From the snapshot on, records below the log start included: they are
+    // gone for readers (DeleteRecords, a log start set past them) but still
+    // in the segments, and they may close a transaction the snapshot has
+    // open (a marker below the log start, replayed from the log start
+    // instead, left that transaction open for good after a restart, and
+    // the last stable offset held back behind it).
+    let first_base = segs.first().map_or(log_start, |s| s.base_offset);
+    let from = st.applied_up_to.max(first_base.min(log_start));
     st.applied_up_to = from;
     if from < log_end {
         // Replay what the snapshot lacks, from the index entry at or before
@@ -151,6 +158,8 @@ fn recover_producers(
         }
     }
     st.applied_up_to = log_end;
+    // Aborted transactions wholly below the log start no read can overlap.
+    st.aborted.retain(|a| a.last_offset >= log_start);
     Ok(st)
 }
 
@@ -370,8 +379,33 @@ impl Partition {
             fs.remove_file(&clean_marker)?;
             fs.sync_dir(&dir)?;
         }
-        if segs.is_empty() {
-            segs.push(Arc::new(Segment::create(&*fs, &dir, 0, now)?));
+        // A log start recorded above the recovered log end: DeleteRecords
+        // moved it past records that were not yet durable (the high
+        // watermark is the written end with a flush policy of N records),
+        // and the power went. The log continues at the log start, as
+        // Kafka's recovery does, on a new empty segment named after it:
+        // continuing below it would give its offsets again, to records the
+        // next open would hide below the recorded log start.
+        let recovered_end = segs.iter().map(|s| s.end_offset().max(s.base_offset)).max();
+        let continue_at = match (state.log_start_offset, recovered_end) {
+            (Some(s), end) if end.is_none_or(|e| s > e) => Some(s),
+            (None, None) => Some(0),
+            _ => None,
+        };
+        if let Some(base) = continue_at {
+            if base > i64::MAX as u64 {
+                return Err(StorageError::Metadata {
+                    file: dir
+                        .join(crate::compaction::STATE_FILE)
+                        .display()
+                        .to_string(),
+                    why: format!("log start offset {base} is not a Kafka offset"),
+                });
+            }
+            if base > 0 {
+                tracing::warn!(dir = %dir.display(), log_start = base, log_end = ?recovered_end, "the recorded log start is past the recovered log end; the log continues at the log start");
+            }
+            segs.push(Arc::new(Segment::create(&*fs, &dir, base, now)?));
             fs.sync_dir(&dir)?;
         }
         let active = segs

@@ -690,3 +690,114 @@ fn deleted_segments_are_freed_by_the_reclaimer_only_once_their_readers_are_done(
     // What is left reads back whole.
     assert!(!read_all(&p).is_empty());
 }
+
+/// Found by the power-loss test (seeds 3, 27, 31, 41 of
+/// `tests/power_loss.rs`): a pass that dropped the first records of the log
+/// named its first output segment after its first surviving record, and a
+/// partition with no recorded log start starts at its first segment after a
+/// restart, so the log start moved up across a restart (a consumer's
+/// committed offset in the dropped range became out of range). The pass now
+/// records the log start before the swap.
+#[test]
+fn a_compaction_that_drops_the_first_records_keeps_the_log_start_over_a_restart() {
+    let fs = SimFs::new();
+    let dir = PathBuf::from("/d/p");
+    let storage = Storage::new(Arc::new(fs.clone()));
+    let p = Partition::open(&storage, dir.clone(), cfg()).expect("open");
+    // Offsets 0..10 hold key 0, superseded later; enough to roll segments.
+    let mut recs: Vec<(Option<u8>, Option<u16>)> = (0..10).map(|i| (Some(0), Some(i))).collect();
+    recs.extend((0..40).map(|i| (Some(1 + (i % 5) as u8), Some(100 + i))));
+    recs.push((Some(0), Some(999)));
+    fill(&p, &recs, 1);
+    assert!(p.segments().len() > 2, "several segments to compact");
+    let r = p.compact(&policy(0), 1_000).expect("compact");
+    assert!(r.records_dropped > 0, "{r:?}");
+    assert!(p.segments()[0].base_offset > 0, "offset 0 was dropped");
+    assert_eq!(p.log_start_offset(), 0);
+    let live = read_all(&p);
+    drop(p);
+    for img in [fs.crash_image(Tear::None), fs.clone()] {
+        let q = Partition::open(&Storage::new(Arc::new(img)), dir.clone(), cfg()).expect("reopen");
+        assert_eq!(q.log_start_offset(), 0, "the log start stays where it was");
+        let c = q
+            .read(0, 1 << 20)
+            .expect("a read from the old start is served");
+        let first = RecordIter::new(&c.data)
+            .next()
+            .expect("a record")
+            .expect("valid");
+        assert_eq!(first.offset, live[0].0);
+        assert_eq!(read_all(&q), live);
+    }
+}
+
+/// Found by the power-loss test (seed 705): with a flush policy of N
+/// records the high watermark is the written end, so DeleteRecords can
+/// move the log start (durably) past records that are not durable yet. A
+/// power loss then left a log ending below its recorded log start; the
+/// open clamped the log start to the log end without recording it, new
+/// records were acknowledged at offsets below the recorded start, and the
+/// next open hid them below it. The log now continues at the log start.
+#[test]
+fn a_log_start_past_the_recovered_log_end_is_where_the_log_continues() {
+    let fs = SimFs::new();
+    let dir = PathBuf::from("/d/p");
+    let every_five = PartitionConfig {
+        flush: es_storage::FlushPolicy {
+            every_records: 5,
+            ..es_storage::FlushPolicy::default()
+        },
+        ..cfg()
+    };
+    let p = Partition::open(&Storage::new(Arc::new(fs.clone())), dir.clone(), every_five)
+        .expect("open");
+    let mut b = RecordBatchBuf::new();
+    for i in 0..3 {
+        b.push(
+            1,
+            None,
+            Some(format!("lost-{i}").as_bytes()),
+            std::iter::empty(),
+            &RecordMeta::default(),
+        );
+    }
+    p.append(&mut b).expect("append");
+    assert_eq!(p.high_watermark(), 3, "visible before any fsync");
+    assert_eq!(p.delete_records_before(2).expect("DeleteRecords"), 2);
+    drop(p);
+    let img = fs.crash_image(Tear::None);
+    let q = Partition::open(
+        &Storage::new(Arc::new(img.clone())),
+        dir.clone(),
+        every_five,
+    )
+    .expect("recover");
+    assert_eq!(q.log_start_offset(), 2, "the acknowledged log start stays");
+    assert_eq!(q.log_end_offset(), 2, "the log continues at the log start");
+    let mut b = RecordBatchBuf::new();
+    b.push(
+        1,
+        None,
+        Some(b"kept"),
+        std::iter::empty(),
+        &RecordMeta::default(),
+    );
+    let info = q.append(&mut b).expect("append");
+    assert_eq!(
+        info.base_offset, 2,
+        "no offset below the log start is given again"
+    );
+    q.flush().expect("flush");
+    drop(q);
+    let r = Partition::open(
+        &Storage::new(Arc::new(img.crash_image(Tear::None))),
+        dir,
+        every_five,
+    )
+    .expect("reopen");
+    assert_eq!(r.log_start_offset(), 2);
+    let got = read_all(&r);
+    assert_eq!(got.len(), 1, "the acknowledged record is visible: {got:?}");
+    assert_eq!(got[0].0, 2);
+    assert_eq!(got[0].2.as_deref(), Some(&b"kept"[..]));
+}

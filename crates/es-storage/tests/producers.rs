@@ -359,3 +359,71 @@ fn a_snapshot_holds_one_moment_of_watermarks_records_and_aborts() {
         Err(StorageError::OffsetOutOfRange { .. })
     ));
 }
+
+/// Found by the power-loss test (seed 680): recovery replayed the log from
+/// the log start, not from the producer snapshot, so a transaction whose
+/// abort marker lay between the snapshot (taken at a roll) and a log start
+/// moved past it by DeleteRecords was open again after a crash, for good:
+/// the last stable offset stayed below the log start, and read_committed
+/// consumers got nothing more. Recovery now replays from the snapshot.
+#[test]
+fn a_marker_below_the_log_start_still_closes_its_transaction_after_a_crash() {
+    let fs = SimFs::new();
+    let dir = PathBuf::from("/d/p");
+    let p = Partition::open(&Storage::new(Arc::new(fs.clone())), dir.clone(), cfg()).expect("open");
+    filler(&p, 30); // rolls: the producer snapshot is taken at each roll
+    let first = p.log_end_offset();
+    send(&p, 5, 0, 0, 1, true).expect("txn record");
+    filler(&p, 1);
+    let m = p.append_marker(5, 0, false, 0, 1).expect("abort");
+    p.wait_durable(m.last_offset + 1).expect("durable");
+    assert!(first > 0 && m.base_offset > first);
+    p.delete_records_before(m.base_offset + 1)
+        .expect("DeleteRecords");
+    assert_eq!(p.last_stable_offset(), p.high_watermark());
+    drop(p);
+    let q = Partition::open(
+        &Storage::new(Arc::new(fs.crash_image(Tear::None))),
+        dir,
+        cfg(),
+    )
+    .expect("recover");
+    assert_eq!(q.log_start_offset(), m.base_offset + 1);
+    assert_eq!(
+        q.last_stable_offset(),
+        q.high_watermark(),
+        "no transaction is open: its abort marker is in the log, below the log start"
+    );
+    filler(&q, 3);
+    assert_eq!(q.last_stable_offset(), q.high_watermark());
+}
+
+/// The same when retention deletes the segments holding the transaction and
+/// its marker: the producer snapshot taken when the last of them was sealed
+/// covers them, so a crash afterwards does not reopen the transaction.
+#[test]
+fn retention_deleting_a_closed_transaction_leaves_it_closed_after_a_crash() {
+    let fs = SimFs::new();
+    let dir = PathBuf::from("/d/p");
+    let p = Partition::open(&Storage::new(Arc::new(fs.clone())), dir.clone(), cfg()).expect("open");
+    filler(&p, 30);
+    send(&p, 5, 0, 0, 1, true).expect("txn record");
+    let m = p.append_marker(5, 0, true, 0, 1).expect("commit");
+    p.wait_durable(m.last_offset + 1).expect("durable");
+    filler(&p, 60); // the marker's segment is sealed, then old
+    let policy = es_storage::RetentionPolicy {
+        retention_bytes: Some(1),
+        ..es_storage::RetentionPolicy::default()
+    };
+    let r = p.enforce_retention(&policy, 10).expect("retention");
+    assert!(r.log_start_offset > m.base_offset, "{r:?}");
+    drop(p);
+    let q = Partition::open(
+        &Storage::new(Arc::new(fs.crash_image(Tear::None))),
+        dir,
+        cfg(),
+    )
+    .expect("recover");
+    assert_eq!(q.log_start_offset(), r.log_start_offset);
+    assert_eq!(q.last_stable_offset(), q.high_watermark());
+}
