@@ -80,6 +80,8 @@ pub struct Segment {
     marks: RwLock<Vec<BatchMark>>,
     /// That file once opened, and the bytes of valid marks in it.
     batches_file: Mutex<BatchesFile>,
+    /// A damaged index entry has been reported ([`Segment::report_bad_index_entry`]).
+    index_damage_reported: std::sync::atomic::AtomicBool,
 }
 
 #[derive(Debug, Default)]
@@ -210,6 +212,7 @@ impl Segment {
             batches_path,
             marks: RwLock::new(Vec::new()),
             batches_file: Mutex::new(BatchesFile::default()),
+            index_damage_reported: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -644,6 +647,37 @@ impl Segment {
     pub fn lookup(&self, offset: u64) -> u64 {
         let rel = offset.saturating_sub(self.base_offset);
         index::lookup(&self.index.read(), rel).map_or(0, |e| e.position)
+    }
+
+    /// The last index entry at or before `offset` and its number, if any.
+    pub(crate) fn lookup_entry(&self, offset: u64) -> Option<(usize, IndexEntry)> {
+        let rel = offset.checked_sub(self.base_offset)?;
+        let entries = self.index.read();
+        let n = entries.partition_point(|e| e.relative_offset <= rel);
+        let i = n.checked_sub(1)?;
+        Some((i, entries[i]))
+    }
+
+    /// Index entry number `i`.
+    pub(crate) fn index_entry(&self, i: usize) -> Option<IndexEntry> {
+        self.index.read().get(i).copied()
+    }
+
+    /// Reports, once per segment, an index entry that does not point at the
+    /// record it names (a damaged `.index`: a read then starts from an
+    /// earlier entry, and serves the same records).
+    pub(crate) fn report_bad_index_entry(&self, i: usize, entry: IndexEntry, why: &str) {
+        if !self.index_damage_reported.swap(true, Ordering::AcqRel) {
+            tracing::error!(
+                file = %self.index_path.display(),
+                entry = i,
+                position = i * ENTRY_BYTES,
+                relative_offset = entry.relative_offset,
+                log_position = entry.position,
+                %why,
+                "index entry does not point at its record; reads start from an earlier entry"
+            );
+        }
     }
 
     /// Last index entry, if any.

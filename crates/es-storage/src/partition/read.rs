@@ -413,7 +413,21 @@ impl LogSnapshot {
         Ok(none)
     }
 
-    /// Reads one segment's records from `offset` into `rb`; returns their range.
+    /// Reads one segment's records from `offset` into `rb`; returns their
+    /// range: whole records from the first at or after `offset`, up to
+    /// about `max_bytes` (at least one), below `limit` and `hw`.
+    ///
+    /// The read starts at the index entry at or before `offset` and checks
+    /// that the record there carries the offset the entry names (the
+    /// Checker reads that record anyway): a damaged entry could otherwise
+    /// start the read at a later record and skip the ones before it
+    /// unnoticed. One that does not is reported and the read starts from
+    /// the entry before it, then from the segment's start. While nothing
+    /// has been found the window slides over the records below `offset`;
+    /// once records are found it grows until the budget is met, whatever
+    /// the spacing of the index (which need not be the configured one:
+    /// recovery rebuilds indexes at the default spacing, and the setting
+    /// can change), so that a produced batch read whole is served whole.
     fn read_segment(
         &self,
         seg: &Segment,
@@ -423,66 +437,143 @@ impl LogSnapshot {
         hw: u64,
         rb: &mut ReadBuf,
     ) -> Result<std::ops::Range<usize>> {
-        let start = seg.lookup(offset);
-        if start >= limit {
-            return Ok(0..0);
-        }
-        // One window: the index gap (about 4 KiB) plus what was asked for.
-        let span = (limit - start) as usize;
-        let want = span
-            .min(max_bytes.saturating_add(self.index_interval_bytes as usize + 64))
-            .max(span.min(64 * 1024));
-        read_exact_at(&*seg.log, rb.window(want, 0), start)?;
-        // The bytes of `rb` read in this call.
-        let mut len = want;
-        let mut p = 0usize;
-        let mut from = None;
-        let mut to = 0usize;
-        let mut checker = record::Checker::new();
-        loop {
-            if p >= len {
-                break;
+        let mut entry = seg.lookup_entry(offset);
+        let mut fallbacks = 0;
+        'entry: loop {
+            // A damaged entry: report it, start from an earlier one.
+            macro_rules! bad_entry {
+                ($why:expr) => {{
+                    if let Some((i, e)) = entry {
+                        seg.report_bad_index_entry(i, e, $why);
+                        fallbacks += 1;
+                        entry = match i.checked_sub(1) {
+                            Some(j) if fallbacks < 2 => seg.index_entry(j).map(|e| (j, e)),
+                            _ => None,
+                        };
+                        continue 'entry;
+                    }
+                }};
             }
-            // Length and CRC only: the reader parses the fields once, when
-            // it decodes the records (read_checked checks every bound).
-            match checker.check(&rb.buf[..len], p) {
-                Ok((record_offset, encoded_len)) => {
-                    if record_offset >= hw {
+            let mut start = entry.map_or(0, |(_, e)| e.position);
+            // The offset the record at `start` must carry (position 0 is
+            // always a record's start: the segment's first).
+            let claimed = entry
+                .filter(|(_, e)| e.position > 0)
+                .map(|(_, e)| seg.base_offset.saturating_add(e.relative_offset));
+            if start >= limit {
+                if claimed.is_some() && offset < seg.end_offset() {
+                    bad_entry!("entry points past the records");
+                }
+                return Ok(0..0);
+            }
+            // One window: the index gap (about 4 KiB) plus what was asked for.
+            let span = (limit - start) as usize;
+            let want = span
+                .min(max_bytes.saturating_add(self.index_interval_bytes as usize + 64))
+                .max(span.min(64 * 1024));
+            let mut len = want;
+            read_exact_at(&*seg.log, rb.window(len, 0), start)?;
+            let mut verified = claimed.is_none();
+            let mut p = 0usize;
+            let mut from = None;
+            let mut to = 0usize;
+            let mut checker = record::Checker::new();
+            loop {
+                if p >= len {
+                    let at = start + p as u64;
+                    if at >= limit {
                         break;
                     }
-                    if record_offset >= offset {
-                        let s = *from.get_or_insert(p);
-                        if p + encoded_len - s > max_bytes && p > s {
+                    match from {
+                        // Under budget: read on.
+                        Some(s) if p - s < max_bytes => {
+                            len = p + want.min((limit - at) as usize);
+                            read_exact_at(&*seg.log, &mut rb.window(len, p)[p..], at)?;
+                        }
+                        Some(_) => break,
+                        // Nothing found yet: slide the window on.
+                        None => {
+                            start = at;
+                            p = 0;
+                            len = want.min((limit - at) as usize);
+                            read_exact_at(&*seg.log, rb.window(len, 0), start)?;
+                            checker = record::Checker::new();
+                        }
+                    }
+                    continue;
+                }
+                // Length and CRC only: the reader parses the fields once, when
+                // it decodes the records (read_checked checks every bound).
+                match checker.check(&rb.buf[..len], p) {
+                    Ok((record_offset, encoded_len)) => {
+                        if !verified {
+                            verified = true;
+                            if Some(record_offset) != claimed {
+                                bad_entry!("the record there has another offset");
+                            }
+                        }
+                        if record_offset >= hw {
                             break;
                         }
-                        to = p + encoded_len;
+                        if record_offset >= offset {
+                            let s = *from.get_or_insert(p);
+                            if p + encoded_len - s > max_bytes && p > s {
+                                break;
+                            }
+                            to = p + encoded_len;
+                        }
+                        p += encoded_len;
                     }
-                    p += encoded_len;
-                }
-                Err(DecodeError::Incomplete { needed }) => {
-                    let at = start + p as u64;
-                    if at + needed as u64 > limit {
-                        return Err(seg.corrupt(at, "record runs past the visible end"));
+                    Err(DecodeError::Incomplete { needed }) => {
+                        let at = start + p as u64;
+                        if at + needed as u64 > limit {
+                            if !verified {
+                                bad_entry!("no record there");
+                            }
+                            if from.is_some() {
+                                // Serve what came before; a read from here
+                                // reports it.
+                                break;
+                            }
+                            return Err(seg.corrupt(at, "record runs past the visible end"));
+                        }
+                        let grow = needed.max(want.min((limit - at) as usize));
+                        match from {
+                            Some(s) => {
+                                if p + needed - s > max_bytes {
+                                    break;
+                                }
+                                // The next record is cut by the window and
+                                // within the budget: read it too.
+                                len = p + grow;
+                                read_exact_at(&*seg.log, &mut rb.window(len, p)[p..], at)?;
+                            }
+                            None => {
+                                // The window starts at this record (the first
+                                // may be large).
+                                start = at;
+                                p = 0;
+                                len = grow;
+                                read_exact_at(&*seg.log, rb.window(len, 0), start)?;
+                                checker = record::Checker::new();
+                            }
+                        }
                     }
-                    if from.is_some() {
-                        break;
+                    Err(DecodeError::Corrupt(why)) => {
+                        if !verified {
+                            bad_entry!("no record there");
+                        }
+                        if from.is_some() {
+                            break;
+                        }
+                        return Err(seg.corrupt(start + p as u64, why));
                     }
-                    // Nothing found yet: read further (the first record may be large).
-                    let grow = needed.max(want.min(limit as usize - at as usize));
-                    len = p + grow;
-                    read_exact_at(&*seg.log, &mut rb.window(len, p)[p..], at)?;
-                }
-                Err(DecodeError::Corrupt(why)) => {
-                    if from.is_some() {
-                        break;
-                    }
-                    return Err(seg.corrupt(start + p as u64, why));
                 }
             }
+            let Some(s) = from else {
+                return Ok(0..0);
+            };
+            return Ok(s..to);
         }
-        let Some(s) = from else {
-            return Ok(0..0);
-        };
-        Ok(s..to)
     }
 }
