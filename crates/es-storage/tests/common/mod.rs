@@ -5,6 +5,8 @@
 // Each binary uses some of these helpers, none uses all.
 #![allow(dead_code)]
 
+pub mod format_rules;
+
 use es_storage::{Partition, ReadChunk, RecordIter, RecordView};
 
 /// Reads every visible record of `p` from its log start, `max_bytes` per
