@@ -98,8 +98,11 @@ async fn broker(node: &Arc<MetaNode>, id: i32, stop: &tokio::sync::watch::Receiv
     node.wait_unfenced(id, epoch).await.expect("unfenced");
 }
 
+/// The node that leads, waiting up to 60 s for an election (10 s was not
+/// always enough on a loaded 2-core machine: the election timeouts fire
+/// late when the runtime's threads are starved).
 async fn leader_of(nodes: &BTreeMap<u64, Arc<MetaNode>>) -> u64 {
-    for _ in 0..200 {
+    for _ in 0..1200 {
         if let Some(n) = nodes.values().find(|n| n.is_leader()) {
             return n.id();
         }
