@@ -25,7 +25,7 @@
 //! answers are being written. The limits of [`crate::limits`] apply here: a
 //! request's bytes are reserved from `queued.max.request.bytes` before its
 //! body is read (the socket is not read while the pool is short) and given
-//! back once its answer is written; a request must arrive whole within
+//! back once its handler is done with them; a request must arrive whole within
 //! `request.read.timeout.ms` of its first byte; a connection with nothing
 //! read or written for `connections.max.idle.ms` and no request being
 //! handled, or whose answer the peer has not taken for that long, is closed.
@@ -68,9 +68,6 @@ const READ_BUFFER_KEEP: Duration = Duration::from_secs(1);
 struct Pending {
     handle: JoinHandle<Result<Option<ResponseFrame>, CloseReason>>,
     timing: Option<Arc<RequestTiming>>,
-    /// The request's bytes in `queued.max.request.bytes`, given back once
-    /// the answer is written.
-    _memory: Option<Reserved>,
 }
 
 impl Pending {
@@ -78,7 +75,6 @@ impl Pending {
         Pending {
             handle,
             timing: None,
-            _memory: None,
         }
     }
 }
@@ -401,14 +397,21 @@ pub async fn serve<S>(
                         listener: session.listener.clone(),
                         throttle: Some(throttle.clone()),
                     };
+                    // The request's bytes count until its handler is done
+                    // with them (as Kafka releases a request's buffer once it
+                    // is handled), not until the answer is written: a client
+                    // that does not read its answers holds no pool.
                     let handle = tokio::spawn(Timed::new(
-                        async move { handlers::handle_from(b, client, body, turn).await },
+                        async move {
+                            let answer = handlers::handle_from(b, client, body, turn).await;
+                            drop(reserved);
+                            answer
+                        },
                         timing.clone(),
                     ));
                     let pending = Pending {
                         handle,
                         timing: Some(timing),
-                        _memory: reserved,
                     };
                     if send(pending).await.is_err() {
                         break 'conn;

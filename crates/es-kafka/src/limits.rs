@@ -302,7 +302,7 @@ impl Drop for Admitted {
 /// The bytes of requests read and not yet answered, all connections
 /// together (`queued.max.request.bytes`). A connection reserves a request's
 /// size before it reads the request's body and gives it back once the
-/// answer is written; while the pool is empty it stops reading its socket,
+/// request is handled (Kafka releases a request's buffer then too); while the pool is empty it stops reading its socket,
 /// so a client is held back by TCP rather than buffered. A request larger
 /// than the whole pool takes all of it (Kafka's pool is not strict either),
 /// so it waits for the others but is never refused for its size. The free
