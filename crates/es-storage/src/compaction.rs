@@ -703,9 +703,21 @@ impl Partition {
             replace: sealed.iter().map(|s| s.base_offset).collect(),
             with: outputs.iter().map(|o| o.base_offset).collect(),
         };
-        meta::write_json(self.fs(), &self.dir().join(MARKER_FILE), &plan)?;
-        // Step 4: swap, delete, fsync, publish.
-        finish_swap(self.fs(), self.dir(), &plan)?;
+        // Step 4: swap, delete, fsync, publish. A failure from here on
+        // leaves the disk part way through the swap (the marker may be on
+        // it, durable or not) while the segment list in memory is the old
+        // one: the partition is fenced until a restart finishes the swap or
+        // rolls it back from what the disk holds. Going on would let
+        // retention or another pass delete, by name, files that now hold
+        // the new segments; and the `*.cleaned` files must stay, or a
+        // durable marker's plan would delete the replaced segments with
+        // nothing to replace them.
+        let swapped = meta::write_json(self.fs(), &self.dir().join(MARKER_FILE), &plan)
+            .and_then(|()| finish_swap(self.fs(), self.dir(), &plan));
+        if let Err(e) = swapped {
+            self.fence(format!("segment swap failed part way: {e}"));
+            return Err(e);
+        }
         // The replaced segments' names are gone (deleted, or renamed over):
         // their space is freed gradually once readers are done with them.
         self.reclaim_segments(sealed.iter());
@@ -799,16 +811,17 @@ impl Partition {
                         }
                     }
                     let mk = || -> Result<Cur> {
-                        let log = self.fs().create_new(&cleaned_path(
-                            self.dir(),
-                            r.offset,
-                            LOG_SUFFIX,
-                        ))?;
-                        let index = self.fs().create_new(&cleaned_path(
-                            self.dir(),
-                            r.offset,
-                            INDEX_SUFFIX,
-                        ))?;
+                        let log_path = cleaned_path(self.dir(), r.offset, LOG_SUFFIX);
+                        let index_path = cleaned_path(self.dir(), r.offset, INDEX_SUFFIX);
+                        // Left by a pass that failed and could not clean up
+                        // (without a marker: no swap of it can happen).
+                        for p in [&log_path, &index_path] {
+                            if self.fs().exists(p) {
+                                self.fs().remove_file(p)?;
+                            }
+                        }
+                        let log = self.fs().create_new(&log_path)?;
+                        let index = self.fs().create_new(&index_path)?;
                         Ok(Cur {
                             base: r.offset,
                             log,

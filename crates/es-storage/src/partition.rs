@@ -532,9 +532,11 @@ impl Partition {
     /// check that the list is the one they read and publish its successor.
     /// The last roll is sealed first, so every segment but the active one
     /// is durable under its final name while the guard lives; fails if the
-    /// partition is fenced by a failed seal.
+    /// partition is fenced (a failed fsync, seal or segment swap: nothing
+    /// changes its files until a restart has run recovery) or closed.
     pub(crate) fn lock_writer(&self) -> Result<WriterGuard<'_>> {
         let w = self.writer.lock();
+        self.writable()?;
         self.finish_roll()?;
         Ok(WriterGuard(w))
     }
@@ -598,7 +600,7 @@ impl Partition {
 
     /// Fences the partition until restart (a write that cannot be undone, a
     /// failed roll) and fails every waiter.
-    fn fence(&self, why: String) {
+    pub(crate) fn fence(&self, why: String) {
         let (f, waiters) = self.commit.lock().core.fence(why);
         self.synced.notify_all();
         for done in waiters {

@@ -38,7 +38,9 @@ pub fn read_whole(fs: &dyn Fs, path: &Path) -> std::io::Result<Vec<u8>> {
 /// Files a partition directory may hold once it has been opened (recovery
 /// removes markers of interrupted swaps, `*.cleaned` and temporary files,
 /// and the clean-shutdown marker). `closed`: the partition was closed
-/// cleanly and not reopened, so `clean_shutdown` is expected.
+/// cleanly and not reopened, so `clean_shutdown` is expected, and so may
+/// be the `*.cleaned` files of a compaction pass that failed (the next
+/// open removes them).
 fn name_allowed(name: &str, closed: bool) -> bool {
     if let Some(stem) = name
         .strip_suffix(".log")
@@ -54,7 +56,7 @@ fn name_allowed(name: &str, closed: bool) -> bool {
             | "leader_epochs.json"
             | "next.log.prepared"
             | "next.index.prepared"
-    ) || (closed && name == "clean_shutdown")
+    ) || (closed && (name == "clean_shutdown" || name.ends_with(".cleaned")))
 }
 
 /// The problems found in the partition directory `dir` (empty: it follows

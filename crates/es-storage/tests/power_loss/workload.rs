@@ -53,6 +53,8 @@ pub struct Outcome {
     pub ops: u64,
     /// Power losses at an armed sync.
     pub crashes_at_sync: u64,
+    /// Armed fsync failures that happened (the workload went on after them).
+    pub failed_syncs: u64,
     /// Recoveries checked (each power loss, and each clean reopen).
     pub recoveries: u64,
     /// Records acknowledged.
@@ -81,6 +83,9 @@ struct Part {
     idem_pending: Vec<(ProducerAppend, u64, u64)>,
     /// A marker appended and not yet acknowledged: (commit, offset, first).
     marker_pending: Option<(bool, u64, u64)>,
+    /// Fenced or closed by an armed fsync failure: no more operations until
+    /// the next power loss.
+    dead: bool,
 }
 
 #[derive(Debug, Default, Serialize, Deserialize)]
@@ -98,6 +103,10 @@ struct World {
     storage: Storage,
     parts: Vec<Part>,
     journal: Option<(Journal, JModel)>,
+    /// The journal failed an armed fsync: no more appends until a power loss.
+    journal_dead: bool,
+    /// The sync armed to fail, on the current disk.
+    fail_at: Option<u64>,
     metas: Vec<MModel>,
     violations: Vec<String>,
     trace: Vec<String>,
@@ -178,6 +187,7 @@ impl World {
                 m,
                 idem_pending: Vec::new(),
                 marker_pending: None,
+                dead: false,
             });
         }
         let journal = rng.gen_bool(0.5);
@@ -191,6 +201,8 @@ impl World {
             storage,
             parts,
             journal: None,
+            journal_dead: false,
+            fail_at: None,
             metas: vec![MModel::default(); META_FILES.len()],
             violations: Vec::new(),
             trace: Vec::new(),
@@ -213,13 +225,77 @@ impl World {
         self.violations.push(v);
     }
 
-    /// An operation failed: expected once the machine is down, a
-    /// violation otherwise.
+    /// Whether the sync armed to fail has come.
+    fn injected(&self) -> bool {
+        self.fail_at.is_some_and(|k| self.fs.sync_count() >= k)
+    }
+
+    /// An operation failed: expected once the machine is down or an armed
+    /// fsync failure has happened, a violation otherwise.
     fn failed(&mut self, what: &str, e: &StorageError) -> Stop {
-        if !self.fs.has_crashed() {
+        // What a failed fsync may answer: the error itself, or the fence.
+        let expected = matches!(
+            e,
+            StorageError::Fenced(_) | StorageError::Closed | StorageError::Io(_)
+        );
+        let fault = self.fs.has_crashed() || (self.injected() && expected);
+        if !fault {
             self.violation(format!("{what} failed with no fault injected: {e}"));
         }
+        self.trace.push(format!("  failed: {what}: {e}"));
         Stop
+    }
+
+    /// [`World::failed`] for an operation of partition `i`: after an armed
+    /// fsync failure, a partition that answers Fenced or Closed takes no
+    /// more operations until the next power loss.
+    fn failed_part(&mut self, i: usize, what: &str, e: &StorageError) -> Stop {
+        let stop = self.failed(&format!("partition {i}: {what}"), e);
+        if matches!(e, StorageError::Fenced(_) | StorageError::Closed) {
+            self.parts[i].dead = true;
+        }
+        stop
+    }
+
+    /// After a commit of partition `i` from `base` failed its fsync: nothing
+    /// of it is acknowledged or visible, and the partition is fenced.
+    fn check_fenced_commit(&mut self, i: usize, base: u64, e: &StorageError) {
+        if self.fs.has_crashed() || !self.injected() {
+            return;
+        }
+        let p = self.part(i);
+        if !matches!(e, StorageError::Fenced(_)) {
+            self.violation(format!(
+                "partition {i}: a failed commit answered {e}, not Fenced"
+            ));
+        }
+        if p.durable_end() > base {
+            self.violation(format!(
+                "partition {i}: durable end {} passed the failed commit from {base}",
+                p.durable_end()
+            ));
+        }
+        if self.parts[i].cfg.flush.every_records == 1 && p.high_watermark() > base {
+            self.violation(format!(
+                "partition {i}: high watermark {} shows the failed commit from {base}",
+                p.high_watermark()
+            ));
+        }
+        let mut b = RecordBatchBuf::new();
+        b.push(
+            0,
+            None,
+            Some(b"after a failed fsync"),
+            std::iter::empty(),
+            &RecordMeta::default(),
+        );
+        match p.append(&mut b) {
+            Err(StorageError::Fenced(_)) => {}
+            other => self.violation(format!(
+                "partition {i}: an append after a failed fsync got {other:?}, not Fenced"
+            )),
+        }
+        self.parts[i].dead = true;
     }
 
     fn run(&mut self) {
@@ -233,9 +309,15 @@ impl World {
                 break;
             }
             self.out.ops += 1;
-            if self.step(ops - step).is_err() {
+            // An operation failing after an armed fsync failure goes on.
+            if self.step(ops - step).is_err()
+                && (self.fs.has_crashed() || !self.violations.is_empty())
+            {
                 break;
             }
+        }
+        if self.injected() {
+            self.out.failed_syncs += 1;
         }
         if !self.violations.is_empty() {
             return;
@@ -246,12 +328,18 @@ impl World {
         let _ = self.power_loss(true);
     }
 
-    /// Arms a power loss at one of the next syncs (in three runs of four),
-    /// drawn so that it usually falls within the `left` operations.
+    /// Arms a power loss (seven runs in ten) or a failed fsync (two in
+    /// ten) at one of the next syncs, drawn so that it usually falls within
+    /// the `left` operations.
     fn arm(&mut self, left: u64) {
-        if self.rng.gen_bool(0.75) {
-            let k = self.fs.sync_count() + self.rng.gen_range(1..=(4 * left).max(1));
-            self.fs.crash_at_sync(k);
+        let k = self.fs.sync_count() + self.rng.gen_range(1..=(4 * left).max(1));
+        match self.rng.gen_range(0..10) {
+            0..=6 => self.fs.crash_at_sync(k),
+            7..=8 => {
+                self.fs.fail_sync_at(k);
+                self.fail_at = Some(k);
+            }
+            _ => {}
         }
     }
 
@@ -259,7 +347,12 @@ impl World {
         let n = self.parts.len();
         let i = self.rng.gen_range(0..n);
         let kind = self.parts[i].kind;
-        match self.rng.gen_range(0..100) {
+        let op = self.rng.gen_range(0..100);
+        let partition_op = !matches!(op, 49..=53 | 75..=93);
+        if (partition_op && self.parts[i].dead) || (matches!(op, 75..=80) && self.journal_dead) {
+            return Ok(());
+        }
+        match op {
             0..=29 => self.produce(i, true, Prod::Plain),
             30..=36 => self.produce(i, false, Prod::Plain),
             37..=42 if kind.idem => self.produce(i, true, Prod::Idem),
@@ -287,7 +380,8 @@ impl World {
                 self.arm(left);
                 Ok(())
             }
-            _ => self.produce(i, true, Prod::Plain),
+            _ if !self.parts[i].dead => self.produce(i, true, Prod::Plain),
+            _ => Ok(()),
         }
     }
 
@@ -307,15 +401,19 @@ impl World {
     }
 
     fn part(&self, i: usize) -> Arc<Partition> {
-        self.parts[i]
-            .p
-            .clone()
-            .unwrap_or_else(|| panic!("seed {}: partition {i} is open", self.seed))
+        self.parts[i].p.clone().unwrap_or_else(|| {
+            panic!(
+                "seed {}: partition {i} is open; operations: {:#?}",
+                self.seed, self.trace
+            )
+        })
     }
 
     /// After an operation: what the partition has made durable is acknowledged.
     fn refresh(&mut self, i: usize) {
-        let p = self.part(i);
+        let Some(p) = self.parts[i].p.clone() else {
+            return;
+        };
         let d = p.durable_end();
         let part = &mut self.parts[i];
         let m = &mut part.m;
@@ -484,7 +582,12 @@ impl World {
                 ));
                 return Err(Stop);
             }
-            Err(e) => return Err(self.failed(&format!("partition {i}: append"), &e)),
+            Err(e) => {
+                // A failed append leaves nothing (its bytes are cut off, or
+                // the partition is fenced): the log end is where it was.
+                self.parts[i].m.written_end = p.log_end_offset();
+                return Err(self.failed_part(i, "append", &e));
+            }
         };
         if info.base_offset != base || info.last_offset != base + u64::from(count) - 1 {
             self.violation(format!(
@@ -514,7 +617,8 @@ impl World {
         }
         if sync {
             if let Err(e) = p.wait_durable(info.last_offset + 1) {
-                return Err(self.failed(&format!("partition {i}: wait_durable"), &e));
+                self.check_fenced_commit(i, base, &e);
+                return Err(self.failed_part(i, "wait_durable", &e));
             }
         }
         self.refresh(i);
@@ -576,7 +680,10 @@ impl World {
             .push(format!("p{i}: marker commit={commit} at {base}"));
         let info = match p.append_marker(pid, epoch, commit, 0, ts) {
             Ok(info) => info,
-            Err(e) => return Err(self.failed(&format!("partition {i}: marker"), &e)),
+            Err(e) => {
+                self.parts[i].m.written_end = p.log_end_offset();
+                return Err(self.failed_part(i, "marker", &e));
+            }
         };
         if info.base_offset != base {
             self.violation(format!(
@@ -594,7 +701,8 @@ impl World {
             }
         }
         if let Err(e) = p.wait_durable(base + 1) {
-            return Err(self.failed(&format!("partition {i}: wait_durable"), &e));
+            self.check_fenced_commit(i, base, &e);
+            return Err(self.failed_part(i, "wait_durable", &e));
         }
         self.refresh(i);
         Ok(())
@@ -605,7 +713,7 @@ impl World {
     fn group_commit(&mut self) -> Result<(), Stop> {
         // Partitions that fsync before acknowledging (the others need no sync).
         let eligible: Vec<usize> = (0..self.parts.len())
-            .filter(|&i| self.parts[i].cfg.flush.every_records == 1)
+            .filter(|&i| self.parts[i].cfg.flush.every_records == 1 && !self.parts[i].dead)
             .collect();
         if eligible.len() < 2 {
             return Ok(());
@@ -622,7 +730,7 @@ impl World {
         // No seal may be pending: one would run on this thread at the gate.
         for &i in &chosen {
             if let Err(e) = self.part(i).flush() {
-                return Err(self.failed(&format!("partition {i}: flush"), &e));
+                return Err(self.failed_part(i, "flush", &e));
             }
             self.refresh(i);
         }
@@ -655,8 +763,15 @@ impl World {
             match rx.recv_timeout(LIMIT) {
                 Ok((i, Ok(()))) => self.refresh(i),
                 Ok((i, Err(e))) => {
-                    if !self.fs.has_crashed() {
+                    if !self.fs.has_crashed() && !self.injected() {
                         self.violation(format!("partition {i}: group commit failed: {e}"));
+                    } else if !self.fs.has_crashed() {
+                        if !e.contains("fenced") {
+                            self.violation(format!(
+                                "partition {i}: a failed group commit answered {e}, not Fenced"
+                            ));
+                        }
+                        self.parts[i].dead = true;
                     }
                     stop = true;
                 }
@@ -675,7 +790,7 @@ impl World {
     fn flush(&mut self, i: usize) -> Result<(), Stop> {
         self.trace.push(format!("p{i}: flush"));
         if let Err(e) = self.part(i).flush() {
-            return Err(self.failed(&format!("partition {i}: flush"), &e));
+            return Err(self.failed_part(i, "flush", &e));
         }
         self.refresh(i);
         Ok(())
@@ -691,7 +806,7 @@ impl World {
         self.trace.push(format!("p{i}: compact {policy:?}"));
         let now = self.clock.now_ms();
         if let Err(e) = self.part(i).compact(&policy, now) {
-            return Err(self.failed(&format!("partition {i}: compaction"), &e));
+            return Err(self.failed_part(i, "compaction", &e));
         }
         self.refresh(i);
         Ok(())
@@ -721,7 +836,7 @@ impl World {
                 let m = &mut self.parts[i].m;
                 m.start_acked = m.start_acked.max(r.log_start_offset);
             }
-            Err(e) => return Err(self.failed(&format!("partition {i}: retention"), &e)),
+            Err(e) => return Err(self.failed_part(i, "retention", &e)),
         }
         self.refresh(i);
         Ok(())
@@ -742,7 +857,7 @@ impl World {
                 let m = &mut self.parts[i].m;
                 m.start_acked = m.start_acked.max(low);
             }
-            Err(e) => return Err(self.failed(&format!("partition {i}: DeleteRecords"), &e)),
+            Err(e) => return Err(self.failed_part(i, "DeleteRecords", &e)),
         }
         self.refresh(i);
         Ok(())
@@ -757,7 +872,7 @@ impl World {
         self.trace
             .push(format!("p{i}: leader epoch {e} at {start}"));
         if let Err(err) = p.assign_leader_epoch(e) {
-            return Err(self.failed(&format!("partition {i}: leader epoch"), &err));
+            return Err(self.failed_part(i, "leader epoch", &err));
         }
         let m = &mut self.parts[i].m;
         m.epochs.retain(|&(x, s)| x < e && s < start);
@@ -771,6 +886,7 @@ impl World {
         let p = self.part(i);
         self.trace.push(format!("p{i}: close and reopen"));
         if let Err(e) = p.close() {
+            self.parts[i].dead = true;
             return Err(self.failed(&format!("partition {i}: close"), &e));
         }
         self.refresh(i);
@@ -787,7 +903,10 @@ impl World {
         let (p, rep) = match Partition::open_with_report(&self.storage, part.dir.clone(), part.cfg)
         {
             Ok(x) => x,
-            Err(e) => return Err(self.failed(&format!("partition {i}: reopen"), &e)),
+            Err(e) => {
+                self.parts[i].dead = true;
+                return Err(self.failed_part(i, "reopen", &e));
+            }
         };
         self.out.recoveries += 1;
         if !rep.clean_shutdown {
@@ -833,6 +952,7 @@ impl World {
         if fold {
             self.trace.push("journal: fold".into());
             if let Err(e) = j.sync_all() {
+                self.journal_dead = true;
                 return Err(self.failed("journal: sync", &e));
             }
             jm.acked = jm.tried.len();
@@ -848,9 +968,11 @@ impl World {
                 ..snap
             };
             if let Err(e) = meta::write_json(&self.fs, Path::new(JOURNAL_SNAPSHOT), &snap) {
+                self.journal_dead = true;
                 return Err(self.failed("journal: snapshot", &e));
             }
             if let Err(e) = j.truncate() {
+                self.journal_dead = true;
                 return Err(self.failed("journal: truncate", &e));
             }
             return Ok(());
@@ -872,7 +994,10 @@ impl World {
                 jm.acked = jm.tried.len();
                 Ok(())
             }
-            Err(e) => Err(self.failed("journal: append", &e)),
+            Err(e) => {
+                self.journal_dead = true;
+                Err(self.failed("journal: append", &e))
+            }
         }
     }
 
@@ -911,7 +1036,10 @@ impl World {
         self.trace.push(format!("power loss ({tear:?})"));
         for part in &mut self.parts {
             part.p = None;
+            part.dead = false;
         }
+        self.fail_at = None;
+        self.journal_dead = false;
         let journal = self.journal.take();
         let jm = journal.map(|(j, jm)| {
             drop(j);
