@@ -189,7 +189,9 @@ async fn workload(fs: &SimFs) -> Acked {
     if write(&node, unfence).await.is_some() {
         for i in 1..=STEPS {
             match write(&node, topic(i)).await {
-                Some(MetaResponse::Items { results }) if results.iter().all(|r| r.error_code == 0) => {
+                Some(MetaResponse::Items { results })
+                    if results.iter().all(|r| r.error_code == 0) =>
+                {
                     acked.topics = i
                 }
                 Some(other) => panic!("t{i} refused: {other:?}"),
@@ -316,7 +318,9 @@ async fn recover_and_check(img: &SimFs, acked: &Acked) -> Vec<String> {
     let mut sorted = names.clone();
     sorted.sort_unstable();
     if sorted != (1..=sorted.len()).collect::<Vec<_>>() {
-        v.push(format!("topics are not the first ones asked for: {sorted:?}"));
+        v.push(format!(
+            "topics are not the first ones asked for: {sorted:?}"
+        ));
     }
     if sorted.len() < acked.topics {
         v.push(format!(
@@ -362,7 +366,9 @@ fn metadata_store_survives_a_crash_at_every_sync() {
             let img = fs.crash_image(tear);
             let v = rt.block_on(recover_and_check(&img, &acked));
             if !v.is_empty() {
-                failures.push(format!("crash at sync {k} of {total} ({tear:?}), {acked:?}: {v:#?}"));
+                failures.push(format!(
+                    "crash at sync {k} of {total} ({tear:?}), {acked:?}: {v:#?}"
+                ));
             }
         }
     }
