@@ -144,6 +144,8 @@ pub struct LogSnapshot {
     /// Where a fetch from the offset the snapshot was taken for reads from:
     /// the first record of the produced batch holding it, if inside one.
     start: u64,
+    /// The offset the snapshot was taken for.
+    asked: u64,
     /// read_committed: the aborted transactions from `start` up to the LSO.
     aborted: Vec<AbortedTxn>,
     segments: Segments,
@@ -233,6 +235,7 @@ impl Partition {
             log_start,
             lso,
             start,
+            asked: offset,
             aborted,
             segments,
             index_interval_bytes: config.index_interval_bytes,
@@ -393,7 +396,11 @@ impl LogSnapshot {
             } else {
                 seg.valid_len()
             };
-            let range = self.read_segment(seg, offset, limit, max_bytes.max(1), hw.offset, rb)?;
+            // A read from a produced batch's start must get past the offset
+            // the snapshot was taken for, or report why it cannot.
+            let need = offset.max(self.asked);
+            let range =
+                self.read_segment(seg, offset, need, limit, max_bytes.max(1), hw.offset, rb)?;
             if !range.is_empty() {
                 // No more batches can start in the range than it holds records.
                 let most = range.len() / (record::LEN_PREFIX_BYTES + record::BODY_BYTES_MIN) + 1;
@@ -428,10 +435,12 @@ impl LogSnapshot {
     /// the spacing of the index (which need not be the configured one:
     /// recovery rebuilds indexes at the default spacing, and the setting
     /// can change), so that a produced batch read whole is served whole.
+    #[allow(clippy::too_many_arguments)]
     fn read_segment(
         &self,
         seg: &Segment,
         offset: u64,
+        need: u64,
         limit: u64,
         max_bytes: usize,
         hw: u64,
@@ -477,6 +486,12 @@ impl LogSnapshot {
             let mut p = 0usize;
             let mut from = None;
             let mut to = 0usize;
+            // The last record taken; a damaged record after records that
+            // reach `need` ends the read (the next read reports it), one
+            // before them is reported now: records below `need` alone
+            // (a produced batch read from its start) would be read again
+            // and again by a fetch that cannot get past them.
+            let mut last_taken: Option<u64> = None;
             let mut checker = record::Checker::new();
             loop {
                 if p >= len {
@@ -521,6 +536,7 @@ impl LogSnapshot {
                                 break;
                             }
                             to = p + encoded_len;
+                            last_taken = Some(record_offset);
                         }
                         p += encoded_len;
                     }
@@ -530,7 +546,7 @@ impl LogSnapshot {
                             if !verified {
                                 bad_entry!("no record there");
                             }
-                            if from.is_some() {
+                            if last_taken.is_some_and(|l| l >= need) {
                                 // Serve what came before; a read from here
                                 // reports it.
                                 break;
@@ -563,7 +579,7 @@ impl LogSnapshot {
                         if !verified {
                             bad_entry!("no record there");
                         }
-                        if from.is_some() {
+                        if last_taken.is_some_and(|l| l >= need) {
                             break;
                         }
                         return Err(seg.corrupt(start + p as u64, why));
