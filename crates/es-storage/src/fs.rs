@@ -168,7 +168,17 @@ pub fn create_dir_durable(fs: &dyn Fs, path: &Path) -> io::Result<()> {
     }
     fs.create_dir_all(path)?;
     match path.parent() {
-        Some(parent) if !parent.as_os_str().is_empty() => fs.sync_dir(parent),
+        Some(parent) if !parent.as_os_str().is_empty() => {
+            if let Err(e) = fs.sync_dir(parent) {
+                // The new entry may not be durable: take the directory away
+                // again, so that the next call creates it and syncs anew. A
+                // call that found it existing would skip the sync, and what
+                // is then written in it could go with it at a power loss.
+                let _ = fs.remove_dir_all(path);
+                return Err(e);
+            }
+            Ok(())
+        }
         _ => Ok(()),
     }
 }
