@@ -872,7 +872,13 @@ impl Partition {
     /// Syncs and closes: later appends fail with `Closed`.
     pub fn close(&self) -> Result<()> {
         let _w = self.writer.lock();
-        let r = self.flush().and_then(|()| self.finish_roll());
+        // A fenced partition never claims a clean shutdown: the next open
+        // recovers it in full (its fence may have nothing unsynced to fail
+        // on, as after a failed segment swap).
+        let r = self
+            .writable()
+            .and_then(|()| self.flush())
+            .and_then(|()| self.finish_roll());
         let seg = self.commit.lock().core.written().segment.clone();
         let r2 = seg.index_file.sync_data();
         if let Err(e) = seg.sync_marks() {

@@ -860,6 +860,20 @@ fn a_failed_swap_fences_the_partition_and_loses_no_newest_value() {
             );
         }
         let log_start = p.log_start_offset();
+        if mid_swap {
+            // Power-loss seed 23725: a fenced partition closed "cleanly".
+            assert!(
+                p.close().is_err(),
+                "k={k}: a fenced partition does not close cleanly"
+            );
+            assert!(
+                !es_storage::fs::Fs::exists(
+                    &fs,
+                    &dir.join(es_storage::partition::CLEAN_SHUTDOWN_FILE)
+                ),
+                "k={k}: no clean-shutdown marker"
+            );
+        }
         drop(p);
         for tear in [Tear::None, Tear::Prefix(k)] {
             let q = Partition::open(

@@ -129,14 +129,14 @@ fn power_loss_over_seeds() {
 const REGRESSIONS: &[(u64, &str)] = &[
     (
         3,
-        "compaction dropped the first records: the log start moved up after a restart",
+        "compaction dropped the first records: the log start moved after a restart",
     ),
     (27, "the same"),
     (31, "the same"),
     (41, "the same"),
     (
         201,
-        "DeleteRecords past unsynced records, then a power loss: the log start lost",
+        "DeleteRecords past unsynced records, a power loss: the log start lost",
     ),
     (
         705,
@@ -144,12 +144,23 @@ const REGRESSIONS: &[(u64, &str)] = &[
     ),
     (
         680,
-        "an abort marker below the log start not replayed: the transaction open for good",
+        "an abort marker below the log start not replayed: a transaction open for good",
     ),
     (
         1582,
-        "a produced batch never served whole when the index is sparser than configured",
+        "a produced batch never served whole when the index is sparser than set",
     ),
+    (
+        96,
+        "a compaction swap failed part way and the partition went on",
+    ),
+    (754, "the same"),
+    (
+        5916,
+        "a new directory's parent fsync failed: files acknowledged in it lost",
+    ),
+    (17797, "the same"),
+    (23725, "a fenced partition (failed swap) closed cleanly"),
 ];
 
 #[test]
