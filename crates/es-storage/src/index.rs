@@ -61,14 +61,11 @@ pub fn parse(bytes: &[u8]) -> Option<Vec<IndexEntry>> {
     Some(out)
 }
 
-/// Index of the last entry with `relative_offset <= rel`, if any.
-pub fn lookup(entries: &[IndexEntry], rel: u64) -> Option<IndexEntry> {
+/// The last entry with `relative_offset <= rel` and its number, if any.
+pub fn lookup(entries: &[IndexEntry], rel: u64) -> Option<(usize, IndexEntry)> {
     let n = entries.partition_point(|e| e.relative_offset <= rel);
-    if n == 0 {
-        None
-    } else {
-        Some(entries[n - 1])
-    }
+    let i = n.checked_sub(1)?;
+    Some((i, entries[i]))
 }
 
 /// Decides index entries while records are appended to a segment.
@@ -101,7 +98,7 @@ mod tests {
                 if i > 0 { o += go; p += gp; }
                 entries.push(IndexEntry { relative_offset: o, position: p });
             }
-            let linear = entries.iter().rev().find(|e| e.relative_offset <= probe).copied();
+            let linear = entries.iter().enumerate().rev().find(|(_, e)| e.relative_offset <= probe).map(|(i, e)| (i, *e));
             prop_assert_eq!(lookup(&entries, probe), linear);
             let mut bytes = Vec::new();
             for e in &entries { e.encode(&mut bytes); }

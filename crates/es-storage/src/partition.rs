@@ -386,7 +386,8 @@ impl Partition {
         // Kafka's recovery does, on a new empty segment named after it:
         // continuing below it would give its offsets again, to records the
         // next open would hide below the recorded log start.
-        let recovered_end = segs.iter().map(|s| s.end_offset().max(s.base_offset)).max();
+        // Segments are in offset order: the last one ends the log.
+        let recovered_end = segs.last().map(|s| s.end_offset().max(s.base_offset));
         let continue_at = match (state.log_start_offset, recovered_end) {
             (Some(s), end) if end.is_none_or(|e| s > e) => Some(s),
             (None, None) => Some(0),

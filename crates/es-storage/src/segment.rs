@@ -646,16 +646,13 @@ impl Segment {
     /// Position to start reading for `offset`: the last index entry at or before it.
     pub fn lookup(&self, offset: u64) -> u64 {
         let rel = offset.saturating_sub(self.base_offset);
-        index::lookup(&self.index.read(), rel).map_or(0, |e| e.position)
+        index::lookup(&self.index.read(), rel).map_or(0, |(_, e)| e.position)
     }
 
     /// The last index entry at or before `offset` and its number, if any.
     pub(crate) fn lookup_entry(&self, offset: u64) -> Option<(usize, IndexEntry)> {
         let rel = offset.checked_sub(self.base_offset)?;
-        let entries = self.index.read();
-        let n = entries.partition_point(|e| e.relative_offset <= rel);
-        let i = n.checked_sub(1)?;
-        Some((i, entries[i]))
+        index::lookup(&self.index.read(), rel)
     }
 
     /// Index entry number `i`.
