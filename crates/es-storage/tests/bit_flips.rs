@@ -22,12 +22,15 @@
 //! printed); `scripts/bit-flips [--runs N]` runs 1,000 in a release build.
 //! `read_throughput` (ignored) measures the fetch path's reads.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
+use common::seeds_from_env;
 use es_storage::record::ProducedBatch;
 use es_storage::segment::{parse_log_name, BATCHES_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX};
 use es_storage::{
@@ -452,24 +455,14 @@ fn run(seed: u64, verbose: bool) -> Tally {
     t
 }
 
-fn env_u64(name: &str) -> Option<u64> {
-    std::env::var(name).ok().map(|s| {
-        s.trim()
-            .parse()
-            .unwrap_or_else(|_| panic!("{name}={s} is not a number"))
-    })
-}
-
 #[test]
 fn flipped_bits_are_detected_and_never_served() {
-    let alone = env_u64("ES_BIT_FLIPS_RUN");
-    let (first, runs) = match alone {
-        Some(s) => (s, 1),
-        None => (
-            env_u64("ES_BIT_FLIPS_FIRST").unwrap_or(1),
-            env_u64("ES_BIT_FLIPS_RUNS").unwrap_or(CI_RUNS),
-        ),
-    };
+    let (alone, first, runs) = seeds_from_env(
+        "ES_BIT_FLIPS_RUN",
+        "ES_BIT_FLIPS_FIRST",
+        "ES_BIT_FLIPS_RUNS",
+        CI_RUNS,
+    );
     let started = Instant::now();
     let mut total = Tally::default();
     let mut failed = Vec::new();

@@ -30,30 +30,22 @@ mod workload;
 use std::panic::AssertUnwindSafe;
 use std::time::Instant;
 
+use common::{env_u64, seeds_from_env};
+
 use es_storage::fs::Fs;
 use es_storage::simfs::{SimFs, Tear};
 
 /// Seeds `cargo test` runs.
 const CI_SEEDS: u64 = 300;
 
-fn env_u64(name: &str) -> Option<u64> {
-    std::env::var(name).ok().map(|s| {
-        s.trim()
-            .parse()
-            .unwrap_or_else(|_| panic!("{name}={s} is not a number"))
-    })
-}
-
 #[test]
 fn power_loss_over_seeds() {
-    let alone = env_u64("ES_POWER_LOSS_SEED");
-    let (first, count) = match alone {
-        Some(s) => (s, 1),
-        None => (
-            env_u64("ES_POWER_LOSS_FIRST_SEED").unwrap_or(1),
-            env_u64("ES_POWER_LOSS_SEEDS").unwrap_or(CI_SEEDS),
-        ),
-    };
+    let (alone, first, count) = seeds_from_env(
+        "ES_POWER_LOSS_SEED",
+        "ES_POWER_LOSS_FIRST_SEED",
+        "ES_POWER_LOSS_SEEDS",
+        CI_SEEDS,
+    );
     let budget = env_u64("ES_POWER_LOSS_SECONDS").map(std::time::Duration::from_secs);
     let progress = count >= 10_000;
     let started = Instant::now();

@@ -9,6 +9,34 @@ pub mod format_rules;
 
 use es_storage::{Partition, ReadChunk, RecordIter, RecordView};
 
+/// The whole number in environment variable `name`, if it is set.
+pub fn env_u64(name: &str) -> Option<u64> {
+    std::env::var(name).ok().map(|s| {
+        s.trim()
+            .parse()
+            .unwrap_or_else(|_| panic!("{name}={s} is not a number"))
+    })
+}
+
+/// The seeds a seeded test runs, from the environment: the one seed
+/// `alone` names (then `.0` is it), or `count` seeds (default
+/// `default_count`) from `first` (default 1). Returns (alone, first, count).
+pub fn seeds_from_env(
+    alone: &str,
+    first: &str,
+    count: &str,
+    default_count: u64,
+) -> (Option<u64>, u64, u64) {
+    match env_u64(alone) {
+        Some(s) => (Some(s), s, 1),
+        None => (
+            None,
+            env_u64(first).unwrap_or(1),
+            env_u64(count).unwrap_or(default_count),
+        ),
+    }
+}
+
 /// Reads every visible record of `p` from its log start, `max_bytes` per
 /// read, and hands each to `f` with the read it came in. Every record must
 /// decode and pass its CRC, and no read may return a record below the
