@@ -19,10 +19,10 @@
 //! [`ConnThrottle`] holds when the mute ends, and no further request is
 //! dispatched before then.
 //!
-//! An idle connection holds no buffer: it reads into a few hundred bytes of
-//! its own state, takes a read buffer when a request arrives and gives it
-//! back a second after its last read; the writer's buffer lives only while
-//! answers are being written. The limits of [`crate::limits`] apply here: a
+//! An idle connection holds no read buffer: it reads into a few hundred
+//! bytes of its own state, takes a read buffer when a request arrives and
+//! gives it back a second after its last read; the writer keeps at most a
+//! kilobyte between answers. The limits of [`crate::limits`] apply here: a
 //! request's bytes are reserved from `queued.max.request.bytes` before its
 //! body is read (the socket is not read while the pool is short) and given
 //! back once its handler is done with them; a request must arrive whole within
@@ -58,6 +58,8 @@ const FRAME_GROW_BYTES_MAX: usize = 4 * 1024 * 1024;
 /// The writer's buffer: responses smaller than this are copied into it and
 /// leave together; larger ones go out with vectored writes of their parts.
 const WRITE_BUFFER_BYTES: usize = 64 * 1024;
+/// The writer's buffer is kept between answers up to this size.
+const WRITE_BUFFER_KEEP_BYTES: usize = 1024;
 /// What a connection holding no read buffer reads at once, into its own state.
 const IDLE_READ_BYTES: usize = 256;
 /// How long a connection keeps its read buffer after its last read.
@@ -547,8 +549,9 @@ async fn write_responses<W>(
 ) where
     W: AsyncWrite + Unpin,
 {
-    // Small answers gather here and leave together; it is given back
-    // whenever the queue is empty, so an idle connection holds none.
+    // Small answers gather here and leave together; beyond
+    // WRITE_BUFFER_KEEP_BYTES it is given back whenever the queue is empty,
+    // so an idle connection holds at most that.
     let mut out: Vec<u8> = Vec::new();
     while let Some(pending) = rx.recv().await {
         // Responses already written wait in the buffer only while the next
@@ -595,7 +598,12 @@ async fn write_responses<W>(
                 tracing::debug!(%peer, error = %e, "flush failed");
                 break;
             }
-            out = Vec::new();
+            // A buffer grown past a few small answers is given back; one
+            // that held only small answers (a produce's acknowledgements)
+            // is kept, so that each answer does not allocate anew.
+            if out.capacity() > WRITE_BUFFER_KEEP_BYTES {
+                out = Vec::new();
+            }
         }
     }
     let _ = flush(&mut writer, &mut out, &activity).await;

@@ -223,6 +223,9 @@ pub enum Refused {
 }
 
 impl Refused {
+    /// Every reason, for series created at zero.
+    pub const ALL: [Refused; 2] = [Refused::MaxConnections, Refused::MaxConnectionsPerIp];
+
     /// The reason label of `es_connections_rejected_total`.
     pub fn label(self) -> &'static str {
         match self {

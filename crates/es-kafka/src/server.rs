@@ -64,8 +64,7 @@ pub async fn run(
     let counts = Connections::new(broker.config().security.connections.clone());
     // Kafka's rule: the inter-broker listener may exceed max.connections
     // when there are other listeners whose clients could crowd it out.
-    let listener_names: Vec<&str> = listeners.iter().map(|l| l.spec.name.as_str()).collect();
-    let protected = (listener_names.len() > 1)
+    let protected = (listeners.len() > 1)
         .then(|| broker.config().listeners.first().map(|l| l.name.clone()))
         .flatten();
     let mut loops = JoinSet::new();
@@ -312,10 +311,10 @@ fn zero_counters(spec: &ListenerSpec) {
             .connections_expired
             .get_or_create(&crate::metrics::ExpiredLabel { reason });
     }
-    for reason in ["max_connections", "max_connections_per_ip"] {
+    for why in crate::limits::Refused::ALL {
         let _ = m.connections_rejected.get_or_create(&RejectedLabel {
             listener: spec.name.clone(),
-            reason,
+            reason: why.label(),
         });
     }
     if spec.protocol.tls() {
