@@ -16,11 +16,10 @@ use common::{admin, admin_opts};
 use es_kafka::codec::Compression;
 use es_storage::record::RecordMeta;
 use es_test_support::batch::KafkaBatch;
-use es_test_support::wire::KafkaClient;
+use es_test_support::wire::{produce_request, KafkaClient};
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
-use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
-    ApiKey, BrokerId, FetchRequest, FetchResponse, ProduceRequest, ProduceResponse, TopicName,
+    ApiKey, BrokerId, FetchRequest, FetchResponse, ProduceResponse, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::records::RecordBatchDecoder;
@@ -94,17 +93,7 @@ fn produce(c: &mut KafkaClient, i: u64) -> (i16, i64) {
             &RecordMeta::default(),
         );
     }
-    let mut pd = PartitionProduceData::default();
-    pd.index = 0;
-    pd.records = Some(b.encode().into());
-    let mut td = TopicProduceData::default();
-    td.name = TopicName(StrBytes::from_static_str(TOPIC));
-    td.partition_data = vec![pd];
-    let mut req = ProduceRequest::default();
-    req.acks = -1;
-    req.timeout_ms = 30_000;
-    req.topic_data = vec![td];
-    let r: ProduceResponse = c.call(ApiKey::Produce, 9, &req);
+    let r: ProduceResponse = c.call(ApiKey::Produce, 9, &produce_request(TOPIC, 0, b.encode()));
     let p = &r.responses[0].partition_responses[0];
     if p.error_code != 0 {
         println!(

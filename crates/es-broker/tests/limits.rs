@@ -18,13 +18,13 @@ use common::{admin, admin_opts, client_config, Broker};
 use es_kafka::codec::Compression;
 use es_storage::record::RecordMeta;
 use es_test_support::batch::KafkaBatch;
+use es_test_support::process::rss_kib;
 use es_test_support::wait::eventually;
-use es_test_support::wire::{raw_request_frame, request_frame, KafkaClient};
+use es_test_support::wire::{produce_request, raw_request_frame, request_frame, KafkaClient};
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
-use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
-    ApiKey, ApiVersionsRequest, ApiVersionsResponse, BrokerId, FetchRequest, ProduceRequest,
-    ProduceResponse, TopicName,
+    ApiKey, ApiVersionsRequest, ApiVersionsResponse, BrokerId, FetchRequest, ProduceResponse,
+    TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use rdkafka::admin::{NewTopic, TopicReplication};
@@ -99,17 +99,6 @@ fn metric(admin: &str, name: &str) -> Option<f64> {
         .expect("text");
     text.lines()
         .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
-}
-
-/// Resident memory of process `pid`, in KiB.
-fn rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|v| v.parse().ok())
-        .expect("VmRSS")
 }
 
 /// Raises this process's open-file limit to its hard limit (the tests below
@@ -496,17 +485,7 @@ fn compression_bombs_are_refused_before_their_memory_is_taken() {
     .expect("create");
     let mut c = KafkaClient::connect(&addr, "bombs");
     let mut produce = |batch: Vec<u8>| -> i16 {
-        let mut pd = PartitionProduceData::default();
-        pd.index = 0;
-        pd.records = Some(batch.into());
-        let mut td = TopicProduceData::default();
-        td.name = TopicName(StrBytes::from_static_str("bombs"));
-        td.partition_data = vec![pd];
-        let mut req = ProduceRequest::default();
-        req.acks = -1;
-        req.timeout_ms = 30_000;
-        req.topic_data = vec![td];
-        let r: ProduceResponse = c.call(ApiKey::Produce, 9, &req);
+        let r: ProduceResponse = c.call(ApiKey::Produce, 9, &produce_request("bombs", 0, batch));
         r.responses[0].partition_responses[0].error_code
     };
     // A batch that decodes is taken, so the ones below fail for their size.

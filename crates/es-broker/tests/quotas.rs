@@ -10,10 +10,9 @@ use std::process::Command;
 
 use es_test_support::batch::KafkaBatch;
 use es_test_support::process::BrokerProcess;
-use es_test_support::wire::KafkaClient;
+use es_test_support::wire::{produce_request, KafkaClient};
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::describe_client_quotas_request::ComponentData;
-use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 
@@ -72,17 +71,11 @@ fn produce(c: &mut KafkaClient, topic: &str, value_bytes: usize) -> (i16, i32) {
         &[],
         &Default::default(),
     );
-    let mut pd = PartitionProduceData::default();
-    pd.index = 0;
-    pd.records = Some(batch.encode().into());
-    let mut td = TopicProduceData::default();
-    td.name = TopicName(s(topic));
-    td.partition_data = vec![pd];
-    let mut req = ProduceRequest::default();
-    req.acks = -1;
-    req.timeout_ms = 30_000;
-    req.topic_data = vec![td];
-    let r: ProduceResponse = c.call(ApiKey::Produce, 9, &req);
+    let r: ProduceResponse = c.call(
+        ApiKey::Produce,
+        9,
+        &produce_request(topic, 0, batch.encode()),
+    );
     (
         r.responses[0].partition_responses[0].error_code,
         r.throttle_time_ms,

@@ -26,6 +26,17 @@ const REGISTRY_LISTENING: &str = "schema registry listening at ";
 /// What the broker logs once its admin listener serves, before its URL.
 const ADMIN_LISTENING: &str = "admin listener at ";
 
+/// Resident memory of process `pid`, in KiB (`VmRSS` of `/proc/<pid>/status`).
+pub fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .expect("VmRSS")
+}
+
 /// A running es-broker.
 pub struct BrokerProcess {
     child: Option<Child>,

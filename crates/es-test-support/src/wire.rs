@@ -10,7 +10,10 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 
-use es_kafka::kafka_protocol::messages::{ApiKey, RequestHeader, ResponseHeader};
+use es_kafka::kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use es_kafka::kafka_protocol::messages::{
+    ApiKey, ProduceRequest, RequestHeader, ResponseHeader, TopicName,
+};
 use es_kafka::kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 
 /// How long a [`KafkaClient`] waits for a response by default.
@@ -71,6 +74,22 @@ pub fn raw_request_frame(
     f.extend_from_slice(client_id);
     f.extend_from_slice(body);
     size_prefixed(&f)
+}
+
+/// A Produce request with acks=all (30 s timeout) of one batch (or several
+/// back to back) for `topic`'s `partition`.
+pub fn produce_request(topic: &str, partition: i32, records: Vec<u8>) -> ProduceRequest {
+    let mut pd = PartitionProduceData::default();
+    pd.index = partition;
+    pd.records = Some(records.into());
+    let mut td = TopicProduceData::default();
+    td.name = TopicName(StrBytes::from_string(topic.to_string()));
+    td.partition_data = vec![pd];
+    let mut req = ProduceRequest::default();
+    req.acks = -1;
+    req.timeout_ms = 30_000;
+    req.topic_data = vec![td];
+    req
 }
 
 /// `frame` behind its 4-byte big-endian size.

@@ -24,6 +24,7 @@ use std::time::{Duration, Instant};
 
 use common::{client_config, Broker, ES_BROKER};
 use es_auth::scram::ScramMechanism;
+use es_test_support::process::rss_kib;
 use es_test_support::wire::{read_frame, KafkaClient};
 use kafka_protocol::messages::alter_user_scram_credentials_request::{
     ScramCredentialDeletion, ScramCredentialUpsertion,
@@ -354,17 +355,6 @@ fn the_sasl_exchange_follows_kafka() {
         "a request after the session expired was served"
     );
     b.stop();
-}
-
-/// Resident memory of process `pid`, in KiB.
-fn rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|v| v.parse().ok())
-        .expect("VmRSS")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
