@@ -23,6 +23,10 @@ pub struct StorageMetrics {
     pub fsync_seconds: Histogram,
     pub fsync_records: Histogram,
     pub segment_rolls: Counter,
+    /// Descriptors the log holds open, and reopens of closed ones
+    /// (`fd_cache.rs`).
+    pub open_files: Gauge,
+    pub file_reopens: Counter,
     /// Start-up recovery: bytes and segments to check and checked so far,
     /// and how long it took once done (seconds, as f64 bits).
     pub recovery_bytes_total: Gauge,
@@ -42,6 +46,8 @@ static METRICS: LazyLock<StorageMetrics> = LazyLock::new(|| StorageMetrics {
     fsync_seconds: Histogram::new(duration_buckets()),
     fsync_records: Histogram::new(exponential_buckets(1.0, 2.0, 16)),
     segment_rolls: Counter::default(),
+    open_files: Gauge::default(),
+    file_reopens: Counter::default(),
     recovery_bytes_total: Gauge::default(),
     recovery_bytes_checked: Gauge::default(),
     recovery_segments_total: Gauge::default(),
@@ -78,6 +84,16 @@ pub fn register(registry: &mut Registry) {
         "es_segment_rolls",
         "segments rolled (a new active segment started)",
         m.segment_rolls.clone(),
+    );
+    registry.register(
+        "es_storage_open_files",
+        "file descriptors the partition logs hold open (bounded by log.open.files.max)",
+        m.open_files.clone(),
+    );
+    registry.register(
+        "es_storage_file_reopens",
+        "segment files reopened after the open-file bound closed them",
+        m.file_reopens.clone(),
     );
     registry.register_with_unit(
         "es_recovery",

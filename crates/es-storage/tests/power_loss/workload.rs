@@ -27,11 +27,11 @@ use es_storage::meta;
 use es_storage::reclaim::{Pace, Reclaimer};
 use es_storage::record::ProducerInfo;
 use es_storage::simfs::{SimFs, Tear};
-use es_storage::Clock;
 use es_storage::{
     AppendOutcome, FlushPolicy, ManualClock, Partition, PartitionConfig, ProducerAppend,
     RecordBatchBuf, RecordMeta, Storage, StorageError, SyncMode, SyncPool,
 };
+use es_storage::{CachingFs, Clock};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
@@ -191,7 +191,7 @@ impl World {
             });
         }
         let journal = rng.gen_bool(0.5);
-        let storage = make_storage(&fs, &clock, grouped);
+        let storage = make_storage(&fs, &clock, grouped, fd_budget(seed));
         let mut w = World {
             seed,
             rng,
@@ -1047,7 +1047,7 @@ impl World {
         });
         let img = self.fs.crash_image(tear);
         self.fs = img;
-        self.storage = make_storage(&self.fs, &self.clock, self.grouped);
+        self.storage = make_storage(&self.fs, &self.clock, self.grouped, fd_budget(self.seed));
         let max_bytes = pick(&mut self.rng, &[1usize, 300, 5000, 1 << 20]);
         let first = self.recover(max_bytes, jm.clone());
         if !self.violations.is_empty() {
@@ -1059,7 +1059,7 @@ impl World {
         }
         self.journal = None;
         self.fs = self.fs.crash_image(Tear::None);
-        self.storage = make_storage(&self.fs, &self.clock, self.grouped);
+        self.storage = make_storage(&self.fs, &self.clock, self.grouped, fd_budget(self.seed));
         let second = self.recover(max_bytes, jm);
         if !self.violations.is_empty() {
             return Err(Stop);
@@ -1363,13 +1363,32 @@ enum Prod {
     Txn,
 }
 
-fn make_storage(fs: &SimFs, clock: &Arc<ManualClock>, grouped: bool) -> Storage {
+/// Odd seeds run with the open-file bound (`es_storage::CachingFs`) of 1 to
+/// 8 descriptors, so that files are closed and reopened between any two
+/// operations; from the seed alone, so that the workload stays the same.
+/// Its sweeps do not fsync (the group-commit step holds every fsync at the
+/// simulated disk's gate while it appends): a dirty file waits for its
+/// owner's fsync, the unit tests of `fd_cache.rs` cover the other way.
+fn fd_budget(seed: u64) -> Option<usize> {
+    (seed % 2 == 1).then_some(1 + (seed / 2 % 8) as usize)
+}
+
+fn make_storage(
+    fs: &SimFs,
+    clock: &Arc<ManualClock>,
+    grouped: bool,
+    fd_budget: Option<usize>,
+) -> Storage {
     let pool = if grouped {
         SyncPool::new(SyncMode::Grouped).unwrap_or_else(|_| SyncPool::per_partition())
     } else {
         SyncPool::per_partition()
     };
-    Storage::new(Arc::new(fs.clone()))
+    let fs: Arc<dyn Fs> = match fd_budget {
+        Some(b) => Arc::new(CachingFs::without_sync_eviction(Arc::new(fs.clone()), b)),
+        None => Arc::new(fs.clone()),
+    };
+    Storage::new(fs)
         .with_sync_pool(pool)
         .with_reclaimer(Arc::new(Reclaimer::new(Pace::default())))
         .with_clock(clock.clone())
