@@ -4,8 +4,11 @@
 //! thousands of partitions needs more than the 1,024 most systems give a
 //! process by default. es raises its soft limit to the hard one, and the
 //! hard one too where it may (as root, up to the kernel's `fs.nr_open`),
-//! and logs what it did; a broker that still runs short refuses new
-//! partitions (es-kafka's `topics`) instead of failing mid-creation.
+//! and logs what it did. The partition logs use at most three quarters of
+//! the limit (es-kafka's `limits::open_files_budget`, `log.open.files.max`)
+//! and close the least recently used segment files beyond it (es-storage's
+//! `fd_cache`), so a low limit slows a broker with many partitions down
+//! instead of stopping it.
 
 use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
 

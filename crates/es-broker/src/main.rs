@@ -30,7 +30,7 @@ use clap::{ArgAction, Parser};
 use es_kafka::broker::{split_host_port, Broker, BrokerConfig};
 use es_kafka::config::{OFFSETS_TOPIC_PARTITIONS_DEFAULT, TRANSACTION_STATE_PARTITIONS_DEFAULT};
 use es_kafka::topics::PARTITIONS_MAX;
-use es_storage::{RealFs, Storage, SyncMode};
+use es_storage::{CachingFs, RealFs, Storage, SyncMode};
 use tokio::sync::watch;
 
 /// How long a controlled shutdown waits for the quorum to move this
@@ -348,7 +348,19 @@ fn main() -> anyhow::Result<()> {
         SyncModeArg::Grouped => SyncMode::Grouped,
         SyncModeArg::PerPartition => SyncMode::PerPartition,
     };
-    let Ok(storage) = Storage::with_sync_mode(Arc::new(RealFs), mode) else {
+    // The partition logs' descriptors, bounded: least recently used segment
+    // files close beyond it and reopen when next read.
+    // (A bad value is refused with the other settings when the broker starts.)
+    let configured = security
+        .get("log.open.files.max")
+        .and_then(|v| v.trim().parse().ok());
+    let budget = es_kafka::limits::open_files_budget(configured);
+    tracing::info!(
+        files = budget,
+        "partition logs keep at most this many files open (log.open.files.max)"
+    );
+    let fs = CachingFs::new(Arc::new(RealFs), budget);
+    let Ok(storage) = Storage::with_sync_mode(Arc::new(fs), mode) else {
         bail!("--sync-mode grouped needs Linux 5.8 or later (syncfs reports write-back errors from 5.8 on)");
     };
     let rt = tokio::runtime::Builder::new_multi_thread()

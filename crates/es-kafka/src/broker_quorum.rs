@@ -565,7 +565,6 @@ impl Broker {
             ));
         }
         self.topic_config(overrides.clone())?;
-        self.check_open_files(partitions, replication_factor)?;
         if validate_only {
             if self.topic(name).is_some() {
                 return Err(AdminError::new(
@@ -613,24 +612,6 @@ impl Broker {
             })
     }
 
-    /// Refuses `partitions` new partitions of `replication_factor` (-1: the
-    /// default) with POLICY_VIOLATION when this broker's share of their
-    /// replicas would not fit in its open-file limit
-    /// ([`crate::limits::check_open_files`]): a broker out of files could
-    /// no longer write its metadata log.
-    fn check_open_files(&self, partitions: i32, replication_factor: i16) -> Result<(), AdminError> {
-        let rf = if replication_factor == -1 {
-            self.default_replication_factor()
-        } else {
-            replication_factor
-        };
-        let brokers = self.image().map_or(1, |i| i.brokers.len().max(1) as u64);
-        let replicas = u64::try_from(partitions).unwrap_or(0) * u64::try_from(rf).unwrap_or(1);
-        let here = replicas.div_ceil(brokers);
-        crate::limits::check_open_files(here)
-            .map_err(|m| AdminError::new(ResponseError::PolicyViolation, m))
-    }
-
     /// Deletes a topic.
     pub async fn delete_topic(&self, name: &str) -> Result<Arc<Topic>, AdminError> {
         let topic = self.topic(name).ok_or_else(|| {
@@ -670,14 +651,6 @@ impl Broker {
                 format!("at most {PARTITIONS_MAX} partitions"),
             ));
         }
-        let rf = self
-            .image()
-            .and_then(|i| {
-                let t = i.topics.get(name)?;
-                i16::try_from(t.partitions.first()?.replicas.len()).ok()
-            })
-            .unwrap_or(1);
-        self.check_open_files(count - current, rf)?;
         if validate_only {
             return Ok(());
         }

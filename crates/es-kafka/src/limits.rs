@@ -40,6 +40,7 @@ pub const NAMES: &[&str] = &[
     "connections.max.idle.ms",
     "request.read.timeout.ms",
     "queued.max.request.bytes",
+    "log.open.files.max",
 ];
 
 /// The connection and request limits of a broker.
@@ -61,6 +62,10 @@ pub struct ConnectionLimits {
     pub request_read_timeout: Duration,
     /// `queued.max.request.bytes`; `None` (-1 or 0): no bound.
     pub queued_max_request_bytes: Option<usize>,
+    /// es's `log.open.files.max`: descriptors the partition logs keep open
+    /// at once (es-storage's `CachingFs`); `None`: from the open-file limit
+    /// ([`open_files_budget`]).
+    pub log_open_files_max: Option<usize>,
 }
 
 impl Default for ConnectionLimits {
@@ -75,6 +80,7 @@ impl Default for ConnectionLimits {
             )),
             request_read_timeout: Duration::from_millis(REQUEST_READ_TIMEOUT_MS_DEFAULT),
             queued_max_request_bytes: Some(QUEUED_MAX_REQUEST_BYTES_DEFAULT as usize),
+            log_open_files_max: None,
         }
     }
 }
@@ -146,6 +152,15 @@ impl ConnectionLimits {
                     return Err(format!("{name}={v:?}: must be -1 (no bound) or positive"));
                 }
                 self.queued_max_request_bytes = (n > 0).then_some(n as usize);
+            }
+            "log.open.files.max" => {
+                let n: usize = parse_num(name, v)?;
+                if n < LOG_OPEN_FILES_MIN {
+                    return Err(format!(
+                        "{name}={v:?}: must be at least {LOG_OPEN_FILES_MIN}"
+                    ));
+                }
+                self.log_open_files_max = Some(n);
             }
             _ => return Err(format!("{name} is not a setting es knows")),
         }
@@ -372,10 +387,9 @@ impl RequestMemory {
     }
 }
 
-/// Files a partition keeps open: its active segment's log and index, and
-/// the next segment's two files prepared ahead (es-storage). Sealed
-/// segments keep two each as well, which this estimate leaves out.
-pub const FILES_PER_PARTITION: u64 = 4;
+/// The smallest `log.open.files.max`: a roll holds four files of one
+/// partition at once, a compaction swap a few more.
+pub const LOG_OPEN_FILES_MIN: usize = 16;
 
 /// Files in use by this process and its soft `RLIMIT_NOFILE`, where the
 /// system says (`/proc/self/fd`).
@@ -387,22 +401,24 @@ pub fn open_files() -> Option<(u64, u64)> {
     Some((in_use, limit))
 }
 
-/// Whether `partitions` more partitions fit in the open-file limit, keeping
-/// a tenth of it (at least 256) for connections and the broker's own files
-/// (the metadata log among them: running out there would stop the metadata
-/// quorum). `Err` says what is short, for CreateTopics' POLICY_VIOLATION.
-pub fn check_open_files(partitions: u64) -> Result<(), String> {
-    let Some((in_use, limit)) = open_files() else {
-        return Ok(());
-    };
-    let reserve = (limit / 10).max(256);
-    let need = partitions.saturating_mul(FILES_PER_PARTITION);
-    if in_use.saturating_add(need).saturating_add(reserve) > limit {
-        return Err(format!(
-            "{partitions} more partitions need about {need} open files: {in_use} of this broker's limit of {limit} are in use and {reserve} are kept for connections and its own files (raise the limit: ulimit -n, or LimitNOFILE under systemd)"
-        ));
+/// The descriptors the partition logs may keep open (`log.open.files.max`):
+/// as configured, or by default the soft open-file limit less a quarter of
+/// it (at least 256) for connections, the metadata log and the broker's own
+/// files. Beyond it, es-storage closes the least recently used segment files
+/// and reopens them when next read, so the number of partitions is bound by
+/// neither. With the limit es raises itself to at start (a million where the
+/// system allows) the default never closes anything in practice.
+pub fn open_files_budget(configured: Option<usize>) -> usize {
+    if let Some(n) = configured {
+        return n.max(LOG_OPEN_FILES_MIN);
     }
-    Ok(())
+    let limit = rustix::process::getrlimit(rustix::process::Resource::Nofile)
+        .current
+        .unwrap_or(u64::MAX);
+    let reserve = (limit / 4).max(256);
+    usize::try_from(limit.saturating_sub(reserve))
+        .unwrap_or(usize::MAX)
+        .max(LOG_OPEN_FILES_MIN)
 }
 
 #[cfg(test)]
@@ -462,13 +478,21 @@ mod tests {
     }
 
     #[test]
-    fn partitions_that_would_exhaust_the_open_file_limit_are_refused() {
+    fn the_log_keeps_a_quarter_of_the_open_file_limit_for_everything_else() {
         let (in_use, limit) = open_files().expect("/proc/self/fd");
         assert!(in_use > 0 && limit > in_use);
-        assert!(check_open_files(1).is_ok() || limit < in_use + 256 + 4);
-        let too_many = limit / FILES_PER_PARTITION + 1;
-        let e = check_open_files(too_many).expect_err("more than the limit");
-        assert!(e.contains("open files"), "{e}");
+        let budget = open_files_budget(None) as u64;
+        assert!(budget >= LOG_OPEN_FILES_MIN as u64);
+        assert!(
+            limit < 512 || budget <= limit - limit / 4,
+            "{budget} of {limit}"
+        );
+        assert_eq!(open_files_budget(Some(5000)), 5000);
+        assert_eq!(open_files_budget(Some(1)), LOG_OPEN_FILES_MIN);
+        let mut l = ConnectionLimits::default();
+        l.apply("log.open.files.max", "2000").expect("apply");
+        assert_eq!(l.log_open_files_max, Some(2000));
+        assert!(l.apply("log.open.files.max", "3").is_err());
     }
 
     #[tokio::test]
