@@ -333,11 +333,18 @@ impl ApiKeys {
             use std::os::unix::fs::OpenOptionsExt;
             options.mode(0o600);
         }
-        let mut out = options.open(&tmp).map_err(io(&tmp))?;
-        out.write_all(&bytes).map_err(io(&tmp))?;
-        out.sync_all().map_err(io(&tmp))?;
-        drop(out);
-        std::fs::rename(&tmp, path).map_err(io(path))?;
+        let written = (|| {
+            let mut out = options.open(&tmp).map_err(io(&tmp))?;
+            out.write_all(&bytes).map_err(io(&tmp))?;
+            out.sync_all().map_err(io(&tmp))?;
+            drop(out);
+            std::fs::rename(&tmp, path).map_err(io(path))
+        })();
+        if let Err(e) = written {
+            // Nothing of it is in `path`: the temporary file goes too.
+            let _ = std::fs::remove_file(&tmp);
+            return Err(e);
+        }
         let dir = match path.parent() {
             Some(dir) if !dir.as_os_str().is_empty() => dir,
             _ => Path::new("."),

@@ -376,3 +376,16 @@ fn overlays_add_keys_and_never_undo_a_revocation() {
     assert!(back.get("one").is_some_and(|k| k.revoked));
     assert_eq!(ApiKeys::from_keys(back.list()), back);
 }
+
+#[test]
+fn a_failed_save_leaves_the_old_file_and_no_temporary_one() {
+    let dir = tempfile::tempdir().expect("tmp");
+    // A directory where the file should be: the rename over it fails.
+    let path = dir.path().join("api_keys.json");
+    std::fs::create_dir(&path).expect("mkdir");
+    let mut keys = ApiKeys::new();
+    keys.create(alice(), None, 1).expect("create");
+    assert!(keys.save(&path).is_err());
+    assert!(path.is_dir(), "what was there is untouched");
+    assert!(!dir.path().join("api_keys.json.tmp").exists());
+}
