@@ -224,6 +224,11 @@ impl ConnectionLimits {
                     .to_string(),
                 self.queued_max_request_bytes == d.queued_max_request_bytes,
             ),
+            (
+                "log.open.files.max",
+                open_files_budget(self.log_open_files_max).to_string(),
+                self.log_open_files_max.is_none(),
+            ),
         ]
     }
 }
