@@ -198,7 +198,7 @@ impl Shared {
                 if self.open.load(Ordering::Acquire) <= target {
                     break;
                 }
-                if pass == Pass::Unused && f.used.swap(false, Ordering::AcqRel) {
+                if pass == Pass::Unused && f.used.swap(false, Ordering::Relaxed) {
                     continue;
                 }
                 f.try_close(pass == Pass::Dirty);
@@ -221,7 +221,11 @@ impl CachedFile {
     /// marks a write under way, which [`CachedFile::wrote`] ends, so that
     /// the descriptor is not closed before an fsync covers that write.
     fn acquire(&self, write: bool) -> io::Result<Arc<dyn FileHandle>> {
-        self.used.store(true, Ordering::Release);
+        // Written only when it changes: a store on every call would bounce
+        // the cache line between threads reading the same file.
+        if !self.used.load(Ordering::Relaxed) {
+            self.used.store(true, Ordering::Relaxed);
+        }
         let (f, reopened) = {
             let mut st = self.state.lock();
             let r = match &st.file {
