@@ -18,7 +18,7 @@ use common::{admin, admin_opts, client_config, Broker};
 use es_kafka::codec::Compression;
 use es_storage::record::RecordMeta;
 use es_test_support::batch::KafkaBatch;
-use es_test_support::process::rss_kib;
+use es_test_support::process::{peak_rss_kib, rss_kib};
 use es_test_support::wait::eventually;
 use es_test_support::wire::{produce_request, raw_request_frame, request_frame, KafkaClient};
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
@@ -522,6 +522,58 @@ fn compression_bombs_are_refused_before_their_memory_is_taken() {
     }
     // The connection and the partition still serve.
     assert!(api_versions(&mut c));
+    b.stop();
+}
+
+#[test]
+fn concurrent_compression_bombs_take_at_most_the_decode_slots_memory() {
+    const MESSAGE_TOO_LARGE: i16 = 10;
+    const CLIENTS: usize = 48;
+    let dir = tempfile::tempdir().expect("tmp");
+    let b = start(dir.path(), &[]);
+    let addr = b.addr.clone();
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    rt.block_on(admin(&addr).create_topics(
+        &[NewTopic::new("bombs", 1, TopicReplication::Fixed(1))],
+        &admin_opts(TIMEOUT),
+    ))
+    .expect("create");
+    // 10 GiB of zeros in 320 KiB: over the 256 KiB decoded on the runtime's
+    // own threads, so each is decoded on a blocking thread, all at once.
+    let bomb = batch_of(Compression::Zstd, &zstd_bomb(10 * 8192));
+    let mut clients: Vec<KafkaClient> = (0..CLIENTS)
+        .map(|i| KafkaClient::connect(&addr, &format!("bomber-{i}")))
+        .collect();
+    let before = peak_rss_kib(b.pid());
+    let start = std::sync::Barrier::new(CLIENTS);
+    std::thread::scope(|s| {
+        for c in &mut clients {
+            let (bomb, start) = (bomb.clone(), &start);
+            s.spawn(move || {
+                start.wait();
+                let r: ProduceResponse =
+                    c.call(ApiKey::Produce, 9, &produce_request("bombs", 0, bomb));
+                assert_eq!(
+                    r.responses[0].partition_responses[0].error_code,
+                    MESSAGE_TOO_LARGE
+                );
+            });
+        }
+    });
+    let after = peak_rss_kib(b.pid());
+    println!("{CLIENTS} zstd bombs at once: peak RSS {before} KiB -> {after} KiB");
+    // One decode at a time per CPU (at least 2), each holding at most its
+    // 16 MiB bound, the codec's 8 MiB window and the buffer growing to the
+    // bound (about 45 MiB), plus what glibc keeps of freed buffers in the
+    // arenas of the blocking threads that ran them: 96 MiB a slot (measured
+    // 112-141 MiB in all with 2). Without the bound the 48 decodes ran at
+    // once and the peak grew by 732 MiB.
+    let slots = std::thread::available_parallelism().map_or(2, |n| n.get().max(2)) as u64;
+    assert!(
+        after.saturating_sub(before) < slots * 96 * 1024,
+        "peak RSS grew from {before} KiB to {after} KiB ({slots} decode slots)"
+    );
+    assert!(api_versions(&mut clients[0]));
     b.stop();
 }
 

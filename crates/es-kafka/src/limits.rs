@@ -392,6 +392,34 @@ impl RequestMemory {
     }
 }
 
+/// Produce requests decoded at once on blocking threads (those over 256 KiB
+/// of record bytes; smaller ones decode on the runtime's own threads, as
+/// many at once as there are of those). Each may hold its decompression
+/// bound (16 x `max.message.bytes`, 16-64 MiB), the codec's window and the
+/// buffer growing to the bound while it decodes (up to about 45 MiB
+/// measured), so their number bounds that memory across connections: one
+/// per CPU, at least 2. Decoding is CPU work, so more at once would gain
+/// nothing. A request waits for a slot before its batches are decoded.
+#[derive(Debug)]
+pub struct DecodeSlots(tokio::sync::Semaphore);
+
+impl DecodeSlots {
+    /// Slots for this machine (see the type).
+    pub fn for_this_machine() -> DecodeSlots {
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        DecodeSlots::new(cpus.max(2))
+    }
+
+    pub fn new(slots: usize) -> DecodeSlots {
+        DecodeSlots(tokio::sync::Semaphore::new(slots.max(1)))
+    }
+
+    /// Waits for a slot; it is free again when the permit drops.
+    pub async fn acquire(&self) -> Option<tokio::sync::SemaphorePermit<'_>> {
+        self.0.acquire().await.ok()
+    }
+}
+
 /// The smallest `log.open.files.max`: a roll holds four files of one
 /// partition at once, a compaction swap a few more.
 pub const LOG_OPEN_FILES_MIN: usize = 16;
@@ -498,6 +526,20 @@ mod tests {
         l.apply("log.open.files.max", "2000").expect("apply");
         assert_eq!(l.log_open_files_max, Some(2000));
         assert!(l.apply("log.open.files.max", "3").is_err());
+    }
+
+    #[tokio::test]
+    async fn a_decode_waits_for_a_free_slot() {
+        let slots = DecodeSlots::new(1);
+        let first = slots.acquire().await.expect("slot");
+        let mut second = Box::pin(slots.acquire());
+        assert!(
+            futures_poll(&mut second).is_none(),
+            "waits while the slot is held"
+        );
+        drop(first);
+        assert!(second.await.is_some());
+        assert!(DecodeSlots::for_this_machine().0.available_permits() >= 2);
     }
 
     #[tokio::test]

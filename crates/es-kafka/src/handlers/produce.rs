@@ -45,6 +45,7 @@ use crate::broker::CoordinatorPlace;
 use crate::codec::batch::{check_produce_compression, BatchDecoder, BatchSummary, DecodeLimits};
 use crate::config::{TimestampType, TopicRules};
 use crate::errors::{batch_error_code, code, storage_error_code, ResponseError, NONE};
+use crate::limits::DecodeSlots;
 use crate::quota::QuotaKind;
 use crate::replica::WaitError;
 use crate::schema_validation::{self, Invalid, SchemaIds};
@@ -301,6 +302,9 @@ pub async fn handle(
     let items = if record_bytes <= INLINE_DECODE_BYTES_MAX {
         decode_all(items)
     } else {
+        // A bounded number at once: each may decompress to its bound.
+        let slots = b.extension(DecodeSlots::for_this_machine);
+        let _slot = slots.acquire().await;
         blocking(move || decode_all(items)).await?
     };
 
