@@ -21,7 +21,9 @@
 //!   `remove_dir_all` (a deleted partition) only handles open at that moment
 //!   are pinned; a closed one is marked gone and answers `NotFound`.
 //! - A rename moves the handle's name with it, under the handle's lock, so a
-//!   reopen never races a rename.
+//!   reopen never races a rename; renaming a directory moves the names of
+//!   every tracked file under it (a deleted topic's files are never reopened
+//!   as the files of a new topic of the same name).
 //! - Only names that go through this file system are tracked: everything
 //!   es-storage does to its files goes through its `Fs`.
 //!
@@ -391,6 +393,11 @@ impl FileHandle for CachedFile {
     }
 
     fn len(&self) -> io::Result<u64> {
+        if self.state.lock().gone {
+            // Closed when its name went: it holds no space, and the
+            // reclaimer has nothing to free.
+            return Ok(0);
+        }
         self.acquire(false)?.len()
     }
 }
@@ -426,23 +433,52 @@ impl Fs for CachingFs {
         if let Some(r) = &replaced {
             r.pin(true);
         }
-        let moving = self.untrack(from);
-        let r = match &moving {
-            Some(m) => {
-                let mut st = m.state.lock();
-                let r = self.shared.inner.rename(from, to);
-                if r.is_ok() {
-                    st.path = to.to_path_buf();
+        // What moves: the file `from`, or every tracked file under it when
+        // it is a directory (a topic renamed out of the namespace before it
+        // is removed): their handles must follow, or a closed one would be
+        // reopened by a name that is gone, or that a new file has taken.
+        let moving: Vec<(PathBuf, Arc<CachedFile>)> = {
+            let mut map = self.shared.files.lock();
+            let names: Vec<PathBuf> = if map.contains_key(from) {
+                vec![from.to_path_buf()]
+            } else {
+                map.keys()
+                    .filter(|k| k.starts_with(from))
+                    .cloned()
+                    .collect()
+            };
+            names
+                .into_iter()
+                .filter_map(|n| {
+                    let f = map.remove(&n)?.upgrade()?;
+                    Some((n, f))
+                })
+                .collect()
+        };
+        let new_name = |old: &Path| match old.strip_prefix(from) {
+            Ok(rest) if !rest.as_os_str().is_empty() => to.join(rest),
+            _ => to.to_path_buf(),
+        };
+        let r = {
+            // Under every moving handle's lock: none reopens meanwhile.
+            let mut locked: Vec<_> = moving.iter().map(|(_, f)| f.state.lock()).collect();
+            let r = self.shared.inner.rename(from, to);
+            if r.is_ok() {
+                for ((old, _), st) in moving.iter().zip(locked.iter_mut()) {
+                    st.path = new_name(old);
                 }
-                r
             }
-            None => self.shared.inner.rename(from, to),
+            r
         };
         {
             let mut map = self.shared.files.lock();
-            if let Some(m) = &moving {
-                let at = if r.is_ok() { to } else { from };
-                map.insert(at.to_path_buf(), Arc::downgrade(m));
+            for (old, f) in &moving {
+                let at = if r.is_ok() {
+                    new_name(old)
+                } else {
+                    old.clone()
+                };
+                map.insert(at, Arc::downgrade(f));
             }
             if let (Err(_), Some(old)) = (&r, &replaced) {
                 // Still there under its name: tracked again (it stays pinned,
@@ -624,6 +660,34 @@ mod tests {
         assert_eq!(read(&*old).expect("replaced"), b"old");
         // Opening the name gives the live handle.
         assert_eq!(read(&*fs.open(&fin).expect("open")).expect("read"), b"new");
+    }
+
+    #[test]
+    fn files_follow_their_directory_renamed_and_never_reopen_a_new_file_of_the_old_name() {
+        let (dir, fs) = real(1);
+        let (part, tomb) = (dir.path().join("t-0"), dir.path().join("t-0.deleted"));
+        fs.create_dir_all(&part).expect("mkdir");
+        let old = fs.create_new(&part.join("a.log")).expect("create");
+        old.write_all_at(b"old topic", 0).expect("write");
+        old.sync_data().expect("sync");
+        let _other = fs.create_new(&dir.path().join("other")).expect("create");
+        fs.rename(&part, &tomb).expect("rename");
+        // A new topic of the same name, with a file of the same name.
+        fs.create_dir_all(&part).expect("mkdir");
+        let new = fs.create_new(&part.join("a.log")).expect("create");
+        new.write_all_at(b"new", 0).expect("write");
+        new.sync_data().expect("sync");
+        assert_eq!(read(&*old).expect("reopened under the tomb"), b"old topic");
+        let _more = fs.create_new(&dir.path().join("more")).expect("create");
+        fs.remove_dir_all(&tomb).expect("rm");
+        // Closed when its directory went: gone, never the new file.
+        assert_eq!(
+            read(&*old).expect_err("gone").kind(),
+            io::ErrorKind::NotFound
+        );
+        assert_eq!(old.len().expect("len"), 0);
+        assert!(old.set_len(0).is_err());
+        assert_eq!(read(&*new).expect("new"), b"new");
     }
 
     #[test]
