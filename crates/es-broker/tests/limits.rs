@@ -471,18 +471,24 @@ fn gzip_bomb(mib: usize) -> Vec<u8> {
     e.finish().expect("compress")
 }
 
+/// A fresh broker on `dir` with a topic `topic` of one partition.
+fn broker_with_topic(dir: &std::path::Path, topic: &str) -> Broker {
+    let b = start(dir, &[]);
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    rt.block_on(admin(&b.addr).create_topics(
+        &[NewTopic::new(topic, 1, TopicReplication::Fixed(1))],
+        &admin_opts(TIMEOUT),
+    ))
+    .expect("create");
+    b
+}
+
 #[test]
 fn compression_bombs_are_refused_before_their_memory_is_taken() {
     const MESSAGE_TOO_LARGE: i16 = 10;
     let dir = tempfile::tempdir().expect("tmp");
-    let b = start(dir.path(), &[]);
+    let b = broker_with_topic(dir.path(), "bombs");
     let addr = b.addr.clone();
-    let rt = tokio::runtime::Runtime::new().expect("runtime");
-    rt.block_on(admin(&addr).create_topics(
-        &[NewTopic::new("bombs", 1, TopicReplication::Fixed(1))],
-        &admin_opts(TIMEOUT),
-    ))
-    .expect("create");
     let mut c = KafkaClient::connect(&addr, "bombs");
     let mut produce = |batch: Vec<u8>| -> i16 {
         let r: ProduceResponse = c.call(ApiKey::Produce, 9, &produce_request("bombs", 0, batch));
@@ -530,14 +536,8 @@ fn concurrent_compression_bombs_take_at_most_the_decode_slots_memory() {
     const MESSAGE_TOO_LARGE: i16 = 10;
     const CLIENTS: usize = 48;
     let dir = tempfile::tempdir().expect("tmp");
-    let b = start(dir.path(), &[]);
+    let b = broker_with_topic(dir.path(), "bombs");
     let addr = b.addr.clone();
-    let rt = tokio::runtime::Runtime::new().expect("runtime");
-    rt.block_on(admin(&addr).create_topics(
-        &[NewTopic::new("bombs", 1, TopicReplication::Fixed(1))],
-        &admin_opts(TIMEOUT),
-    ))
-    .expect("create");
     // 10 GiB of zeros in 320 KiB: over the 256 KiB decoded on the runtime's
     // own threads, so each is decoded on a blocking thread, all at once.
     let bomb = batch_of(Compression::Zstd, &zstd_bomb(10 * 8192));
