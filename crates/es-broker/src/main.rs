@@ -349,8 +349,8 @@ fn main() -> anyhow::Result<()> {
         SyncModeArg::PerPartition => SyncMode::PerPartition,
     };
     // The partition logs' descriptors, bounded: least recently used segment
-    // files close beyond it and reopen when next read.
-    // (A bad value is refused with the other settings when the broker starts.)
+    // files close beyond it and reopen when next read. (A bad value is
+    // refused with the other settings when the broker starts.)
     let configured = security
         .get("log.open.files.max")
         .and_then(|v| v.trim().parse().ok());
