@@ -179,6 +179,50 @@ fn a_connection_over_a_limit_is_closed_at_once() {
 }
 
 #[test]
+fn the_connection_limits_change_while_the_broker_runs() {
+    use rdkafka::admin::ConfigSource;
+    use rdkafka::admin::{AlterConfig, ResourceSpecifier};
+    let dir = tempfile::tempdir().expect("tmp");
+    let b = start(dir.path(), &["max.connections.per.ip=50"]);
+    let addr = b.addr.clone();
+    let a = admin(&addr);
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    // AlterConfigs on this broker, as kafka-configs.sh --entity-type brokers does.
+    let alter = AlterConfig::new(ResourceSpecifier::Broker(0)).set("max.connections.per.ip", "2");
+    let r = rt
+        .block_on(a.alter_configs([&alter], &admin_opts(TIMEOUT)))
+        .expect("alter");
+    assert!(r.iter().all(Result::is_ok), "{r:?}");
+    let described = rt
+        .block_on(a.describe_configs([&ResourceSpecifier::Broker(0)], &admin_opts(TIMEOUT)))
+        .expect("describe");
+    let cfg = described.into_iter().next().expect("one").expect("ok");
+    let e = cfg.get("max.connections.per.ip").expect("described");
+    assert_eq!(e.value.as_deref(), Some("2"));
+    assert_eq!(e.source, ConfigSource::DynamicBroker);
+    assert!(!e.is_read_only);
+    // From an address of its own: two served, the third closed at once.
+    let mut two: Vec<KafkaClient> = (0..2)
+        .map(|_| KafkaClient::from_stream(connect_from("127.0.0.3", &addr), "limits"))
+        .collect();
+    for c in &mut two {
+        assert!(api_versions(c));
+    }
+    let mut third = connect_from("127.0.0.3", &addr);
+    assert_eq!(read_until_closed(&mut third).expect("closed at once"), 0);
+    // Back to the static value (AlterConfigs replaces the broker's set).
+    let reset = AlterConfig::new(ResourceSpecifier::Broker(0)).set("background.threads", "10");
+    let r = rt
+        .block_on(a.alter_configs([&reset], &admin_opts(TIMEOUT)))
+        .expect("alter");
+    assert!(r.iter().all(Result::is_ok), "{r:?}");
+    let mut again = KafkaClient::from_stream(connect_from("127.0.0.3", &addr), "limits");
+    assert!(api_versions(&mut again), "the static 50 applies again");
+    drop(a);
+    b.stop();
+}
+
+#[test]
 fn idle_and_trickling_connections_are_closed_and_busy_ones_are_not() {
     let dir = tempfile::tempdir().expect("tmp");
     let b = start(

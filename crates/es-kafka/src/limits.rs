@@ -17,6 +17,8 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
+use crate::config::DynamicBrokerConfigs;
+
 /// Kafka's `connections.max.idle.ms` default (10 minutes).
 pub const CONNECTIONS_MAX_IDLE_MS_DEFAULT: i64 = 600_000;
 /// es's `request.read.timeout.ms` default (30 s, a client's own default
@@ -279,13 +281,36 @@ impl Connections {
     /// Counts a connection from `ip` if the limits allow it; `exempt` (the
     /// inter-broker listener) is held to the per-address limit only, as in
     /// Kafka. The returned guard uncounts it when dropped.
-    pub fn admit(self: &Arc<Self>, ip: IpAddr, exempt: bool) -> Result<Admitted, Refused> {
+    ///
+    /// `dynamic`: the dynamic broker configs in force, whose
+    /// `max.connections` and `max.connections.per.ip` (per broker, then
+    /// cluster-wide) win over the static ones, as in Kafka.
+    pub fn admit(
+        self: &Arc<Self>,
+        ip: IpAddr,
+        exempt: bool,
+        dynamic: &DynamicBrokerConfigs,
+    ) -> Result<Admitted, Refused> {
+        let at_level = |name: &str| {
+            let v = dynamic
+                .broker
+                .get(name)
+                .or_else(|| dynamic.cluster_default.get(name))?;
+            v.trim().parse::<usize>().ok()
+        };
+        let max_connections = at_level("max.connections").unwrap_or(self.limits.max_connections);
+        let per_ip = match self.limits.per_ip_overrides.get(&ip) {
+            Some(&n) => n,
+            None => {
+                at_level("max.connections.per.ip").unwrap_or(self.limits.max_connections_per_ip)
+            }
+        };
         let mut c = self.counts.lock();
-        if !exempt && c.total >= self.limits.max_connections {
+        if !exempt && c.total >= max_connections {
             return Err(Refused::MaxConnections);
         }
         let from_ip = c.per_ip.get(&ip).copied().unwrap_or(0);
-        if from_ip >= self.limits.per_ip(ip) {
+        if from_ip >= per_ip {
             return Err(Refused::MaxConnectionsPerIp);
         }
         c.total += 1;
@@ -494,20 +519,49 @@ mod tests {
             ..ConnectionLimits::default()
         };
         let c = Connections::new(limits);
+        let none = DynamicBrokerConfigs::default();
         let a: IpAddr = "10.0.0.1".parse().expect("ip");
         let b: IpAddr = "10.0.0.2".parse().expect("ip");
-        let a1 = c.admit(a, false).expect("first");
-        let _a2 = c.admit(a, false).expect("second");
-        assert_eq!(c.admit(a, false).err(), Some(Refused::MaxConnectionsPerIp));
-        let _b1 = c.admit(b, false).expect("other address");
-        assert_eq!(c.admit(b, false).err(), Some(Refused::MaxConnections));
+        let a1 = c.admit(a, false, &none).expect("first");
+        let _a2 = c.admit(a, false, &none).expect("second");
+        assert_eq!(
+            c.admit(a, false, &none).err(),
+            Some(Refused::MaxConnectionsPerIp)
+        );
+        let _b1 = c.admit(b, false, &none).expect("other address");
+        assert_eq!(
+            c.admit(b, false, &none).err(),
+            Some(Refused::MaxConnections)
+        );
         // The inter-broker listener may exceed max.connections, not the per-address limit.
-        let b2 = c.admit(b, true).expect("inter-broker");
-        assert_eq!(c.admit(b, true).err(), Some(Refused::MaxConnectionsPerIp));
+        let b2 = c.admit(b, true, &none).expect("inter-broker");
+        assert_eq!(
+            c.admit(b, true, &none).err(),
+            Some(Refused::MaxConnectionsPerIp)
+        );
         drop(a1);
         drop(b2);
         assert_eq!(c.open(), 2);
-        let _a3 = c.admit(a, false).expect("a slot was freed");
+        let _a3 = c.admit(a, false, &none).expect("a slot was freed");
+        // Dynamic values win, per broker over cluster-wide.
+        let mut dynamic = DynamicBrokerConfigs::default();
+        dynamic
+            .cluster_default
+            .insert("max.connections".into(), "100".into());
+        let _b3 = c.admit(b, false, &dynamic).expect("max.connections raised");
+        dynamic
+            .broker
+            .insert("max.connections.per.ip".into(), "1".into());
+        assert_eq!(
+            c.admit(b, false, &dynamic).err(),
+            Some(Refused::MaxConnectionsPerIp)
+        );
+        dynamic.broker.insert("max.connections".into(), "3".into());
+        let d: IpAddr = "10.0.0.4".parse().expect("ip");
+        assert_eq!(
+            c.admit(d, false, &dynamic).err(),
+            Some(Refused::MaxConnections)
+        );
     }
 
     #[test]

@@ -104,7 +104,7 @@ async fn accept_loop(
         while conns.try_join_next().is_some() {}
         match accepted {
             Ok((stream, addr)) => {
-                let permit = match counts.admit(addr.ip(), exempt) {
+                let permit = match counts.admit(addr.ip(), exempt, &broker.dynamic_configs()) {
                     Ok(p) => p,
                     Err(why) => {
                         // Closed at once (the stream is dropped here): the
@@ -359,7 +359,11 @@ mod tests {
         let (_stop, shutdown) = tokio::sync::watch::channel(false);
         let counts = crate::limits::Connections::new(Default::default());
         let admitted = counts
-            .admit("127.0.0.1".parse().expect("ip"), false)
+            .admit(
+                "127.0.0.1".parse().expect("ip"),
+                false,
+                &crate::config::DynamicBrokerConfigs::default(),
+            )
             .expect("admitted");
         let task = super::open(
             b.clone(),

@@ -340,7 +340,35 @@ impl BrokerSettings {
             ),
         ];
         for (name, value, ty, default) in &self.security {
-            out.push(e(name, value.clone(), *ty, if *default { D } else { S }));
+            let mut entry = e(name, value.clone(), *ty, if *default { D } else { S });
+            // The limits that are also dynamic broker configs
+            // (`max.connections`, `max.connections.per.ip`): their most
+            // specific level first, as for the topic configs below.
+            if super::broker_only::BROKER_ONLY_CONFIGS
+                .iter()
+                .any(|d| d.name == *name)
+            {
+                let dynamic = &self.defaults.dynamic;
+                let mut levels = Vec::new();
+                if let Some(v) = dynamic.broker.get(*name) {
+                    levels.push((name.to_string(), v.clone(), ConfigSource::DynamicBroker));
+                }
+                if let Some(v) = dynamic.cluster_default.get(*name) {
+                    levels.push((
+                        name.to_string(),
+                        v.clone(),
+                        ConfigSource::DynamicDefaultBroker,
+                    ));
+                }
+                levels.append(&mut entry.synonyms);
+                if let Some((_, v, source)) = levels.first().cloned() {
+                    entry.value = v;
+                    entry.source = source;
+                }
+                entry.synonyms = levels;
+                entry.read_only = false;
+            }
+            out.push(entry);
         }
         // The broker-level names of the topic configs: dynamic, each at its
         // most specific level.

@@ -9,7 +9,9 @@
 //! matching mechanism (its threads are tokio's, sized at start; its cleaner
 //! has no throttle or dedupe buffer; it has no Kerberos and no OAUTHBEARER
 //! login): a value set here changes nothing else, as each one's
-//! documentation says.
+//! documentation says. The exceptions are `max.connections` and
+//! `max.connections.per.ip`, which the connection limiter reads on every
+//! accept (`limits.rs`).
 
 use super::table::{def, Check, ConfigType, TopicConfigDef, TOPIC_CONFIGS};
 
@@ -25,6 +27,8 @@ pub const BROKER_ONLY_CONFIGS: &[TopicConfigDef] = &[
     def("log.cleaner.io.buffer.size", Some("log.cleaner.io.buffer.size"), "524288", ConfigType::Int, Check::Int { min: 0, max: IMAX }, "The total memory used for log cleaner I/O buffers across all cleaner threads. es keeps this value for Kafka's tools; it has no such setting of its own, so the value changes nothing else."),
     def("log.cleaner.io.max.bytes.per.second", Some("log.cleaner.io.max.bytes.per.second"), "1.7976931348623157E308", ConfigType::Double, Check::Double { min: f64::MIN, max: f64::MAX }, "The log cleaner will be throttled so that the sum of its read and write i/o will be less than this value on average. es keeps this value for Kafka's tools; it has no such setting of its own, so the value changes nothing else."),
     def("log.cleaner.threads", Some("log.cleaner.threads"), "1", ConfigType::Int, Check::Int { min: 0, max: IMAX }, "The number of background threads to use for log cleaning. es keeps this value for Kafka's tools; it has no such setting of its own, so the value changes nothing else."),
+    def("max.connections", Some("max.connections"), "2147483647", ConfigType::Int, Check::Int { min: 0, max: IMAX }, "The maximum number of connections the broker accepts at any time, all listeners together (the inter-broker listener may exceed it when there are several). A connection over it is accepted and closed at once. es reads it on every accept, so a change applies to the connections accepted after it."),
+    def("max.connections.per.ip", Some("max.connections.per.ip"), "2147483647", ConfigType::Int, Check::Int { min: 0, max: IMAX }, "The maximum number of connections the broker accepts from one address (max.connections.per.ip.overrides aside). A connection over it is accepted and closed at once. es reads it on every accept, so a change applies to the connections accepted after it."),
     def("num.io.threads", Some("num.io.threads"), "8", ConfigType::Int, Check::Int { min: 1, max: IMAX }, "The number of threads that the server uses for processing requests, which may include disk I/O. es keeps this value for Kafka's tools; requests run on tokio's worker threads, sized at start, so the value changes nothing else."),
     def("num.network.threads", Some("num.network.threads"), "3", ConfigType::Int, Check::Int { min: 1, max: IMAX }, "The number of threads that the server uses for receiving requests from the network and sending responses to the network. es keeps this value for Kafka's tools; it has no such setting of its own, so the value changes nothing else."),
     def("num.recovery.threads.per.data.dir", Some("num.recovery.threads.per.data.dir"), "2", ConfigType::Int, Check::Int { min: 1, max: IMAX }, "The number of threads per data directory to be used for log recovery at startup and flushing at shutdown. es keeps this value for Kafka's tools; it has no such setting of its own, so the value changes nothing else."),
