@@ -310,9 +310,14 @@ fuzz_target!(|data: &[u8]| {
     );
 
     // Files that are not JSON at all cannot be read as what they claim.
-    // (committed.json is read when openraft asks, not at open.)
+    // (committed.json is read when openraft asks, not at open.) "JSON" as
+    // serde_json reads it past fields it ignores: it does not check that an
+    // ignored string is UTF-8, so a file whose only fault is such a string
+    // in a field es does not know opens, as it should (finding 7 in
+    // docs/fuzzing.md).
     for (name, bytes) in &present {
-        if **name != "committed.json" && serde_json::from_slice::<serde_json::Value>(bytes).is_err()
+        if **name != "committed.json"
+            && serde_json::from_slice::<serde::de::IgnoredAny>(bytes).is_err()
         {
             assert!(opened.is_err(), "{name} is not JSON, yet the store opened");
         }
