@@ -181,11 +181,13 @@ impl ConnectionLimits {
         Ok(())
     }
 
-    /// The per-address limit for `ip`.
-    pub fn per_ip(&self, ip: IpAddr) -> usize {
+    /// The per-address limit for `ip`: its override, else `dynamic` (the
+    /// dynamic `max.connections.per.ip`, if set), else the static value.
+    pub fn per_ip(&self, ip: IpAddr, dynamic: Option<usize>) -> usize {
         self.per_ip_overrides
             .get(&ip)
             .copied()
+            .or(dynamic)
             .unwrap_or(self.max_connections_per_ip)
     }
 
@@ -291,20 +293,9 @@ impl Connections {
         exempt: bool,
         dynamic: &DynamicBrokerConfigs,
     ) -> Result<Admitted, Refused> {
-        let at_level = |name: &str| {
-            let v = dynamic
-                .broker
-                .get(name)
-                .or_else(|| dynamic.cluster_default.get(name))?;
-            v.trim().parse::<usize>().ok()
-        };
+        let at_level = |name: &str| dynamic.value(name)?.trim().parse::<usize>().ok();
         let max_connections = at_level("max.connections").unwrap_or(self.limits.max_connections);
-        let per_ip = match self.limits.per_ip_overrides.get(&ip) {
-            Some(&n) => n,
-            None => {
-                at_level("max.connections.per.ip").unwrap_or(self.limits.max_connections_per_ip)
-            }
-        };
+        let per_ip = self.limits.per_ip(ip, at_level("max.connections.per.ip"));
         let mut c = self.counts.lock();
         if !exempt && c.total >= max_connections {
             return Err(Refused::MaxConnections);
@@ -496,9 +487,9 @@ mod tests {
         .expect("apply");
         l.apply("connections.max.idle.ms", "-1").expect("apply");
         l.apply("queued.max.request.bytes", "-1").expect("apply");
-        assert_eq!(l.per_ip("10.0.0.1".parse().expect("ip")), 3);
-        assert_eq!(l.per_ip("127.0.0.2".parse().expect("ip")), 5);
-        assert_eq!(l.per_ip("127.0.0.1".parse().expect("ip")), 9);
+        assert_eq!(l.per_ip("10.0.0.1".parse().expect("ip"), None), 3);
+        assert_eq!(l.per_ip("127.0.0.2".parse().expect("ip"), Some(1)), 5);
+        assert_eq!(l.per_ip("127.0.0.1".parse().expect("ip"), None), 9);
         assert_eq!(l.max_idle, None);
         assert_eq!(l.queued_max_request_bytes, None);
         assert!(l.apply("max.connections", "-1").is_err());

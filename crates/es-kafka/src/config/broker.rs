@@ -84,6 +84,14 @@ impl DynamicBrokerConfigs {
         }
     }
 
+    /// The value of `name` at its most specific dynamic level: this
+    /// broker's, else the cluster-wide default.
+    pub fn value(&self, name: &str) -> Option<&String> {
+        self.broker
+            .get(name)
+            .or_else(|| self.cluster_default.get(name))
+    }
+
     /// The same configs without any entry that is not a valid dynamic
     /// broker config (a file from another version, or edited by hand), with
     /// the names of the entries dropped; a per-broker `min.insync.replicas`
@@ -344,22 +352,22 @@ impl BrokerSettings {
             // The limits that are also dynamic broker configs
             // (`max.connections`, `max.connections.per.ip`): their most
             // specific level first, as for the topic configs below.
-            if super::broker_only::BROKER_ONLY_CONFIGS
+            if let Some(d) = super::broker_only::BROKER_ONLY_CONFIGS
                 .iter()
-                .any(|d| d.name == *name)
+                .find(|d| d.name == *name)
             {
-                let dynamic = &self.defaults.dynamic;
-                let mut levels = Vec::new();
-                if let Some(v) = dynamic.broker.get(*name) {
-                    levels.push((name.to_string(), v.clone(), ConfigSource::DynamicBroker));
-                }
-                if let Some(v) = dynamic.cluster_default.get(*name) {
-                    levels.push((
-                        name.to_string(),
-                        v.clone(),
-                        ConfigSource::DynamicDefaultBroker,
-                    ));
-                }
+                let mut levels: Vec<(String, String, ConfigSource)> = self
+                    .defaults
+                    .levels(d)
+                    .into_iter()
+                    .filter(|(_, _, s)| {
+                        matches!(
+                            s,
+                            ConfigSource::DynamicBroker | ConfigSource::DynamicDefaultBroker
+                        )
+                    })
+                    .map(|(n, v, s)| (n.to_string(), v, s))
+                    .collect();
                 levels.append(&mut entry.synonyms);
                 if let Some((_, v, source)) = levels.first().cloned() {
                     entry.value = v;
