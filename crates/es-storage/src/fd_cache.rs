@@ -127,11 +127,6 @@ impl CachingFs {
         self.shared.open.load(Ordering::Acquire)
     }
 
-    /// The budget given to [`CachingFs::new`].
-    pub fn budget(&self) -> usize {
-        self.shared.budget
-    }
-
     fn track(&self, path: &Path, file: Arc<dyn FileHandle>) -> Arc<CachedFile> {
         let cached = Arc::new(CachedFile {
             shared: self.shared.clone(),
