@@ -349,12 +349,14 @@ fn main() -> anyhow::Result<()> {
         SyncModeArg::PerPartition => SyncMode::PerPartition,
     };
     // The partition logs' descriptors, bounded: least recently used segment
-    // files close beyond it and reopen when next read. (A bad value is
-    // refused with the other settings when the broker starts.)
-    let configured = security
-        .get("log.open.files.max")
-        .and_then(|v| v.trim().parse().ok());
-    let budget = es_kafka::limits::open_files_budget(configured);
+    // files close beyond it and reopen when next read.
+    let mut limits = es_kafka::limits::ConnectionLimits::default();
+    if let Some(v) = security.get("log.open.files.max") {
+        limits
+            .apply("log.open.files.max", v)
+            .map_err(|e| anyhow::anyhow!(e))?;
+    }
+    let budget = es_kafka::limits::open_files_budget(limits.log_open_files_max);
     tracing::info!(
         files = budget,
         "partition logs keep at most this many files open (log.open.files.max)"
