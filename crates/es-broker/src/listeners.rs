@@ -208,7 +208,9 @@ pub async fn bind(args: &Args, security: &SecurityConfig) -> anyhow::Result<Boun
 
 /// Reads every listener's certificates again on each SIGHUP; connections
 /// already open keep theirs, and a reload that fails keeps the old ones.
-pub async fn reload_on_sighup(tls: Vec<Arc<Tls>>) {
+/// The handler is installed before this returns (SIGHUP's default action
+/// would end the process).
+pub fn reload_on_sighup(tls: Vec<Arc<Tls>>) {
     use tokio::signal::unix::{signal, SignalKind};
     let mut hup = match signal(SignalKind::hangup()) {
         Ok(s) => s,
@@ -217,14 +219,16 @@ pub async fn reload_on_sighup(tls: Vec<Arc<Tls>>) {
             return;
         }
     };
-    while hup.recv().await.is_some() {
-        for t in &tls {
-            match t.reload() {
-                Ok(()) => tracing::info!("TLS certificates reloaded"),
-                Err(e) => {
-                    tracing::error!(error = %e, "TLS certificates not reloaded; keeping the previous ones")
+    tokio::spawn(async move {
+        while hup.recv().await.is_some() {
+            for t in &tls {
+                match t.reload() {
+                    Ok(()) => tracing::info!("TLS certificates reloaded"),
+                    Err(e) => {
+                        tracing::error!(error = %e, "TLS certificates not reloaded; keeping the previous ones")
+                    }
                 }
             }
         }
-    }
+    });
 }

@@ -575,9 +575,14 @@ async fn run(
         tokio::spawn(background::coordinator_timers(timers, stop_rx.clone())),
         tokio::spawn(background::api_keys_loop(broker.clone(), stop_rx.clone())),
     ];
+    // The handlers are installed here, before "listening on" is logged: a
+    // SIGTERM sent as soon as the broker says it serves must stop it
+    // cleanly, not kill it with the default action.
+    let signals = StopSignals::install();
+    listeners::reload_on_sighup(bound.tls.clone());
     let b = broker.clone();
     tokio::spawn(async move {
-        wait_for_signal().await;
+        signals.wait().await;
         // Leaderships move to the other in-sync replicas while this broker
         // still serves; then the listener closes.
         b.controlled_shutdown(CONTROLLED_SHUTDOWN_TIMEOUT).await;
@@ -596,7 +601,6 @@ async fn run(
             l.spec.advertised_port
         );
     }
-    tokio::spawn(listeners::reload_on_sighup(bound.tls.clone()));
     if let Some(listen) = schema_registry::listen_addr(&args.schema_registry_listen) {
         schema_registry::spawn(
             listen,
@@ -640,20 +644,41 @@ async fn run(
     Ok(())
 }
 
-async fn wait_for_signal() {
-    use tokio::signal::unix::{signal, SignalKind};
-    let mut term = match signal(SignalKind::terminate()) {
-        Ok(s) => s,
-        Err(e) => {
-            tracing::error!(error = %e, "cannot watch SIGTERM; only SIGINT stops the broker");
-            let _ = tokio::signal::ctrl_c().await;
-            tracing::info!("SIGINT received; shutting down");
-            return;
+/// SIGTERM and SIGINT, watched from the moment `install` returns.
+struct StopSignals {
+    term: Option<tokio::signal::unix::Signal>,
+    int: Option<tokio::signal::unix::Signal>,
+}
+
+impl StopSignals {
+    fn install() -> Self {
+        use tokio::signal::unix::{signal, SignalKind};
+        let watch = |kind: SignalKind, name: &str| match signal(kind) {
+            Ok(s) => Some(s),
+            Err(e) => {
+                tracing::error!(error = %e, "cannot watch {name}");
+                None
+            }
+        };
+        StopSignals {
+            term: watch(SignalKind::terminate(), "SIGTERM"),
+            int: watch(SignalKind::interrupt(), "SIGINT"),
         }
-    };
-    tokio::select! {
-        _ = term.recv() => tracing::info!("SIGTERM received; shutting down"),
-        _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT received; shutting down"),
+    }
+
+    async fn wait(mut self) {
+        async fn recv(s: &mut Option<tokio::signal::unix::Signal>) {
+            match s {
+                Some(s) => {
+                    s.recv().await;
+                }
+                None => std::future::pending().await,
+            }
+        }
+        tokio::select! {
+            _ = recv(&mut self.term) => tracing::info!("SIGTERM received; shutting down"),
+            _ = recv(&mut self.int) => tracing::info!("SIGINT received; shutting down"),
+        }
     }
 }
 
