@@ -503,6 +503,7 @@ pub fn partition_config(c: &TopicConfig) -> PartitionConfig {
             interval: Duration::from_millis(c.flush_ms()),
             ..FlushPolicy::default()
         },
+        preallocate: c.preallocate(),
     }
 }
 

@@ -428,6 +428,9 @@ impl Partition {
     /// One compaction pass over the sealed segments below the stable offset.
     pub fn compact(&self, policy: &CompactionPolicy, now_ms: i64) -> Result<CompactionReport> {
         let mut report = CompactionReport::default();
+        // The last roll sealed first: the segments before the active one
+        // then end at their last record (zeros written ahead cut).
+        self.finish_roll()?;
         let all = self.segments();
         let sealed: Vec<Arc<Segment>> = all[..all.len().saturating_sub(1)]
             .iter()

@@ -1,5 +1,5 @@
 //! What partitions are opened with: the file system, the sync pool, the
-//! reclaimer and the clock. One [`Storage`] per broker (or per test), so that
+//! reclaimer, the preallocator and the clock. One [`Storage`] per broker (or per test), so that
 //! nothing of the log is process-global: two brokers in one process share no
 //! thread and no queue.
 
@@ -8,6 +8,7 @@ use std::sync::Arc;
 use crate::clock::{self, SharedClock};
 use crate::error::Result;
 use crate::fs::Fs;
+use crate::prealloc::Preallocator;
 use crate::reclaim::{Pace, Reclaimer};
 use crate::syncer::{SyncMode, SyncPool};
 
@@ -20,6 +21,8 @@ pub struct Storage {
     pub sync: Arc<SyncPool>,
     /// Frees the space of segments retention and compaction delete.
     pub reclaimer: Arc<Reclaimer>,
+    /// Zero-fills active segments ahead of their last record.
+    pub prealloc: Arc<Preallocator>,
     /// Wall time of record timestamps, segment ages and producer idleness.
     pub clock: SharedClock,
 }
@@ -42,6 +45,7 @@ impl Storage {
             fs,
             sync: SyncPool::per_partition(),
             reclaimer: Reclaimer::background(Pace::default()),
+            prealloc: Preallocator::new(),
             clock: clock::system(),
         }
     }
@@ -58,6 +62,12 @@ impl Storage {
     /// The same with `reclaimer` instead (tests step their own).
     pub fn with_reclaimer(mut self, reclaimer: Arc<Reclaimer>) -> Storage {
         self.reclaimer = reclaimer;
+        self
+    }
+
+    /// The same with `prealloc` instead (tests serve their own queue).
+    pub fn with_preallocator(mut self, prealloc: Arc<Preallocator>) -> Storage {
+        self.prealloc = prealloc;
         self
     }
 

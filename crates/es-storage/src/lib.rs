@@ -38,6 +38,7 @@ pub use record::{ProducerInfo, RecordIter, RecordMeta, RecordView};
 pub mod index;
 pub mod journal;
 pub mod partition;
+pub mod prealloc;
 pub mod producers;
 pub mod reclaim;
 pub mod segment;

@@ -23,6 +23,8 @@ pub struct StorageMetrics {
     pub fsync_seconds: Histogram,
     pub fsync_records: Histogram,
     pub segment_rolls: Counter,
+    /// Zeros written ahead of active segments (`prealloc.rs`).
+    pub preallocated_bytes: Counter,
     /// Descriptors the log holds open, and reopens of closed ones
     /// (`fd_cache.rs`).
     pub open_files: Gauge,
@@ -46,6 +48,7 @@ static METRICS: LazyLock<StorageMetrics> = LazyLock::new(|| StorageMetrics {
     fsync_seconds: Histogram::new(duration_buckets()),
     fsync_records: Histogram::new(exponential_buckets(1.0, 2.0, 16)),
     segment_rolls: Counter::default(),
+    preallocated_bytes: Counter::default(),
     open_files: Gauge::default(),
     file_reopens: Counter::default(),
     recovery_bytes_total: Gauge::default(),
@@ -84,6 +87,12 @@ pub fn register(registry: &mut Registry) {
         "es_segment_rolls",
         "segments rolled (a new active segment started)",
         m.segment_rolls.clone(),
+    );
+    registry.register_with_unit(
+        "es_preallocated",
+        "zeros written ahead of active segments (topic config preallocate)",
+        Unit::Bytes,
+        m.preallocated_bytes.clone(),
     );
     registry.register(
         "es_storage_open_files",

@@ -82,6 +82,9 @@ pub struct PartitionConfig {
     /// Bytes of log between index entries.
     pub index_interval_bytes: u64,
     pub flush: FlushPolicy,
+    /// Zero-fill the active segment ahead of its last record (Kafka
+    /// `preallocate`; `prealloc.rs`).
+    pub preallocate: bool,
 }
 
 /// Smallest `segment_bytes` honoured (1 KiB, for tests).
@@ -94,6 +97,7 @@ impl Default for PartitionConfig {
             segment_ms: 7 * 24 * 3600 * 1000,
             index_interval_bytes: INDEX_INTERVAL_BYTES,
             flush: FlushPolicy::default(),
+            preallocate: false,
         }
     }
 }
@@ -281,6 +285,8 @@ pub struct Partition {
     intents_done: Condvar,
     /// Frees the space of the segments retention and compaction delete.
     reclaimer: Arc<Reclaimer>,
+    /// Fills active segments with zeros ahead (`preallocate`).
+    prealloc: Arc<crate::prealloc::Preallocator>,
     /// Runs the fsyncs of [`Partition::when_durable`].
     sync: Arc<SyncPool>,
     clock: SharedClock,
@@ -464,6 +470,7 @@ impl Partition {
             intent_waiting: AtomicBool::new(false),
             intents_done: Condvar::new(),
             reclaimer: storage.reclaimer.clone(),
+            prealloc: storage.prealloc.clone(),
             sync: storage.sync.clone(),
             clock: storage.clock.clone(),
         };
@@ -881,6 +888,14 @@ impl Partition {
             .and_then(|()| self.flush())
             .and_then(|()| self.finish_roll());
         let seg = self.commit.lock().core.written().segment.clone();
+        // The zeros written ahead go: a clean close leaves the active
+        // segment ending at its last record, as recovery's quick check wants.
+        let r = r.and_then(|()| {
+            if seg.ahead.cut(&*seg.log, seg.valid_len(), true, false)? {
+                seg.log.sync_data()?;
+            }
+            Ok(())
+        });
         let r2 = seg.index_file.sync_data();
         if let Err(e) = seg.sync_marks() {
             tracing::warn!(file = %seg.batches_path.display(), error = %e, "fsync of produced batch notes failed");

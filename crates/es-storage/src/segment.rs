@@ -82,6 +82,8 @@ pub struct Segment {
     batches_file: Mutex<BatchesFile>,
     /// A damaged index entry has been reported ([`Segment::report_bad_index_entry`]).
     index_damage_reported: std::sync::atomic::AtomicBool,
+    /// Zeros written ahead of the last record (`prealloc.rs`).
+    pub(crate) ahead: crate::prealloc::Ahead,
 }
 
 #[derive(Debug, Default)]
@@ -213,6 +215,7 @@ impl Segment {
             marks: RwLock::new(Vec::new()),
             batches_file: Mutex::new(BatchesFile::default()),
             index_damage_reported: std::sync::atomic::AtomicBool::new(false),
+            ahead: crate::prealloc::Ahead::new(0),
         }
     }
 
@@ -273,6 +276,7 @@ impl Segment {
         let file_len = seg.log.len()?;
         if !active || clean {
             if let Some((entries, end_offset, tail_max_ts)) = seg.check_against_index(file_len)? {
+                seg.ahead.opened(file_len);
                 seg.valid_len.store(file_len, Ordering::Release);
                 seg.end_offset.store(end_offset, Ordering::Release);
                 seg.max_timestamp_ms.store(tail_max_ts, Ordering::Release);
@@ -290,11 +294,15 @@ impl Segment {
         rep.records = Some(scan.records);
         if let Some((pos, why)) = scan.error {
             if active {
-                // A torn tail from a crash mid-write: never acknowledged, cut it.
+                // A torn tail from a crash mid-write, or zeros written
+                // ahead (`prealloc.rs`): never acknowledged, cut it.
+                let zeros = seg.all_zero(pos, file_len)?;
                 seg.log.set_len(pos)?;
                 seg.log.sync_data()?;
                 rep.truncated_bytes = file_len - pos;
-                if rep.truncated_bytes > 0 {
+                if zeros {
+                    tracing::info!(file = %seg.log_path.display(), position = pos, bytes = rep.truncated_bytes, "cut the zeros written ahead of the active segment's last record");
+                } else if rep.truncated_bytes > 0 {
                     tracing::warn!(file = %seg.log_path.display(), position = pos, bytes = rep.truncated_bytes, %why, "cut a torn tail off the active segment");
                 }
             } else {
@@ -302,6 +310,8 @@ impl Segment {
                 rep.corrupt_at = Some((pos, why));
             }
         }
+        seg.ahead
+            .opened(if active { scan.valid_len } else { file_len });
         seg.valid_len.store(scan.valid_len, Ordering::Release);
         seg.end_offset.store(scan.end_offset, Ordering::Release);
         seg.max_timestamp_ms.store(scan.max_ts, Ordering::Release);
@@ -381,6 +391,21 @@ impl Segment {
             (ScanEnd::Done, Some(e)) if in_order => Ok(Some((entries, e, max_ts))),
             _ => Ok(None),
         }
+    }
+
+    /// Whether the log's bytes in `[from, to)` are all zero (or there are none).
+    fn all_zero(&self, from: u64, to: u64) -> Result<bool> {
+        let mut buf = vec![0u8; SCAN_WINDOW_BYTES.min(to.saturating_sub(from) as usize)];
+        let mut pos = from;
+        while pos < to {
+            let n = ((to - pos) as usize).min(buf.len());
+            read_exact_at(&*self.log, &mut buf[..n], pos)?;
+            if buf[..n].iter().any(|&b| b != 0) {
+                return Ok(false);
+            }
+            pos += n as u64;
+        }
+        Ok(true)
     }
 
     /// Decodes the record at `pos`: (offset, timestamp, encoded length).
@@ -712,7 +737,7 @@ impl Segment {
     /// moved below the cut (see `partition/truncate.rs`).
     pub(crate) fn truncate_at(&self, pos: u64, end_offset: u64) -> Result<()> {
         debug_assert!(pos <= self.valid_len());
-        self.log.set_len(pos)?;
+        self.ahead.cut(&*self.log, pos, false, true)?;
         self.log.sync_data()?;
         let keep: Vec<IndexEntry> = self
             .index

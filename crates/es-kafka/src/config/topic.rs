@@ -306,6 +306,12 @@ impl TopicConfig {
         self.parse_i64("flush.messages").max(1) as u64
     }
 
+    /// `preallocate`: zero-fill the active segment ahead (es-storage `prealloc.rs`).
+    pub fn preallocate(&self) -> bool {
+        self.get("preallocate")
+            .is_some_and(|(v, _)| v.eq_ignore_ascii_case("true"))
+    }
+
     pub fn flush_ms(&self) -> u64 {
         self.parse_i64("flush.ms").max(0) as u64
     }

@@ -78,6 +78,7 @@ impl Partition {
             }
         }
         let data = batch.as_bytes();
+        active.ahead.before_write(pos0 + bytes_len);
         if let Err(e) = active.log.write_all_at(data, pos0) {
             self.undo_write(&active, pos0, None, &e);
             return Err(e.into());
@@ -122,6 +123,13 @@ impl Partition {
         let new_len = pos0 + bytes_len;
         let last_offset = offset_of(count as usize - 1);
         active.note_append(new_len, last_offset + 1, batch.max_timestamp_ms(), &entries);
+        if config.preallocate
+            && active
+                .ahead
+                .wants_more(new_len, config.segment_bytes, self.prealloc.sizing())
+        {
+            self.prealloc.request(&active);
+        }
         let hw = {
             let mut c = self.commit.lock();
             c.core.appended(Mark {
@@ -153,7 +161,7 @@ impl Partition {
         index_len: Option<u64>,
         err: &std::io::Error,
     ) {
-        let mut ok = seg.log.set_len(log_len).is_ok();
+        let mut ok = seg.ahead.cut(&*seg.log, log_len, false, true).is_ok();
         if let Some(il) = index_len {
             ok &= seg.index_file.set_len(il).is_ok();
         }

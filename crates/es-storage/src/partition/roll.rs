@@ -4,8 +4,9 @@
 //! pointer swap: the new segment's files were created ahead
 //! ([`Segment::prepare`], under temporary names), the roll starts writing to
 //! them, takes a copy of the producer state and leaves the slow part as a
-//! pending seal. The seal ([`Partition::finish_roll`]) fsyncs the old
-//! segment (log, index, batch notes), gives the new segment's files their
+//! pending seal. The seal ([`Partition::finish_roll`]) cuts the zeros
+//! written ahead of the old segment's last record (`prealloc.rs`), fsyncs
+//! it (log, index, batch notes), gives the new segment's files their
 //! final names, prepares the next ones, syncs the directory once for all of
 //! that, and writes the producer snapshot taken at the roll.
 //!
@@ -131,6 +132,10 @@ impl Partition {
         };
         let fs = self.fs();
         let sealed = (|| -> std::io::Result<Option<Prepared>> {
+            // Zeros written ahead go: a sealed segment ends at its last record.
+            s.old
+                .ahead
+                .cut(&*s.old.log, s.old.valid_len(), true, false)?;
             s.old.log.sync_data()?;
             s.old.index_file.sync_data()?;
             if let Err(e) = s.old.sync_marks() {

@@ -24,6 +24,7 @@ use es_storage::compaction::{CompactionPolicy, RetentionPolicy};
 use es_storage::fs::Fs;
 use es_storage::journal::Journal;
 use es_storage::meta;
+use es_storage::prealloc::{Preallocator, Sizing};
 use es_storage::reclaim::{Pace, Reclaimer};
 use es_storage::record::ProducerInfo;
 use es_storage::simfs::{SimFs, Tear};
@@ -161,6 +162,8 @@ impl World {
                     },
                     ..FlushPolicy::default()
                 },
+                // Zeros ahead (served by the clock steps) in half the worlds.
+                preallocate: seed % 2 == 1,
                 ..PartitionConfig::default()
             };
             let mut m = PModel::default();
@@ -373,6 +376,10 @@ impl World {
                 );
                 self.trace.push(format!("clock +{ms} ms"));
                 self.clock.advance(Duration::from_millis(ms));
+                let filled = self.storage.prealloc.run_queued();
+                if filled > 0 {
+                    self.trace.push(format!("zeros ahead of {filled} segments"));
+                }
                 Ok(())
             }
             91..=93 => {
@@ -1388,7 +1395,14 @@ fn make_storage(
         Some(b) => Arc::new(CachingFs::without_sync_eviction(Arc::new(fs.clone()), b)),
         None => Arc::new(fs.clone()),
     };
+    // Small steps, so that the small segments of these worlds get zeros.
+    let prealloc = Preallocator::manual(Sizing {
+        start_bytes: 512,
+        min_bytes: 256,
+        max_bytes: 4096,
+    });
     Storage::new(fs)
+        .with_preallocator(prealloc)
         .with_sync_pool(pool)
         .with_reclaimer(Arc::new(Reclaimer::new(Pace::default())))
         .with_clock(clock.clone())
