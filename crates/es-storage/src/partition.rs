@@ -206,7 +206,7 @@ impl Mark {
     /// everything below the mark in that segment is durable.
     pub(crate) fn sync_data(&self) -> std::io::Result<()> {
         let _timer = crate::metrics::FsyncTimer::start();
-        self.segment.log.sync_data()
+        self.segment.sync_log()
     }
 
     /// Syncs the whole file system holding this mark's segment (and its
@@ -214,7 +214,7 @@ impl Mark {
     /// every partition on it.
     pub(crate) fn sync_filesystem(&self) -> std::io::Result<()> {
         let _timer = crate::metrics::FsyncTimer::start();
-        self.segment.log.sync_filesystem()
+        self.segment.sync_log_filesystem()
     }
 }
 
@@ -892,7 +892,7 @@ impl Partition {
         // segment ending at its last record, as recovery's quick check wants.
         let r = r.and_then(|()| {
             if seg.ahead.cut(&*seg.log, seg.valid_len(), true, false)? {
-                seg.log.sync_data()?;
+                seg.sync_log()?;
             }
             Ok(())
         });

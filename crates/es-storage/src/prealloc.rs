@@ -11,13 +11,15 @@
 //! unwritten extents converts them, which costs the same inode write.
 //!
 //! So a thread per [`crate::Storage`] (`es-prealloc`) writes zeros ahead of
-//! a busy active segment, 1 MiB per `write`, and fdatasyncs them once per
-//! step; only then are they counted as [`Ahead::zeroed_end`], below which
-//! the writer writes without asking anyone. A write that reaches past it
-//! takes the segment's [`Ahead`] lock and waits only if the zeros being
-//! written would overlap it (one 1 MiB `write`): zeros never land on
-//! records. How far ahead ([`Sizing`]) grows with the segment, from
-//! nothing below [`START_BYTES`] (an idle partition gets no zeros) to
+//! a busy active segment, 256 KiB per `write`, each followed by an
+//! fdatasync; only then are they counted as [`Ahead::zeroed_end`], below
+//! which the writer writes without asking anyone. A write that reaches past
+//! it takes the segment's [`Ahead`] lock and waits only if the zeros being
+//! written would overlap it (one 256 KiB `write`): zeros never land on
+//! records. The fdatasyncs of zeros and of records take turns
+//! ([`Ahead::sync`]), so that a write-back error one of them reports fails
+//! the other as well. How far ahead ([`Sizing`]) grows with the segment,
+//! from nothing below [`START_BYTES`] (an idle partition gets no zeros) to
 //! [`MAX_AHEAD_BYTES`], and never past `segment.bytes`.
 //!
 //! The storage format allows zeros after the last record in the newest
@@ -36,8 +38,9 @@ use parking_lot::{Condvar, Mutex};
 use crate::fs::FileHandle;
 use crate::segment::Segment;
 
-/// Bytes of zeros per `write`: the longest a writer can wait on them.
-pub const CHUNK_BYTES: usize = 1 << 20;
+/// Bytes of zeros per `write` and fdatasync: the longest a writer, or a
+/// sync of records, can wait on them.
+pub const CHUNK_BYTES: usize = 256 << 10;
 /// A segment gets zeros ahead once it holds this much.
 pub const START_BYTES: u64 = 1 << 20;
 /// The most zeros ahead of a segment's last record.
@@ -93,6 +96,9 @@ pub(crate) struct Ahead {
     requested: AtomicU64,
     state: Mutex<State>,
     idle: Condvar,
+    /// Held around every fdatasync of the log; true once one failed
+    /// ([`Ahead::sync`]).
+    sync_failed: Mutex<bool>,
 }
 
 #[derive(Debug, Default)]
@@ -122,6 +128,7 @@ impl Ahead {
                 ..State::default()
             }),
             idle: Condvar::new(),
+            sync_failed: Mutex::new(false),
         }
     }
 
@@ -198,46 +205,79 @@ impl Ahead {
         Ok(false)
     }
 
-    /// The preallocator's work on one segment: zeros to the target, 1 MiB
-    /// per write, then one fdatasync, then they count.
+    /// The preallocator's work on one segment: zeros to the target, one
+    /// [`CHUNK_BYTES`] write and one fdatasync at a time (so that a sync
+    /// of records never has more than a chunk of dirty zeros to write back
+    /// with them), each chunk counted once synced.
     fn fill(&self, log: &dyn FileHandle) -> std::io::Result<()> {
-        let generation = loop {
-            let (start, end) = {
+        loop {
+            let (start, end, generation) = {
                 let mut s = self.state.lock();
                 let start = s.file_end;
                 if s.closed || start >= s.target {
                     s.queued = false;
-                    break s.generation;
+                    return Ok(());
                 }
                 let end = (start + CHUNK_BYTES as u64).min(s.target);
                 s.filling = Some((start, end));
-                (start, end)
+                (start, end, s.generation)
             };
             let r = log.write_all_at(&ZEROS[..(end - start) as usize], start);
-            let mut s = self.state.lock();
-            s.filling = None;
-            self.idle.notify_all();
-            if let Err(e) = r {
-                // A partial write of zeros is past the records: harmless,
-                // and cut with the rest at the seal. No more attempts.
+            {
+                let mut s = self.state.lock();
+                s.filling = None;
+                self.idle.notify_all();
+                // Even a failed write may have put some zeros there: past
+                // the records, harmless, and cut with the rest.
                 s.file_end = s.file_end.max(end);
-                s.closed = true;
-                s.queued = false;
-                return Err(e);
+                if let Err(e) = r {
+                    s.closed = true;
+                    s.queued = false;
+                    return Err(e);
+                }
             }
-            s.file_end = s.file_end.max(end);
             crate::metrics::storage_metrics()
                 .preallocated_bytes
                 .inc_by(end - start);
-        };
-        let synced_to = self.state.lock().file_end;
-        log.sync_data()?;
-        let s = self.state.lock();
-        if s.generation == generation && !s.closed {
-            self.zeroed_end
-                .fetch_max(synced_to.min(s.file_end), Ordering::AcqRel);
+            self.sync(log, true)?;
+            let s = self.state.lock();
+            if s.generation == generation && !s.closed {
+                self.zeroed_end
+                    .fetch_max(end.min(s.file_end), Ordering::AcqRel);
+            }
         }
-        Ok(())
+    }
+
+    /// An fdatasync of the segment's log, one at a time with the
+    /// preallocator's. They share the file description, and a write-back
+    /// error is reported to the first fsync on it only: if the
+    /// preallocator's reports one, it may belong to records, so every
+    /// later sync of this log fails too (and the partition is fenced, as
+    /// after any failed fsync).
+    pub(crate) fn sync(&self, log: &dyn FileHandle, zeros: bool) -> std::io::Result<()> {
+        self.sync_with(|| log.sync_data(), zeros)
+    }
+
+    /// [`Ahead::sync`] with another sync of the log (`syncfs`).
+    pub(crate) fn sync_with(
+        &self,
+        sync: impl FnOnce() -> std::io::Result<()>,
+        zeros: bool,
+    ) -> std::io::Result<()> {
+        let mut failed = self.sync_failed.lock();
+        if *failed {
+            return Err(std::io::Error::other(
+                "an earlier fdatasync of this segment failed",
+            ));
+        }
+        let r = sync();
+        if r.is_err() {
+            *failed = true;
+            if zeros {
+                self.state.lock().closed = true;
+            }
+        }
+        r
     }
 }
 

@@ -393,6 +393,18 @@ impl Segment {
         }
     }
 
+    /// Fdatasyncs the log, one at a time with the preallocator's (see
+    /// `prealloc.rs`): after a failed one, every later one fails too.
+    pub(crate) fn sync_log(&self) -> std::io::Result<()> {
+        self.ahead.sync(&*self.log, false)
+    }
+
+    /// Syncs the file system holding the log ([`FileHandle::sync_filesystem`]),
+    /// as [`Segment::sync_log`] does the log.
+    pub(crate) fn sync_log_filesystem(&self) -> std::io::Result<()> {
+        self.ahead.sync_with(|| self.log.sync_filesystem(), false)
+    }
+
     /// Whether the log's bytes in `[from, to)` are all zero (or there are none).
     fn all_zero(&self, from: u64, to: u64) -> Result<bool> {
         let mut buf = vec![0u8; SCAN_WINDOW_BYTES.min(to.saturating_sub(from) as usize)];
@@ -738,7 +750,7 @@ impl Segment {
     pub(crate) fn truncate_at(&self, pos: u64, end_offset: u64) -> Result<()> {
         debug_assert!(pos <= self.valid_len());
         self.ahead.cut(&*self.log, pos, false, true)?;
-        self.log.sync_data()?;
+        self.sync_log()?;
         let keep: Vec<IndexEntry> = self
             .index
             .read()

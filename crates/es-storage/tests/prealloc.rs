@@ -14,6 +14,7 @@ use std::sync::Arc;
 
 use es_storage::fs::Fs;
 use es_storage::prealloc::{Preallocator, Sizing, START_BYTES};
+use es_storage::simfs::SimFs;
 use es_storage::{Partition, PartitionConfig, RealFs, RecordBatchBuf, RecordMeta, Storage};
 
 const SEGMENT_BYTES: u64 = 6 << 20;
@@ -274,4 +275,34 @@ fn racing_round(dir: &Path) {
     drop(p);
     let p = open(&dir, &prealloc);
     assert_all_there(&p, n);
+}
+
+#[test]
+fn a_failed_fdatasync_of_zeros_fails_the_next_sync_of_records() {
+    // The zeros and the records share the file description, and a
+    // write-back error is reported to one fsync only: the preallocator's
+    // failure must not leave the next acknowledgement to succeed.
+    let fs = SimFs::new();
+    let prealloc = Preallocator::manual(Sizing::default());
+    let storage = Storage::new(Arc::new(fs.clone())).with_preallocator(prealloc.clone());
+    let p = Partition::open(&storage, PathBuf::from("/data/p"), cfg()).expect("open");
+    let n = START_BYTES / RECORD_BYTES as u64 + 10;
+    append(&p, 0, n);
+    fs.fail_sync_at(fs.sync_count() + 1);
+    assert_eq!(prealloc.run_queued(), 1);
+    let mut b = RecordBatchBuf::new();
+    b.push(
+        0,
+        None,
+        Some(&value(n)),
+        std::iter::empty(),
+        &RecordMeta::default(),
+    );
+    let refused = p
+        .append(&mut b)
+        .and_then(|info| p.wait_durable(info.last_offset + 1));
+    assert!(
+        refused.is_err(),
+        "the record after a failed sync is not durable: {refused:?}"
+    );
 }

@@ -136,7 +136,7 @@ impl Partition {
             s.old
                 .ahead
                 .cut(&*s.old.log, s.old.valid_len(), true, false)?;
-            s.old.log.sync_data()?;
+            s.old.sync_log()?;
             s.old.index_file.sync_data()?;
             if let Err(e) = s.old.sync_marks() {
                 // A hint only: recovery keeps what survives of it.
