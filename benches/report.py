@@ -40,6 +40,11 @@ def num(x, nd=0):
     return f"{x:,.{nd}f}"
 
 
+# Issue 30's goals: es durable against Kafka's default (no fsync).
+PRODUCE_GOAL = 1.5
+CONSUME_GOAL = 1.5
+
+
 def rat(x, goal=None, higher_is_better=True):
     if x is None:
         return "n/a"
@@ -110,7 +115,7 @@ def md_limits(c):
 
 def md_produce(cells):
     out = ["| case | generator | partitions × producers | record | es rec/s | Kafka default rec/s | "
-           "Kafka flush.messages=1 rec/s | es/Kafka (goal ≥ 1) | es/Kafka-fsync (goal ≥ 3) | es MB/s | "
+           "Kafka flush.messages=1 rec/s | es/Kafka (goal ≥ 1.5) | es/Kafka-fsync (goal ≥ 3) | es MB/s | "
            "generator CPU s/s (es run) |",
            "|---|---|---|---|---|---|---|---|---|---|---|"]
     for c in cells:
@@ -118,7 +123,7 @@ def md_produce(cells):
         out.append(
             f"| `{c['id']}` | {c['gen']} | {c['partitions']} × {c['producers']} | {c['record_bytes']} B | "
             f"{num(get(med, 'es.records_per_s'))} | {num(get(med, 'kafka.records_per_s'))} | "
-            f"{num(get(med, 'kafka-fsync.records_per_s'))} | {rat(c['ratio'].get('es/kafka'), 1.0)} | "
+            f"{num(get(med, 'kafka-fsync.records_per_s'))} | {rat(c['ratio'].get('es/kafka'), PRODUCE_GOAL)} | "
             f"{rat(c['ratio'].get('es/kafka-fsync'), 3.0)} | {num(get(med, 'es.mb_per_s'), 1)} | "
             f"{gen_load(c)} |")
     out.append("")
@@ -204,7 +209,7 @@ def md_e2e(c):
 
 def md_consume(c):
     out = [f"Catching up on {num(c['records'])} records of 256 B (one partition) from the page cache.", "",
-           "| generator | es rec/s | Kafka rec/s | es/Kafka (goal ≥ 1) | es MB/s | es CPU s/GB | Kafka CPU s/GB |",
+           "| generator | es rec/s | Kafka rec/s | es/Kafka (goal ≥ 1.5) | es MB/s | es CPU s/GB | Kafka CPU s/GB |",
            "|---|---|---|---|---|---|---|"]
     for g, title in (("rdkafka", "es-loadgen (librdkafka, assign)"),
                      ("java", "ConsumerPerformance (group; fetch.nMsg.sec)")):
@@ -213,7 +218,7 @@ def md_consume(c):
         if g == "java" and not c.get("es_serves_groups"):
             note = " (es does not serve consumer groups yet: Kafka only)"
         out.append(f"| {title}{note} | {num(get(m, 'es.records_per_s'))} | {num(get(m, 'kafka.records_per_s'))} | "
-                   f"{rat(get(c, g + '.ratio'), 1.0)} | {num(get(m, 'es.mb_per_s'), 1)} | "
+                   f"{rat(get(c, g + '.ratio'), CONSUME_GOAL)} | {num(get(m, 'es.mb_per_s'), 1)} | "
                    f"{num(get(m, 'es.broker_cpu_s_per_gb'), 1)} | {num(get(m, 'kafka.broker_cpu_s_per_gb'), 1)} |")
     return "\n".join(out)
 
@@ -249,8 +254,8 @@ def md_goals(res):
         rk = [c["ratio"].get("es/kafka") for c in prod if c["ratio"].get("es/kafka") is not None]
         rf = [c["ratio"].get("es/kafka-fsync") for c in prod if c["ratio"].get("es/kafka-fsync") is not None]
         if rk:
-            rows.append(("produce throughput es/Kafka default ≥ 1.0 in every case",
-                         f"min {min(rk):.2f}, max {max(rk):.2f}", min(rk) >= 1.0))
+            rows.append((f"produce throughput es/Kafka default ≥ {PRODUCE_GOAL} in every case",
+                         f"min {min(rk):.2f}, max {max(rk):.2f}", min(rk) >= PRODUCE_GOAL))
         if rf:
             rows.append(("produce throughput es/Kafka flush.messages=1 ≥ 3",
                          f"min {min(rf):.2f}, max {max(rf):.2f}", min(rf) >= 3.0))
@@ -268,17 +273,22 @@ def md_goals(res):
     for sc in lat.get("scenarios", []):
         if sc["id"].startswith("rdk-10k"):
             r = sc["ratio"].get("p99_us es/kafka")
-            if r is not None:
+            if r is None:
+                continue
+            if sc["id"].endswith("linger0"):
                 rows.append((f"produce p99 at the fixed rate es/Kafka ≤ 0.5 (`{sc['id']}`)", f"{r:.2f}", r <= 0.5))
+            else:
+                # The client's own linger dominates: reported, no goal.
+                rows.append((f"produce p99 at the fixed rate es/Kafka, reported (`{sc['id']}`)", f"{r:.2f}", None))
     con = cs.get("consume", {})
     for g in ("rdkafka", "java"):
         r = get(con, g + ".ratio")
         if r is not None:
-            rows.append((f"consume throughput es/Kafka ≥ 1.0 ({g})", f"{r:.2f}", r >= 1.0))
+            rows.append((f"consume throughput es/Kafka ≥ {CONSUME_GOAL} ({g})", f"{r:.2f}", r >= CONSUME_GOAL))
     if not rows:
         return ""
-    out = ["| goal (issue 8) | measured | met |", "|---|---|---|"]
-    out += [f"| {a} | {b} | {'✅' if ok else '❌'} |" for a, b, ok in rows]
+    out = ["| goal (issue 30) | measured | met |", "|---|---|---|"]
+    out += [f"| {a} | {b} | {'—' if ok is None else '✅' if ok else '❌'} |" for a, b, ok in rows]
     return "\n".join(out)
 
 
@@ -287,7 +297,7 @@ def markdown(res, img_prefix):
     parts = ["### Conditions", "", md_meta(res), ""]
     g = md_goals(res)
     if g:
-        parts += ["### Against the goals of issue 8", "", g, ""]
+        parts += ["### Against the goals of issue 30", "", g, ""]
     if "limits" in cs:
         parts += ["### The machine's raw limits, measured in the same run", "", md_limits(cs["limits"]), ""]
     if "produce" in cs:
