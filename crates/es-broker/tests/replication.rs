@@ -259,7 +259,8 @@ fn a_topic_deleted_behind_its_paused_leader_does_not_hold_up_the_leaders_other_p
 /// unclean.leader.election.enable, writes "a" with both in sync, kills
 /// node 3 (the ISR shrinks to node 4), writes "b" on node 4 alone, kills
 /// node 4: the partition is left without a leader, "b" only on node 4.
-fn whole_isr_lost(c: &mut Cluster, topic: &str, unclean: &str) {
+/// Returns the offset "b" got ("a" is at every offset below it).
+fn whole_isr_lost(c: &mut Cluster, topic: &str, unclean: &str) -> i64 {
     c.leader();
     let configs = [
         ("unclean.leader.election.enable", unclean),
@@ -281,24 +282,28 @@ fn whole_isr_lost(c: &mut Cluster, topic: &str, unclean: &str) {
         }
         (r.0 == 0).then_some(r)
     });
-    assert_eq!(first, (0, 0));
+    // An attempt that timed out was appended all the same: the one that
+    // succeeded follows it, and every offset up to it holds "a".
+    let a_last = first.1;
+    assert!((0..3).contains(&a_last), "a at {a_last}");
     // The follower dies; once fenced it leaves the ISR; the leader takes a
     // record alone.
     c.nodes.remove(&3).expect("node 3").kill();
     eventually(Duration::from_secs(60), "ISR [4]", || {
         (shown(&c.addr(1), topic).3 == vec![4]).then_some(())
     });
-    assert_eq!(produce(&c.addr(4), topic, "b"), (0, 1));
+    assert_eq!(produce(&c.addr(4), topic, "b"), (0, a_last + 1));
     // The leader dies too: no replica left to lead.
     c.nodes.remove(&4).expect("node 4").kill();
     eventually(Duration::from_secs(60), "no leader", || {
         (shown(&c.addr(1), topic).0 == -1).then_some(())
     });
+    a_last + 1
 }
 
 /// After [`whole_isr_lost`] and node 3's unclean election: node 3 leads
-/// alone, and a write there takes the offset "b" had on node 4.
-fn node_3_leads_without_b(c: &Cluster, topic: &str) {
+/// alone, and a write there takes the offset "b" had on node 4 (`b_offset`).
+fn node_3_leads_without_b(c: &Cluster, topic: &str, b_offset: i64) {
     eventually(Duration::from_secs(60), "node 3 leads", || {
         let s = shown(&c.addr(1), topic);
         (s.0 == 3 && s.3 == vec![3]).then_some(())
@@ -307,7 +312,7 @@ fn node_3_leads_without_b(c: &Cluster, topic: &str) {
         let r = produce(&c.addr(3), topic, "c");
         (r.0 == 0).then_some(r)
     });
-    assert_eq!((e, off), (0, 1), "c takes the offset b had");
+    assert_eq!((e, off), (0, b_offset), "c takes the offset b had");
 }
 
 #[test]
@@ -316,7 +321,7 @@ fn an_unclean_election_takes_the_surviving_replica_and_the_old_leader_truncates(
     // Four nodes, three of them the quorum's voters, so that the quorum
     // outlives both replicas of the topic (on nodes 3 and 4).
     let mut c = Cluster::start_with(dir.path(), 4, 3, &["--replica-lag-time-max-ms", "4000"]);
-    whole_isr_lost(&mut c, "u", "true");
+    let b_offset = whole_isr_lost(&mut c, "u", "true");
     // Node 3 returns, out of sync: elected uncleanly, it leads without "b".
     let mut p = c.spawn(3);
     p.wait_listening();
@@ -331,7 +336,7 @@ fn an_unclean_election_takes_the_surviving_replica_and_the_old_leader_truncates(
         },
     );
     c.nodes.insert(3, p);
-    node_3_leads_without_b(&c, "u");
+    node_3_leads_without_b(&c, "u", b_offset);
     // Node 4 returns as a follower: truncates b, catches up, rejoins.
     let mut p = c.spawn(4);
     p.wait_listening();
@@ -340,10 +345,9 @@ fn an_unclean_election_takes_the_surviving_replica_and_the_old_leader_truncates(
         (shown(&c.addr(1), "u").3.len() == 2).then_some(())
     });
     let read = read_all(&c.addr(3), "u");
-    assert_eq!(
-        read.values().cloned().collect::<Vec<_>>(),
-        vec!["a".to_string(), "c".to_string()]
-    );
+    let mut want = vec!["a".to_string(); b_offset as usize];
+    want.push("c".to_string());
+    assert_eq!(read.values().cloned().collect::<Vec<_>>(), want);
     for (_, p) in std::mem::take(&mut c.nodes) {
         p.stop();
     }
@@ -369,7 +373,7 @@ fn a_leaderless_partition_gets_an_unclean_leader_once_its_topic_allows_it() {
             "500",
         ],
     );
-    whole_isr_lost(&mut c, "w", "false");
+    let b_offset = whole_isr_lost(&mut c, "w", "false");
     // Node 3 returns out of sync: not elected while the topic forbids it.
     let mut p = c.spawn(3);
     p.wait_listening();
@@ -381,7 +385,7 @@ fn a_leaderless_partition_gets_an_unclean_leader_once_its_topic_allows_it() {
         alter_topic(&c.addr(1), "w", "unclean.leader.election.enable", "true"),
         0
     );
-    node_3_leads_without_b(&c, "w");
+    node_3_leads_without_b(&c, "w", b_offset);
     for (_, p) in std::mem::take(&mut c.nodes) {
         p.stop();
     }
