@@ -9,7 +9,6 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use rdkafka::consumer::{BaseConsumer, Consumer};
@@ -23,25 +22,6 @@ const TIMEOUT: Duration = Duration::from_secs(60);
 
 fn value(i: usize) -> String {
     format!("{i:08}-{}", "v".repeat(1000))
-}
-
-fn checker() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/tools/check-storage-format")
-}
-
-fn check_format(data: &Path) {
-    let out = Command::new("python3")
-        .arg(checker())
-        .arg(data)
-        .arg(TOPIC)
-        .output()
-        .expect("run check-storage-format");
-    assert!(
-        out.status.success(),
-        "check-storage-format:\n{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 /// The one segment's length and how many bytes at its end are zero.
@@ -139,7 +119,7 @@ fn zeros_written_ahead_pass_the_checker_and_a_kill_loses_nothing() {
         assert!(Instant::now() < deadline, "zeros at the segment's end");
         std::thread::sleep(Duration::from_millis(50));
     }
-    check_format(&data);
+    common::replicas::check_format(&data, TOPIC);
     let got = consume_all(&b.addr);
     assert_eq!(got.len(), RECORDS);
     assert!(got.iter().enumerate().all(|(i, v)| *v == value(i)));
@@ -159,6 +139,6 @@ fn zeros_written_ahead_pass_the_checker_and_a_kill_loses_nothing() {
     let got = consume_all(&b.addr);
     assert_eq!(got.len(), RECORDS, "everything acknowledged survived");
     assert!(got.iter().enumerate().all(|(i, v)| *v == value(i)));
-    check_format(&data);
+    common::replicas::check_format(&data, TOPIC);
     b.stop();
 }

@@ -133,12 +133,18 @@ fn topic_dir(data: &Path) -> PathBuf {
     tdir.join("0")
 }
 
-#[test]
-fn zeros_go_ahead_of_the_records_and_are_cut_at_the_roll_and_the_close() {
+/// A temporary data directory with topic `t` of one partition, that
+/// partition's directory, and a preallocator served by the test.
+fn fresh() -> (tempfile::TempDir, PathBuf, PathBuf, Arc<Preallocator>) {
     let tmp = tempfile::tempdir().expect("tmp");
     let data = tmp.path().join("data");
     let dir = topic_dir(&data);
-    let prealloc = Preallocator::manual(Sizing::default());
+    (tmp, data, dir, Preallocator::manual(Sizing::default()))
+}
+
+#[test]
+fn zeros_go_ahead_of_the_records_and_are_cut_at_the_roll_and_the_close() {
+    let (_tmp, data, dir, prealloc) = fresh();
     let p = open(&dir, &prealloc);
     // Below START_BYTES nothing is asked for.
     let small = START_BYTES / RECORD_BYTES as u64 / 2;
@@ -197,10 +203,7 @@ fn zeros_go_ahead_of_the_records_and_are_cut_at_the_roll_and_the_close() {
 
 #[test]
 fn a_crash_leaves_zeros_that_recovery_cuts_as_unwritten() {
-    let tmp = tempfile::tempdir().expect("tmp");
-    let data = tmp.path().join("data");
-    let dir = topic_dir(&data);
-    let prealloc = Preallocator::manual(Sizing::default());
+    let (_tmp, data, dir, prealloc) = fresh();
     let p = open(&dir, &prealloc);
     let n = 2 * START_BYTES / RECORD_BYTES as u64;
     append(&p, 0, n);
