@@ -300,7 +300,7 @@ impl Segment {
                 seg.log.set_len(pos)?;
                 seg.log.sync_data()?;
                 rep.truncated_bytes = file_len - pos;
-                if zeros {
+                if rep.truncated_bytes > 0 && zeros {
                     tracing::info!(file = %seg.log_path.display(), position = pos, bytes = rep.truncated_bytes, "cut the zeros written ahead of the active segment's last record");
                 } else if rep.truncated_bytes > 0 {
                     tracing::warn!(file = %seg.log_path.display(), position = pos, bytes = rep.truncated_bytes, %why, "cut a torn tail off the active segment");
