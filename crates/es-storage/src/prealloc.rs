@@ -132,6 +132,13 @@ impl Ahead {
         }
     }
 
+    /// Nobody will write zeros (no preallocation thread): no more requests.
+    fn never_fill(&self) {
+        let mut s = self.state.lock();
+        s.queued = false;
+        s.closed = true;
+    }
+
     /// The file as recovery left it: `len` bytes.
     pub(crate) fn opened(&self, len: u64) {
         let mut s = self.state.lock();
@@ -343,7 +350,7 @@ impl Preallocator {
     /// Queues `seg`, which [`Ahead::wants_more`] said wants zeros.
     pub(crate) fn request(&self, seg: &Arc<Segment>) {
         if !self.manual && !*self.started.get_or_init(|| self.start_thread()) {
-            seg.ahead.cut_queue();
+            seg.ahead.never_fill();
             return;
         }
         self.shared
@@ -366,15 +373,6 @@ impl Preallocator {
                 false
             }
         }
-    }
-}
-
-impl Ahead {
-    /// Nobody will fill: forget the request.
-    fn cut_queue(&self) {
-        let mut s = self.state.lock();
-        s.queued = false;
-        s.closed = true;
     }
 }
 
