@@ -637,8 +637,12 @@ class Bench:
                         # state (JIT); short runs measure the JVM, not the broker:
                         # 125,000 warm-up records of 256 B left ProducerPerformance
                         # at 0.8 of its throughput after 300,000 (isolated runs).
+                        # The warm-up is in records whatever their size (the
+                        # JIT warms per send): 100,000 of 1 KiB left the client
+                        # at half its steady rate against es (performance-journal,
+                        # "Where a Java produce request's time goes").
                         big = p["java_records"] * 256 // size
-                        n, wu = max(n, big), p["java_warmup"] * 256 // size
+                        n, wu = max(n, big), p["java_warmup"]
                     r = self.run_producer(t, gen, self.topic(cid, t), parts, prods, size,
                                           seconds=p["produce_s"] if gen == "rdkafka" else None,
                                           records=n, java_warmup=wu)
