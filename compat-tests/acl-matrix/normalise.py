@@ -167,8 +167,10 @@ NORMALISE = [
      "the client's address as each broker saw it (source port, slash)"),
     ("CreateTopics", r"answer\.topics\[\]\.configs", "flush_configs",
      "flush.messages and flush.ms: es fsyncs before it acknowledges, so its defaults come from "
-     "--flush-every-records and --flush-interval, Kafka's are Long.MAX_VALUE (compat-tests/diff "
-     "ALLOWED); their names and every other config are compared"),
+     "--flush-every-records and --flush-interval, Kafka's are Long.MAX_VALUE; and preallocate's "
+     "value: es's default is true (it zero-fills a busy active segment ahead so that the fsync "
+     "before each acknowledgement writes records only, docs/storage.md), Kafka's false "
+     "(compat-tests/diff ALLOWED for both); their names and every other config are compared"),
     ("Metadata", r"answer\.topics", "auto_created",
      "a topic Metadata auto-created (the cell's settle step saw it exist afterwards): es creates it "
      "before it answers and describes it, Kafka forwards the creation to its controller and "
@@ -234,6 +236,7 @@ def _apply(act, v):
         if not isinstance(v, list):
             return v
         return [dict(c, value="<flush>", config_source="<flush>") if c.get("name") in ("flush.messages", "flush.ms")
+                else dict(c, value="<preallocate>") if c.get("name") == "preallocate"
                 else c for c in v]
     raise ValueError(act)
 

@@ -107,6 +107,12 @@ ALLOWED = [
      "flush.messages and flush.ms (the 9th and 10th topic configs): es fsyncs before it "
      "acknowledges, so its defaults come from --flush-every-records and --flush-interval "
      "(STATIC_BROKER_CONFIG), where Kafka's are Long.MAX_VALUE (never, DEFAULT_CONFIG)"),
+    (r"^(CreateTopics\.v([5-9]|\d\d)\.|prepare\.create_topics$|seq\.topic\.create$|DescribeConfigs\.)",
+     r"^\.body\.(topics|results)\[\d+\]\.configs\[24\]\.value$",
+     "preallocate (the 25th topic config once sorted by name): es's default is true, Kafka's "
+     "false. In es it zero-fills a busy active segment ahead so that the fsync before each "
+     "acknowledgement writes records only (docs/storage.md, docs/operations.md); in Kafka it "
+     "makes a new segment file sparse at full size"),
     (r"^DescribeConfigs\.",
      r"^\.body\.results\[\d+\]\.configs\[(8|9)\]\.(value|config_source|synonyms.*)$",
      "flush.messages and flush.ms (the 9th and 10th topic configs once sorted by name): es "
