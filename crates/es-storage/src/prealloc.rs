@@ -118,15 +118,12 @@ struct State {
 }
 
 impl Ahead {
-    /// A segment file of `len` bytes, all of them records.
-    pub(crate) fn new(len: u64) -> Ahead {
+    /// An empty segment file ([`Ahead::opened`] gives an existing one its length).
+    pub(crate) fn new() -> Ahead {
         Ahead {
-            zeroed_end: AtomicU64::new(len),
-            requested: AtomicU64::new(len),
-            state: Mutex::new(State {
-                file_end: len,
-                ..State::default()
-            }),
+            zeroed_end: AtomicU64::new(0),
+            requested: AtomicU64::new(0),
+            state: Mutex::new(State::default()),
             idle: Condvar::new(),
             sync_failed: Mutex::new(false),
         }

@@ -215,7 +215,7 @@ impl Segment {
             marks: RwLock::new(Vec::new()),
             batches_file: Mutex::new(BatchesFile::default()),
             index_damage_reported: std::sync::atomic::AtomicBool::new(false),
-            ahead: crate::prealloc::Ahead::new(0),
+            ahead: crate::prealloc::Ahead::new(),
         }
     }
 
@@ -234,6 +234,7 @@ impl Segment {
         entries: Vec<IndexEntry>,
     ) -> Segment {
         let seg = Segment::from_parts(base_offset, log_path, index_path, log, index_file, 0);
+        seg.ahead.opened(valid_len);
         seg.valid_len.store(valid_len, Ordering::Release);
         seg.end_offset.store(end_offset, Ordering::Release);
         seg.max_timestamp_ms.store(max_ts, Ordering::Release);
