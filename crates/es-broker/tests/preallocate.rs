@@ -8,7 +8,7 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use rdkafka::consumer::{BaseConsumer, Consumer};
@@ -24,15 +24,9 @@ fn value(i: usize) -> String {
     format!("{i:08}-{}", "v".repeat(1000))
 }
 
-/// The one segment's length and how many bytes at its end are zero.
+/// The newest segment's length and how many bytes at its end are zero.
 fn segment_tail(data: &Path) -> (u64, u64) {
-    let dir = data.join("topics").join(TOPIC).join("0");
-    let mut logs: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .expect("partition dir")
-        .map(|e| e.expect("entry").path())
-        .filter(|p| p.extension().is_some_and(|x| x == "log"))
-        .collect();
-    logs.sort();
+    let logs = common::replicas::segment_logs(data, TOPIC);
     let bytes = std::fs::read(logs.last().expect("a segment")).expect("read");
     let zeros = bytes.iter().rev().take_while(|&&b| b == 0).count();
     (bytes.len() as u64, zeros as u64)

@@ -97,8 +97,17 @@ fn zeros_after(path: &Path, from: u64) -> bool {
 }
 
 fn open(dir: &Path, prealloc: &Arc<Preallocator>) -> Arc<Partition> {
+    open_with_report(dir, prealloc).0
+}
+
+/// Opens the partition in `dir` on the real disk with `prealloc`, and what
+/// recovery did.
+fn open_with_report(
+    dir: &Path,
+    prealloc: &Arc<Preallocator>,
+) -> (Arc<Partition>, es_storage::partition::RecoveryReport) {
     let storage = Storage::new(Arc::new(RealFs)).with_preallocator(prealloc.clone());
-    Partition::open(&storage, dir.to_path_buf(), cfg()).expect("open")
+    Partition::open_with_report(&storage, dir.to_path_buf(), cfg()).expect("open")
 }
 
 fn checker() -> PathBuf {
@@ -187,12 +196,7 @@ fn zeros_go_ahead_of_the_records_and_are_cut_at_the_roll_and_the_close() {
     let (len, valid) = lengths(&p)[1];
     assert_eq!(len, valid, "closed: cut to the last record");
     drop(p);
-    let (p, report) = Partition::open_with_report(
-        &Storage::new(Arc::new(RealFs)).with_preallocator(prealloc.clone()),
-        dir.clone(),
-        cfg(),
-    )
-    .expect("reopen");
+    let (p, report) = open_with_report(&dir, &prealloc);
     assert!(report.clean_shutdown);
     assert!(
         report.segments.iter().all(|s| !s.scanned),
@@ -212,12 +216,7 @@ fn a_crash_leaves_zeros_that_recovery_cuts_as_unwritten() {
     assert!(len > valid);
     // No close: what a kill leaves.
     drop(p);
-    let (p, report) = Partition::open_with_report(
-        &Storage::new(Arc::new(RealFs)).with_preallocator(prealloc.clone()),
-        dir.clone(),
-        cfg(),
-    )
-    .expect("reopen");
+    let (p, report) = open_with_report(&dir, &prealloc);
     assert!(!report.clean_shutdown);
     let active = report.segments.last().expect("segment");
     assert_eq!(active.truncated_bytes, len - valid, "the zeros are cut");

@@ -222,9 +222,8 @@ pub fn read_all(addr: &str, topic: &str) -> BTreeMap<i64, String> {
     }
 }
 
-/// The record bytes of partition 0 of `topic` in `data_dir`: the segments
-/// in order, preallocated zeros at the end cut.
-pub fn log_bytes(data_dir: &Path, topic: &str) -> Vec<u8> {
+/// The `.log` files of partition 0 of `topic` in `data_dir`, oldest first.
+pub fn segment_logs(data_dir: &Path, topic: &str) -> Vec<PathBuf> {
     let dir = data_dir.join("topics").join(topic).join("0");
     let mut logs: Vec<PathBuf> = std::fs::read_dir(&dir)
         .expect("partition dir")
@@ -232,8 +231,14 @@ pub fn log_bytes(data_dir: &Path, topic: &str) -> Vec<u8> {
         .filter(|p| p.extension().is_some_and(|x| x == "log"))
         .collect();
     logs.sort();
+    logs
+}
+
+/// The record bytes of partition 0 of `topic` in `data_dir`: the segments
+/// in order, preallocated zeros at the end cut.
+pub fn log_bytes(data_dir: &Path, topic: &str) -> Vec<u8> {
     let mut out = Vec::new();
-    for l in logs {
+    for l in segment_logs(data_dir, topic) {
         out.extend(std::fs::read(l).expect("segment"));
     }
     while out.last() == Some(&0) {
