@@ -12,6 +12,14 @@ es-loadgen (librdkafka). Three targets take part:
   kafka        Kafka defaults: acknowledged from the page cache, no fsync
   kafka-fsync  the same Kafka, topic flush.messages=1 and flush.ms=0
 
+and, in the produce case and the latency case at 10,000 records/s, a fourth
+that measures a limit rather than a product setting:
+
+  es-nofsync   the same es, topic flush.messages and flush.ms at Kafka's
+               defaults (no fsync before acknowledgement): what es's path
+               costs without the disk's wait, so that the fsync's share of
+               a gap is measured, not guessed
+
 Every measured case runs in rounds; a round runs each target once (order
 A B C, then C B A, so that drift on this shared machine cancels), after one
 warm-up run per target that is not counted. Figures are medians over the
@@ -55,7 +63,12 @@ HOST = "127.0.0.1"
 
 TARGETS = ["es", "kafka", "kafka-fsync"]
 FSYNC_TOPIC_CONFIG = ["flush.messages=1", "flush.ms=0"]
+# The limit target (see above): Kafka's own defaults for the two configs.
+NOFSYNC = "es-nofsync"
+NOFSYNC_TOPIC_CONFIG = ["flush.messages=9223372036854775807", "flush.ms=9223372036854775807"]
+PRODUCE_TARGETS = TARGETS + [NOFSYNC]
 CASES = ["limits", "produce", "latency", "e2e", "consume", "restart"]
+STORAGE_BENCH = os.path.join(BENCH, "bin", "es-storage-bench")
 
 # Java producer settings: Kafka 4 defaults, spelled out so that both brokers
 # and both generators get exactly these.
@@ -123,14 +136,17 @@ def on_signal(signum, _frame):
     raise SystemExit(128 + signum)
 
 
-def run_cmd(argv, timeout=TOOL_TIMEOUT_S, env=None):
+def run_cmd(argv, timeout=TOOL_TIMEOUT_S, env=None, threads=None):
     """Runs a tool in its own process group; returns (rc, out, err, wall_s,
-    cpu_s). On timeout the whole group is killed and rc is None."""
+    cpu_s). On timeout the whole group is killed and rc is None. With
+    `threads` (a dict) the tool's busiest thread goes in threads["busiest"]
+    (GroupThreads)."""
     ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.monotonic()
     p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                          start_new_session=True, env=env, cwd=ROOT)
     RUNNING.add(p)
+    gt = GroupThreads(p.pid) if threads is not None else None
     try:
         out, err = p.communicate(timeout=timeout)
         rc = p.returncode
@@ -140,9 +156,12 @@ def run_cmd(argv, timeout=TOOL_TIMEOUT_S, env=None):
         rc = None
     finally:
         RUNNING.discard(p)
+        wall = time.monotonic() - t
+        if gt is not None:
+            threads["busiest"] = gt.stop(wall)
     ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (ru1.ru_utime + ru1.ru_stime) - (ru0.ru_utime + ru0.ru_stime)
-    return rc, out, err, time.monotonic() - t, cpu
+    return rc, out, err, wall, cpu
 
 
 def proc_alive(pid):
@@ -198,8 +217,90 @@ def rss_kb(pid):
     return 0
 
 
+def cpu_split(pid):
+    """(utime, stime) of a process, in clock ticks."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return int(fields[11]), int(fields[12])
+
+
+def thread_ticks(pid):
+    """{tid: (name, utime + stime ticks)} for every thread of a process."""
+    out = {}
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return out
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                st = f.read()
+        except OSError:
+            continue
+        name = st[st.index("(") + 1:st.rindex(")")]
+        fields = st.rsplit(")", 1)[1].split()
+        out[int(tid)] = (name, int(fields[11]) + int(fields[12]))
+    return out
+
+
+def group_pids(pgid):
+    """Processes of a process group (a tool and the children it started)."""
+    pids = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid:
+            pids.append(int(d))
+    return pids
+
+
+def busiest(before, after, wall):
+    """The thread that used the most CPU between two thread_ticks snapshots:
+    {name, cpu_s, share} (share: of one core over `wall` seconds)."""
+    best = None
+    for tid, (name, t1) in after.items():
+        d = (t1 - before.get(tid, (name, 0))[1]) / CLK_TCK
+        if best is None or d > best["cpu_s"]:
+            best = {"name": name, "cpu_s": round(d, 3)}
+    if best is None:
+        return None
+    best["share"] = round(best["cpu_s"] / wall, 3) if wall > 0 else None
+    return best
+
+
+class GroupThreads:
+    """The threads of a tool's process group, sampled every 250 ms while it
+    runs (the last sample of a thread stands for its total: a thread that
+    outlives the run is undercounted by at most one interval)."""
+
+    def __init__(self, pgid):
+        self.pgid, self.seen, self.stop_ev = pgid, {}, threading.Event()
+        self.th = threading.Thread(target=self._loop, daemon=True)
+        self.th.start()
+
+    def _loop(self):
+        pids, rescan = [], 0.0
+        while not self.stop_ev.wait(0.25):
+            if time.monotonic() >= rescan:
+                pids, rescan = group_pids(self.pgid), time.monotonic() + 1.0
+            for pid in pids:
+                for tid, v in thread_ticks(pid).items():
+                    self.seen[(pid, tid)] = v
+
+    def stop(self, wall):
+        self.stop_ev.set()
+        self.th.join()
+        return busiest({}, self.seen, wall)
+
+
 class Sampler:
-    """Peak RSS of a process, sampled every 100 ms while a run lasts."""
+    """Peak RSS of a process, sampled every 100 ms while a run lasts; its CPU
+    (user and system) and its busiest thread over the run."""
 
     def __init__(self, pid):
         self.pid, self.peak, self.stop_ev = pid, rss_kb(pid), threading.Event()
@@ -210,14 +311,22 @@ class Sampler:
             self.peak = max(self.peak, rss_kb(self.pid))
 
     def __enter__(self):
-        self.cpu0 = cpu_ticks(self.pid)
+        self.split0 = cpu_split(self.pid)
+        self.cpu0 = sum(self.split0)
+        self.threads0 = thread_ticks(self.pid)
+        self.t0 = time.monotonic()
         self.th.start()
         return self
 
     def __exit__(self, *exc):
         self.stop_ev.set()
         self.th.join()
-        self.cpu_s = (cpu_ticks(self.pid) - self.cpu0) / CLK_TCK
+        wall = time.monotonic() - self.t0
+        split1 = cpu_split(self.pid)
+        self.cpu_s = (sum(split1) - self.cpu0) / CLK_TCK
+        self.user_s = (split1[0] - self.split0[0]) / CLK_TCK
+        self.sys_s = (split1[1] - self.split0[1]) / CLK_TCK
+        self.busiest = busiest(self.threads0, thread_ticks(self.pid), wall)
         self.end = rss_kb(self.pid)
         return False
 
@@ -262,6 +371,30 @@ class Broker:
     def bootstrap(self):
         return f"{HOST}:{self.port}"
 
+    @property
+    def admin(self):
+        """es's admin HTTP listener (/metrics): two ports above Kafka's listener."""
+        return f"{HOST}:{self.port + 2}"
+
+    def fsyncs(self):
+        """es's (fsyncs, seconds in them) so far, from its /metrics; None for
+        Kafka or when the scrape fails."""
+        if self.name != "es":
+            return None
+        try:
+            import urllib.request
+            with urllib.request.urlopen(f"http://{self.admin}/metrics", timeout=5) as r:
+                text = r.read().decode()
+        except OSError:
+            return None
+        n = secs = None
+        for line in text.splitlines():
+            if line.startswith("es_fsyncs_total "):
+                n = float(line.split()[1])
+            elif line.startswith("es_fsync_seconds_sum "):
+                secs = float(line.split()[1])
+        return None if n is None else (n, secs or 0.0)
+
     def spawn(self):
         """Starts the process (data dir as it is); returns the spawn instant."""
         # A killed JVM's leader thread shows as a zombie while its other
@@ -274,7 +407,8 @@ class Broker:
         os.makedirs(BENCH, exist_ok=True)
         self.logf = open(os.path.join(BENCH, f"{self.name}.log"), "ab")
         if self.name == "es":
-            argv = [ES_BIN, "--data-dir", self.data_dir, "--listen", self.bootstrap]
+            argv = [ES_BIN, "--data-dir", self.data_dir, "--listen", self.bootstrap,
+                    "--admin-listen", self.admin]
         else:
             argv = self.cmdline
         t = time.monotonic()
@@ -418,7 +552,7 @@ class Bench:
         self.idempotence = False
 
     def broker(self, target):
-        return self.es if target == "es" else self.kafka
+        return self.es if target in ("es", NOFSYNC) else self.kafka
 
     @contextlib.contextmanager
     def alone(self, b=None):
@@ -442,15 +576,14 @@ class Bench:
     # ------------------------------------------------------------ topics
 
     def topic(self, base, target):
-        return f"{base}-fsync" if target == "kafka-fsync" else base
+        return {"kafka-fsync": f"{base}-fsync", NOFSYNC: f"{base}-nofsync"}.get(target, base)
 
     def create_topic(self, target, name, partitions):
         b = self.broker(target)
         argv = [LOADGEN, "create", "--bootstrap", b.bootstrap, "--topic", name,
                 "--partitions", str(partitions)]
-        if target == "kafka-fsync":
-            for kv in FSYNC_TOPIC_CONFIG:
-                argv += ["--config", kv]
+        for kv in {"kafka-fsync": FSYNC_TOPIC_CONFIG, NOFSYNC: NOFSYNC_TOPIC_CONFIG}.get(target, []):
+            argv += ["--config", kv]
         rc, out, err, _, _ = run_cmd(argv, timeout=60)
         if rc != 0:
             raise RuntimeError(f"create {name} on {target}: {out} {err[-500:]}")
@@ -528,8 +661,11 @@ class Bench:
             os.sync()
         other = self.kafka if b is self.es else self.es
         idle0 = cpu_ticks(other.pid)
+        gen_threads = {}
         with self.alone(b) if alone else contextlib.nullcontext(), Sampler(b.pid) as s:
-            rc, out, err, wall, gen_cpu = run_cmd(argv)
+            f0 = b.fsyncs()
+            rc, out, err, wall, gen_cpu = run_cmd(argv, threads=gen_threads)
+            f1 = b.fsyncs()
         # What the broker not under test burned meanwhile (nothing while it is
         # paused; a JVM's JIT, GC and KRaft threads when it is not).
         other_cpu_s = (cpu_ticks(other.pid) - idle0) / CLK_TCK
@@ -559,13 +695,22 @@ class Bench:
             else:
                 r = {"ok": False, "error": (err or out)[-800:]}
         r.update(target=target, gen=gen, wall_s=round(wall, 3), gen_cpu_s=round(gen_cpu, 3),
-                 broker_cpu_s=s.cpu_s, other_broker_cpu_s=round(other_cpu_s, 3),
+                 gen_busiest_thread=gen_threads.get("busiest"),
+                 broker_cpu_s=s.cpu_s, broker_user_s=s.user_s, broker_sys_s=s.sys_s,
+                 broker_busiest_thread=s.busiest,
+                 other_broker_cpu_s=round(other_cpu_s, 3),
                  dirty_before_mb=round(dirty, 1),
                  broker_rss_peak_mb=s.peak / 1024,
                  broker_rss_end_mb=s.end / 1024)
+        if f0 and f1:
+            r["fsyncs"] = f1[0] - f0[0]
+            r["fsync_s"] = round(f1[1] - f0[1], 4)
         if r.get("ok") and r.get("bytes"):
             # The broker's CPU covers the Java generator's warm-up records too.
-            r["broker_cpu_s_per_gb"] = s.cpu_s / ((r["bytes"] + java_warmup * size) / 1e9)
+            gb = (r["bytes"] + java_warmup * size) / 1e9
+            r["broker_cpu_s_per_gb"] = s.cpu_s / gb
+            if "fsyncs" in r:
+                r["fsyncs_per_gb"] = r["fsyncs"] / gb
         if not r.get("ok"):
             log(f"  {target} {gen} produce FAILED: {r.get('error', '')[:300]}")
         return r
@@ -599,6 +744,7 @@ class Bench:
             out["fdatasync"].append(fsync_loop(os.path.join(d, "fsync.dat"), size, p["limit_s"]))
             log(f"  append {size >> 10} KiB + fdatasync: {out['fdatasync'][-1]['ops_per_s']:.0f}/s, "
                 f"p50 {out['fdatasync'][-1]['p50_ms']:.2f} ms")
+        out["storage"] = self.storage_bench(d)
         out["sequential"] = seq_write(os.path.join(d, "seq.dat"), p["seq_bytes"])
         log(f"  sequential write + fdatasync: {out['sequential']['gb_per_s']:.2f} GB/s")
         out["loopback"] = loopback(p["limit_s"])
@@ -606,6 +752,32 @@ class Bench:
             f"{out['loopback']['rtt_p50_us']:.0f} us")
         shutil.rmtree(d, ignore_errors=True)
         return out
+
+    def storage_bench(self, d):
+        """The es-storage bench (crates/es-storage/benches/storage.rs) on the
+        same disk: es-storage's append + wait for the fsync against its own
+        raw write + fdatasync loop at the same write sizes, in one process.
+        Issue 30 asks one appender to reach 70% of the raw loop."""
+        if not os.access(STORAGE_BENCH, os.X_OK):
+            log("  storage bench: not built (benches/run builds it unless --no-build)")
+            return None
+        path = os.path.join(d, "storage.json")
+        env = dict(os.environ, ES_BENCH_DIR=d, ES_BENCH_JSON=path,
+                   ES_BENCH_SECS=str(2 * self.p["limit_s"]))
+        rc, out, err, _, _ = run_cmd([STORAGE_BENCH, "--bench"], env=env)
+        if rc != 0 or not os.path.exists(path):
+            log(f"  storage bench FAILED: {err[-500:]}")
+            return {"ok": False, "error": err[-800:]}
+        with open(path) as f:
+            res = json.load(f)
+        raw = {x["bytes"]: x["writes_per_s"] for x in res["raw"]}
+        for x in res["storage"]:
+            if x["appenders"] == 1 and x["bytes"] in raw:
+                x["of_raw"] = x["appends_per_s"] / raw[x["bytes"]]
+                log(f"  storage bench {x['bytes']} B per append: {x['appends_per_s']:.0f}/s, "
+                    f"raw loop {raw[x['bytes']]:.0f}/s ({x['of_raw']:.2f} of it)")
+        res["ok"] = True
+        return res
 
     def case_produce(self):
         p = self.p
@@ -615,20 +787,20 @@ class Bench:
             if only and cid not in only:
                 continue
             log(f"produce {cid}")
-            for t in TARGETS:
+            for t in PRODUCE_TARGETS:
                 self.create_topic(t, self.topic(cid, t), parts)
-            runs = {t: [] for t in TARGETS}
+            runs = {t: [] for t in PRODUCE_TARGETS}
             # Warm-up: es-loadgen gets one uncounted run per target; a Java run
             # warms up inside itself (--warmup-records), sized from a first
             # guess and then from the previous run of the same target.
             warm = {t: {"records_per_s": (20_000 if t == "kafka-fsync" else 100_000) * 256 // size}
-                    for t in TARGETS}
+                    for t in PRODUCE_TARGETS}
             if gen == "rdkafka":
-                for t in TARGETS:
+                for t in PRODUCE_TARGETS:
                     warm[t] = self.run_producer(t, gen, self.topic(cid, t), parts, prods, size,
                                                 seconds=p["warm_s"])
             for i in range(p["rounds"]):
-                for t in round_order(i, TARGETS):
+                for t in round_order(i, PRODUCE_TARGETS):
                     est = warm[t].get("records_per_s") or 50_000
                     n = int(min(5_000_000, max(20_000, est * p["produce_s"])))
                     wu = int(est * p["warm_s"])
@@ -653,24 +825,30 @@ class Bench:
                 line = " ".join(f"{t} {runs[t][-1].get('records_per_s', 0):,.0f}/s "
                                 f"(synced {runs[t][-1].get('dirty_before_mb', 0):.0f} MB first; "
                                 f"other broker {runs[t][-1].get('other_broker_cpu_s', 0):.2f} cpu s)"
-                                for t in TARGETS)
+                                for t in PRODUCE_TARGETS)
                 log(f"  round {i}: {line}")
-            for t in TARGETS:
+            for t in PRODUCE_TARGETS:
                 self.delete_topic(t, self.topic(cid, t))
             keys = ["records_per_s", "mb_per_s", "broker_cpu_s_per_gb", "broker_rss_peak_mb",
-                    "latency.p50_us", "latency.p99_us", "gen_cpu_s"]
+                    "latency.p50_us", "latency.p99_us", "gen_cpu_s", "wall_s", "broker_cpu_s",
+                    "broker_user_s", "broker_sys_s", "fsyncs_per_gb", "fsyncs", "fsync_s",
+                    "gen_busiest_thread.share", "broker_busiest_thread.share"]
             cell = {"id": cid, "gen": gen, "partitions": parts, "producers": prods,
                     "record_bytes": size, "runs": runs, "warmup": warm,
                     "median": summarize(runs, keys),
                     "ratio_rounds": {
                         "es/kafka": pair_ratios(runs, "records_per_s", "es", "kafka"),
-                        "es/kafka-fsync": pair_ratios(runs, "records_per_s", "es", "kafka-fsync")},
+                        "es/kafka-fsync": pair_ratios(runs, "records_per_s", "es", "kafka-fsync"),
+                        f"{NOFSYNC}/kafka": pair_ratios(runs, "records_per_s", NOFSYNC, "kafka"),
+                        f"es/{NOFSYNC}": pair_ratios(runs, "records_per_s", "es", NOFSYNC)},
                     }
             cell["ratio"] = {k: median(v) for k, v in cell["ratio_rounds"].items()}
-            cell["ratio"]["cpu_per_gb es/kafka"] = median(
-                pair_ratios(runs, "broker_cpu_s_per_gb", "es", "kafka"))
+            for num in ("es", NOFSYNC):
+                cell["ratio"][f"cpu_per_gb {num}/kafka"] = median(
+                    pair_ratios(runs, "broker_cpu_s_per_gb", num, "kafka"))
             log(f"  median es/kafka {fmt(cell['ratio']['es/kafka'])}, "
-                f"es/kafka-fsync {fmt(cell['ratio']['es/kafka-fsync'])}")
+                f"es/kafka-fsync {fmt(cell['ratio']['es/kafka-fsync'])}, "
+                f"{NOFSYNC}/kafka {fmt(cell['ratio'][f'{NOFSYNC}/kafka'])}")
             cells.append(cell)
             self.results["cases"]["produce"] = cells
             self.save()
@@ -697,13 +875,14 @@ class Bench:
         hi = int(0.8 * kmax) if kmax else 100_000
         low = 10_000
         scenarios = [
-            dict(id="rdk-10k-linger5", gen="rdkafka", rate=low, linger=LINGER_MS, targets=TARGETS),
-            dict(id="rdk-10k-linger0", gen="rdkafka", rate=low, linger=0, targets=TARGETS),
+            dict(id="rdk-10k-linger5", gen="rdkafka", rate=low, linger=LINGER_MS,
+                 targets=PRODUCE_TARGETS),
+            dict(id="rdk-10k-linger0", gen="rdkafka", rate=low, linger=0, targets=PRODUCE_TARGETS),
             dict(id="rdk-80pct-linger5", gen="rdkafka", rate=hi, linger=LINGER_MS,
                  targets=["es", "kafka"]),
             dict(id="java-10k-linger5", gen="java", rate=low, linger=LINGER_MS, targets=TARGETS),
         ]
-        for t in TARGETS:
+        for t in PRODUCE_TARGETS:
             self.create_topic(t, self.topic("lat", t), 1)
         out = {"kafka_max_records_per_s": kmax, "kafka_max_source": src, "scenarios": []}
         for sc in scenarios:
@@ -732,10 +911,13 @@ class Bench:
             for den in [t for t in sc["targets"] if t != "es"]:
                 for k in ("p50_us", "p99_us", "p999_us"):
                     res["ratio"][f"{k} es/{den}"] = median(pair_ratios(runs, "latency." + k, "es", den))
+            if NOFSYNC in sc["targets"]:
+                res["ratio"][f"p99_us {NOFSYNC}/kafka"] = median(
+                    pair_ratios(runs, "latency.p99_us", NOFSYNC, "kafka"))
             out["scenarios"].append(res)
             self.results["cases"]["latency"] = out
             self.save()
-        for t in TARGETS:
+        for t in PRODUCE_TARGETS:
             self.delete_topic(t, self.topic("lat", t))
         return out
 
@@ -830,13 +1012,16 @@ class Bench:
             b = self.broker(t)
             argv = [LOADGEN, "consume", "--bootstrap", b.bootstrap, "--topic", "consume",
                     "--partitions", "1", "--records", str(n), "--timeout-s", "180"]
+            th = {}
             with self.alone(b), Sampler(b.pid) as s:
-                rc, out, err, wall, gcpu = run_cmd(argv)
+                rc, out, err, wall, gcpu = run_cmd(argv, threads=th)
             try:
                 r = json.loads(out.strip().splitlines()[-1])
             except (ValueError, IndexError):
                 r = {"ok": False, "error": err[-500:]}
-            r.update(broker_cpu_s=s.cpu_s, broker_rss_peak_mb=s.peak / 1024, gen_cpu_s=gcpu)
+            r.update(broker_cpu_s=s.cpu_s, broker_rss_peak_mb=s.peak / 1024, gen_cpu_s=gcpu,
+                     wall_s=round(wall, 3), gen_busiest_thread=th.get("busiest"),
+                     broker_busiest_thread=s.busiest)
             if r.get("ok"):
                 r["broker_cpu_s_per_gb"] = s.cpu_s / (r["bytes"] / 1e9)
             else:
@@ -850,8 +1035,9 @@ class Bench:
             argv = [KREF, "run", "org.apache.kafka.tools.ConsumerPerformance",
                     "--bootstrap-server", b.bootstrap, "--topic", "consume",
                     "--num-records", str(n), "--timeout", "60000"]
+            th = {}
             with self.alone(b), Sampler(b.pid) as s:
-                rc, out, err, wall, gcpu = run_cmd(argv)
+                rc, out, err, wall, gcpu = run_cmd(argv, threads=th)
             lines = [l for l in out.splitlines() if l.count(",") >= 9 and not l.startswith("start.time")]
             if rc != 0 or not lines:
                 log(f"  {t} ConsumerPerformance FAILED: {(err or out)[-300:]}")
@@ -863,7 +1049,9 @@ class Bench:
                     "overall_records_per_s": float(f[5]), "rebalance_ms": float(f[6]),
                     "fetch_ms": float(f[7]), "broker_cpu_s": s.cpu_s,
                     "broker_cpu_s_per_gb": s.cpu_s / (got * 256 / 1e9),
-                    "broker_rss_peak_mb": s.peak / 1024, "gen_cpu_s": gcpu}
+                    "broker_rss_peak_mb": s.peak / 1024, "gen_cpu_s": gcpu,
+                    "wall_s": round(wall, 3), "gen_busiest_thread": th.get("busiest"),
+                    "broker_busiest_thread": s.busiest}
 
         log("consume warm-up")
         for t in brokers:
@@ -1076,18 +1264,22 @@ def du(path):
 # ---------------------------------------------------------------- raw limits
 
 def fsync_loop(path, size, seconds, max_ops=200_000):
-    """Appends `size` bytes and fdatasyncs, again and again, for `seconds`."""
+    """Appends `size` bytes and fdatasyncs, again and again, for `seconds`.
+    Also the kernel CPU each write + fdatasync costs (this process's system
+    time over the loop: the loop is nothing but the two system calls)."""
     buf = os.urandom(size)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     lat = []
     try:
         end = time.monotonic() + seconds
         t_start = time.monotonic()
+        sys0 = os.times().system
         while time.monotonic() < end and len(lat) < max_ops:
             t = time.monotonic()
             os.write(fd, buf)
             os.fdatasync(fd)
             lat.append(time.monotonic() - t)
+        sys_s = os.times().system - sys0
         el = time.monotonic() - t_start
     finally:
         os.close(fd)
@@ -1095,7 +1287,8 @@ def fsync_loop(path, size, seconds, max_ops=200_000):
     lat.sort()
     return {"bytes": size, "ops": len(lat), "ops_per_s": len(lat) / el,
             "mb_per_s": len(lat) * size / el / 1e6,
-            "p50_ms": lat[len(lat) // 2] * 1e3, "p99_ms": lat[int(len(lat) * 0.99)] * 1e3}
+            "p50_ms": lat[len(lat) // 2] * 1e3, "p99_ms": lat[int(len(lat) * 0.99)] * 1e3,
+            "sys_us_per_op": sys_s / max(1, len(lat)) * 1e6}
 
 
 def seq_write(path, total, chunk=1 << 20):

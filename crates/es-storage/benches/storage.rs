@@ -6,7 +6,8 @@
 //! each fsync alone (no group commit).
 //!
 //! Run: `cargo bench -p es-storage --bench storage` (ES_BENCH_SECS sets the
-//! seconds per case, default 2).
+//! seconds per case, default 2; ES_BENCH_DIR the directory, on the disk to
+//! measure; ES_BENCH_JSON a file to write the figures to, as benches/run does).
 
 use std::fs::OpenOptions;
 use std::io::Write;
@@ -79,6 +80,8 @@ fn main() {
     let encoded = make_batch(1).bytes_len();
     println!("es-storage bench: {RECORD_BYTES}-byte values ({encoded} bytes per record on disk), {:?} per case, dir {}", secs(), tmp.path().display());
     println!();
+    let mut json_raw = Vec::new();
+    let mut json_storage = Vec::new();
     println!("raw limit: one writer, write + fdatasync loop");
     println!("{:>10} {:>12} {:>10}", "bytes", "writes/s", "MB/s");
     for n in [1usize, 10, 100, 1000] {
@@ -104,6 +107,7 @@ fn main() {
             rate,
             rate * len as f64 / 1e6
         );
+        json_raw.push(serde_json::json!({"bytes": len, "writes_per_s": rate}));
         let _ = std::fs::remove_file(&path);
     }
     println!();
@@ -131,6 +135,9 @@ fn main() {
             if n == 1 && threads == 16 {
                 group_16x1 = rate;
             }
+            json_storage.push(serde_json::json!({
+                "records": n, "appenders": threads, "bytes": n * encoded, "appends_per_s": rate,
+            }));
             println!(
                 "{:>8} {:>9} {:>12.0} {:>12.0} {:>10.1}",
                 n,
@@ -161,4 +168,12 @@ fn main() {
     println!("16 single-record appenders, each fsyncing alone: {alone:.0} appends/s");
     println!("16 single-record appenders with group commit:    {group_16x1:.0} appends/s");
     println!("group commit speed-up: {:.1}x", group_16x1 / alone.max(1.0));
+    if let Ok(path) = std::env::var("ES_BENCH_JSON") {
+        let doc = serde_json::json!({
+            "record_bytes_on_disk": encoded, "secs_per_case": secs().as_secs_f64(),
+            "raw": json_raw, "storage": json_storage,
+            "alone_16x1": alone, "group_16x1": group_16x1,
+        });
+        std::fs::write(&path, doc.to_string()).expect("write ES_BENCH_JSON");
+    }
 }
