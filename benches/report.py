@@ -137,7 +137,7 @@ def md_produce(cells):
             f"{rat(c['ratio'].get('es/kafka-fsync'), 3.0)} | {num(get(med, 'es.mb_per_s'), 1)} | "
             f"{gen_load(c)} |")
     out.append("")
-    out.append("Ratios are the median of the per-round ratios (each round runs the three targets back to back). "
+    out.append("Ratios are the median of the per-round ratios (each round runs the targets back to back). "
                "Per-round ratios es/Kafka: " + "; ".join(
                    f"`{c['id']}` " + ", ".join(rat(x) for x in c["ratio_rounds"]["es/kafka"]) for c in cells) + ".")
     return "\n".join(out)
@@ -313,7 +313,11 @@ def durable_bound(c, lim):
     request writes: generous to the broker, so the bound is an upper one.
     Returns (records/s, fdatasync size in bytes, its p50 ms) or None."""
     r_nofsync = get(c["median"], NOFSYNC + ".records_per_s")
-    if not r_nofsync or not lim:
+    r_es = get(c["median"], "es.records_per_s")
+    if not r_nofsync or not lim or (r_es and r_nofsync <= r_es):
+        # Without the fsync's wait the producers send smaller requests more
+        # often, and es-nofsync can fall below es where CPU is short: then it
+        # does not stand for the path's time without the fsync.
         return None
     per_batch = max(1, BATCH_BYTES // (c["record_bytes"] + RECORD_OVERHEAD))
     w = c["producers"] * IN_FLIGHT * per_batch * max(1, c["partitions"])
@@ -344,11 +348,14 @@ def md_why(res):
             "after it arrives (one fsync covering everything in flight: group commit at its best), taken "
             "at the raw loop's p50 for one batch (16 KiB), the least such an fsync writes. Below 1.5, the "
             "goal is beyond any broker that fsyncs before acknowledging, with these producer settings on "
-            "this disk.", "",
+            "this disk (n/a where es-nofsync was slower than es: without the fsync's wait the producers "
+            "send smaller requests more often, and where CPU is short that costs more than the wait). The "
+            "CPU bound at measured costs is es's rate × cores ÷ CPU in use: what es and the generator "
+            "would reach with both cores busy at the CPU per record they used in es's run.", "",
             "| case | es rec/s | es-nofsync rec/s | Kafka rec/s | es-nofsync/Kafka | es/es-nofsync | "
-            "durable bound / Kafka (fdatasync used) | CPU in use (es run, of 2) | generator bound / Kafka | "
-            "busiest generator thread | busiest es thread |",
-            "|---|---|---|---|---|---|---|---|---|---|---|"]
+            "durable bound / Kafka (fdatasync used) | CPU in use (es run, of 2) | CPU bound at measured costs / "
+            "Kafka | generator bound / Kafka | busiest generator thread | busiest es thread |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for c in prod:
             m, runs = c["median"], c["runs"]
             es, k = runs.get("es", []), runs.get("kafka", [])
@@ -364,10 +371,13 @@ def md_why(res):
             db = durable_bound(c, lim)
             dbs = (f"{rat(db[0] / kr if kr else None, PRODUCE_GOAL)} ({db[1] >> 10} KiB, {db[2]:.2f} ms)"
                    if db else "n/a")
+            res_ = get(m, "es.records_per_s")
+            cb = res_ * CORES / use / kr if res_ and use and kr else None
             parts.append(
                 f"| `{c['id']}` | {num(get(m, 'es.records_per_s'))} | {num(get(m, NOFSYNC + '.records_per_s'))} | "
                 f"{num(kr)} | {rat(c['ratio'].get(NOFSYNC + '/kafka'), PRODUCE_GOAL)} | "
-                f"{rat(c['ratio'].get('es/' + NOFSYNC))} | {dbs} | {num(use, 2)} | {rat(bound, PRODUCE_GOAL)} | "
+                f"{rat(c['ratio'].get('es/' + NOFSYNC))} | {dbs} | {num(use, 2)} | {rat(cb, PRODUCE_GOAL)} | "
+                f"{rat(bound, PRODUCE_GOAL)} | "
                 f"{num(gt, 2)} ({gname}) | {num(bt, 2)} ({bname}) |")
         parts += ["", "**CPU per GB produced.** es's fsyncs in each run (from its /metrics), their size, and "
                   "the kernel CPU the raw loop spent per `write` + `fdatasync` of the nearest size "
@@ -404,16 +414,22 @@ def md_why(res):
                       f"{rat(sc['ratio'].get('p99_us ' + NOFSYNC + '/kafka'))}). "
                       + (f"One 4 KiB append + fdatasync on this disk: p50 {f4['p50_ms']:.2f} ms, p99 "
                          f"{f4['p99_ms']:.2f} ms; a record that arrives while an fdatasync runs waits for it and "
-                         f"then for its own." if f4 else ""), ""]
+                         f"then for its own. Bound: es-nofsync's p99 plus one fdatasync at its p50 is "
+                         f"{ms(p99(NOFSYNC) + f4['p50_ms'] * 1e3) if p99(NOFSYNC) else 'n/a'} ms, "
+                         f"{rat((p99(NOFSYNC) + f4['p50_ms'] * 1e3) / p99('kafka') if p99(NOFSYNC) and p99('kafka') else None, 0.5, False)}"
+                         f" of Kafka's p99: the least a record's wait for an fsync of its own adds." if f4 else ""), ""]
     con = cs.get("consume", {})
     if get(con, "rdkafka.runs"):
         parts += ["**Consume.** CPU in use and the busiest threads during each broker's runs (medians); the "
                   "generator bound is the multiple of this target's rate at which the consumer alone would use "
                   f"all {CORES} cores (cores ÷ its CPU s/s): below 1.5 in Kafka's row, no broker could reach "
-                  "the goal with this consumer on this machine.", "",
+                  "the goal with this consumer on this machine. The CPU bound at measured costs (es's row) is es's "
+                  "rate × cores ÷ CPU in use, as a multiple of Kafka's rate: what es and the consumer would reach "
+                  "with both cores busy at the CPU per record they used.", "",
                   "| generator | target | rec/s | CPU in use (gen + broker, of 2) | generator CPU s/s | "
-                  "generator bound | busiest generator thread | busiest broker thread |",
-                  "|---|---|---|---|---|---|---|---|"]
+                  "generator bound | CPU bound at measured costs / Kafka | busiest generator thread | "
+                  "busiest broker thread |",
+                  "|---|---|---|---|---|---|---|---|---|"]
         for g in ("rdkafka", "java"):
             for t in ("es", "kafka"):
                 rs = get(con, f"{g}.runs.{t}") or []
@@ -422,8 +438,10 @@ def md_why(res):
                 gname = next((r["gen_busiest_thread"]["name"] for r in rs if r.get("gen_busiest_thread")), "")
                 bname = next((r["broker_busiest_thread"]["name"] for r in rs if r.get("broker_busiest_thread")), "")
                 gcpu = med_runs(rs, per_wall("gen_cpu_s"))
-                parts.append(f"| {g} | {t} | {num(get(con, f'{g}.median.{t}.records_per_s'))} | {num(use, 2)} | "
-                             f"{num(gcpu, 2)} | {rat(CORES / gcpu if gcpu else None, CONSUME_GOAL)} | "
+                rt, rk = (get(con, f"{g}.median.{x}.records_per_s") for x in (t, "kafka"))
+                cb = rat(rt * CORES / use / rk, CONSUME_GOAL) if t == "es" and rt and rk and use else ""
+                parts.append(f"| {g} | {t} | {num(rt)} | {num(use, 2)} | "
+                             f"{num(gcpu, 2)} | {rat(CORES / gcpu if gcpu else None, CONSUME_GOAL)} | {cb} | "
                              f"{num(med_runs(rs, share('gen_busiest_thread')), 2)} ({gname}) | "
                              f"{num(med_runs(rs, share('broker_busiest_thread')), 2)} ({bname}) |")
         parts.append("")
