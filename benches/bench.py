@@ -50,6 +50,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 
 import kafkawire
 
@@ -373,7 +374,8 @@ class Broker:
 
     @property
     def admin(self):
-        """es's admin HTTP listener (/metrics): two ports above Kafka's listener."""
+        """es's admin HTTP listener (/metrics): two ports above its Kafka
+        listener (Kafka's broker has the port between)."""
         return f"{HOST}:{self.port + 2}"
 
     def fsyncs(self):
@@ -382,7 +384,6 @@ class Broker:
         if self.name != "es":
             return None
         try:
-            import urllib.request
             with urllib.request.urlopen(f"http://{self.admin}/metrics", timeout=5) as r:
                 text = r.read().decode()
         except OSError:
