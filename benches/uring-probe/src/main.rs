@@ -10,7 +10,8 @@
 //!   linked to an fsync with the datasync flag, one submission each;
 //! - 8 files at once (a request to 8 partitions): 8 threads each doing
 //!   `pwrite` + `fdatasync` (es's per-partition syncers), one thread doing the
-//!   8 one after another, one io_uring submission of 8 linked pairs, and the
+//!   8 one after another, `syncfs` and an `fdatasync` after it (es's
+//!   `--sync-mode grouped`), one io_uring submission of 8 linked pairs, and the
 //!   one-pass alternative the issue names: each file's new bytes written out
 //!   with `sync_file_range` (write and wait, no cache flush), then a single
 //!   `fdatasync` whose device cache flush covers them all. That pass is only
@@ -262,6 +263,22 @@ fn main() -> Res<()> {
         w.join().map_err(|_| "worker panicked".to_string())?;
     }
     threads?.print();
+    measure(
+        "8 files, syncfs + 1 fdatasync (grouped mode)",
+        secs,
+        |off| {
+            for f in &files {
+                f.write_all_at(&buf, off)
+                    .map_err(|e| format!("pwrite: {e}"))?;
+            }
+            // SAFETY: a plain system call on an open descriptor.
+            if unsafe { libc::syncfs(files[0].as_raw_fd()) } != 0 {
+                return Err(format!("syncfs: {}", std::io::Error::last_os_error()));
+            }
+            files[0].sync_data().map_err(|e| format!("fdatasync: {e}"))
+        },
+    )?
+    .print();
     measure("8 files, sync_file_range each + 1 fdatasync", secs, |off| {
         for f in &files {
             f.write_all_at(&buf, off)
