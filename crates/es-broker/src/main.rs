@@ -149,8 +149,9 @@ struct Args {
     worker_threads: usize,
     /// How group-commit fsyncs of different partitions are run:
     /// `per-partition` (one fdatasync per partition, in parallel) or
-    /// `grouped` (partitions waiting together share one syncfs; for a data
-    /// directory on a file system of its own, Linux 5.8 and later).
+    /// `grouped` (partitions waiting together share one device flush:
+    /// written out over preallocated zeros on ext4 and XFS, else one syncfs;
+    /// for a data directory on a file system of its own, Linux 5.8 and later).
     #[arg(long, value_enum, default_value_t = SyncModeArg::PerPartition)]
     sync_mode: SyncModeArg,
     /// MiB of fetches read and encoded ahead of their requests, all
@@ -236,7 +237,7 @@ enum Command {
 enum SyncModeArg {
     /// One fdatasync per partition.
     PerPartition,
-    /// Partitions waiting together share one syncfs.
+    /// Partitions waiting together share one device flush (or one syncfs).
     Grouped,
 }
 

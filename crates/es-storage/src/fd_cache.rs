@@ -368,6 +368,32 @@ impl FileHandle for CachedFile {
         Ok(())
     }
 
+    fn start_write_out(&self, from: u64, to: u64) -> io::Result<()> {
+        let h = self.state.lock().file.clone();
+        // Closed only when clean: nothing to write out.
+        h.map_or(Ok(()), |h| h.start_write_out(from, to))
+    }
+
+    fn wait_written(&self, from: u64, to: u64) -> io::Result<()> {
+        let h = {
+            let mut st = self.state.lock();
+            if let Some(e) = st.failed.take() {
+                return Err(e);
+            }
+            match &st.file {
+                Some(f) => f.clone(),
+                None => return Ok(()),
+            }
+        };
+        // Not a sync: the file stays unsynced (and open) until one of its
+        // own, although a flush of the device will have made it durable.
+        h.wait_written(from, to)
+    }
+
+    fn overwrites_in_place(&self) -> bool {
+        self.acquire(false).is_ok_and(|h| h.overwrites_in_place())
+    }
+
     fn sync_filesystem(&self) -> io::Result<()> {
         let upto = {
             let mut st = self.state.lock();

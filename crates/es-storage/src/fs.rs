@@ -29,6 +29,32 @@ pub trait FileHandle: Send + Sync + std::fmt::Debug {
     /// this file durable, file sizes and directory entries included (syncfs).
     /// Reports a write-back error of any of its files.
     fn sync_filesystem(&self) -> io::Result<()>;
+    /// Starts writing the bytes of `[from, to)` out to the device, without
+    /// waiting and without flushing the device's cache (`sync_file_range`
+    /// WRITE). Nothing is durable before [`FileHandle::wait_written`] and a
+    /// later flush. The default does nothing (its `wait_written` syncs).
+    fn start_write_out(&self, from: u64, to: u64) -> io::Result<()> {
+        let _ = (from, to);
+        Ok(())
+    }
+    /// Waits until the device holds the bytes of `[from, to)` (written out,
+    /// not flushed from its cache), reporting a write-back error. They are
+    /// durable once any [`FileHandle::sync_data`] on the same device has
+    /// flushed its cache after this returns, and only if keeping them needs
+    /// no metadata change: bytes over a durable length, on a file system
+    /// that overwrites in place ([`FileHandle::overwrites_in_place`]). The
+    /// default is an fdatasync, durable on its own.
+    fn wait_written(&self, from: u64, to: u64) -> io::Result<()> {
+        let _ = (from, to);
+        self.sync_data()
+    }
+    /// Whether this file's file system writes over allocated, written blocks
+    /// in place (ext4, XFS), so that [`FileHandle::wait_written`] and a flush
+    /// keep overwritten bytes without a metadata change (not so for copy-on-
+    /// write file systems such as btrfs and ZFS).
+    fn overwrites_in_place(&self) -> bool {
+        false
+    }
     /// Truncates or extends the file.
     fn set_len(&self, len: u64) -> io::Result<()>;
     /// Current length.
@@ -66,7 +92,36 @@ pub trait Fs: Send + Sync + std::fmt::Debug {
 pub struct RealFs;
 
 #[derive(Debug)]
-struct RealFile(File);
+struct RealFile(File, std::sync::OnceLock<bool>);
+
+/// `statfs` magic numbers of the file systems that overwrite in place.
+const EXT4_SUPER_MAGIC: u64 = 0xEF53;
+const XFS_SUPER_MAGIC: u64 = 0x5846_5342;
+
+impl RealFile {
+    fn new(f: File) -> RealFile {
+        RealFile(f, std::sync::OnceLock::new())
+    }
+
+    /// `sync_file_range` over `[from, to)` with `flags`.
+    fn sync_range(&self, from: u64, to: u64, flags: libc::c_uint) -> io::Result<()> {
+        use std::os::unix::io::AsRawFd;
+        let len = to.saturating_sub(from);
+        let (Ok(from), Ok(len)) = (libc::off64_t::try_from(from), libc::off64_t::try_from(len))
+        else {
+            return Err(io::Error::from(io::ErrorKind::InvalidInput));
+        };
+        // SAFETY: a system call on a descriptor this value owns; it reads no
+        // memory of ours.
+        #[allow(unsafe_code)]
+        let r = unsafe { libc::sync_file_range(self.0.as_raw_fd(), from, len, flags) };
+        if r == 0 {
+            Ok(())
+        } else {
+            Err(io::Error::last_os_error())
+        }
+    }
+}
 
 impl FileHandle for RealFile {
     fn read_at(&self, buf: &mut [u8], pos: u64) -> io::Result<usize> {
@@ -82,6 +137,26 @@ impl FileHandle for RealFile {
     }
     fn sync_data(&self) -> io::Result<()> {
         self.0.sync_data()
+    }
+    fn start_write_out(&self, from: u64, to: u64) -> io::Result<()> {
+        self.sync_range(from, to, libc::SYNC_FILE_RANGE_WRITE)
+    }
+    fn wait_written(&self, from: u64, to: u64) -> io::Result<()> {
+        self.sync_range(
+            from,
+            to,
+            libc::SYNC_FILE_RANGE_WAIT_BEFORE
+                | libc::SYNC_FILE_RANGE_WRITE
+                | libc::SYNC_FILE_RANGE_WAIT_AFTER,
+        )
+    }
+    fn overwrites_in_place(&self) -> bool {
+        *self.1.get_or_init(|| {
+            rustix::fs::fstatfs(&self.0).is_ok_and(|st| {
+                let magic = st.f_type as u64;
+                magic == EXT4_SUPER_MAGIC || magic == XFS_SUPER_MAGIC
+            })
+        })
     }
     fn sync_filesystem(&self) -> io::Result<()> {
         rustix::fs::syncfs(&self.0)?;
@@ -102,7 +177,7 @@ impl FileHandle for RealFile {
 
 impl Fs for RealFs {
     fn open(&self, path: &Path) -> io::Result<Arc<dyn FileHandle>> {
-        Ok(Arc::new(RealFile(
+        Ok(Arc::new(RealFile::new(
             OpenOptions::new().read(true).write(true).open(path)?,
         )))
     }
@@ -113,7 +188,7 @@ impl Fs for RealFs {
             .create_new(true)
             .mode(FILE_MODE)
             .open(path)?;
-        Ok(Arc::new(RealFile(f)))
+        Ok(Arc::new(RealFile::new(f)))
     }
     fn create_dir_all(&self, path: &Path) -> io::Result<()> {
         DirBuilder::new()

@@ -216,6 +216,23 @@ impl Mark {
         let _timer = crate::metrics::FsyncTimer::start();
         self.segment.sync_log_filesystem()
     }
+
+    /// Whether a write-out and a device flush make everything below this
+    /// mark durable ([`Segment::writes_in_place`]).
+    pub(crate) fn in_place(&self) -> bool {
+        self.segment.writes_in_place(self.pos)
+    }
+
+    /// Starts writing this mark's segment out below the mark.
+    pub(crate) fn start_write_out(&self) -> std::io::Result<()> {
+        self.segment.start_write_out(self.pos)
+    }
+
+    /// Waits until the device holds this mark's segment below the mark; it
+    /// is durable after the next flush of the device (any fdatasync on it).
+    pub(crate) fn wait_written(&self) -> std::io::Result<()> {
+        self.segment.wait_written(self.pos)
+    }
 }
 
 impl Position for Mark {

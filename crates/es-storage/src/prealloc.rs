@@ -136,6 +136,12 @@ impl Ahead {
         s.closed = true;
     }
 
+    /// Whether a write ending at `end` changes neither the file's size nor
+    /// its block map: below the durable zeros (or what recovery found).
+    pub(crate) fn covers(&self, end: u64) -> bool {
+        end <= self.zeroed_end.load(Ordering::Acquire)
+    }
+
     /// The file as recovery left it: `len` bytes.
     pub(crate) fn opened(&self, len: u64) {
         let mut s = self.state.lock();

@@ -400,6 +400,28 @@ impl Segment {
         self.ahead.sync(&*self.log, false)
     }
 
+    /// Whether the log's bytes below `to` can be made durable by writing
+    /// them out and a flush of the device: they change no metadata (below
+    /// the durable zeros, [`Ahead::covers`]) on a file system that overwrites
+    /// in place ([`FileHandle::overwrites_in_place`]).
+    pub(crate) fn writes_in_place(&self, to: u64) -> bool {
+        self.ahead.covers(to) && self.log.overwrites_in_place()
+    }
+
+    /// Starts writing the log's bytes below `to` out to the device
+    /// ([`FileHandle::start_write_out`]; the kernel skips clean pages).
+    pub(crate) fn start_write_out(&self, to: u64) -> std::io::Result<()> {
+        self.log.start_write_out(0, to)
+    }
+
+    /// Waits until the device holds the log's bytes below `to`
+    /// ([`FileHandle::wait_written`]), taking its turn with the other syncs
+    /// of the log as [`Segment::sync_log`] does (a failure fails every
+    /// later sync of it).
+    pub(crate) fn wait_written(&self, to: u64) -> std::io::Result<()> {
+        self.ahead.sync_with(|| self.log.wait_written(0, to), false)
+    }
+
     /// Syncs the file system holding the log ([`FileHandle::sync_filesystem`]),
     /// as [`Segment::sync_log`] does the log.
     pub(crate) fn sync_log_filesystem(&self) -> std::io::Result<()> {

@@ -10,6 +10,12 @@
 //! the disk after a number of bytes (a write past it is partial and fails
 //! with ENOSPC). Syncs can also be held at a gate ([`SimFs::hold_syncs`]), so
 //! a test can line up waiters behind a sync in progress.
+//!
+//! The device has a volatile cache: bytes written out without a flush
+//! ([`FileHandle::wait_written`]) are on the device but not durable; the
+//! next sync of any file (which ends with a cache flush) makes them durable,
+//! as far as the file's durable length reaches (bytes past it would need a
+//! metadata change to be found). A crash loses them otherwise.
 
 use std::collections::{BTreeMap, HashMap};
 use std::io;
@@ -30,6 +36,9 @@ enum Entry {
 struct FileData {
     live: Vec<u8>,
     durable: Vec<u8>,
+    /// Ranges written out to the device but not flushed from its cache:
+    /// (offset, the bytes as they were written out).
+    on_device: Vec<(usize, Vec<u8>)>,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -54,6 +63,8 @@ struct State {
     dirs: HashMap<PathBuf, DirData>,
     next_id: u64,
     syncs: u64,
+    /// Write-outs waited for ([`FileHandle::wait_written`]).
+    write_outs: u64,
     /// Bytes handed out by reads, for tests of what recovery reads.
     bytes_read: u64,
     fail_sync_at: Option<u64>,
@@ -147,6 +158,19 @@ impl State {
         self.dirs.get(&parent)?.live.get(&name).cloned()
     }
 
+    /// A device cache flush: every file's written-out bytes become durable
+    /// where its durable length covers them.
+    fn flush_device(&mut self) {
+        for f in self.files.values_mut() {
+            for (pos, bytes) in std::mem::take(&mut f.on_device) {
+                let end = (pos + bytes.len()).min(f.durable.len());
+                if pos < end {
+                    f.durable[pos..end].copy_from_slice(&bytes[..end - pos]);
+                }
+            }
+        }
+    }
+
     fn used_bytes(&self) -> u64 {
         self.files.values().map(|f| f.live.len() as u64).sum()
     }
@@ -208,6 +232,7 @@ impl State {
                                 FileData {
                                     live: bytes.clone(),
                                     durable: bytes,
+                                    on_device: Vec::new(),
                                 },
                             );
                         }
@@ -236,6 +261,12 @@ impl SimFs {
     /// Number of sync points (file or directory fsyncs) so far.
     pub fn sync_count(&self) -> u64 {
         self.st.lock().syncs
+    }
+
+    /// Write-outs waited for so far ([`FileHandle::wait_written`]; each is
+    /// also a sync point for [`SimFs::sync_count`] and the faults).
+    pub fn write_out_count(&self) -> u64 {
+        self.st.lock().write_outs
     }
 
     /// Bytes read from files so far.
@@ -401,8 +432,32 @@ impl FileHandle for SimHandle {
         st.sync_point()?;
         if let Some(f) = st.files.get_mut(&self.id) {
             f.durable = f.live.clone();
+            f.on_device.clear();
         }
+        st.flush_device();
         Ok(())
+    }
+
+    fn wait_written(&self, from: u64, to: u64) -> io::Result<()> {
+        self.gate.pass();
+        let mut st = self.st.lock();
+        st.sync_point()?;
+        let f = st
+            .files
+            .get_mut(&self.id)
+            .ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))?;
+        let from = (from as usize).min(f.live.len());
+        let to = (to as usize).min(f.live.len());
+        if from < to {
+            let bytes = f.live[from..to].to_vec();
+            f.on_device.push((from, bytes));
+        }
+        st.write_outs += 1;
+        Ok(())
+    }
+
+    fn overwrites_in_place(&self) -> bool {
+        true
     }
 
     fn sync_filesystem(&self) -> io::Result<()> {
@@ -410,6 +465,7 @@ impl FileHandle for SimHandle {
         let mut st = self.st.lock();
         st.sync_point()?;
         for f in st.files.values_mut() {
+            f.on_device.clear();
             f.durable = f.live.clone();
         }
         for d in st.dirs.values_mut() {

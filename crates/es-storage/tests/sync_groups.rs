@@ -176,3 +176,101 @@ fn two_pools_share_no_thread_and_no_queue() {
         .expect("called")
         .expect("durable");
 }
+
+#[test]
+fn written_out_bytes_are_durable_only_after_a_flush_and_within_the_durable_length() {
+    use es_storage::Fs;
+    let fs = SimFs::new();
+    fs.create_dir_all(std::path::Path::new("/d")).expect("dir");
+    fs.sync_dir(std::path::Path::new("/")).expect("sync /");
+    let a = fs.create_new(std::path::Path::new("/d/a")).expect("a");
+    let b = fs.create_new(std::path::Path::new("/d/b")).expect("b");
+    fs.sync_dir(std::path::Path::new("/d")).expect("sync /d");
+    // Eight durable zeros in a, as the preallocator leaves them.
+    a.write_all_at(&[0; 8], 0).expect("zeros");
+    a.sync_data().expect("sync zeros");
+    assert!(a.overwrites_in_place());
+    // Records over the zeros and past them, written out but not flushed.
+    a.write_all_at(b"records!tail", 0).expect("records");
+    a.start_write_out(0, 12).expect("start");
+    a.wait_written(0, 12).expect("written out");
+    let read = |fs: &SimFs| fs.read_all(std::path::Path::new("/d/a")).expect("read a");
+    assert_eq!(
+        read(&fs.crash_image(Tear::None)),
+        vec![0; 8],
+        "no flush yet: the device's cache is lost"
+    );
+    // Any sync flushes the device: a's bytes over its durable length stay.
+    b.write_all_at(b"b", 0).expect("b");
+    b.sync_data().expect("flush");
+    assert_eq!(
+        read(&fs.crash_image(Tear::None)),
+        b"records!".to_vec(),
+        "the bytes past a's durable length needed a metadata change"
+    );
+}
+
+/// Grouped storage whose partitions get zeros ahead from a manual preallocator
+/// (after 256 bytes of records, 1 KiB at a time).
+fn grouped_preallocated(fs: &SimFs) -> Storage {
+    use es_storage::prealloc::{Preallocator, Sizing};
+    grouped(fs).with_preallocator(Preallocator::manual(Sizing {
+        start_bytes: 256,
+        min_bytes: 1024,
+        max_bytes: 1024,
+    }))
+}
+
+fn open_preallocated(storage: &Storage, i: usize) -> Arc<Partition> {
+    Partition::open(
+        storage,
+        PathBuf::from(format!("/d/t/{i}")),
+        PartitionConfig {
+            preallocate: true,
+            ..PartitionConfig::default()
+        },
+    )
+    .expect("open")
+}
+
+#[test]
+fn partitions_writing_over_durable_zeros_share_one_device_flush_and_survive_a_crash() {
+    let fs = SimFs::new();
+    let storage = grouped_preallocated(&fs);
+    let parts: Vec<_> = (0..4).map(|i| open_preallocated(&storage, i)).collect();
+    // Enough records for zeros to be asked for, made durable, then the zeros.
+    for p in &parts {
+        for i in 0..8 {
+            append(p, &format!("warm-{i:040}"))
+                .recv_timeout(LIMIT)
+                .expect("called")
+                .expect("durable");
+        }
+    }
+    assert!(
+        storage.prealloc.run_queued() >= 4,
+        "zeros for every partition"
+    );
+    let first = hold_a_sync(&fs, &parts[0]);
+    let (syncs, outs) = (fs.sync_count(), fs.write_out_count());
+    let rest: Vec<_> = parts[1..]
+        .iter()
+        .enumerate()
+        .map(|(i, p)| append(p, &format!("b{i}")))
+        .collect();
+    fs.release_syncs();
+    first.recv_timeout(LIMIT).expect("called").expect("durable");
+    for rx in rest {
+        rx.recv_timeout(LIMIT).expect("called").expect("durable");
+    }
+    assert_eq!(
+        (fs.write_out_count() - outs, fs.sync_count() - syncs),
+        (2, 1 + 2 + 1),
+        "the first partition's fsync; then two logs written out and the third's fdatasync, \
+         whose flush covers them"
+    );
+    let img = grouped(&fs.crash_image(Tear::None));
+    for (i, _) in parts.iter().enumerate() {
+        assert_eq!(open(&img, i).log_end_offset(), 9, "partition {i}");
+    }
+}

@@ -60,6 +60,9 @@ pub struct Outcome {
     pub recoveries: u64,
     /// Records acknowledged.
     pub acked: u64,
+    /// Logs written out for a shared device flush (the grouped pool's
+    /// write-out pass, `syncer.rs`).
+    pub write_outs: u64,
 }
 
 /// The workload stops: the machine is down (an armed crash fired) or a
@@ -120,6 +123,7 @@ pub fn run_seed(seed: u64, verbose: bool) -> Result<Outcome, Vec<String>> {
     let mut w = World::new(seed);
     w.run();
     if w.violations.is_empty() {
+        w.out.write_outs += w.fs.write_out_count();
         Ok(w.out)
     } else {
         let mut v = std::mem::take(&mut w.violations);
@@ -1053,6 +1057,7 @@ impl World {
             jm
         });
         let img = self.fs.crash_image(tear);
+        self.out.write_outs += self.fs.write_out_count();
         self.fs = img;
         self.storage = make_storage(&self.fs, &self.clock, self.grouped, fd_budget(self.seed));
         let max_bytes = pick(&mut self.rng, &[1usize, 300, 5000, 1 << 20]);
@@ -1065,6 +1070,7 @@ impl World {
             part.p = None;
         }
         self.journal = None;
+        self.out.write_outs += self.fs.write_out_count();
         self.fs = self.fs.crash_image(Tear::None);
         self.storage = make_storage(&self.fs, &self.clock, self.grouped, fd_budget(self.seed));
         let second = self.recover(max_bytes, jm);
