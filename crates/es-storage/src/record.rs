@@ -25,9 +25,9 @@
 //! before it hands out any field, and it never allocates: a [`RecordView`]
 //! borrows from the buffer it was decoded from. [`check`] and [`Checker`]
 //! check only the length and the CRC, for scans that need record boundaries
-//! (a read window); the crate's one `unsafe` block is there, issuing the
-//! SSE4.2 `crc32` instruction for three records at once after the CPU was
-//! found to have it.
+//! (a read window); one of the crate's two `unsafe` blocks is there (the
+//! other is `sync_file_range` in `fs.rs`), issuing the SSE4.2 `crc32`
+//! instruction for three records at once after the CPU was found to have it.
 
 use std::fmt;
 
