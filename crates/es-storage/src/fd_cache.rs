@@ -252,6 +252,32 @@ impl CachedFile {
         Ok(f)
     }
 
+    /// An fdatasync of the file. A closed one is clean, so there is nothing
+    /// to make durable and no call, unless `always` (a device flush that
+    /// others' written-out bytes wait for, [`FileHandle::flush_device`]):
+    /// then it is reopened for the call.
+    fn sync(&self, always: bool) -> io::Result<()> {
+        let (h, upto) = {
+            let mut st = self.state.lock();
+            if let Some(e) = st.failed.take() {
+                return Err(e);
+            }
+            match &st.file {
+                Some(f) => (f.clone(), st.written),
+                None if !always => return Ok(()),
+                None => {
+                    let upto = st.written;
+                    drop(st);
+                    (self.acquire(false)?, upto)
+                }
+            }
+        };
+        h.sync_data()?;
+        let mut st = self.state.lock();
+        st.synced = st.synced.max(upto);
+        Ok(())
+    }
+
     /// Ends a write begun with [`CachedFile::acquire`]; a failed one counts
     /// too (some prefix may have reached the file).
     fn wrote<T>(&self, r: io::Result<T>) -> io::Result<T> {
@@ -351,21 +377,11 @@ impl FileHandle for CachedFile {
     }
 
     fn sync_data(&self) -> io::Result<()> {
-        let (h, upto) = {
-            let mut st = self.state.lock();
-            if let Some(e) = st.failed.take() {
-                return Err(e);
-            }
-            match &st.file {
-                Some(f) => (f.clone(), st.written),
-                // Closed only when clean: nothing to make durable.
-                None => return Ok(()),
-            }
-        };
-        h.sync_data()?;
-        let mut st = self.state.lock();
-        st.synced = st.synced.max(upto);
-        Ok(())
+        self.sync(false)
+    }
+
+    fn flush_device(&self) -> io::Result<()> {
+        self.sync(true)
     }
 
     fn start_write_out(&self, from: u64, to: u64) -> io::Result<()> {
@@ -632,6 +648,29 @@ mod tests {
         // Reopened for a read, and its owner's fsync has nothing to report.
         assert_eq!(read(&*a).expect("read"), b"unsynced");
         a.sync_data().expect("sync");
+    }
+
+    #[test]
+    fn a_device_flush_through_a_closed_clean_file_still_reaches_the_device() {
+        let sim = SimFs::new();
+        let fs = CachingFs::new(Arc::new(sim.clone()), 1);
+        let a = fs.create_new(Path::new("/a")).expect("create a");
+        sim.sync_dir(Path::new("/")).expect("sync dir");
+        a.write_all_at(b"a", 0).expect("write a");
+        a.sync_data().expect("sync a");
+        // `a` is clean: opening `b` closes it.
+        let b = fs.create_new(Path::new("/b")).expect("create b");
+        sim.sync_dir(Path::new("/")).expect("sync dir");
+        assert_eq!(fs.open_files(), 1);
+        // Durable zeros in `b`, then records over them, written out only.
+        b.write_all_at(&[0; 8], 0).expect("zeros");
+        b.sync_data().expect("sync zeros");
+        b.write_all_at(b"records!", 0).expect("records");
+        b.wait_written(0, 8).expect("written out");
+        // The flush goes through `a`, closed and clean: it must reach the device.
+        a.flush_device().expect("flush");
+        let img = sim.crash_image(Tear::None);
+        assert_eq!(img.read_all(Path::new("/b")).expect("b"), b"records!");
     }
 
     #[test]

@@ -55,6 +55,14 @@ pub trait FileHandle: Send + Sync + std::fmt::Debug {
     fn overwrites_in_place(&self) -> bool {
         false
     }
+    /// Flushes the device's write cache, making everything written out to
+    /// it so far durable, this file's data included: an fdatasync of this
+    /// file, which always ends with a cache flush. Unlike a wrapper's
+    /// [`FileHandle::sync_data`] it never skips the call because this file
+    /// has nothing left to sync (the fd cache's closed, clean files).
+    fn flush_device(&self) -> io::Result<()> {
+        self.sync_data()
+    }
     /// Truncates or extends the file.
     fn set_len(&self, len: u64) -> io::Result<()>;
     /// Current length.

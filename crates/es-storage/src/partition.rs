@@ -228,6 +228,14 @@ impl Mark {
         self.segment.start_write_out(self.pos)
     }
 
+    /// Fsyncs this mark's segment as [`Mark::sync_data`] does, and flushes
+    /// the device even when the segment's file had nothing left to sync
+    /// (the end of a write-out pass, `syncer.rs`).
+    pub(crate) fn flush_device(&self) -> std::io::Result<()> {
+        let _timer = crate::metrics::FsyncTimer::start();
+        self.segment.flush_device_through_log()
+    }
+
     /// Waits until the device holds this mark's segment below the mark; it
     /// is durable after the next flush of the device (any fdatasync on it).
     pub(crate) fn wait_written(&self) -> std::io::Result<()> {

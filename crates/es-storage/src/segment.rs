@@ -422,6 +422,13 @@ impl Segment {
         self.ahead.sync_with(|| self.log.wait_written(0, to), false)
     }
 
+    /// Flushes the device through the log ([`FileHandle::flush_device`]), as
+    /// [`Segment::sync_log`] syncs it: everything written out before it,
+    /// in any file on the device, is durable after it.
+    pub(crate) fn flush_device_through_log(&self) -> std::io::Result<()> {
+        self.ahead.sync_with(|| self.log.flush_device(), false)
+    }
+
     /// Syncs the file system holding the log ([`FileHandle::sync_filesystem`]),
     /// as [`Segment::sync_log`] does the log.
     pub(crate) fn sync_log_filesystem(&self) -> std::io::Result<()> {

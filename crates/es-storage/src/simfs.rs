@@ -158,6 +158,19 @@ impl State {
         self.dirs.get(&parent)?.live.get(&name).cloned()
     }
 
+    /// The file with this id (gone: NotFound).
+    fn file(&self, id: u64) -> io::Result<&FileData> {
+        self.files
+            .get(&id)
+            .ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))
+    }
+
+    fn file_mut(&mut self, id: u64) -> io::Result<&mut FileData> {
+        self.files
+            .get_mut(&id)
+            .ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))
+    }
+
     /// A device cache flush: every file's written-out bytes become durable
     /// where its durable length covers them.
     fn flush_device(&mut self) {
@@ -381,10 +394,7 @@ impl FileHandle for SimHandle {
     fn read_at(&self, buf: &mut [u8], pos: u64) -> io::Result<usize> {
         let mut st = self.st.lock();
         st.check()?;
-        let f = st
-            .files
-            .get(&self.id)
-            .ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))?;
+        let f = st.file(self.id)?;
         let pos = pos as usize;
         if pos >= f.live.len() {
             return Ok(0);
@@ -400,10 +410,7 @@ impl FileHandle for SimHandle {
         st.check()?;
         let used = st.used_bytes();
         let cap = st.capacity_bytes;
-        let f = st
-            .files
-            .get_mut(&self.id)
-            .ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))?;
+        let f = st.file_mut(self.id)?;
         let pos = pos as usize;
         let end = pos + buf.len();
         let growth = end.saturating_sub(f.live.len()) as u64;
@@ -442,10 +449,7 @@ impl FileHandle for SimHandle {
         self.gate.pass();
         let mut st = self.st.lock();
         st.sync_point()?;
-        let f = st
-            .files
-            .get_mut(&self.id)
-            .ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))?;
+        let f = st.file_mut(self.id)?;
         let from = (from as usize).min(f.live.len());
         let to = (to as usize).min(f.live.len());
         if from < to {
@@ -477,10 +481,7 @@ impl FileHandle for SimHandle {
     fn set_len(&self, len: u64) -> io::Result<()> {
         let mut st = self.st.lock();
         st.check()?;
-        let f = st
-            .files
-            .get_mut(&self.id)
-            .ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))?;
+        let f = st.file_mut(self.id)?;
         f.live.resize(len as usize, 0);
         Ok(())
     }

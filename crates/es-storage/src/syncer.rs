@@ -313,7 +313,7 @@ fn write_out_pass(written: &[&Mark], flush: &Mark) -> std::io::Result<()> {
     for m in written {
         m.wait_written()?;
     }
-    flush.sync_data()
+    flush.flush_device()
 }
 
 /// Puts a partition that is still marked queued back in the queue.
