@@ -270,6 +270,20 @@ def share(key):
     return lambda r: get(r, key + ".share")
 
 
+def cpu_in_use(r):
+    """The generator's and the broker's CPU seconds per second of a run."""
+    if not r.get("wall_s"):
+        return None
+    return ((r.get("gen_cpu_s") or 0) + (r.get("broker_cpu_s") or 0)) / r["wall_s"]
+
+
+def busiest_cell(runs, key):
+    """A table cell for the busiest thread of `key` over runs: median share
+    of one core and the thread's name."""
+    name = next((r[key]["name"] for r in runs if r.get(key)), "")
+    return f"{num(med_runs(runs, share(key)), 2)} ({name})"
+
+
 def md_storage(st):
     """The es-storage bench against the raw loop at the same write size."""
     if not st or not st.get("ok"):
@@ -359,15 +373,10 @@ def md_why(res):
         for c in prod:
             m, runs = c["median"], c["runs"]
             es, k = runs.get("es", []), runs.get("kafka", [])
-            use = med_runs(es, lambda r: ((r.get("gen_cpu_s") or 0) + (r.get("broker_cpu_s") or 0)) / r["wall_s"]
-                           if r.get("wall_s") else None)
+            use = med_runs(es, cpu_in_use)
             gk = med_runs(k, per_wall("gen_cpu_s"))
             kr = get(m, "kafka.records_per_s")
             bound = (kr * CORES / gk) / kr if kr and gk else None
-            gt = med_runs(es, share("gen_busiest_thread"))
-            bt = med_runs(es, share("broker_busiest_thread"))
-            gname = next((r["gen_busiest_thread"]["name"] for r in es if r.get("gen_busiest_thread")), "")
-            bname = next((r["broker_busiest_thread"]["name"] for r in es if r.get("broker_busiest_thread")), "")
             db = durable_bound(c, lim)
             dbs = (f"{rat(db[0] / kr if kr else None, PRODUCE_GOAL)} ({db[1] >> 10} KiB, {db[2]:.2f} ms)"
                    if db else "n/a")
@@ -378,7 +387,7 @@ def md_why(res):
                 f"{num(kr)} | {rat(c['ratio'].get(NOFSYNC + '/kafka'), PRODUCE_GOAL)} | "
                 f"{rat(c['ratio'].get('es/' + NOFSYNC))} | {dbs} | {num(use, 2)} | {rat(cb, PRODUCE_GOAL)} | "
                 f"{rat(bound, PRODUCE_GOAL)} | "
-                f"{num(gt, 2)} ({gname}) | {num(bt, 2)} ({bname}) |")
+                f"{busiest_cell(es, 'gen_busiest_thread')} | {busiest_cell(es, 'broker_busiest_thread')} |")
         parts += ["", "**CPU per GB produced.** es's fsyncs in each run (from its /metrics), their size, and "
                   "the kernel CPU the raw loop spent per `write` + `fdatasync` of the nearest size "
                   "(limits table): what the fsyncs alone cost per GB, before es does anything else.", "",
@@ -433,17 +442,14 @@ def md_why(res):
         for g in ("rdkafka", "java"):
             for t in ("es", "kafka"):
                 rs = get(con, f"{g}.runs.{t}") or []
-                use = med_runs(rs, lambda r: ((r.get("gen_cpu_s") or 0) + (r.get("broker_cpu_s") or 0)) / r["wall_s"]
-                               if r.get("wall_s") else None)
-                gname = next((r["gen_busiest_thread"]["name"] for r in rs if r.get("gen_busiest_thread")), "")
-                bname = next((r["broker_busiest_thread"]["name"] for r in rs if r.get("broker_busiest_thread")), "")
+                use = med_runs(rs, cpu_in_use)
                 gcpu = med_runs(rs, per_wall("gen_cpu_s"))
                 rt, rk = (get(con, f"{g}.median.{x}.records_per_s") for x in (t, "kafka"))
                 cb = rat(rt * CORES / use / rk, CONSUME_GOAL) if t == "es" and rt and rk and use else ""
                 parts.append(f"| {g} | {t} | {num(rt)} | {num(use, 2)} | "
                              f"{num(gcpu, 2)} | {rat(CORES / gcpu if gcpu else None, CONSUME_GOAL)} | {cb} | "
-                             f"{num(med_runs(rs, share('gen_busiest_thread')), 2)} ({gname}) | "
-                             f"{num(med_runs(rs, share('broker_busiest_thread')), 2)} ({bname}) |")
+                             f"{busiest_cell(rs, 'gen_busiest_thread')} | "
+                             f"{busiest_cell(rs, 'broker_busiest_thread')} |")
         parts.append("")
     return "\n".join(parts)
 
