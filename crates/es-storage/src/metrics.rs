@@ -12,6 +12,7 @@ use std::sync::LazyLock;
 use std::time::Instant;
 
 use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::{Registry, Unit};
@@ -23,6 +24,9 @@ pub struct StorageMetrics {
     pub fsync_seconds: Histogram,
     pub fsync_records: Histogram,
     pub segment_rolls: Counter,
+    /// Passes of the grouped sync mode by how they ended (`syncer.rs`):
+    /// one fdatasync, a write-out pass with one device flush, or a syncfs.
+    pub sync_passes: Family<[(&'static str, &'static str); 1], Counter>,
     /// Zeros written ahead of active segments (`prealloc.rs`).
     pub preallocated_bytes: Counter,
     /// Descriptors the log holds open, and reopens of closed ones
@@ -48,6 +52,7 @@ static METRICS: LazyLock<StorageMetrics> = LazyLock::new(|| StorageMetrics {
     fsync_seconds: Histogram::new(duration_buckets()),
     fsync_records: Histogram::new(exponential_buckets(1.0, 2.0, 16)),
     segment_rolls: Counter::default(),
+    sync_passes: Family::default(),
     preallocated_bytes: Counter::default(),
     open_files: Gauge::default(),
     file_reopens: Counter::default(),
@@ -87,6 +92,11 @@ pub fn register(registry: &mut Registry) {
         "es_segment_rolls",
         "segments rolled (a new active segment started)",
         m.segment_rolls.clone(),
+    );
+    registry.register(
+        "es_sync_passes",
+        "passes of the grouped sync mode, by kind: fdatasync (one log), write_out (logs written out, one device flush), syncfs",
+        m.sync_passes.clone(),
     );
     registry.register_with_unit(
         "es_preallocated",
@@ -147,6 +157,14 @@ impl Drop for FsyncTimer {
         m.fsyncs.inc();
         m.fsync_seconds.observe(self.0.elapsed().as_secs_f64());
     }
+}
+
+/// Counts one pass of the grouped sync mode of `kind`.
+pub(crate) fn sync_pass(kind: &'static str) {
+    storage_metrics()
+        .sync_passes
+        .get_or_create(&[("kind", kind)])
+        .inc();
 }
 
 /// Records that one fsync made `records` offsets durable.

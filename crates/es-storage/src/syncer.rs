@@ -9,22 +9,26 @@
 //! Two modes. **Per partition** (the default): [`SYNC_THREADS`] threads,
 //! each fsyncing one partition until its waiters are covered, different
 //! partitions in parallel. **Grouped** (`--sync-mode grouped`, Linux 5.8
-//! and later, whose `syncfs` reports write-back errors): one thread takes
-//! every queued partition at once; one partition gets an fdatasync of its
-//! log; several on the same file system share one device flush: the logs
-//! whose new records lie over durable zeros are written out
-//! ([`crate::fs::FileHandle::wait_written`]) and one fdatasync ends the
-//! pass ([`write_out_pass`]), or, when two or more are not over zeros, one
-//! `syncfs` (and an fdatasync after it, see
-//! [`crate::fs::FileHandle::sync_filesystem`]) covers them all. So requests
-//! for different partitions share one sync as requests for one partition
-//! do. While it runs, newly queued partitions gather for the next one. (Two
-//! such threads were measured and were slower: `syncfs` queues its
-//! write-back on the file system's flusher and waits for it, so two of them
-//! queue there.) It is not the default: with 8 partitions and one producer
-//! it still made less than the per-partition mode, and a `syncfs` also
-//! writes whatever other programs left dirty on the file system
-//! (docs/storage.md, docs/performance-journal.md).
+//! and later, whose `syncfs` reports write-back errors):
+//! [`GROUPED_THREADS`] threads, each taking every partition queued when it
+//! is free; one partition gets an fdatasync of its log; several on the same
+//! file system share one device flush: the logs whose new records lie over
+//! durable zeros are written out ([`crate::fs::FileHandle::wait_written`])
+//! and one fdatasync ends the pass ([`write_out_pass`]), or, when two or
+//! more are not over zeros (a log's first MiB, before zeros are written
+//! ahead, or a topic with `preallocate=false`), one `syncfs` (and an
+//! fdatasync after it, see [`crate::fs::FileHandle::sync_filesystem`])
+//! covers them all. So requests for different partitions share one sync as
+//! requests for one partition do. While one thread runs a pass, the
+//! partitions queued meanwhile get the next pass on the other. Each pass is
+//! counted by kind in `es_sync_passes_total`.
+//!
+//! With one thread, a pass in progress held up every partition queued
+//! behind it, and the grouped mode made less than the per-partition one
+//! with one producer on 8 partitions; two threads were ahead of it in every
+//! round measured (docs/performance-journal.md, "Two grouped sync threads").
+//! A `syncfs` also writes whatever other programs left dirty on the file
+//! system (docs/storage.md).
 
 use std::collections::VecDeque;
 use std::sync::{Arc, OnceLock};
@@ -37,6 +41,11 @@ use crate::partition::{Mark, Partition};
 
 /// Threads of the per-partition mode: fsyncs of different partitions run in parallel.
 pub const SYNC_THREADS: usize = 8;
+
+/// Threads of the grouped mode: while one runs a pass, the partitions queued
+/// meanwhile get the next pass on the other instead of waiting for the first
+/// to end (docs/performance-journal.md, "Two grouped sync threads").
+pub const GROUPED_THREADS: usize = 2;
 
 /// How the pool syncs partitions that wait at the same time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -52,6 +61,8 @@ struct Shared {
     queue: Mutex<Queue>,
     ready: Condvar,
     mode: SyncMode,
+    /// Threads to start.
+    threads: usize,
 }
 
 struct Queue {
@@ -86,13 +97,16 @@ impl SyncPool {
     /// one. Fails for the grouped mode on a kernel older than 5.8 (its
     /// `syncfs` could return success after losing a file's data).
     pub fn new(mode: SyncMode) -> Result<Arc<SyncPool>> {
-        if mode == SyncMode::Grouped && !grouping_supported() {
-            return Err(StorageError::Invalid(
-                "grouped syncs need Linux 5.8 or later (syncfs reports write-back errors from 5.8 on)"
-                    .into(),
-            ));
-        }
+        supported(mode)?;
         Ok(Self::with_mode(mode))
+    }
+
+    /// A pool in `mode` with `threads` threads instead of the mode's
+    /// [`GROUPED_THREADS`] or [`SYNC_THREADS`] (tests that count syncs run
+    /// one); fails as [`SyncPool::new`] does.
+    pub fn with_threads(mode: SyncMode, threads: usize) -> Result<Arc<SyncPool>> {
+        supported(mode)?;
+        Ok(Self::build(mode, threads.max(1)))
     }
 
     /// A pool in the per-partition mode, which every kernel supports.
@@ -101,6 +115,14 @@ impl SyncPool {
     }
 
     fn with_mode(mode: SyncMode) -> Arc<SyncPool> {
+        let threads = match mode {
+            SyncMode::Grouped => GROUPED_THREADS,
+            SyncMode::PerPartition => SYNC_THREADS,
+        };
+        Self::build(mode, threads)
+    }
+
+    fn build(mode: SyncMode, threads: usize) -> Arc<SyncPool> {
         Arc::new(SyncPool {
             shared: Arc::new(Shared {
                 queue: Mutex::new(Queue {
@@ -109,6 +131,7 @@ impl SyncPool {
                 }),
                 ready: Condvar::new(),
                 mode,
+                threads,
             }),
             threads: OnceLock::new(),
         })
@@ -146,10 +169,7 @@ impl SyncPool {
     }
 
     fn start_threads(&self) -> Mutex<Vec<JoinHandle<()>>> {
-        let threads = match self.shared.mode {
-            SyncMode::Grouped => 1,
-            SyncMode::PerPartition => SYNC_THREADS,
-        };
+        let threads = self.shared.threads;
         let mut handles = Vec::with_capacity(threads);
         for i in 0..threads {
             let shared = self.shared.clone();
@@ -211,6 +231,17 @@ fn run(shared: &Shared) {
         };
         serve(shared, batch);
     }
+}
+
+/// Fails for the grouped mode where [`grouping_supported`] says no.
+fn supported(mode: SyncMode) -> Result<()> {
+    if mode == SyncMode::Grouped && !grouping_supported() {
+        return Err(StorageError::Invalid(
+            "grouped syncs need Linux 5.8 or later (syncfs reports write-back errors from 5.8 on)"
+                .into(),
+        ));
+    }
+    Ok(())
 }
 
 /// Whether this kernel's `syncfs` reports write-back errors (Linux 5.8 and later).
@@ -282,10 +313,18 @@ fn serve(pool: &Shared, batch: Vec<Arc<Partition>>) {
         claimed.iter().map(|(_, m)| m).partition(|m| m.in_place());
     let res = match (claimed.as_slice(), in_place.as_slice(), other.as_slice()) {
         ([], _, _) => return,
-        ([(_, mark)], _, _) => mark.sync_data(),
-        (_, [flush, written @ ..], []) => write_out_pass(written, flush),
-        (_, written, [flush]) => write_out_pass(written, flush),
-        ([(_, mark), ..], _, _) => mark.sync_filesystem(),
+        ([(_, mark)], _, _) => {
+            crate::metrics::sync_pass("fdatasync");
+            mark.sync_data()
+        }
+        (_, [flush, written @ ..], []) | (_, written, [flush]) => {
+            crate::metrics::sync_pass("write_out");
+            write_out_pass(written, flush)
+        }
+        ([(_, mark), ..], _, _) => {
+            crate::metrics::sync_pass("syncfs");
+            mark.sync_filesystem()
+        }
     };
     for (p, mark) in claimed {
         // One result for all: a failed sync fences every partition it covered.

@@ -17,10 +17,12 @@ use es_test_support::durable::{durable_channel, Durable};
 
 const LIMIT: Duration = Duration::from_secs(30);
 
-/// A storage context on `fs` whose sync pool runs grouped; each test has its own.
+/// A storage context on `fs` whose sync pool runs grouped on one thread, so
+/// that the tests can count its syncs; each test has its own.
 fn grouped(fs: &SimFs) -> Storage {
-    Storage::with_sync_mode(Arc::new(fs.clone()), SyncMode::Grouped)
-        .expect("grouped mode needs Linux 5.8 or later")
+    let pool = SyncPool::with_threads(SyncMode::Grouped, 1)
+        .expect("grouped mode needs Linux 5.8 or later");
+    Storage::new(Arc::new(fs.clone())).with_sync_pool(pool)
 }
 
 fn open(storage: &Storage, i: usize) -> Arc<Partition> {
@@ -96,6 +98,30 @@ fn partitions_waiting_together_share_one_sync_and_survive_a_crash() {
 }
 
 #[test]
+fn a_second_grouped_thread_serves_partitions_queued_during_a_pass() {
+    let fs = SimFs::new();
+    let storage = Storage::with_sync_mode(Arc::new(fs.clone()), SyncMode::Grouped)
+        .expect("grouped mode needs Linux 5.8 or later");
+    let parts: Vec<_> = (0..2).map(|i| open(&storage, i)).collect();
+    let first = hold_a_sync(&fs, &parts[0]);
+    // The first pass is held at the gate; the partition queued now gets its
+    // own pass on the other thread, which reaches the gate too.
+    let second = append(&parts[1], "b");
+    assert!(
+        fs.await_held_syncs(2, LIMIT),
+        "a second pass runs while the first is in progress"
+    );
+    fs.release_syncs();
+    for rx in [first, second] {
+        rx.recv_timeout(LIMIT).expect("called").expect("durable");
+    }
+    let img = grouped(&fs.crash_image(Tear::None));
+    for i in 0..2 {
+        assert_eq!(open(&img, i).log_end_offset(), 1, "partition {i}");
+    }
+}
+
+#[test]
 fn a_failed_group_sync_fences_every_partition_it_covered() {
     let fs = SimFs::new();
     let storage = grouped(&fs);
@@ -140,22 +166,26 @@ fn two_pools_share_no_thread_and_no_queue() {
     // per partition, each on its own file system.
     let fs_a = SimFs::new();
     let fs_b = SimFs::new();
-    let a = grouped(&fs_a);
+    let a = Storage::with_sync_mode(Arc::new(fs_a.clone()), SyncMode::Grouped)
+        .expect("grouped mode needs Linux 5.8 or later");
     let b = Storage::new(Arc::new(fs_b.clone()));
     let idle = SyncPool::per_partition();
     assert_eq!(a.sync.mode(), SyncMode::Grouped);
     assert_eq!(b.sync.mode(), SyncMode::PerPartition);
     let pa = open(&a, 0);
     let pb = open(&b, 0);
-    // A's only sync thread is held at A's gate: B's waiters are served all
-    // the same (one shared grouped thread would be stuck behind A's sync).
+    // A sync thread of A is held at A's gate: B's waiters are served all
+    // the same (a thread shared with A would be stuck behind A's sync).
     let held = hold_a_sync(&fs_a, &pa);
     append(&pb, "b")
         .recv_timeout(LIMIT)
         .expect("called")
         .expect("durable on B's own pool");
     assert!(held.try_recv().is_err(), "A's sync is still held");
-    assert_eq!(a.sync.threads_started(), 1);
+    assert_eq!(
+        a.sync.threads_started(),
+        es_storage::syncer::GROUPED_THREADS
+    );
     assert_eq!(b.sync.threads_started(), es_storage::syncer::SYNC_THREADS);
     assert_eq!(
         idle.threads_started(),
