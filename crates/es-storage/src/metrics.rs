@@ -93,6 +93,9 @@ pub fn register(registry: &mut Registry) {
         "segments rolled (a new active segment started)",
         m.segment_rolls.clone(),
     );
+    for kind in ["fdatasync", "write_out", "syncfs"] {
+        m.sync_passes.get_or_create(&[("kind", kind)]);
+    }
     registry.register(
         "es_sync_passes",
         "passes of the grouped sync mode, by kind: fdatasync (one log), write_out (logs written out, one device flush), syncfs",
