@@ -319,6 +319,15 @@ fn print_status(topics: &[TopicStatus]) {
                 p.records_copied,
                 p.records_per_second
             );
+            if p.offsets_skipped > 0 {
+                println!(
+                    "  {}-{}: {} offsets deleted on the source before they were copied",
+                    t.topic, p.partition, p.offsets_skipped
+                );
+            }
+            if let Some(e) = &p.error {
+                println!("  {}-{}: {e}", t.topic, p.partition);
+            }
         }
         if let Some(e) = &t.error {
             println!("  {}: {e}", t.topic);

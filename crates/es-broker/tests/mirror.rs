@@ -22,7 +22,7 @@ use es_test_support::wait::eventually;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::{Header, Headers, Message, OwnedHeaders};
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
-use rdkafka::{Offset, TopicPartitionList};
+use rdkafka::{Offset, Timestamp, TopicPartitionList};
 
 const TIMEOUT: Duration = Duration::from_secs(60);
 const INVALID_REQUEST: i16 = 42;
@@ -77,26 +77,52 @@ fn mirror(addr: &str, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-/// (partition, mirrored end, lag) of every partition of TOPIC.
-fn status(addr: &str) -> Vec<(i64, i64, i64, String)> {
-    let out = mirror(addr, &["status", TOPIC, "--json"]);
+/// `mirror status TOPIC --json`: the topic's entry (null if none).
+/// Checks what must hold whenever status is read: an active partition's
+/// source high watermark, once known, is never below what es has copied
+/// (the watermark comes with the records it is taken from).
+fn status_of(addr: &str, topic: &str) -> serde_json::Value {
+    let out = mirror(addr, &["status", topic, "--json"]);
     let v: serde_json::Value = serde_json::from_str(&out).expect("status json");
-    let mut rows = Vec::new();
-    for t in v["topics"].as_array().expect("topics") {
+    let t = v["topics"]
+        .as_array()
+        .expect("topics")
+        .iter()
+        .find(|t| t["topic"] == topic)
+        .cloned()
+        .unwrap_or_default();
+    if t["state"] == "active" {
         for p in t["partitions"].as_array().expect("partitions") {
-            rows.push((
-                p["partition"].as_i64().unwrap_or(-1),
+            let (hw, end) = (
+                p["source_high_watermark"].as_i64().unwrap_or(-1),
                 p["mirrored_end"].as_i64().unwrap_or(-1),
-                p["lag"].as_i64().unwrap_or(-1),
-                t["state"].as_str().unwrap_or("").to_string(),
-            ));
+            );
+            assert!(
+                hw < 0 || hw >= end,
+                "status shows a source high watermark below es's end: {p}"
+            );
         }
+    }
+    t
+}
+
+/// (partition, mirrored end, lag, state) of every partition of TOPIC.
+fn status(addr: &str) -> Vec<(i64, i64, i64, String)> {
+    let t = status_of(addr, TOPIC);
+    let mut rows = Vec::new();
+    for p in t["partitions"].as_array().into_iter().flatten() {
+        rows.push((
+            p["partition"].as_i64().unwrap_or(-1),
+            p["mirrored_end"].as_i64().unwrap_or(-1),
+            p["lag"].as_i64().unwrap_or(-1),
+            t["state"].as_str().unwrap_or("").to_string(),
+        ));
     }
     rows
 }
 
-/// Every committed record of TOPIC: (partition, offset, key, value,
-/// headers, timestamp).
+/// Every committed record of a topic: (partition, offset, key, value,
+/// headers, timestamp, timestamp type).
 type Row = (
     i32,
     i64,
@@ -104,9 +130,16 @@ type Row = (
     Option<Vec<u8>>,
     Vec<(String, Option<Vec<u8>>)>,
     i64,
+    &'static str,
 );
 
 fn read_all(addr: &str, partitions: i32, count: usize) -> Vec<Row> {
+    read_topic(addr, TOPIC, partitions, count)
+}
+
+/// At least `count` committed records of `topic`'s first `partitions`,
+/// sorted by partition and offset.
+fn read_topic(addr: &str, topic: &str, partitions: i32, count: usize) -> Vec<Row> {
     let c: BaseConsumer = client_config(addr)
         .set("group.id", "mirror-test-reader")
         .set("enable.auto.commit", "false")
@@ -115,7 +148,7 @@ fn read_all(addr: &str, partitions: i32, count: usize) -> Vec<Row> {
         .expect("consumer");
     let mut tpl = TopicPartitionList::new();
     for p in 0..partitions {
-        tpl.add_partition_offset(TOPIC, p, Offset::Beginning)
+        tpl.add_partition_offset(topic, p, Offset::Beginning)
             .expect("partition");
     }
     c.assign(&tpl).expect("assign");
@@ -138,6 +171,11 @@ fn read_all(addr: &str, partitions: i32, count: usize) -> Vec<Row> {
                 m.payload().map(<[u8]>::to_vec),
                 headers,
                 m.timestamp().to_millis().unwrap_or(-1),
+                match m.timestamp() {
+                    Timestamp::CreateTime(_) => "create",
+                    Timestamp::LogAppendTime(_) => "log-append",
+                    Timestamp::NotAvailable => "none",
+                },
             ));
         }
         (rows.len() >= count).then_some(())
@@ -147,6 +185,12 @@ fn read_all(addr: &str, partitions: i32, count: usize) -> Vec<Row> {
 }
 
 fn produce_plain(addr: &str, n: usize, from: usize) {
+    produce_records(addr, TOPIC, 2, n, from);
+}
+
+/// Records `from..from + n` into `topic`, record i into partition
+/// i % `partitions`, with a header and timestamp 1_700_000_000_000 + i.
+fn produce_records(addr: &str, topic: &str, partitions: i32, n: usize, from: usize) {
     let p: BaseProducer = client_config(addr)
         .set("linger.ms", "5")
         .create()
@@ -158,8 +202,8 @@ fn produce_plain(addr: &str, n: usize, from: usize) {
             key: "h",
             value: Some(value.as_bytes()),
         });
-        let rec = BaseRecord::to(TOPIC)
-            .partition((i % 2) as i32)
+        let rec = BaseRecord::to(topic)
+            .partition((i % partitions as usize) as i32)
             .key(&key)
             .payload(&value)
             .headers(headers)
@@ -328,6 +372,16 @@ fn a_mirror_keeps_source_offsets_resumes_after_a_restart_and_promotes() {
     assert_eq!(want.len(), 40);
     caught_up(&target.addr, &want);
     assert_eq!(read_all(&target.addr, 2, 40), want);
+    // ListOffsets by timestamp finds the same offsets on es as on the
+    // source (on partition 0 the first record at or after the later time
+    // is a transactional one, with a later timestamp).
+    for ts in [1_700_000_000_005, 1_700_000_000_025] {
+        assert_eq!(
+            offsets_for_time(&target.addr, TOPIC, 2, ts),
+            offsets_for_time(&source.addr, TOPIC, 2, ts),
+            "ListOffsets for timestamp {ts}"
+        );
+    }
 
     // Promotion: caught up, the ends move to the source's (past the last
     // transaction's marker), producers are welcome.
@@ -357,6 +411,76 @@ fn a_mirror_keeps_source_offsets_resumes_after_a_restart_and_promotes() {
     assert_eq!(end, hw[0] + 1, "the new record landed at the source's end");
     target.stop();
     source.stop();
+}
+
+/// ListOffsets by timestamp `ts` for `topic`'s first `partitions`.
+fn offsets_for_time(addr: &str, topic: &str, partitions: i32, ts: i64) -> Vec<(i32, Offset)> {
+    let c: BaseConsumer = client_config(addr)
+        .set("group.id", "mirror-test-times")
+        .create()
+        .expect("consumer");
+    let mut tpl = TopicPartitionList::new();
+    for p in 0..partitions {
+        tpl.add_partition_offset(topic, p, Offset::Offset(ts))
+            .expect("partition");
+    }
+    let got = c
+        .offsets_for_times(tpl, TIMEOUT)
+        .expect("offsets for times");
+    got.elements()
+        .iter()
+        .map(|e| (e.partition(), e.offset()))
+        .collect()
+}
+
+/// An admin call's result in a runtime of its own.
+fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
+        .block_on(f)
+}
+
+/// Creates `topic` on `addr` with `partitions` and `configs`.
+fn create_topic(addr: &str, topic: &str, partitions: i32, configs: &[(&str, &str)]) {
+    use rdkafka::admin::{NewTopic, TopicReplication};
+    let mut t = NewTopic::new(topic, partitions, TopicReplication::Fixed(1));
+    for (k, v) in configs {
+        t = t.set(k, v);
+    }
+    let r = block_on(common::admin(addr).create_topics(&[t], &common::admin_opts(TIMEOUT)))
+        .expect("create topics");
+    assert!(r[0].is_ok(), "create {topic}: {r:?}");
+}
+
+/// A topic config of `topic` as DescribeConfigs shows it on `addr`.
+fn topic_config(addr: &str, topic: &str, name: &str) -> Option<String> {
+    use rdkafka::admin::ResourceSpecifier;
+    let got = block_on(common::admin(addr).describe_configs(
+        &[ResourceSpecifier::Topic(topic)],
+        &common::admin_opts(TIMEOUT),
+    ))
+    .ok()?;
+    let res = got.into_iter().next()?.ok()?;
+    res.entries
+        .into_iter()
+        .find(|e| e.name == name)
+        .and_then(|e| e.value)
+}
+
+/// The partition count `addr`'s metadata shows for `topic` (0: none).
+fn partition_count(addr: &str, topic: &str) -> usize {
+    let c: BaseConsumer = client_config(addr).create().expect("client");
+    c.fetch_metadata(Some(topic), TIMEOUT)
+        .ok()
+        .and_then(|md| {
+            md.topics()
+                .iter()
+                .find(|t| t.name() == topic && t.error().is_none())
+                .map(|t| t.partitions().len())
+        })
+        .unwrap_or(0)
 }
 
 /// TOPIC's configs named `es.mirror.*` as DescribeConfigs shows them
@@ -598,6 +722,244 @@ fn a_link_syncs_the_sources_acls() {
         (TOPIC_T, "payments", "User:alice", READ),
         (GROUP_T, "billing", "User:alice", READ),
     ]);
+    target.stop();
+    source.stop();
+}
+
+/// The source deletes offsets the mirror has not copied yet (DeleteRecords
+/// here; retention does the same). librdkafka's fetch of the partition
+/// then fails with "offset out of range" and stops: the mirror must close
+/// the gap at the source's new log start, report it, assign the partition
+/// again and copy what follows at its source offsets.
+///
+/// An open transaction on the source holds the mirror back
+/// (read_committed reads stop at it), so the deletion is certain to come
+/// before the mirror could copy the records it deletes.
+#[test]
+fn a_mirror_steps_over_offsets_the_source_deleted_before_it_copied_them() {
+    const T: &str = "deleted";
+    let dir = tempfile::tempdir().expect("tmp");
+    let source = common::start(dir.path().join("source"), &[]);
+    let target = common::start(dir.path().join("target"), &[]);
+    create_topic(&source.addr, T, 1, &[]);
+    produce_records(&source.addr, T, 1, 10, 0);
+    mirror(
+        &target.addr,
+        &["link", "create", "src", "--source-bootstrap", &source.addr],
+    );
+    mirror(&target.addr, &["topic", "create", T, "--link", "src"]);
+    let end_is = |want: i64| {
+        eventually(TIMEOUT, &format!("es's end at {want}"), || {
+            let t = status_of(&target.addr, T);
+            (t["partitions"][0]["mirrored_end"].as_i64() == Some(want)).then_some(t)
+        })
+    };
+    end_is(10);
+    // The lag status shows is current: records produced now are copied
+    // long before the next refresh (5 s) asks the source, and status
+    // never shows es's end past the source's high watermark (checked by
+    // status_of at every look).
+    produce_records(&source.addr, T, 1, 5, 10);
+    end_is(15);
+    let before = read_topic(&source.addr, T, 1, 15);
+
+    // Offsets 15-19: an open transaction; 20-29: plain records behind it.
+    let txn: BaseProducer = client_config(&source.addr)
+        .set("transactional.id", "mirror-test-deleted")
+        .create()
+        .expect("transactional producer");
+    txn.init_transactions(TIMEOUT).expect("init");
+    txn.begin_transaction().expect("begin");
+    for i in 0..5 {
+        let key = format!("open-{i}");
+        let rec: BaseRecord<'_, String, [u8]> = BaseRecord::to(T).partition(0).key(&key);
+        txn.send(rec).expect("send");
+    }
+    txn.flush(TIMEOUT).expect("flush");
+    produce_records(&source.addr, T, 1, 10, 20);
+    let mut tpl = TopicPartitionList::new();
+    tpl.add_partition_offset(T, 0, Offset::Offset(20))
+        .expect("offset");
+    let deleted =
+        block_on(common::admin(&source.addr).delete_records(&tpl, &common::admin_opts(TIMEOUT)))
+            .expect("delete records");
+    assert_eq!(
+        deleted.elements()[0].offset(),
+        Offset::Offset(20),
+        "the source's log starts at 20"
+    );
+    txn.abort_transaction(TIMEOUT).expect("abort");
+    // The abort marker is offset 30; more records after it.
+    produce_records(&source.addr, T, 1, 5, 31);
+
+    let t = end_is(36);
+    let p = &t["partitions"][0];
+    assert_eq!(p["offsets_skipped"].as_i64(), Some(5), "{t}");
+    let after = read_topic(&source.addr, T, 1, 15);
+    assert_eq!(after.first().map(|r| r.1), Some(20));
+    let mut want = before.clone();
+    want.extend(after);
+    assert_eq!(
+        read_topic(&target.addr, T, 1, 30),
+        want,
+        "the records before the gap kept, those after it at their source offsets"
+    );
+    assert!(target
+        .log_text()
+        .contains("the source deleted offsets before they were copied"));
+    // Copying again ends the partition's error.
+    eventually(TIMEOUT, "the partition's error to clear", || {
+        let t = status_of(&target.addr, T);
+        (t["state"] == "active" && t["partitions"][0]["error"].is_null()).then_some(())
+    });
+    target.stop();
+    source.stop();
+}
+
+/// The source stops: status says failed and why; the source starts again
+/// on the same data and address: the mirror resumes where it stopped,
+/// nothing written twice. Then the source topic is deleted: failed, with
+/// the reason, and the mirror topic's records stay as they were.
+#[test]
+fn a_mirror_reports_source_failures_and_resumes_exactly_where_it_stopped() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let port = common::cluster::free_port();
+    let listener = format!("PLAINTEXT://127.0.0.1:{port}");
+    let source_flags = ["--listener", &listener, "--default-partitions", "2"];
+    let source_dir = dir.path().join("source");
+    let source = common::start(source_dir.clone(), &source_flags);
+    let target = common::start(dir.path().join("target"), &[]);
+    produce_plain(&source.addr, 20, 0);
+    mirror(
+        &target.addr,
+        &["link", "create", "src", "--source-bootstrap", &source.addr],
+    );
+    mirror(&target.addr, &["topic", "create", TOPIC, "--link", "src"]);
+    let want = read_all(&source.addr, 2, 20);
+    caught_up(&target.addr, &want);
+
+    let source_addr = source.addr.clone();
+    source.stop();
+    let failed = |what: &str| {
+        eventually(Duration::from_secs(90), what, || {
+            let t = status_of(&target.addr, TOPIC);
+            (t["state"] == "failed").then(|| t["error"].as_str().unwrap_or("").to_string())
+        })
+    };
+    let reason = failed("status to report the unreachable source");
+    eprintln!("source stopped: {reason}");
+    assert!(!reason.is_empty(), "a failure names its reason");
+
+    let source = common::start(source_dir, &source_flags);
+    assert_eq!(source.addr, source_addr);
+    produce_plain(&source.addr, 10, 20);
+    let want = read_all(&source.addr, 2, 30);
+    caught_up(&target.addr, &want);
+    assert_eq!(read_all(&target.addr, 2, 30), want);
+    let t = eventually(TIMEOUT, "status active again", || {
+        let t = status_of(&target.addr, TOPIC);
+        (t["state"] == "active").then_some(t)
+    });
+    let copied: u64 = t["partitions"]
+        .as_array()
+        .expect("partitions")
+        .iter()
+        .map(|p| p["records_copied"].as_u64().unwrap_or(0))
+        .sum();
+    assert_eq!(copied, 30, "every record appended once: {t}");
+
+    let r =
+        block_on(common::admin(&source.addr).delete_topics(&[TOPIC], &common::admin_opts(TIMEOUT)))
+            .expect("delete topics");
+    assert!(r[0].is_ok(), "{r:?}");
+    let reason = failed("status to report the deleted source topic");
+    eprintln!("source topic deleted: {reason}");
+    assert!(reason.contains(TOPIC), "{reason}");
+    assert_eq!(
+        read_all(&target.addr, 2, 30),
+        want,
+        "the mirror topic keeps its records"
+    );
+    target.stop();
+    source.stop();
+}
+
+/// What a mirror follows after it started: a topic created on the source
+/// that a `--pattern` mirror matches, a source partition count that grows,
+/// a copied topic config changed on the source; and a LogAppendTime topic
+/// keeps its timestamps and their type.
+#[test]
+fn a_pattern_mirror_follows_new_topics_partitions_configs_and_timestamp_types() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let source = common::start(dir.path().join("source"), &[]);
+    let target = common::start(dir.path().join("target"), &[]);
+    create_topic(
+        &source.addr,
+        "logs.a",
+        1,
+        &[("message.timestamp.type", "LogAppendTime")],
+    );
+    produce_records(&source.addr, "logs.a", 1, 5, 0);
+    let want_a = read_topic(&source.addr, "logs.a", 1, 5);
+    assert!(want_a.iter().all(|r| r.6 == "log-append"), "{want_a:?}");
+    assert!(
+        want_a.iter().all(|r| r.5 != 1_700_000_000_000 + r.1),
+        "the source's append times, not the producer's"
+    );
+    mirror(
+        &target.addr,
+        &["link", "create", "src", "--source-bootstrap", &source.addr],
+    );
+    mirror(
+        &target.addr,
+        &["topic", "create", "--link", "src", "--pattern", r"logs\..*"],
+    );
+    assert_eq!(
+        read_topic(&target.addr, "logs.a", 1, 5),
+        want_a,
+        "same offsets, timestamps and timestamp type"
+    );
+
+    create_topic(&source.addr, "logs.b", 2, &[]);
+    produce_records(&source.addr, "logs.b", 2, 6, 0);
+    let want_b = read_topic(&source.addr, "logs.b", 2, 6);
+    eventually(TIMEOUT, "logs.b mirrored", || {
+        (partition_count(&target.addr, "logs.b") == 2).then_some(())
+    });
+    assert_eq!(read_topic(&target.addr, "logs.b", 2, 6), want_b);
+
+    use rdkafka::admin::{AlterConfig, NewPartitions, ResourceSpecifier};
+    let a = common::admin(&source.addr);
+    let r = block_on(a.create_partitions(
+        &[NewPartitions::new("logs.a", 3)],
+        &common::admin_opts(TIMEOUT),
+    ))
+    .expect("create partitions");
+    assert!(r[0].is_ok(), "{r:?}");
+    let r = block_on(
+        a.alter_configs(
+            &[AlterConfig::new(ResourceSpecifier::Topic("logs.a"))
+                .set("message.timestamp.type", "LogAppendTime")
+                .set("retention.ms", "3600000")],
+            &common::admin_opts(TIMEOUT),
+        ),
+    )
+    .expect("alter configs");
+    assert!(r[0].is_ok(), "{r:?}");
+    eventually(TIMEOUT, "logs.a grown to 3 partitions on es", || {
+        (partition_count(&target.addr, "logs.a") == 3).then_some(())
+    });
+    eventually(TIMEOUT, "logs.a's retention.ms on es", || {
+        (topic_config(&target.addr, "logs.a", "retention.ms").as_deref() == Some("3600000"))
+            .then_some(())
+    });
+    produce_records(&source.addr, "logs.a", 3, 3, 5);
+    let want_a = read_topic(&source.addr, "logs.a", 3, 8);
+    assert_eq!(read_topic(&target.addr, "logs.a", 3, 8), want_a);
+    assert_eq!(
+        topic_config(&target.addr, "logs.a", "message.timestamp.type").as_deref(),
+        Some("LogAppendTime")
+    );
     target.stop();
     source.stop();
 }

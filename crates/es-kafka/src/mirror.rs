@@ -48,6 +48,14 @@ pub struct PartitionStatus {
     /// Records copied per second lately (this node, since it started).
     #[serde(default)]
     pub records_per_second: u64,
+    /// Offsets the source deleted (retention, DeleteRecords) before they
+    /// were copied, which the mirror stepped over (this node, since it
+    /// started).
+    #[serde(default)]
+    pub offsets_skipped: u64,
+    /// Why this partition does not copy (until it copies again).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 /// A future the service answers with.

@@ -99,6 +99,15 @@ impl Gather {
             .any(|(_, ps)| ps.values().any(|p| !p.offsets.is_empty()))
     }
 
+    /// The partitions with records waiting: (es topic, partition).
+    pub fn waiting(&self) -> impl Iterator<Item = (&str, i32)> {
+        self.pending.iter().flat_map(|(t, ps)| {
+            ps.iter()
+                .filter(|(_, p)| !p.offsets.is_empty())
+                .map(move |(partition, _)| (t.as_str(), *partition))
+        })
+    }
+
     /// Appends what is gathered (for `topic` only, when given) and waits
     /// until it is durable; per partition what was copied or why not.
     pub fn flush(

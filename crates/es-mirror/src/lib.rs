@@ -24,6 +24,7 @@ pub mod acls;
 pub mod copy;
 pub mod groups;
 pub mod quotas;
+pub mod schedule;
 pub mod source;
 pub mod status;
 pub mod topics;
@@ -204,7 +205,13 @@ impl MirrorService {
         let error = stats
             .error
             .clone()
-            .or_else(|| self.shared.link_error_of(&t.link));
+            .or_else(|| self.shared.link_error_of(&t.link))
+            .or_else(|| {
+                stats
+                    .partitions
+                    .iter()
+                    .find_map(|(p, s)| s.error.as_ref().map(|e| format!("partition {p}: {e}")))
+            });
         let state = match t.state {
             MirrorState::Promoted => "promoted",
             MirrorState::Paused => "paused",
@@ -218,7 +225,7 @@ impl MirrorService {
                 let s = stats
                     .partitions
                     .get(&slot.index)
-                    .copied()
+                    .cloned()
                     .unwrap_or_else(status::PartitionStats::unknown);
                 partitions.push(PartitionStatus {
                     partition: slot.index,
@@ -232,6 +239,8 @@ impl MirrorService {
                     records_copied: s.records,
                     bytes_copied: s.bytes,
                     records_per_second: s.records_per_second(),
+                    offsets_skipped: s.skipped,
+                    error: s.error,
                 });
             }
         }

@@ -1,12 +1,15 @@
 //! The source cluster's clients: librdkafka configured from a link (its
 //! bootstrap servers and the user's settings in librdkafka's names), plus
-//! the settings a mirror must have, which a link cannot override.
+//! the settings a mirror must have, which a link cannot override; and the
+//! watermarks librdkafka caches from each fetch response
+//! ([`cached_watermarks`], the crate's one unsafe call outside
+//! [`crate::acls`]).
 
 use std::time::Duration;
 
 use es_meta::mirror::MirrorLink;
 use rdkafka::config::ClientConfig;
-use rdkafka::consumer::BaseConsumer;
+use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::KafkaError;
 
 /// Settings every mirror consumer has: only committed records (aborted
@@ -56,4 +59,33 @@ pub fn client_config(link: &MirrorLink, group: &str, eof: bool) -> ClientConfig 
 /// The mirror's consumer for `link`.
 pub fn consumer(link: &MirrorLink, eof: bool) -> Result<BaseConsumer, KafkaError> {
     client_config(link, &format!("es-mirror.{}", link.name), eof).create()
+}
+
+/// The source's log start and high watermark of `topic`-`partition` as the
+/// last fetch response for it said (librdkafka keeps them for every
+/// partition it fetches: no request is made). `None` when none is known
+/// yet (nothing fetched) or the name cannot be passed to librdkafka.
+#[allow(unsafe_code)]
+pub fn cached_watermarks(
+    consumer: &BaseConsumer,
+    topic: &str,
+    partition: i32,
+) -> Option<(i64, i64)> {
+    use rdkafka::bindings as rd;
+    let name = std::ffi::CString::new(topic).ok()?;
+    let (mut low, mut high) = (-1i64, -1i64);
+    // SAFETY: the client pointer is the live client `consumer` owns;
+    // `name` is a NUL-terminated string that outlives the call, which only
+    // reads it; `low` and `high` are valid for writes. The call takes the
+    // partition's lock and copies two integers.
+    let err = unsafe {
+        rd::rd_kafka_get_watermark_offsets(
+            consumer.client().native_ptr(),
+            name.as_ptr(),
+            partition,
+            &mut low,
+            &mut high,
+        )
+    };
+    (err == rd::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR && high >= 0).then_some((low, high))
 }

@@ -1,6 +1,8 @@
 //! What the workers report for `es-broker mirror status`: per link its
 //! last error, per mirror topic its last error and per partition the
-//! source's high watermark and what was copied. Shared between the workers
+//! source's high watermark, what was copied, what could not be (offsets the
+//! source deleted first) and the partition's own error until it copies
+//! again. Shared between the workers
 //! (writers) and the service (reader); es's log ends are read when asked.
 
 use std::collections::BTreeMap;
@@ -16,12 +18,16 @@ const RATE_WINDOW: Duration = Duration::from_secs(1);
 const RATE_STALE: Duration = Duration::from_secs(5);
 
 /// One partition's counters.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct PartitionStats {
-    /// The source's high watermark when last asked (-1: never).
+    /// The source's high watermark as last seen (-1: never).
     pub source_hw: i64,
     pub records: u64,
     pub bytes: u64,
+    /// Offsets the source deleted before they were copied (gaps closed).
+    pub skipped: u64,
+    /// Why the partition does not copy, until it copies again.
+    pub error: Option<String>,
     /// Records per second over the last full window.
     rate: u64,
     window: Option<(Instant, u64)>,
@@ -88,6 +94,50 @@ impl Shared {
             .source_hw = hw;
     }
 
+    /// [`Shared::set_source_hw`] of many partitions under one lock.
+    pub fn set_source_hws(&self, hws: &[(&str, i32, i64)]) {
+        if hws.is_empty() {
+            return;
+        }
+        let mut t = self.topics.lock();
+        for (topic, partition, hw) in hws {
+            let stats = match t.get_mut(*topic) {
+                Some(s) => s,
+                None => t.entry((*topic).to_string()).or_default(),
+            };
+            stats
+                .partitions
+                .entry(*partition)
+                .or_insert_with(PartitionStats::unknown)
+                .source_hw = *hw;
+        }
+    }
+
+    /// Sets (or clears, with `None`) `partition`'s own error.
+    pub fn partition_error(&self, topic: &str, partition: i32, error: Option<String>) {
+        self.topics
+            .lock()
+            .entry(topic.to_string())
+            .or_default()
+            .partitions
+            .entry(partition)
+            .or_insert_with(PartitionStats::unknown)
+            .error = error;
+    }
+
+    /// Counts `n` offsets the source deleted before they were copied.
+    pub fn skipped(&self, topic: &str, partition: i32, n: u64) {
+        let mut t = self.topics.lock();
+        let s = t
+            .entry(topic.to_string())
+            .or_default()
+            .partitions
+            .entry(partition)
+            .or_insert_with(PartitionStats::unknown);
+        s.skipped = s.skipped.saturating_add(n);
+    }
+
+    /// Counts an append; the partition copies, so its error is over.
     pub fn copied(&self, topic: &str, partition: i32, c: Copied) {
         let mut t = self.topics.lock();
         let s = t
@@ -96,6 +146,7 @@ impl Shared {
             .partitions
             .entry(partition)
             .or_insert_with(PartitionStats::unknown);
+        s.error = None;
         s.records += c.records;
         s.bytes += c.bytes;
         let now = Instant::now();

@@ -1,7 +1,8 @@
 //! One link's worker: a thread of its own (librdkafka's consumer blocks)
 //! that follows the metadata and copies.
 //!
-//! Every [`REFRESH`] (and whenever the metadata image changes) it reads the
+//! Every [`REFRESH`] (and whenever the metadata image changes; after a
+//! failure with a growing back-off, [`crate::schedule`]) it reads the
 //! link's mirror topics from the metadata, adds the source topics that match
 //! the link's patterns, creates each es topic with the source's partition
 //! count and topic configs (growing it when the source grows, keeping the
@@ -9,9 +10,15 @@
 //! partition this node leads, each at its es log end: the es log is where
 //! a mirror resumes, so a restart of either side continues exactly there.
 //! Between refreshes it polls the source and appends what arrives
-//! ([`crate::copy`]); every link's `group_sync_interval_ms` it copies group
-//! offsets ([`crate::groups`]). Promotion ([`Command::Promote`]) runs here
-//! too, because it needs the consumer: see [`Worker::promote`].
+//! ([`crate::copy`]), and takes the source's high watermark of each
+//! partition from librdkafka's last fetch response (so the lag it reports
+//! is current); every link's `group_sync_interval_ms` it copies group
+//! offsets ([`crate::groups`]). When the source deleted offsets the mirror
+//! had not copied (retention, DeleteRecords), librdkafka stops fetching the
+//! partition (`auto.offset.reset=error`): the worker closes the gap at the
+//! source's log start, reports it on the partition until it copies again,
+//! and assigns the partition again. Promotion ([`Command::Promote`]) runs
+//! here too, because it needs the consumer: see [`Worker::promote`].
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -27,7 +34,7 @@ use es_meta::mirror::{MirrorLink, MirrorState, MirrorTopic};
 use rdkafka::admin::AdminClient;
 use rdkafka::client::DefaultClientContext;
 use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::error::KafkaError;
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::{Offset, TopicPartitionList};
 use regex::Regex;
 use tokio::runtime::Handle;
@@ -36,20 +43,19 @@ use crate::acls;
 use crate::copy::{close_gap, local_partition, Gather};
 use crate::groups::{groups_of, GroupReaders};
 use crate::quotas;
+use crate::schedule::{Schedule, BACKOFF_MAX, BACKOFF_MIN};
 use crate::source::{self, SOURCE_REQUEST_TIMEOUT};
 use crate::status::Shared;
 use crate::topics;
 
-/// How often the worker re-reads the source's topics and its own.
-pub const REFRESH: Duration = Duration::from_secs(5);
+pub use crate::schedule::REFRESH;
 /// Longest one poll waits for records.
 const POLL: Duration = Duration::from_millis(100);
 /// Longest records gather before they are appended.
 const GATHER: Duration = Duration::from_millis(50);
-/// Wait before a failed source connection is tried again, doubling to
-/// [`BACKOFF_MAX`].
-const BACKOFF_MIN: Duration = Duration::from_millis(500);
-const BACKOFF_MAX: Duration = Duration::from_secs(30);
+/// How often the source's high watermarks are taken from librdkafka's
+/// cache of the last fetch responses (no request).
+const WATERMARKS: Duration = Duration::from_millis(200);
 /// How long the promotion probe waits for the source.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -83,8 +89,15 @@ pub struct Worker {
     groups: GroupReaders,
     /// Topics being promoted: not copied.
     promoting: HashSet<String>,
-    last_refresh: Option<Instant>,
-    last_groups: Option<Instant>,
+    schedule: Schedule,
+    /// The next refresh assigns every partition again, even if the set is
+    /// the same: a partition's fetch stopped (offset out of range) or its
+    /// log end was moved past a gap.
+    reassign_all: bool,
+    /// The mirror topics the last refresh followed, with their source
+    /// partition counts (what the group sync copies offsets of).
+    followed: Vec<(MirrorTopic, i32)>,
+    last_watermarks: Instant,
     last_image: Option<Arc<MetaImage>>,
     /// ACL bindings this worker created (the only ones it deletes).
     acls_made: HashSet<AclBinding>,
@@ -136,8 +149,10 @@ pub fn run(
         gather: Gather::default(),
         groups: GroupReaders::default(),
         promoting: HashSet::new(),
-        last_refresh: None,
-        last_groups: None,
+        schedule: Schedule::new(Instant::now()),
+        reassign_all: false,
+        followed: Vec::new(),
+        last_watermarks: Instant::now(),
         last_image: None,
         acls_made: HashSet::new(),
         quotas_made: BTreeSet::new(),
@@ -150,18 +165,28 @@ pub fn run(
             (Some(a), Some(b)) => !Arc::ptr_eq(a, b),
             (a, b) => a.is_some() != b.is_some(),
         };
-        if changed || w.last_refresh.is_none_or(|t| t.elapsed() >= REFRESH) {
+        if changed || w.schedule.refresh_due(Instant::now()) {
             w.last_image = image.clone();
-            if let Some(image) = image {
-                match w.refresh(&image) {
-                    Ok(()) => w.shared.link_error(&w.link.name, None),
-                    Err(e) => {
-                        tracing::warn!(link = %w.link.name, error = %e, "mirror refresh failed");
-                        w.shared.link_error(&w.link.name, Some(e));
+            let ok = match image {
+                Some(image) => match w.refresh(&image) {
+                    Ok(all) => {
+                        w.shared.link_error(&w.link.name, None);
+                        all
                     }
-                }
-            }
-            w.last_refresh = Some(Instant::now());
+                    Err(e) => {
+                        tracing::warn!(link = %w.link.name, error = %e, retry_in = ?w.schedule.backoff(), "mirror refresh failed");
+                        w.shared.link_error(&w.link.name, Some(e));
+                        false
+                    }
+                },
+                None => true,
+            };
+            w.schedule.refreshed(ok, Instant::now());
+        }
+        let interval = Duration::from_millis(w.link.group_sync_interval_ms);
+        if w.schedule.groups_due(interval, Instant::now()) {
+            w.schedule.groups_synced(Instant::now());
+            w.sync_link_state();
         }
         w.poll_and_copy();
         while let Ok(cmd) = commands.try_recv() {
@@ -174,8 +199,9 @@ pub fn run(
 
 impl Worker {
     /// Follows the metadata and the source: topics, partitions, configs,
-    /// the assignment, group offsets.
-    fn refresh(&mut self, image: &MetaImage) -> Result<(), String> {
+    /// the assignment. False when a topic could not be followed (reported
+    /// on the topic).
+    fn refresh(&mut self, image: &MetaImage) -> Result<bool, String> {
         if let Some(l) = image.mirror_links.get(&self.link.name) {
             self.link = l.clone();
         }
@@ -195,6 +221,7 @@ impl Worker {
             .collect();
         let mut want: BTreeMap<(String, i32), (String, u64)> = BTreeMap::new();
         let mut counts: Vec<(MirrorTopic, i32)> = Vec::new();
+        let mut all = true;
         for mt in &mine {
             match self.follow_topic(image, mt, &mut want) {
                 Ok(n) => {
@@ -204,28 +231,34 @@ impl Worker {
                 Err(e) => {
                     tracing::warn!(topic = %mt.topic, error = %e, "mirror topic not followed");
                     self.shared.topic_error(&mt.topic, Some(e));
+                    all = false;
                 }
             }
         }
+        self.followed = counts;
         self.reassign(want)?;
-        let due = self
-            .last_groups
-            .is_none_or(|t| t.elapsed() >= Duration::from_millis(self.link.group_sync_interval_ms));
-        if due {
-            self.last_groups = Some(Instant::now());
-            self.sync_groups(&counts)?;
-            if self.link.sync_acls {
-                if let Err(e) = self.sync_acls() {
-                    tracing::warn!(link = %self.link.name, error = %e, "ACLs not synced; retried at the next group sync");
-                }
-            }
-            if self.link.sync_quotas {
-                if let Err(e) = self.sync_quotas() {
-                    tracing::warn!(link = %self.link.name, error = %e, "client quotas not synced; retried at the next group sync");
-                }
+        Ok(all)
+    }
+
+    /// What follows the link's group sync interval: group offsets, and
+    /// ACLs and client quotas when the link copies them. A failure is
+    /// reported on the link and retried at the next interval.
+    fn sync_link_state(&mut self) {
+        let followed = self.followed.clone();
+        if let Err(e) = self.sync_groups(&followed) {
+            tracing::warn!(link = %self.link.name, error = %e, "group offsets not synced; retried at the next group sync");
+            self.shared.link_error(&self.link.name, Some(e));
+        }
+        if self.link.sync_acls {
+            if let Err(e) = self.sync_acls() {
+                tracing::warn!(link = %self.link.name, error = %e, "ACLs not synced; retried at the next group sync");
             }
         }
-        Ok(())
+        if self.link.sync_quotas {
+            if let Err(e) = self.sync_quotas() {
+                tracing::warn!(link = %self.link.name, error = %e, "client quotas not synced; retried at the next group sync");
+            }
+        }
     }
 
     /// Creates on es the source's ACL bindings es lacks and deletes those
@@ -334,6 +367,12 @@ impl Worker {
             return Err(format!("source topic {} not found", mt.source_topic));
         };
         if let Some(e) = t.error() {
+            if e == rdkafka::types::RDKafkaRespErr::RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART {
+                return Err(format!(
+                    "source topic {} does not exist (deleted on the source?); the mirror topic keeps what it copied",
+                    mt.source_topic
+                ));
+            }
             return Err(format!("source topic {}: {e:?}", mt.source_topic));
         }
         let n = i32::try_from(t.partitions().len()).unwrap_or(i32::MAX);
@@ -348,7 +387,7 @@ impl Worker {
         let Some(info) = image.topics.get(&mt.topic) else {
             // Created just now: assigned at the next refresh, once the
             // metadata has it.
-            self.last_refresh = None;
+            self.schedule.refresh_now(Instant::now());
             return Ok(n);
         };
         for (p, pi) in info.partitions.iter().enumerate() {
@@ -365,6 +404,7 @@ impl Worker {
                 .map_err(|e| format!("source offsets of {}-{p}: {e}", mt.source_topic))?;
             self.shared.set_source_hw(&mt.topic, p, high);
             let low = u64::try_from(low).unwrap_or(0);
+            let high = u64::try_from(high).unwrap_or(0);
             let mut end = storage.log_end_offset();
             if end < low {
                 if storage.log_start_offset() == end {
@@ -375,23 +415,49 @@ impl Worker {
                 } else {
                     tracing::error!(topic = %mt.topic, partition = p, from = end, to = low, "the source deleted offsets before they were copied; the mirror continues at the source's log start");
                     close_gap(&storage, low)?;
+                    self.shared.skipped(&mt.topic, p, low - end);
+                    self.shared.partition_error(
+                        &mt.topic,
+                        p,
+                        Some(format!(
+                            "the source deleted offsets {end} to {} before they were copied (retention or DeleteRecords); the gap is closed and copying continues at {low}",
+                            low - 1
+                        )),
+                    );
                 }
+                // librdkafka stopped fetching it at the old end (offset
+                // out of range): it must be assigned again.
+                self.reassign_all = true;
                 end = low;
+            } else if end > high {
+                self.shared.partition_error(
+                    &mt.topic,
+                    p,
+                    Some(format!(
+                        "es holds offsets up to {} but the source's partition ends at {high}: the source lost records es copied; copying resumes when the source passes {end}",
+                        end - 1
+                    )),
+                );
+            } else if end == high {
+                // Nothing to copy: whatever stopped it is over.
+                self.shared.partition_error(&mt.topic, p, None);
             }
             want.insert((mt.topic.clone(), p), (mt.source_topic.clone(), end));
         }
         Ok(n)
     }
 
-    /// Assigns exactly `want` (each at its es log end) if it changed.
+    /// Assigns exactly `want` (each at its es log end) if it changed, or
+    /// if a partition must be assigned again ([`Worker::reassign_all`]).
     fn reassign(&mut self, want: BTreeMap<(String, i32), (String, u64)>) -> Result<(), String> {
         let same = want.len() == self.assigned.len()
             && want
                 .iter()
                 .all(|(k, (src, _))| self.assigned.get(k) == Some(src));
-        if same {
+        if same && !std::mem::take(&mut self.reassign_all) {
             return Ok(());
         }
+        self.reassign_all = false;
         self.flush(None);
         let mut tpl = TopicPartitionList::new();
         self.floors.clear();
@@ -449,11 +515,55 @@ impl Worker {
                     tracing::warn!(link = %self.link.name, error = %e, "source consumer error");
                     self.shared
                         .link_error(&self.link.name, Some(format!("source: {e}")));
+                    if matches!(
+                        e.rdkafka_error_code(),
+                        Some(
+                            RDKafkaErrorCode::AutoOffsetReset | RDKafkaErrorCode::OffsetOutOfRange
+                        )
+                    ) {
+                        // librdkafka stopped fetching a partition (which one
+                        // its error does not say): the next refresh looks at
+                        // the source's log starts and assigns again.
+                        self.reassign_all = true;
+                    }
+                    self.schedule.source_failed(Instant::now());
                     break;
                 }
             }
         }
+        // Before the append: the high watermarks of the fetch responses
+        // the records came from, so a reader never sees es's end past the
+        // source's high watermark.
+        self.note_watermarks();
         self.flush(None);
+    }
+
+    /// Takes the source high watermark of each partition with records
+    /// to append, and every [`WATERMARKS`] of every assigned partition,
+    /// from librdkafka's last fetch response for it.
+    fn note_watermarks(&mut self) {
+        let all = self.last_watermarks.elapsed() >= WATERMARKS;
+        if all {
+            self.last_watermarks = Instant::now();
+        }
+        let keys: Vec<(&str, i32)> = if all {
+            self.assigned
+                .keys()
+                .map(|(t, p)| (t.as_str(), *p))
+                .collect()
+        } else {
+            self.gather.waiting().collect()
+        };
+        let mut seen: Vec<(&str, i32, i64)> = Vec::with_capacity(keys.len());
+        for (topic, p) in keys {
+            let src = self.assigned.get(&(topic.to_string(), p));
+            if let Some((_, high)) =
+                src.and_then(|src| source::cached_watermarks(&self.consumer, src, p))
+            {
+                seen.push((topic, p, high));
+            }
+        }
+        self.shared.set_source_hws(&seen);
     }
 
     /// Appends what is gathered (for `topic` only, when given).
@@ -473,14 +583,15 @@ impl Worker {
                     tracing::warn!(topic = %t, partition = p, error = %e, "mirror append failed; the partition is assigned again at its log end");
                     self.shared.topic_error(&t, Some(e));
                     self.assigned.clear();
-                    self.last_refresh = None;
+                    self.schedule.refresh_now(Instant::now());
                 }
             }
         }
     }
 
     fn sync_groups(&mut self, topics: &[(MirrorTopic, i32)]) -> Result<(), String> {
-        if self.link.groups.is_empty() && self.link.group_patterns.is_empty() {
+        if topics.is_empty() || (self.link.groups.is_empty() && self.link.group_patterns.is_empty())
+        {
             return Ok(());
         }
         let groups = groups_of(&self.link, &self.consumer)?;
@@ -505,13 +616,13 @@ impl Worker {
                 let r = self.promote(&topic, max_lag);
                 if r.is_err() {
                     self.promoting.remove(&topic);
-                    self.last_refresh = None;
+                    self.schedule.refresh_now(Instant::now());
                 }
                 let _ = reply.send(r);
             }
             Command::Resume { topic } => {
                 self.promoting.remove(&topic);
-                self.last_refresh = None;
+                self.schedule.refresh_now(Instant::now());
             }
         }
     }
