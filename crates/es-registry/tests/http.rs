@@ -569,3 +569,131 @@ fn concurrent_registrations_get_distinct_stable_ids() {
     let (st, v) = json_call("GET", &format!("{}/subjects/same/versions", s.base), None);
     assert_eq!((st, v), (200, json!([1])));
 }
+
+/// The two 422s a client meets only through IMPORT mode and odd subject
+/// names, over HTTP as Confluent answers them: 42207 when an import names
+/// an id other than the one the subject already holds the schema under,
+/// 42208 for a subject Confluent refuses (a control character, a reserved
+/// name, over `SUBJECT_BYTES_MAX`) on registration, config and mode. A
+/// refused call leaves `schemas.json` as it was.
+#[test]
+fn import_id_mismatch_and_invalid_subjects_answer_42207_and_42208() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let s = Server::start(dir.path()).expect("starts");
+    let u = |p: &str| format!("{}{p}", s.base);
+    let err = |m: &str, p: &str, b: Option<Value>| {
+        let (st, v) = json_call(m, &u(p), b);
+        (st, v["error_code"].as_u64().unwrap_or(0), v)
+    };
+
+    assert_eq!(
+        json_call(
+            "PUT",
+            &u("/mode/imp?force=true"),
+            Some(json!({"mode": "IMPORT"}))
+        ),
+        (200, json!({"mode": "IMPORT"}))
+    );
+    assert_eq!(
+        json_call(
+            "POST",
+            &u("/subjects/imp/versions"),
+            Some(json!({"schema": USER, "id": 100, "version": 1}))
+        ),
+        (200, json!({"id": 100}))
+    );
+    let file = dir.path().join("schemas.json");
+    let before = std::fs::read(&file).expect("schemas.json");
+
+    // The subject holds USER under id 100: importing it as id 7 is 42207.
+    let (st, code, body) = err(
+        "POST",
+        "/subjects/imp/versions",
+        Some(json!({"schema": USER, "id": 7, "version": 2})),
+    );
+    assert_eq!((st, code), (422, 42207), "{body}");
+    assert!(
+        body["message"].as_str().unwrap_or("").contains("id 100"),
+        "{body}"
+    );
+    assert_eq!(
+        json_call("GET", &u("/subjects/imp/versions"), None),
+        (200, json!([1]))
+    );
+    assert_eq!(err("GET", "/schemas/ids/7", None).1, 40403);
+    // The same import with the id it has is accepted as a no-op.
+    assert_eq!(
+        json_call(
+            "POST",
+            &u("/subjects/imp/versions"),
+            Some(json!({"schema": USER, "id": 100, "version": 1}))
+        ),
+        (200, json!({"id": 100}))
+    );
+
+    // 42208: a control character, Confluent's reserved names, a name over
+    // the limit; on registration, subject config and subject mode.
+    let long = "a".repeat(es_registry::limits::SUBJECT_BYTES_MAX + 1);
+    for (m, p, b) in [
+        (
+            "POST",
+            "/subjects/a%01b/versions".to_string(),
+            json!({"schema": USER}),
+        ),
+        (
+            "POST",
+            "/subjects/__GLOBAL/versions".to_string(),
+            json!({"schema": USER}),
+        ),
+        (
+            "POST",
+            "/subjects/__EMPTY/versions".to_string(),
+            json!({"schema": USER}),
+        ),
+        (
+            "POST",
+            format!("/subjects/{long}/versions"),
+            json!({"schema": USER}),
+        ),
+        (
+            "PUT",
+            "/config/__GLOBAL".to_string(),
+            json!({"compatibility": "FULL"}),
+        ),
+        (
+            "PUT",
+            format!("/config/{long}"),
+            json!({"compatibility": "FULL"}),
+        ),
+        (
+            "PUT",
+            "/mode/a%01b".to_string(),
+            json!({"mode": "READONLY"}),
+        ),
+        ("PUT", format!("/mode/{long}"), json!({"mode": "READONLY"})),
+    ] {
+        let (st, code, body) = err(m, &p, Some(b));
+        assert_eq!(
+            (st, code),
+            (422, 42208),
+            "{m} {}: {body}",
+            &p[..p.len().min(40)]
+        );
+    }
+    assert_eq!(
+        json_call("GET", &u("/subjects"), None),
+        (200, json!(["imp"]))
+    );
+    assert_eq!(std::fs::read(&file).expect("schemas.json"), before);
+
+    // A name of exactly the limit is a subject like any other.
+    let longest = "a".repeat(es_registry::limits::SUBJECT_BYTES_MAX);
+    assert_eq!(
+        json_call(
+            "POST",
+            &u(&format!("/subjects/{longest}/versions")),
+            Some(json!({"schema": USER2}))
+        ),
+        (200, json!({"id": 101}))
+    );
+}
