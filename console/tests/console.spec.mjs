@@ -541,9 +541,9 @@ async function main() {
       return msg;
     });
 
-    // -- the other pages render what the API has; docs/admin-api.md lists
-    // producers, transactions, ACLs and users as "not served yet" (404): the
-    // pages must then say so, and the checks of their data are skipped. --
+    // -- the other pages render what the API has; an older es-broker answers
+    // 404 for producers, transactions, ACLs and users: the pages must then say
+    // so, and the checks of their data are skipped. --
     const served = async (p) => (await fetch(`${base}api/v1${p}`)).status !== 404;
     if (await served('/producers')) {
       await goto(page, '#/producers', tid('producers-table'));

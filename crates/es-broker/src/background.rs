@@ -17,14 +17,25 @@
 //! end before it closes the partitions, so no pass ever runs against a closed
 //! log. A failed partition is logged and retried at the next pass (a cold copy
 //! that failed leaves its segment in place, as es-storage promises). A pass
-//! that changed something logs one summary line.
+//! that changed something, or that was long enough to report progress, logs
+//! one summary line when it ends.
+//!
+//! A long pass says where it is at most every [`PROGRESS_INTERVAL`]
+//! ([`Reporting`]): between partitions (`compaction pass: 120 of 400
+//! partitions`) and inside one partition's compaction, from es-storage's
+//! progress callback (`compaction pass: orders-3 read 1.2 GiB of 4.0 GiB
+//! (30%), partition 5 of 40`, then `compaction of orders-3 done in 12.0 s`).
+//! The compaction pass's figures are also gauges (es-storage's
+//! `CompactionPassGauges`, `es_compaction_pass_*` in /metrics).
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use es_kafka::broker::{Broker, Timers};
 use es_kafka::hw_checkpoint;
-use es_storage::{CompactionReport, RetentionReport, StorageError};
+use es_storage::metrics::CompactionPassGauges;
+use es_storage::{CompactionProgress, CompactionReport, RetentionReport, StorageError};
+use parking_lot::Mutex;
 use tokio::sync::watch;
 
 /// Which cleaner a loop runs.
@@ -70,6 +81,9 @@ pub struct PassSummary {
     pub bytes_compacted_away: u64,
     /// Partitions whose turn failed (logged one by one, retried next pass).
     pub errors: usize,
+    /// The pass reported progress (it was long): its end is logged whatever
+    /// it did.
+    pub reported_progress: bool,
 }
 
 impl PassSummary {
@@ -96,9 +110,15 @@ impl PassSummary {
         }
     }
 
-    /// Whether the pass deserves its log line.
+    /// Whether the pass changed or failed something.
     pub fn did_something(&self) -> bool {
         self.changed > 0 || self.cold_copy_failures > 0 || self.errors > 0
+    }
+
+    /// Whether the pass deserves its log line: it did something, or it
+    /// reported progress and so must say that it ended.
+    pub fn worth_a_line(&self) -> bool {
+        self.did_something() || self.reported_progress
     }
 }
 
@@ -152,7 +172,124 @@ pub async fn api_keys_loop(broker: Arc<Broker>, mut stop: watch::Receiver<bool>)
 }
 
 /// How often a long pass logs its progress.
-const PROGRESS_INTERVAL: Duration = Duration::from_secs(5);
+pub const PROGRESS_INTERVAL: Duration = Duration::from_secs(5);
+
+/// What a long pass says about where it is.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Report {
+    /// Between partitions: `done` of the `total` partitions the cleaner
+    /// applies to are behind it.
+    Partitions {
+        cleaner: Cleaner,
+        done: usize,
+        total: usize,
+    },
+    /// Inside one partition's compaction, the `done`+1-th of `total`.
+    Compacting {
+        topic: String,
+        partition: i32,
+        progress: CompactionProgress,
+        done: usize,
+        total: usize,
+    },
+    /// A partition whose compaction reported progress is done.
+    Compacted {
+        topic: String,
+        partition: i32,
+        seconds: f64,
+    },
+}
+
+/// Where a pass's progress goes: how often at most ([`PROGRESS_INTERVAL`]
+/// in the broker; a test makes it zero), the compaction gauges, and the
+/// reports (the log in the broker).
+#[derive(Clone)]
+pub struct Reporting {
+    pub every: Duration,
+    pub gauges: CompactionPassGauges,
+    pub sink: Arc<dyn Fn(&Report) + Send + Sync>,
+}
+
+impl Default for Reporting {
+    fn default() -> Self {
+        Reporting {
+            every: PROGRESS_INTERVAL,
+            gauges: es_storage::metrics::storage_metrics()
+                .compaction_pass
+                .clone(),
+            sink: Arc::new(log_report),
+        }
+    }
+}
+
+/// When a pass last reported: shared with the blocking side of a
+/// partition's compaction.
+#[derive(Clone)]
+struct Clock {
+    last: Arc<Mutex<Instant>>,
+    every: Duration,
+}
+
+impl Clock {
+    /// Whether a report is due now (and, if so, the next one is `every` away).
+    fn due(&self) -> bool {
+        let mut last = self.last.lock();
+        if last.elapsed() >= self.every {
+            *last = Instant::now();
+            true
+        } else {
+            false
+        }
+    }
+}
+
+/// The broker's sink: one log line per report.
+fn log_report(r: &Report) {
+    match r {
+        Report::Partitions {
+            cleaner,
+            done,
+            total,
+        } => tracing::info!(
+            done,
+            total,
+            "{} pass: {done} of {total} partitions",
+            cleaner.name()
+        ),
+        Report::Compacting {
+            topic,
+            partition,
+            progress,
+            done,
+            total,
+        } => {
+            let (read, all) = (progress.bytes_read, progress.bytes_total);
+            tracing::info!(
+                topic = %topic,
+                partition,
+                read_bytes = read,
+                total_bytes = all,
+                done,
+                total,
+                "compaction pass: {topic}-{partition} read {} of {} ({:.0}%), partition {} of {total}",
+                crate::admin::human_bytes(read),
+                crate::admin::human_bytes(all),
+                if all == 0 { 100.0 } else { read as f64 * 100.0 / all as f64 },
+                done + 1,
+            );
+        }
+        Report::Compacted {
+            topic,
+            partition,
+            seconds,
+        } => tracing::info!(
+            topic = %topic,
+            partition,
+            seconds,
+            "compaction of {topic}-{partition} done in {seconds:.1} s"
+        ),
+    }
+}
 
 /// Runs `cleaner` every `interval` (after each pass ends) until `stop` flips.
 pub async fn cleaner_loop(
@@ -181,7 +318,7 @@ pub async fn cleaner_loop(
                     .inc_by(summary.bytes_compacted_away);
             }
         }
-        if summary.did_something() {
+        if summary.worth_a_line() {
             log_pass(cleaner, &summary);
         }
     }
@@ -215,57 +352,118 @@ fn log_pass(cleaner: Cleaner, s: &PassSummary) {
 }
 
 /// One pass over every partition; `None` when shutdown began mid-pass.
+/// Reports its progress to the log and the compaction gauges.
 pub async fn pass(
     broker: &Arc<Broker>,
     cleaner: Cleaner,
     stop: &watch::Receiver<bool>,
 ) -> Option<PassSummary> {
+    pass_reporting(broker, cleaner, stop, &Reporting::default()).await
+}
+
+/// [`pass`], reporting to `reporting`.
+pub async fn pass_reporting(
+    broker: &Arc<Broker>,
+    cleaner: Cleaner,
+    stop: &watch::Receiver<bool>,
+    reporting: &Reporting,
+) -> Option<PassSummary> {
     let mut summary = PassSummary::default();
     let all = broker.partitions_snapshot();
-    let total = all.len();
-    // A pass over many partitions says where it is every few seconds.
-    let mut reported = std::time::Instant::now();
-    for (done, (topic, slot)) in all.into_iter().enumerate() {
-        if *stop.borrow() {
-            return None;
+    let applies = |topic: &es_kafka::topics::Topic| {
+        let policy = topic.config().cleanup_policy();
+        match cleaner {
+            Cleaner::Retention => policy.delete,
+            Cleaner::Compaction => policy.compact,
         }
-        if reported.elapsed() >= PROGRESS_INTERVAL {
-            reported = std::time::Instant::now();
-            tracing::info!(
-                done,
-                total,
-                "{} pass: {done} of {total} partitions",
-                cleaner.name()
-            );
+    };
+    // The partitions this cleaner has work for; a topic whose policy
+    // changes during the pass is counted as its turn comes.
+    let mut total = all.iter().filter(|(t, _)| applies(t)).count();
+    let gauges = &reporting.gauges;
+    if cleaner == Cleaner::Compaction {
+        gauges.begin_pass(total as u64);
+    }
+    let clock = Clock {
+        last: Arc::new(Mutex::new(Instant::now())),
+        every: reporting.every,
+    };
+    let mut done = 0usize;
+    for (topic, slot) in all {
+        if *stop.borrow() {
+            if cleaner == Cleaner::Compaction {
+                gauges.end_pass();
+            }
+            return None;
         }
         // Topics this cleaner has nothing to do for cost no blocking task.
         // (The blocking side reads the config again: it may change meanwhile.)
-        let policy = topic.config().cleanup_policy();
-        let applies = match cleaner {
-            Cleaner::Retention => policy.delete,
-            Cleaner::Compaction => policy.compact,
-        };
-        if !applies {
+        if !applies(&topic) {
             continue;
+        }
+        total = total.max(done + 1);
+        if clock.due() {
+            summary.reported_progress = true;
+            (reporting.sink)(&Report::Partitions {
+                cleaner,
+                done,
+                total,
+            });
         }
         let b = broker.clone();
         let (t, p) = (topic.clone(), slot.clone());
-        let turn = tokio::task::spawn_blocking(move || -> Result<Option<Outcome>, StorageError> {
-            let now = b.clock().now_ms();
-            Ok(match cleaner {
-                Cleaner::Retention => b.enforce_retention(&t, &p, now)?.map(Outcome::Retention),
-                Cleaner::Compaction => {
-                    let before = p.log.size_bytes();
-                    let r = b.compact(&t, &p, now)?;
-                    let freed = before.saturating_sub(p.log.size_bytes());
-                    r.map(|c| Outcome::Compaction(c, freed))
-                }
-            })
-        })
+        let (r, c, n, of) = (reporting.clone(), clock.clone(), done, total);
+        let turn = tokio::task::spawn_blocking(
+            move || -> Result<(Option<Outcome>, bool), StorageError> {
+                let now = b.clock().now_ms();
+                Ok(match cleaner {
+                    Cleaner::Retention => (
+                        b.enforce_retention(&t, &p, now)?.map(Outcome::Retention),
+                        false,
+                    ),
+                    Cleaner::Compaction => {
+                        let started = Instant::now();
+                        let mut reported = false;
+                        let before = p.log.size_bytes();
+                        let res = b.compact_reporting(&t, &p, now, &mut |progress| {
+                            r.gauges
+                                .partition_progress(progress.bytes_read, progress.bytes_total);
+                            if c.due() {
+                                reported = true;
+                                (r.sink)(&Report::Compacting {
+                                    topic: t.name.to_string(),
+                                    partition: p.index,
+                                    progress,
+                                    done: n,
+                                    total: of,
+                                });
+                            }
+                        });
+                        if reported {
+                            (r.sink)(&Report::Compacted {
+                                topic: t.name.to_string(),
+                                partition: p.index,
+                                seconds: started.elapsed().as_secs_f64(),
+                            });
+                        }
+                        let freed = before.saturating_sub(p.log.size_bytes());
+                        (res?.map(|c| Outcome::Compaction(c, freed)), reported)
+                    }
+                })
+            },
+        )
         .await;
+        done += 1;
+        if cleaner == Cleaner::Compaction {
+            gauges.partition_done(done as u64);
+        }
         match turn {
-            Ok(Ok(Some(o))) => summary.add(&o),
-            Ok(Ok(None)) => {}
+            Ok(Ok((o, reported))) => {
+                summary.reported_progress |= reported;
+                if let Some(o) = o {
+                    summary.add(&o);
+                }
+            }
             Ok(Err(e)) => {
                 summary.errors += 1;
                 tracing::warn!(topic = %topic.name, partition = slot.index, error = %e, "{} failed; retried next pass", cleaner.name());
@@ -275,6 +473,9 @@ pub async fn pass(
                 tracing::error!(topic = %topic.name, partition = slot.index, error = %e, "{} task failed", cleaner.name());
             }
         }
+    }
+    if cleaner == Cleaner::Compaction {
+        gauges.end_pass();
     }
     Some(summary)
 }
@@ -389,6 +590,121 @@ mod tests {
             ..RetentionReport::default()
         }));
         assert!(f.did_something(), "a failed cold copy is worth a line");
+    }
+
+    /// A compaction pass reports inside a partition's compaction as well as
+    /// between partitions, and when that partition is done; its gauges end
+    /// with every partition and byte done. The interval is zero, so that
+    /// every progress callback of es-storage's is a report: no timing.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_long_compaction_reports_its_progress_and_sets_its_gauges() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let cfg = in_process::config_in(dir.path(), "127.0.0.1:0");
+        let b = in_process::open_running(cfg).await;
+        in_process::create_topic(&b, "plain", 1).await;
+        let overrides = [
+            ("cleanup.policy", "compact"),
+            ("internal.segment.bytes", "1024"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        let topic = b
+            .create_topic("keyed", 2, overrides, false)
+            .await
+            .expect("create")
+            .expect("created");
+        tokio::task::spawn_blocking(move || {
+            for index in 0..2 {
+                let slot = topic.partition(index).expect("partition");
+                let log = slot.log.storage();
+                let value = [b'v'; 60];
+                for i in 0..300u32 {
+                    let key = format!("key-{}", i % 7);
+                    let mut buf = es_storage::RecordBatchBuf::new();
+                    buf.push(
+                        1_000,
+                        Some(key.as_bytes()),
+                        Some(&value[..]),
+                        [],
+                        &es_storage::RecordMeta::default(),
+                    );
+                    let info = log.append(&mut buf).expect("append");
+                    log.wait_durable(info.last_offset + 1).expect("durable");
+                }
+            }
+        })
+        .await
+        .expect("appends");
+
+        let reports = Arc::new(Mutex::new(Vec::<Report>::new()));
+        let r = reports.clone();
+        let reporting = Reporting {
+            every: Duration::ZERO,
+            gauges: CompactionPassGauges::default(),
+            sink: Arc::new(move |x: &Report| r.lock().push(x.clone())),
+        };
+        let (_tx, rx) = watch::channel(false);
+        let s = pass_reporting(&b, Cleaner::Compaction, &rx, &reporting)
+            .await
+            .expect("a whole pass");
+        assert_eq!((s.partitions, s.changed), (2, 2), "{s:?}");
+        assert!(s.reported_progress && s.worth_a_line());
+
+        let reports = reports.lock().clone();
+        let between: Vec<(usize, usize)> = reports
+            .iter()
+            .filter_map(|x| match x {
+                Report::Partitions { done, total, .. } => Some((*done, *total)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(between, vec![(0, 2), (1, 2)], "{reports:?}");
+        for index in 0..2 {
+            let inside: Vec<CompactionProgress> = reports
+                .iter()
+                .filter_map(|x| match x {
+                    Report::Compacting {
+                        topic,
+                        partition,
+                        progress,
+                        done,
+                        total,
+                    } if topic == "keyed" && *partition == index => {
+                        assert_eq!((*done, *total), (index as usize, 2));
+                        Some(*progress)
+                    }
+                    _ => None,
+                })
+                .collect();
+            let total = inside.first().map(|p| p.bytes_total).unwrap_or(0);
+            assert!(total > 0, "{reports:?}");
+            assert!(
+                inside
+                    .iter()
+                    .filter(|p| p.bytes_read > 0 && p.bytes_read < total)
+                    .count()
+                    > 3,
+                "reports part way through partition {index}: {inside:?}"
+            );
+            assert!(inside
+                .windows(2)
+                .all(|w| w[0].bytes_read <= w[1].bytes_read));
+            assert_eq!(inside.last().map(|p| p.bytes_read), Some(total));
+            let ended = reports.iter().position(
+                |x| matches!(x, Report::Compacted { topic, partition, .. } if topic == "keyed" && *partition == index),
+            );
+            let last_inside = reports.iter().rposition(
+                |x| matches!(x, Report::Compacting { partition, .. } if *partition == index),
+            );
+            assert!(
+                ended > last_inside,
+                "its end is reported after its progress"
+            );
+        }
+        let (done, total, read, bytes) = reporting.gauges.get();
+        assert_eq!((done, total), (2, 2));
+        assert!(bytes > 0 && read == bytes, "{read} of {bytes}");
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -641,13 +641,28 @@ impl Broker {
         slot: &PartitionSlot,
         now_ms: i64,
     ) -> Result<Option<CompactionReport>, StorageError> {
+        self.compact_reporting(topic, slot, now_ms, &mut |_| {})
+    }
+
+    /// [`Broker::compact`], telling `progress` where its scans are
+    /// (es-storage's `Partition::compact_reporting`). Blocking.
+    pub fn compact_reporting(
+        &self,
+        topic: &Topic,
+        slot: &PartitionSlot,
+        now_ms: i64,
+        progress: &mut dyn FnMut(es_storage::CompactionProgress),
+    ) -> Result<Option<CompactionReport>, StorageError> {
         topic
             .while_not_deleted(|| {
                 let stable = slot.log.last_stable_offset();
                 let Some(policy) = topics::compaction_policy(&topic.config(), stable) else {
                     return Ok(None);
                 };
-                slot.log.storage().compact(&policy, now_ms).map(Some)
+                slot.log
+                    .storage()
+                    .compact_reporting(&policy, now_ms, progress)
+                    .map(Some)
             })
             .unwrap_or(Ok(None))
     }

@@ -18,6 +18,11 @@
 //! 4. rename the results into place, delete the replaced segments, fsync the
 //!    directory, remove the marker, publish the new segment list.
 //!
+//! A compaction reports where its scans are, every mebibyte read and at each
+//! segment's end, to the callback of [`Partition::compact_reporting`]
+//! ([`CompactionProgress`]); the broker turns that into its progress lines
+//! and `es_compaction_pass_*` gauges.
+//!
 //! [`recover_swap`] runs at every open: with a marker it finishes the plan,
 //! without one it deletes stray `*.cleaned` files, so the new segments and
 //! the ones they replace never coexist.
@@ -259,6 +264,84 @@ pub struct CompactionReport {
     pub segments_written: usize,
 }
 
+/// How many times a compaction reads every sealed segment it covers: the
+/// transactions, each key's newest offset, the records to drop, and (when
+/// something goes) the copy of the survivors.
+pub const COMPACTION_SCANS: u64 = 4;
+
+/// Bytes read between two progress reports inside a segment (and at the
+/// end of each segment of each scan).
+const PROGRESS_STEP_BYTES: u64 = segment::SCAN_WINDOW_BYTES as u64;
+
+/// Where one partition's compaction is, as [`Partition::compact_reporting`]
+/// reports it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CompactionProgress {
+    /// Bytes of sealed segments its scans have read so far.
+    pub bytes_read: u64,
+    /// Bytes its scans read in all: [`COMPACTION_SCANS`] times the sealed
+    /// segments it covers (a compaction with nothing to drop ends after
+    /// three scans; its last report then says `bytes_total` read).
+    pub bytes_total: u64,
+}
+
+/// Counts the bytes the scans read and reports every
+/// [`PROGRESS_STEP_BYTES`] and at each segment's end.
+struct Tracker<'a> {
+    report: &'a mut dyn FnMut(CompactionProgress),
+    read: u64,
+    total: u64,
+    reported: u64,
+}
+
+impl Tracker<'_> {
+    fn report(&mut self) {
+        self.reported = self.read;
+        (self.report)(CompactionProgress {
+            bytes_read: self.read.min(self.total),
+            bytes_total: self.total,
+        });
+    }
+
+    /// One record of `n` bytes read.
+    fn advance(&mut self, n: u64) {
+        self.read = self.read.saturating_add(n);
+        if self.read.saturating_sub(self.reported) >= PROGRESS_STEP_BYTES {
+            self.report();
+        }
+    }
+
+    /// A segment read whole: `read` is where it ends, whatever its records
+    /// summed to.
+    fn segment_done(&mut self, read: u64) {
+        self.read = read;
+        self.report();
+    }
+
+    /// The scans are over.
+    fn finish(&mut self) {
+        self.read = self.total;
+        self.report();
+    }
+
+    /// Runs `f` over every record of `sealed`, counting what it reads.
+    fn scan(
+        &mut self,
+        sealed: &[Arc<Segment>],
+        mut f: impl FnMut(&RecordView<'_>) -> bool,
+    ) -> Result<()> {
+        for s in sealed {
+            let end = self.read.saturating_add(s.valid_len());
+            s.for_each_record(s.valid_len(), |r| {
+                self.advance(r.encoded_len as u64);
+                f(r)
+            })?;
+            self.segment_done(end);
+        }
+        Ok(())
+    }
+}
+
 impl Partition {
     fn load_state(&self) -> Result<PartitionState> {
         Ok(meta::read_json(self.fs(), &self.dir().join(STATE_FILE))?.unwrap_or_default())
@@ -427,6 +510,19 @@ impl Partition {
 
     /// One compaction pass over the sealed segments below the stable offset.
     pub fn compact(&self, policy: &CompactionPolicy, now_ms: i64) -> Result<CompactionReport> {
+        self.compact_reporting(policy, now_ms, &mut |_| {})
+    }
+
+    /// [`Partition::compact`], calling `progress` as its scans read the
+    /// sealed segments: every [`PROGRESS_STEP_BYTES`] and at the end of each
+    /// segment, and once more when the scans are over (with everything
+    /// read). Not called when the pass is skipped before reading.
+    pub fn compact_reporting(
+        &self,
+        policy: &CompactionPolicy,
+        now_ms: i64,
+        progress: &mut dyn FnMut(CompactionProgress),
+    ) -> Result<CompactionReport> {
         let mut report = CompactionReport::default();
         // The last roll sealed first: the segments before the active one
         // then end at their last record (zeros written ahead cut).
@@ -500,6 +596,12 @@ impl Partition {
             }
         }
         let log_start = self.log_start_offset();
+        let mut tracker = Tracker {
+            report: progress,
+            read: 0,
+            total: total.saturating_mul(COMPACTION_SCANS),
+            reported: 0,
+        };
         // Pass 1: aborted transactions, transaction markers left without
         // records, then each key's newest offset.
         let mut open_txn: HashMap<i64, u64> = HashMap::new();
@@ -510,33 +612,31 @@ impl Partition {
         let mut bare_markers: HashSet<u64> = HashSet::new();
         let mut bare_aborts: HashSet<(i64, u64)> = HashSet::new();
         let mut last_marker: HashMap<i64, u64> = HashMap::new();
-        for s in &sealed {
-            s.for_each_record(s.valid_len(), |r| {
-                if let Some(p) = r.meta.producer {
-                    if r.meta.control {
-                        let start = open_txn.remove(&p.producer_id);
-                        let kind = (policy.control_kind)(r);
-                        last_marker.insert(p.producer_id, r.offset);
-                        match (start, kind) {
-                            (Some(start), Some(true)) => aborted
-                                .entry(p.producer_id)
-                                .or_default()
-                                .push((start, r.offset)),
-                            (None, Some(abort)) => {
-                                bare_markers.insert(r.offset);
-                                if abort {
-                                    bare_aborts.insert((p.producer_id, r.offset));
-                                }
+        tracker.scan(&sealed, |r| {
+            if let Some(p) = r.meta.producer {
+                if r.meta.control {
+                    let start = open_txn.remove(&p.producer_id);
+                    let kind = (policy.control_kind)(r);
+                    last_marker.insert(p.producer_id, r.offset);
+                    match (start, kind) {
+                        (Some(start), Some(true)) => aborted
+                            .entry(p.producer_id)
+                            .or_default()
+                            .push((start, r.offset)),
+                        (None, Some(abort)) => {
+                            bare_markers.insert(r.offset);
+                            if abort {
+                                bare_aborts.insert((p.producer_id, r.offset));
                             }
-                            _ => {}
                         }
-                    } else if r.meta.transactional {
-                        open_txn.entry(p.producer_id).or_insert(r.offset);
+                        _ => {}
                     }
+                } else if r.meta.transactional {
+                    open_txn.entry(p.producer_id).or_insert(r.offset);
                 }
-                true
-            })?;
-        }
+            }
+            true
+        })?;
         // An aborted transaction without records needs no entry in the
         // list read_committed consumers filter by: a consumer given one
         // skips the producer's records after it until it reads the abort
@@ -562,22 +662,20 @@ impl Partition {
             }
         };
         let mut newest: HashMap<Vec<u8>, u64> = HashMap::new();
-        for s in &sealed {
-            s.for_each_record(s.valid_len(), |r| {
-                report.records_read += 1;
-                if let Some(k) = r.key {
-                    if !r.meta.control && !is_aborted(r) && !is_open(r) {
-                        match newest.get_mut(k) {
-                            Some(o) => *o = r.offset,
-                            None => {
-                                newest.insert(k.to_vec(), r.offset);
-                            }
+        tracker.scan(&sealed, |r| {
+            report.records_read += 1;
+            if let Some(k) = r.key {
+                if !r.meta.control && !is_aborted(r) && !is_open(r) {
+                    match newest.get_mut(k) {
+                        Some(o) => *o = r.offset,
+                        None => {
+                            newest.insert(k.to_vec(), r.offset);
                         }
                     }
                 }
-                true
-            })?;
-        }
+            }
+            true
+        })?;
         let survives = |r: &RecordView<'_>| -> bool {
             if r.offset < log_start {
                 return false;
@@ -633,20 +731,18 @@ impl Partition {
         };
         let mut drops = 0u64;
         let mut new_tombstones = false;
-        for s in &sealed {
-            s.for_each_record(s.valid_len(), |r| {
-                if !survives(r) {
-                    drops += 1;
-                } else if (r.meta.control || (r.value.is_none() && r.key.is_some()))
-                    && r.offset >= cleaned_to
-                {
-                    // A tombstone or marker seen for the first time: this
-                    // pass sets its delete horizon.
-                    new_tombstones = true;
-                }
-                true
-            })?;
-        }
+        tracker.scan(&sealed, |r| {
+            if !survives(r) {
+                drops += 1;
+            } else if (r.meta.control || (r.value.is_none() && r.key.is_some()))
+                && r.offset >= cleaned_to
+            {
+                // A tombstone or marker seen for the first time: this
+                // pass sets its delete horizon.
+                new_tombstones = true;
+            }
+            true
+        })?;
         let new_cleaned = sealed.last().map_or(0, |s| s.end_offset());
         if drops == 0 {
             report.skipped = Some("nothing to drop");
@@ -657,11 +753,12 @@ impl Partition {
                 new_tombstones,
             );
             self.store_state(&st)?;
+            tracker.finish();
             return Ok(report);
         }
         report.records_dropped = drops;
         // Pass 2: copy the survivors into new segments (step 1).
-        let outputs = match self.write_survivors(&sealed, &survives) {
+        let outputs = match self.write_survivors(&sealed, &survives, &mut tracker) {
             Ok(o) => o,
             Err(e) => {
                 let _ = recover_swap(self.fs(), self.dir());
@@ -683,6 +780,7 @@ impl Partition {
             }
             report.skipped = Some("segments changed during the pass; swap cancelled");
             report.records_dropped = 0;
+            tracker.finish();
             return Ok(report);
         }
         // The log start stays where it is: a partition without a recorded
@@ -741,6 +839,7 @@ impl Partition {
             new_tombstones,
         );
         self.store_state(&st)?;
+        tracker.finish();
         tracing::info!(partition = %self.name(), read = report.records_read, dropped = report.records_dropped, replaced = report.segments_replaced, written = report.segments_written, "compacted");
         Ok(report)
     }
@@ -751,6 +850,7 @@ impl Partition {
         &self,
         sealed: &[Arc<Segment>],
         survives: &dyn Fn(&RecordView<'_>) -> bool,
+        tracker: &mut Tracker<'_>,
     ) -> Result<Vec<Segment>> {
         let cfg = self.config();
         let policy = IndexPolicy {
@@ -794,7 +894,9 @@ impl Partition {
         let mut cur: Option<Cur> = None;
         let mut err: Option<StorageError> = None;
         for s in sealed {
+            let end = tracker.read.saturating_add(s.valid_len());
             s.for_each_record(s.valid_len(), |r| {
+                tracker.advance(r.encoded_len as u64);
                 if !survives(r) {
                     return true;
                 }
@@ -879,6 +981,7 @@ impl Partition {
             if let Some(e) = err.take() {
                 return Err(e);
             }
+            tracker.segment_done(end);
         }
         if let Some(c) = cur.take() {
             finish(c, &mut outs, self.fs(), self.dir())?;

@@ -48,7 +48,9 @@ pub mod syncer;
 
 pub use syncer::{SyncMode, SyncPool};
 
-pub use compaction::{CompactionPolicy, CompactionReport, RetentionPolicy, RetentionReport};
+pub use compaction::{
+    CompactionPolicy, CompactionProgress, CompactionReport, RetentionPolicy, RetentionReport,
+};
 pub use partition::{
     AppendInfo, AppendIntent, AppendOutcome, DurableCallback, FlushPolicy, Isolation, LogSnapshot,
     Partition, PartitionConfig, ReadBuf, ReadChunk, ReadView, RecoveryReport,

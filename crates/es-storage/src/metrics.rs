@@ -1,6 +1,8 @@
 //! What the storage layer counts for the broker's `/metrics`
 //! (docs/metrics.md): fsyncs and their latency, records made durable per
-//! fsync (group commit), segment rolls, and start-up recovery's progress.
+//! fsync (group commit), segment rolls, start-up recovery's progress, and
+//! the progress of the compaction pass under way ([`CompactionPassGauges`],
+//! which the broker's cleaner sets).
 //!
 //! One set per process ([`storage_metrics`]): the counters are atomics
 //! (prometheus-client's), bumped where the work happens; the broker
@@ -40,6 +42,69 @@ pub struct StorageMetrics {
     pub recovery_segments_total: Gauge,
     pub recovery_segments_checked: Gauge,
     pub recovery_seconds: Gauge<f64, AtomicU64>,
+    /// The compaction pass under way (or the last one, once it is over).
+    pub compaction_pass: CompactionPassGauges,
+}
+
+/// Where a compaction pass is: partitions compacted of those whose topic
+/// asks for it, and the bytes the partition being compacted has read of
+/// what it reads in all (es-storage's `CompactionProgress`). Between passes
+/// they hold the last pass's figures, done equal to total. Clones share
+/// their values.
+#[derive(Clone, Debug, Default)]
+pub struct CompactionPassGauges {
+    pub partitions_done: Gauge,
+    pub partitions_total: Gauge,
+    pub bytes_read: Gauge,
+    pub bytes_total: Gauge,
+}
+
+impl CompactionPassGauges {
+    /// A pass over `partitions` compacted partitions begins.
+    pub fn begin_pass(&self, partitions: u64) {
+        self.partitions_total.set(as_i64(partitions));
+        self.partitions_done.set(0);
+        self.bytes_read.set(0);
+        self.bytes_total.set(0);
+    }
+
+    /// One partition's compaction has read `read` of `total` bytes.
+    pub fn partition_progress(&self, read: u64, total: u64) {
+        self.bytes_total.set(as_i64(total));
+        self.bytes_read.set(as_i64(read.min(total)));
+    }
+
+    /// One partition's turn is over (its bytes read whole); `done` of the
+    /// pass's partitions are.
+    pub fn partition_done(&self, done: u64) {
+        self.bytes_read.set(self.bytes_total.get());
+        self.partitions_done.set(as_i64(done));
+        // A topic that turned compact during the pass counts too.
+        if self.partitions_total.get() < self.partitions_done.get() {
+            self.partitions_total.set(self.partitions_done.get());
+        }
+    }
+
+    /// The pass is over (or stopped for shutdown).
+    pub fn end_pass(&self) {
+        self.partitions_total.set(self.partitions_done.get());
+        self.bytes_read.set(self.bytes_total.get());
+    }
+
+    /// (partitions done, partitions total, bytes read, bytes total).
+    pub fn get(&self) -> (u64, u64, u64, u64) {
+        let g = |g: &Gauge| u64::try_from(g.get()).unwrap_or(0);
+        (
+            g(&self.partitions_done),
+            g(&self.partitions_total),
+            g(&self.bytes_read),
+            g(&self.bytes_total),
+        )
+    }
+}
+
+fn as_i64(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
 }
 
 /// Latency buckets shared by every duration histogram: 100 µs to about 13 s.
@@ -61,6 +126,7 @@ static METRICS: LazyLock<StorageMetrics> = LazyLock::new(|| StorageMetrics {
     recovery_segments_total: Gauge::default(),
     recovery_segments_checked: Gauge::default(),
     recovery_seconds: Gauge::default(),
+    compaction_pass: CompactionPassGauges::default(),
 });
 
 /// This process's storage counters.
@@ -142,6 +208,27 @@ pub fn register(registry: &mut Registry) {
         "es_recovery_total_segments",
         "segments start-up recovery has to check",
         m.recovery_segments_total.clone(),
+    );
+    let c = &m.compaction_pass;
+    registry.register(
+        "es_compaction_pass_done_partitions",
+        "partitions the compaction pass under way has compacted (the last pass's count between passes)",
+        c.partitions_done.clone(),
+    );
+    registry.register(
+        "es_compaction_pass_total_partitions",
+        "partitions of compacted topics the compaction pass under way visits",
+        c.partitions_total.clone(),
+    );
+    registry.register(
+        "es_compaction_pass_read_bytes",
+        "bytes of sealed segments the partition being compacted has read (each is read up to four times)",
+        c.bytes_read.clone(),
+    );
+    registry.register(
+        "es_compaction_pass_total_bytes",
+        "bytes the partition being compacted reads in all",
+        c.bytes_total.clone(),
     );
 }
 

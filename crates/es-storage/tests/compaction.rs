@@ -909,3 +909,57 @@ fn a_failed_swap_fences_the_partition_and_loses_no_newest_value() {
         }
     }
 }
+
+/// A compaction says where its scans are as it reads (every segment's end
+/// here, the segments being small), its figures only grow, and its last
+/// report says every byte read; a compaction with nothing to drop (three
+/// scans, not four) ends on the total too.
+#[test]
+fn a_compaction_reports_its_progress_as_it_reads() {
+    use es_storage::compaction::COMPACTION_SCANS;
+    use es_storage::CompactionProgress;
+    let p = Partition::open(
+        &Storage::new(Arc::new(SimFs::new())),
+        PathBuf::from("/p"),
+        cfg(),
+    )
+    .expect("open");
+    fill(&p, &workload(), 1_000);
+    let segs = p.segments();
+    let sealed: u64 = segs[..segs.len() - 1].iter().map(|s| s.valid_len()).sum();
+    assert!(segs.len() > 4, "several sealed segments: {}", segs.len());
+    let mut reports: Vec<CompactionProgress> = Vec::new();
+    let rep = p
+        .compact_reporting(&policy(1000), 1_000, &mut |r| reports.push(r))
+        .expect("compact");
+    assert!(rep.records_dropped > 0, "{rep:?}");
+    let total = sealed * COMPACTION_SCANS;
+    assert!(
+        reports
+            .iter()
+            .all(|r| r.bytes_total == total && r.bytes_read <= total),
+        "{reports:?}"
+    );
+    assert!(
+        reports
+            .windows(2)
+            .all(|w| w[0].bytes_read <= w[1].bytes_read),
+        "{reports:?}"
+    );
+    // One report per sealed segment per scan at least, before the last.
+    let before_end = reports.iter().filter(|r| r.bytes_read < total).count();
+    assert!(
+        before_end >= (segs.len() - 1) * 3,
+        "{before_end} reports before the end: {reports:?}"
+    );
+    assert_eq!(reports.last().map(|r| r.bytes_read), Some(total));
+
+    let mut again: Vec<CompactionProgress> = Vec::new();
+    let rep = p
+        .compact_reporting(&policy(1000), 1_000, &mut |r| again.push(r))
+        .expect("compact again");
+    assert_eq!(rep.skipped, Some("nothing to drop"));
+    let last = again.last().copied().expect("reports");
+    assert_eq!(last.bytes_read, last.bytes_total);
+    assert!(again.len() > 2, "{again:?}");
+}

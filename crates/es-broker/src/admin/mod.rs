@@ -36,7 +36,7 @@ use axum::Router;
 use es_kafka::Broker;
 use tokio::sync::watch;
 
-pub use progress::Recovery;
+pub use progress::{human_bytes, Recovery};
 
 /// The flag's default: loopback only, as Redpanda's admin API.
 pub const LISTEN_DEFAULT: &str = "127.0.0.1:9644";

@@ -4,20 +4,22 @@
 //!   segments checked of the total, rate, time left) and when it ends; the
 //!   same figures are in /metrics (`es_recovery_*`).
 //! - Mirror catch-up: every 5 s, each mirror topic still behind its source
-//!   logs its lag and copy rate ([`spawn_watchers`]).
+//!   logs its lag and copy rate ([`spawn_watchers`]), and a topic seen
+//!   behind logs once when every partition has caught up
+//!   ([`MirrorCatchUp`]; again only after it falls behind again).
 //! - [`Throughput`]: once a second, the broker's traffic counters become a
 //!   rate, kept for 10 minutes for the console's plots
 //!   (`/api/v1/throughput`).
 //! - Raft leader changes are counted as they happen (the metadata quorum's
 //!   own watch), for `es_raft_leader_changes_total`.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use es_kafka::mirror::MirrorSlot;
+use es_kafka::mirror::{MirrorSlot, TopicStatus};
 use es_kafka::Broker;
 use parking_lot::Mutex;
 use serde::Serialize;
@@ -232,6 +234,7 @@ pub fn spawn_watchers(shared: Arc<Shared>, broker: Arc<Broker>) {
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(PROGRESS_INTERVAL);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut catch_up = MirrorCatchUp::default();
         loop {
             tick.tick().await;
             let Some(b) = weak.upgrade() else { return };
@@ -259,8 +262,65 @@ pub fn spawn_watchers(shared: Arc<Shared>, broker: Arc<Broker>) {
                     t.topic
                 );
             }
+            for done in catch_up.observe(&statuses, Instant::now()) {
+                tracing::info!(
+                    topic = %done.topic,
+                    link = %done.link,
+                    seconds = done.seconds,
+                    "mirror catch-up done: {} caught up with its source (behind for {:.0} s)",
+                    done.topic,
+                    done.seconds
+                );
+            }
         }
     });
+}
+
+/// A mirror topic that has caught up with its source.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CaughtUp {
+    pub topic: String,
+    pub link: String,
+    /// Since it was first seen behind.
+    pub seconds: f64,
+}
+
+/// The active mirror topics last seen behind their source (by link and
+/// topic, with when they were first seen so), so that catching up is
+/// reported once per time behind.
+#[derive(Debug, Default)]
+pub struct MirrorCatchUp {
+    behind: HashMap<(String, String), Instant>,
+}
+
+impl MirrorCatchUp {
+    /// Notes the topics' lags as of `now`; returns those that were behind
+    /// and now have every partition's lag known and zero. A topic no longer
+    /// active (paused, promoted, failed, gone) is forgotten: it reports
+    /// again only after it is seen behind again.
+    pub fn observe(&mut self, statuses: &[TopicStatus], now: Instant) -> Vec<CaughtUp> {
+        let mut done = Vec::new();
+        let mut active = Vec::new();
+        for t in statuses.iter().filter(|t| t.state == "active") {
+            let key = (t.link.clone(), t.topic.clone());
+            let caught_up = !t.partitions.is_empty() && t.partitions.iter().all(|p| p.lag == 0);
+            let behind = t.partitions.iter().any(|p| p.lag > 0);
+            if behind {
+                self.behind.entry(key.clone()).or_insert(now);
+            } else if caught_up {
+                if let Some(since) = self.behind.remove(&key) {
+                    done.push(CaughtUp {
+                        topic: t.topic.clone(),
+                        link: t.link.clone(),
+                        seconds: now.saturating_duration_since(since).as_secs_f64(),
+                    });
+                }
+            }
+            active.push(key);
+        }
+        self.behind.retain(|k, _| active.contains(k));
+        done
+    }
 }
 
 /// Milliseconds since the epoch.
@@ -268,4 +328,66 @@ pub fn now_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use es_kafka::mirror::PartitionStatus;
+
+    fn topic(state: &str, lags: &[i64]) -> TopicStatus {
+        TopicStatus {
+            topic: "orders".into(),
+            link: "old".into(),
+            state: state.into(),
+            partitions: lags
+                .iter()
+                .enumerate()
+                .map(|(i, &lag)| PartitionStatus {
+                    partition: i as i32,
+                    lag,
+                    ..PartitionStatus::default()
+                })
+                .collect(),
+            ..TopicStatus::default()
+        }
+    }
+
+    #[test]
+    fn a_mirror_topic_that_catches_up_is_reported_once_per_time_behind() {
+        let mut c = MirrorCatchUp::default();
+        let t0 = Instant::now();
+        let at = |s: u64| t0 + Duration::from_secs(s);
+        assert!(
+            c.observe(&[topic("active", &[0, 0])], at(0)).is_empty(),
+            "never behind: nothing to report"
+        );
+        assert!(c.observe(&[topic("active", &[5, 0])], at(5)).is_empty());
+        assert!(
+            c.observe(&[topic("active", &[0, -1])], at(10)).is_empty(),
+            "a lag not known is not caught up"
+        );
+        assert!(c.observe(&[topic("active", &[2, 1])], at(15)).is_empty());
+        let done = c.observe(&[topic("active", &[0, 0])], at(20));
+        assert_eq!(
+            done,
+            vec![CaughtUp {
+                topic: "orders".into(),
+                link: "old".into(),
+                seconds: 15.0
+            }]
+        );
+        assert!(
+            c.observe(&[topic("active", &[0, 0])], at(25)).is_empty(),
+            "once"
+        );
+        assert!(c.observe(&[topic("active", &[1, 0])], at(30)).is_empty());
+        assert_eq!(c.observe(&[topic("active", &[0, 0])], at(35)).len(), 1);
+
+        // Behind, then paused: forgotten, so resuming at zero lag is quiet.
+        assert!(c.observe(&[topic("active", &[9])], at(40)).is_empty());
+        assert!(c.observe(&[topic("paused", &[9])], at(45)).is_empty());
+        assert!(c.observe(&[topic("active", &[0])], at(50)).is_empty());
+        assert!(c.observe(&[], at(55)).is_empty());
+    }
 }
