@@ -30,7 +30,7 @@ use clap::{ArgAction, Parser};
 use es_kafka::broker::{split_host_port, Broker, BrokerConfig};
 use es_kafka::config::{OFFSETS_TOPIC_PARTITIONS_DEFAULT, TRANSACTION_STATE_PARTITIONS_DEFAULT};
 use es_kafka::topics::PARTITIONS_MAX;
-use es_storage::{CachingFs, RealFs, Storage, SyncMode};
+use es_storage::{CachingFs, RealFs, Storage, SyncMode, SyncPool};
 use tokio::sync::watch;
 
 /// How long a controlled shutdown waits for the quorum to move this
@@ -147,13 +147,17 @@ struct Args {
     /// one; see `worker_threads`).
     #[arg(long, default_value_t = 0)]
     worker_threads: usize,
-    /// How group-commit fsyncs of different partitions are run:
-    /// `per-partition` (one fdatasync per partition, in parallel) or
-    /// `grouped` (partitions waiting together share one device flush:
-    /// written out over preallocated zeros on ext4 and XFS, else one syncfs;
-    /// for a data directory on a file system of its own, Linux 5.8 and later).
-    #[arg(long, value_enum, default_value_t = SyncModeArg::PerPartition)]
+    /// How group-commit fsyncs of different partitions are run: `grouped`
+    /// (partitions waiting together share one device flush: written out
+    /// over preallocated zeros on ext4 and XFS, else one syncfs; Linux 5.8
+    /// and later), `per-partition` (one fdatasync per partition, in
+    /// parallel), or `auto`: grouped where the kernel allows it, else per
+    /// partition (docs/storage.md, "Group commit across partitions").
+    #[arg(long, value_enum, default_value_t = SyncModeArg::Auto)]
     sync_mode: SyncModeArg,
+    /// Sync threads (0: the mode's own, 2 grouped and 8 per partition).
+    #[arg(long, default_value_t = 0)]
+    sync_threads: usize,
     /// MiB of fetches read and encoded ahead of their requests, all
     /// partitions together: a consumer catching up gets its next fetch
     /// prepared while it handles the last one (0: off).
@@ -235,6 +239,8 @@ enum Command {
 /// `--sync-mode`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 enum SyncModeArg {
+    /// Grouped where the kernel allows it (Linux 5.8 and later), else per partition.
+    Auto,
     /// One fdatasync per partition.
     PerPartition,
     /// Partitions waiting together share one device flush (or one syncfs).
@@ -344,10 +350,16 @@ fn main() -> anyhow::Result<()> {
             "open-file limit (RLIMIT_NOFILE) already at its hard limit"
         );
     }
-    // Per partition is es-storage's own default.
     let mode = match args.sync_mode {
         SyncModeArg::Grouped => SyncMode::Grouped,
         SyncModeArg::PerPartition => SyncMode::PerPartition,
+        SyncModeArg::Auto if es_storage::syncer::grouping_supported() => SyncMode::Grouped,
+        SyncModeArg::Auto => {
+            tracing::info!(
+                "sync mode per partition: grouped syncs need Linux 5.8 or later (--sync-mode)"
+            );
+            SyncMode::PerPartition
+        }
     };
     // The partition logs' descriptors, bounded: least recently used segment
     // files close beyond it and reopen when next read.
@@ -363,9 +375,15 @@ fn main() -> anyhow::Result<()> {
         "partition logs keep at most this many files open (log.open.files.max)"
     );
     let fs = CachingFs::new(Arc::new(RealFs), budget);
-    let Ok(storage) = Storage::with_sync_mode(Arc::new(fs), mode) else {
+    let pool = match args.sync_threads {
+        0 => SyncPool::new(mode),
+        n => SyncPool::with_threads(mode, n),
+    };
+    let Ok(pool) = pool else {
         bail!("--sync-mode grouped needs Linux 5.8 or later (syncfs reports write-back errors from 5.8 on)");
     };
+    tracing::info!(mode = ?mode, threads = args.sync_threads, "group-commit sync pool (--sync-mode, --sync-threads; 0: the mode's own)");
+    let storage = Storage::new(Arc::new(fs)).with_sync_pool(pool);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(worker_threads(
             args.worker_threads,
@@ -722,7 +740,8 @@ mod tests {
         assert_eq!(a.group_max_session_timeout_ms, 1_800_000);
         assert_eq!(a.cold_storage_dir, None);
         assert_eq!(a.worker_threads, 0);
-        assert_eq!(a.sync_mode, SyncModeArg::PerPartition);
+        assert_eq!(a.sync_mode, SyncModeArg::Auto);
+        assert_eq!(a.sync_threads, 0);
         assert_eq!(a.fetch_read_ahead_mb, 64);
         assert_eq!(a.offsets_topic_num_partitions, 1);
         assert_eq!(a.transaction_state_log_num_partitions, 1);

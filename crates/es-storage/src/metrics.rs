@@ -160,7 +160,7 @@ pub fn register(registry: &mut Registry) {
         m.segment_rolls.clone(),
     );
     for kind in ["fdatasync", "write_out", "syncfs"] {
-        m.sync_passes.get_or_create(&[("kind", kind)]);
+        let _ = m.sync_passes.get_or_create(&[("kind", kind)]);
     }
     registry.register(
         "es_sync_passes",

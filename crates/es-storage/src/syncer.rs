@@ -6,10 +6,11 @@
 //! time (its `queued` flag), and every fsync covers everything written to it
 //! before the fsync started.
 //!
-//! Two modes. **Per partition** (the default): [`SYNC_THREADS`] threads,
+//! Two modes. **Per partition** (es-storage's own default, and the broker's
+//! on kernels before 5.8): [`SYNC_THREADS`] threads,
 //! each fsyncing one partition until its waiters are covered, different
-//! partitions in parallel. **Grouped** (`--sync-mode grouped`, Linux 5.8
-//! and later, whose `syncfs` reports write-back errors):
+//! partitions in parallel. **Grouped** (the broker's default, `--sync-mode
+//! auto`, on Linux 5.8 and later, whose `syncfs` reports write-back errors):
 //! [`GROUPED_THREADS`] threads, each taking every partition queued when it
 //! is free; one partition gets an fdatasync of its log; several on the same
 //! file system share one device flush: the logs whose new records lie over
@@ -25,10 +26,11 @@
 //!
 //! With one thread, a pass in progress held up every partition queued
 //! behind it, and the grouped mode made less than the per-partition one
-//! with one producer on 8 partitions; two threads were ahead of it in every
-//! round measured (docs/performance-journal.md, "Two grouped sync threads").
-//! A `syncfs` also writes whatever other programs left dirty on the file
-//! system (docs/storage.md).
+//! with one producer on 8 partitions; with two it makes the same within the
+//! run-to-run spread, for less CPU (docs/performance-journal.md, "Two
+//! grouped sync threads, the default"). Partitions a caller queues inside
+//! [`together`] wake a thread once, at its end. A `syncfs` also writes
+//! whatever other programs left dirty on the file system (docs/storage.md).
 
 use std::collections::VecDeque;
 use std::sync::{Arc, OnceLock};
@@ -60,6 +62,8 @@ pub enum SyncMode {
 struct Shared {
     queue: Mutex<Queue>,
     ready: Condvar,
+    /// Wake-ups sent to the threads for work queued (tests count them).
+    wakes: std::sync::atomic::AtomicU64,
     mode: SyncMode,
     /// Threads to start.
     threads: usize,
@@ -67,9 +71,20 @@ struct Shared {
 
 struct Queue {
     parts: VecDeque<Arc<Partition>>,
+    /// Threads waiting for work.
+    idle: usize,
     /// Set by [`SyncPool::shutdown`]: threads leave once the queue is empty,
     /// and nothing more is queued.
     stopped: bool,
+}
+
+impl Shared {
+    /// Wakes one thread for work queued.
+    fn wake(&self) {
+        self.wakes
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.ready.notify_one();
+    }
 }
 
 /// A pool of sync threads, one per broker (or test): partitions opened with
@@ -127,9 +142,11 @@ impl SyncPool {
             shared: Arc::new(Shared {
                 queue: Mutex::new(Queue {
                     parts: VecDeque::new(),
+                    idle: 0,
                     stopped: false,
                 }),
                 ready: Condvar::new(),
+                wakes: Default::default(),
                 mode,
                 threads,
             }),
@@ -145,6 +162,15 @@ impl SyncPool {
     /// Threads this pool has started (0 until a partition first needed a sync).
     pub fn threads_started(&self) -> usize {
         self.threads.get().map_or(0, |t| t.lock().len())
+    }
+
+    /// Partitions queued and not yet taken by a thread, threads waiting
+    /// for work, and the wake-ups sent so far (tests watch the pool with
+    /// them).
+    pub fn queue_state(&self) -> (usize, usize, u64) {
+        let q = self.shared.queue.lock();
+        let wakes = self.shared.wakes.load(std::sync::atomic::Ordering::Relaxed);
+        (q.parts.len(), q.idle, wakes)
     }
 
     /// Stops the threads once they have served what is queued, and waits
@@ -187,6 +213,7 @@ impl SyncPool {
 
     /// Queues a partition whose waiters need an fsync. After shutdown, or
     /// if no thread could start, its waiters fail with `Closed` instead.
+    /// Inside [`together`] the threads are woken when it ends, not now.
     pub(crate) fn submit(&self, p: Arc<Partition>) {
         let threads = self.threads.get_or_init(|| self.start_threads());
         let refused = {
@@ -201,10 +228,70 @@ impl SyncPool {
         match refused {
             Some(p) => p.close_waiters(),
             None => {
-                self.shared.ready.notify_one();
+                if !defer_wake(&self.shared) {
+                    self.shared.wake();
+                }
             }
         }
     }
+}
+
+thread_local! {
+    /// Inside [`together`]: the pools queued to on this thread, to wake
+    /// when it ends.
+    static DEFERRED: std::cell::RefCell<Option<Vec<Arc<Shared>>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// Remembers `shared` for [`together`]'s end if one runs on this thread
+/// and the pool is grouped (a per-partition thread serves one partition:
+/// each needs its own wake-up, at once).
+fn defer_wake(shared: &Arc<Shared>) -> bool {
+    if shared.mode != SyncMode::Grouped {
+        return false;
+    }
+    DEFERRED.with(|d| match d.borrow_mut().as_mut() {
+        Some(pools) => {
+            if !pools.iter().any(|p| Arc::ptr_eq(p, shared)) {
+                pools.push(shared.clone());
+            }
+            true
+        }
+        None => false,
+    })
+}
+
+/// Runs `f`, which registers durability waiters of several partitions (a
+/// produce request's), and wakes the sync threads once it returns instead
+/// of at each partition queued: a thread woken at the first would start a
+/// pass for that partition alone while the others are still being queued,
+/// where the grouped mode can cover them all with one device flush. Nested
+/// calls wake at the outermost one's end; a panic in `f` still wakes them.
+pub fn together<R>(f: impl FnOnce() -> R) -> R {
+    struct Wake(bool);
+    impl Drop for Wake {
+        fn drop(&mut self) {
+            if !self.0 {
+                return; // nested: the outer call wakes
+            }
+            let pools = DEFERRED.with(|d| d.borrow_mut().take()).unwrap_or_default();
+            for shared in pools {
+                // The grouped thread woken takes the whole queue.
+                shared.wake();
+            }
+        }
+    }
+    let outer = DEFERRED.with(|d| {
+        let mut d = d.borrow_mut();
+        if d.is_none() {
+            *d = Some(Vec::new());
+            true
+        } else {
+            false
+        }
+    });
+    let _wake = Wake(outer);
+    f()
 }
 
 impl Drop for SyncPool {
@@ -222,7 +309,9 @@ fn run(shared: &Shared) {
                 if q.stopped {
                     return;
                 }
+                q.idle += 1;
                 shared.ready.wait(&mut q);
+                q.idle -= 1;
             }
             match shared.mode {
                 SyncMode::Grouped => q.parts.drain(..).collect(),
@@ -358,7 +447,7 @@ fn write_out_pass(written: &[&Mark], flush: &Mark) -> std::io::Result<()> {
 /// Puts a partition that is still marked queued back in the queue.
 fn requeue(pool: &Shared, p: Arc<Partition>) {
     pool.queue.lock().parts.push_back(p);
-    pool.ready.notify_one();
+    pool.wake();
 }
 
 #[cfg(test)]

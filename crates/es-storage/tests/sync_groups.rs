@@ -122,6 +122,46 @@ fn a_second_grouped_thread_serves_partitions_queued_during_a_pass() {
 }
 
 #[test]
+fn partitions_queued_together_wake_the_pool_once_and_share_one_sync() {
+    let fs = SimFs::new();
+    let storage = grouped(&fs);
+    let parts: Vec<_> = (0..3).map(|i| open(&storage, i)).collect();
+    // Start the pool's thread, then wait until it sleeps.
+    append(&parts[0], "warm")
+        .recv_timeout(LIMIT)
+        .expect("called")
+        .expect("durable");
+    let deadline = std::time::Instant::now() + LIMIT;
+    while storage.sync.queue_state().1 != 1 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the thread never idled"
+        );
+        std::thread::yield_now();
+    }
+    let (_, _, wakes) = storage.sync.queue_state();
+    let before = fs.sync_count();
+    let waits: Vec<Durable> = es_storage::syncer::together(|| {
+        let waits: Vec<Durable> = parts
+            .iter()
+            .enumerate()
+            .map(|(i, p)| append(p, &format!("b{i}")))
+            .collect();
+        assert_eq!(
+            storage.sync.queue_state(),
+            (3, 1, wakes),
+            "all three queued, no wake-up sent before the end"
+        );
+        waits
+    });
+    assert_eq!(storage.sync.queue_state().2, wakes + 1, "one wake-up");
+    for rx in waits {
+        rx.recv_timeout(LIMIT).expect("called").expect("durable");
+    }
+    assert_eq!(fs.sync_count() - before, 1, "one sync for the three");
+}
+
+#[test]
 fn a_failed_group_sync_fences_every_partition_it_covered() {
     let fs = SimFs::new();
     let storage = grouped(&fs);

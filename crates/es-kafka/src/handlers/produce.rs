@@ -398,20 +398,24 @@ pub async fn handle(
     // (wait, bounded by the request's timeout): only a wait for followers
     // is; the leader's own fsync, alone in its ISR as with acks=1, is not
     // (Kafka's leader alone completes at once).
-    let waits: Vec<Option<(Durable, bool)>> = items
-        .iter()
-        .map(|(_, step)| {
-            let a = step.as_ref().ok()?;
-            let end = a.end?;
-            let bounded = acks == -1 && a.slot.log.replica().replicated();
-            let d = if acks == -1 {
-                Durable::replicated(&a.slot.log, end, a.min_insync_replicas)
-            } else {
-                Durable::register(&a.slot.log, end)
-            };
-            Some((d, bounded))
-        })
-        .collect();
+    // Registered together: the sync pool is woken once all are queued, so
+    // that one pass can cover every partition of the request.
+    let waits: Vec<Option<(Durable, bool)>> = es_storage::syncer::together(|| {
+        items
+            .iter()
+            .map(|(_, step)| {
+                let a = step.as_ref().ok()?;
+                let end = a.end?;
+                let bounded = acks == -1 && a.slot.log.replica().replicated();
+                let d = if acks == -1 {
+                    Durable::replicated(&a.slot.log, end, a.min_insync_replicas)
+                } else {
+                    Durable::register(&a.slot.log, end)
+                };
+                Some((d, bounded))
+            })
+            .collect()
+    });
     let mut items = items;
     // acks=all waits at most the request's timeout for the in-sync
     // replicas (Kafka's delayed produce), then answers REQUEST_TIMED_OUT.
