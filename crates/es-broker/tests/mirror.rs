@@ -884,6 +884,85 @@ fn a_mirror_reports_source_failures_and_resumes_exactly_where_it_stopped() {
     source.stop();
 }
 
+/// A source topic deleted and created again under the same name is
+/// another topic (another id) whose offsets start over at 0; with more
+/// records than the mirror holds, librdkafka would fetch them at the
+/// mirror's end. Deleted and created again at once (before a refresh can
+/// see it gone): status says failed with the reason, the mirror topic keeps
+/// exactly the records it copied and gets none of the new topic's, and
+/// promotion keeps them as they are.
+#[test]
+fn a_source_topic_created_again_is_never_appended_to_its_mirror() {
+    use rdkafka::admin::{NewTopic, TopicReplication};
+    const T: &str = "recreated";
+    let dir = tempfile::tempdir().expect("tmp");
+    let source = common::start(dir.path().join("source"), &[]);
+    let target = common::start(dir.path().join("target"), &[]);
+    create_topic(&source.addr, T, 1, &[]);
+    produce_records(&source.addr, T, 1, 10, 0);
+    mirror(
+        &target.addr,
+        &["link", "create", "src", "--source-bootstrap", &source.addr],
+    );
+    mirror(&target.addr, &["topic", "create", T, "--link", "src"]);
+    eventually(TIMEOUT, "es's end at 10", || {
+        let t = status_of(&target.addr, T);
+        (t["partitions"][0]["mirrored_end"].as_i64() == Some(10)).then_some(())
+    });
+    let copied = read_topic(&source.addr, T, 1, 10);
+    assert_eq!(read_topic(&target.addr, T, 1, 10), copied);
+
+    let r = block_on(common::admin(&source.addr).delete_topics(&[T], &common::admin_opts(TIMEOUT)))
+        .expect("delete topics");
+    assert!(r[0].is_ok(), "{r:?}");
+    eventually(TIMEOUT, "the source topic created again", || {
+        let t = NewTopic::new(T, 1, TopicReplication::Fixed(1));
+        let r =
+            block_on(common::admin(&source.addr).create_topics(&[t], &common::admin_opts(TIMEOUT)))
+                .ok()?;
+        r[0].is_ok().then_some(())
+    });
+    produce_records(&source.addr, T, 1, 25, 1000);
+
+    let reason = eventually(
+        TIMEOUT,
+        "status to report the recreated source topic",
+        || {
+            let t = status_of(&target.addr, T);
+            let e = t["error"].as_str().unwrap_or_default().to_string();
+            (t["state"] == "failed" && e.contains("deleted and created again")).then_some(e)
+        },
+    );
+    eprintln!("source topic created again: {reason}");
+    assert!(
+        reason.contains(T)
+            && reason.contains("promote")
+            && reason.contains("delete the mirror topic"),
+        "{reason}"
+    );
+    let t = status_of(&target.addr, T);
+    assert_eq!(
+        t["partitions"][0]["mirrored_end"].as_i64(),
+        Some(10),
+        "no record of the new topic appended: {t}"
+    );
+    assert_eq!(
+        read_topic(&target.addr, T, 1, 10),
+        copied,
+        "the mirror topic keeps exactly the records it copied"
+    );
+
+    // Promotion keeps what was copied, as it is.
+    let out = mirror(&target.addr, &["promote", T, "--timeout-s", "30"]);
+    assert!(out.contains(&format!("promoted {T}")), "{out}");
+    let t = status_of(&target.addr, T);
+    assert_eq!(t["state"], "promoted", "{t}");
+    assert_eq!(t["partitions"][0]["mirrored_end"].as_i64(), Some(10), "{t}");
+    assert_eq!(read_topic(&target.addr, T, 1, 10), copied);
+    target.stop();
+    source.stop();
+}
+
 /// What a mirror follows after it started: a topic created on the source
 /// that a `--pattern` mirror matches, a source partition count that grows,
 /// a copied topic config changed on the source; and a LogAppendTime topic

@@ -169,6 +169,31 @@ pub struct MirrorTopic {
     /// When it was promoted (ms since the epoch).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub promoted_ms: Option<i64>,
+    /// The source topic's id (Kafka's topic UUID, in Kafka's text form) as
+    /// the mirror first saw it: a source topic deleted and created again
+    /// under the same name has another id, and the mirror stops rather than
+    /// append the new topic's records after the old one's. Recorded by the
+    /// mirror's worker; `None` until then, for a source without topic ids
+    /// (before Kafka 2.8) and in entries written before es recorded it.
+    /// Once set it never changes: [`MirrorTopic::with_id_of`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_topic_id: Option<String>,
+}
+
+/// Longest source topic id kept (Kafka's text form is 22 characters).
+pub const SOURCE_TOPIC_ID_BYTES_MAX: usize = 64;
+
+impl MirrorTopic {
+    /// `self` as it replaces `old`: an entry without a source topic id
+    /// (a pause, resume or promotion proposed from a view older than the
+    /// id's recording) keeps the one `old` recorded.
+    pub fn with_id_of(&self, old: Option<&MirrorTopic>) -> MirrorTopic {
+        let mut t = self.clone();
+        if t.source_topic_id.is_none() {
+            t.source_topic_id = old.and_then(|o| o.source_topic_id.clone());
+        }
+        t
+    }
 }
 
 #[cfg(test)]
@@ -226,5 +251,29 @@ mod tests {
             serde_json::from_str(r#"{"topic":"t","link":"src","source_topic":"t"}"#)
                 .expect("parse");
         assert_eq!(t.state, MirrorState::Active);
+        assert_eq!(t.source_topic_id, None);
+    }
+
+    #[test]
+    fn an_entry_without_an_id_keeps_the_recorded_one() {
+        let old = MirrorTopic {
+            topic: "t".into(),
+            link: "src".into(),
+            source_topic: "t".into(),
+            state: MirrorState::Active,
+            promoted_ms: None,
+            source_topic_id: Some("AAAAAAAAAAAAAAAAAAAAAQ".into()),
+        };
+        let paused = MirrorTopic {
+            state: MirrorState::Paused,
+            source_topic_id: None,
+            ..old.clone()
+        };
+        let merged = paused.with_id_of(Some(&old));
+        assert_eq!(merged.state, MirrorState::Paused);
+        assert_eq!(merged.source_topic_id, old.source_topic_id);
+        assert_eq!(paused.with_id_of(None).source_topic_id, None);
+        let json = serde_json::to_string(&paused).expect("json");
+        assert!(!json.contains("source_topic_id"), "{json}");
     }
 }

@@ -99,6 +99,19 @@ impl Gather {
             .any(|(_, ps)| ps.values().any(|p| !p.offsets.is_empty()))
     }
 
+    /// Drops what is gathered for `topic` (not appended: its records are
+    /// fetched again from the partition's log end, or never, when they are
+    /// not its source topic's).
+    pub fn discard(&mut self, topic: &str) {
+        if let Some(ps) = self.pending.get_mut(topic) {
+            for p in ps.values_mut() {
+                p.buf.clear();
+                p.offsets.clear();
+                p.bytes = 0;
+            }
+        }
+    }
+
     /// The partitions with records waiting: (es topic, partition).
     pub fn waiting(&self) -> impl Iterator<Item = (&str, i32)> {
         self.pending.iter().flat_map(|(t, ps)| {

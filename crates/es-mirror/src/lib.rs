@@ -23,6 +23,7 @@
 pub mod acls;
 pub mod copy;
 pub mod groups;
+pub mod ids;
 pub mod quotas;
 pub mod schedule;
 pub mod source;

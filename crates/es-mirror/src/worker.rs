@@ -19,6 +19,16 @@
 //! source's log start, reports it on the partition until it copies again,
 //! and assigns the partition again. Promotion ([`Command::Promote`]) runs
 //! here too, because it needs the consumer: see [`Worker::promote`].
+//!
+//! A source topic deleted and created again under the same name is another
+//! topic whose offsets start over: librdkafka goes on fetching at the old
+//! position, so without a check the new topic's records would follow the
+//! old one's. The worker records the source topic's id when it first
+//! follows it, compares it at every refresh (a topic whose id changed is
+//! failed with the reason and not assigned) and before every append (the
+//! records gathered are appended only if the source topic, asked after they
+//! were polled, still has the recorded id: it had it when they were
+//! fetched). See [`crate::ids`].
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -42,6 +52,7 @@ use tokio::runtime::Handle;
 use crate::acls;
 use crate::copy::{close_gap, local_partition, Gather};
 use crate::groups::{groups_of, GroupReaders};
+use crate::ids::{self, Seen, SourceIds};
 use crate::quotas;
 use crate::schedule::{Schedule, BACKOFF_MAX, BACKOFF_MIN};
 use crate::source::{self, SOURCE_REQUEST_TIMEOUT};
@@ -105,6 +116,12 @@ pub struct Worker {
     quotas_made: BTreeSet<quotas::QuotaKey>,
     /// The connection quotas are read through, while it works.
     quota_client: Option<es_client::Connection>,
+    /// The reader of the source topics' ids.
+    ids: SourceIds,
+    /// Es topic -> the id its source topic had when first followed (as
+    /// recorded in the metadata, or being recorded): what appends are
+    /// checked against.
+    recorded: HashMap<String, String>,
 }
 
 /// Runs `link`'s worker until `stop`.
@@ -157,6 +174,8 @@ pub fn run(
         acls_made: HashSet::new(),
         quotas_made: BTreeSet::new(),
         quota_client: None,
+        ids: SourceIds::default(),
+        recorded: HashMap::new(),
     };
     tracing::info!(link = %w.link.name, source = %w.link.source_bootstrap, "mirror link started");
     while !stop.load(Ordering::Relaxed) {
@@ -219,11 +238,20 @@ impl Worker {
             .filter(|t| !self.promoting.contains(&t.topic))
             .cloned()
             .collect();
+        // The source topics' ids first: a topic that is another one now
+        // is not followed. Not read (the source is down): a failed
+        // refresh, the assignment stays.
+        let names: BTreeSet<&str> = mine.iter().map(|t| t.source_topic.as_str()).collect();
+        let names: Vec<&str> = names.into_iter().collect();
+        let seen = self.ids.read(&self.link, &names)?;
         let mut want: BTreeMap<(String, i32), (String, u64)> = BTreeMap::new();
         let mut counts: Vec<(MirrorTopic, i32)> = Vec::new();
         let mut all = true;
         for mt in &mine {
-            match self.follow_topic(image, mt, &mut want) {
+            let followed = self
+                .check_id(mt, seen.as_ref())
+                .and_then(|()| self.follow_topic(image, mt, &mut want));
+            match followed {
                 Ok(n) => {
                     self.shared.topic_error(&mt.topic, None);
                     counts.push((mt.clone(), n));
@@ -337,6 +365,7 @@ impl Worker {
                     source_topic: name.to_string(),
                     state: MirrorState::Active,
                     promoted_ms: None,
+                    source_topic_id: None,
                 });
             }
         }
@@ -348,6 +377,73 @@ impl Worker {
         self.rt
             .block_on(async move { broker.put_mirror_topics(new).await })
             .map_err(|e| format!("adding mirror topics: {}", e.message))
+    }
+
+    /// Whether `mt`'s source topic is still the one it first followed, by
+    /// its id in `seen` (`None`: the source has no ids, not checked).
+    /// Records the id when none is yet. An error when it is another topic
+    /// now (the recreation reason) or its id could not be read or
+    /// recorded; a topic the source does not have is left to
+    /// [`Worker::follow_topic`] to report.
+    fn check_id(
+        &mut self,
+        mt: &MirrorTopic,
+        seen: Option<&HashMap<String, Seen>>,
+    ) -> Result<(), String> {
+        let Some(seen) = seen else {
+            return Ok(());
+        };
+        let recorded = mt
+            .source_topic_id
+            .clone()
+            .or_else(|| self.recorded.get(&mt.topic).cloned());
+        let now = match seen.get(&mt.source_topic) {
+            Some(Seen::Id(now)) => now,
+            Some(Seen::Failed(code)) => {
+                return Err(format!(
+                    "source topic {}: the source did not give its metadata (error {code})",
+                    mt.source_topic
+                ))
+            }
+            Some(Seen::Absent | Seen::NoId) | None => {
+                if let Some(id) = recorded {
+                    self.recorded.insert(mt.topic.clone(), id);
+                }
+                return Ok(());
+            }
+        };
+        match recorded {
+            Some(old) if old == *now => {
+                self.recorded.insert(mt.topic.clone(), old);
+                Ok(())
+            }
+            Some(old) => {
+                let why = ids::recreated(&mt.source_topic, &old, now);
+                self.recorded.insert(mt.topic.clone(), old);
+                Err(why)
+            }
+            None => {
+                // The entry as it is now (not as this refresh's image has
+                // it), so that a pause proposed since is kept.
+                let current = self
+                    .broker
+                    .image()
+                    .and_then(|i| i.mirror_topics.get(&mt.topic).cloned())
+                    .filter(|c| c.state == MirrorState::Active)
+                    .ok_or_else(|| format!("{} is no longer an active mirror topic", mt.topic))?;
+                let with_id = MirrorTopic {
+                    source_topic_id: Some(now.clone()),
+                    ..current
+                };
+                let broker = self.broker.clone();
+                self.rt
+                    .block_on(async move { broker.put_mirror_topics(vec![with_id]).await })
+                    .map_err(|e| format!("recording the source topic's id: {}", e.message))?;
+                tracing::info!(topic = %mt.topic, source_topic = %mt.source_topic, id = %now, "source topic id recorded");
+                self.recorded.insert(mt.topic.clone(), now.clone());
+                Ok(())
+            }
+        }
     }
 
     /// Creates, grows and configures `mt`'s es topic after its source; adds
@@ -566,11 +662,13 @@ impl Worker {
         self.shared.set_source_hws(&seen);
     }
 
-    /// Appends what is gathered (for `topic` only, when given).
+    /// Appends what is gathered (for `topic` only, when given), what
+    /// [`Worker::verify_gathered`] keeps.
     fn flush(&mut self, topic: Option<&str>) {
         if !self.gather.has(topic) {
             return;
         }
+        self.verify_gathered(topic);
         for ((t, p), r) in self.gather.flush(&self.broker, topic) {
             match r {
                 Ok(c) => {
@@ -586,6 +684,77 @@ impl Worker {
                     self.schedule.refresh_now(Instant::now());
                 }
             }
+        }
+    }
+
+    /// Asks the source, after the records gathered (for `topic` only, when
+    /// given) were polled, whether their source topics still have the ids
+    /// recorded: if so they had them when the records were fetched (an id
+    /// is never given again). A topic that is another one now, is gone, or
+    /// whose id could not be read has its records dropped, not appended;
+    /// every partition is then assigned again at its log end by the next
+    /// refresh, which does not assign a topic whose source changed.
+    fn verify_gathered(&mut self, topic: Option<&str>) {
+        let mut waiting: BTreeMap<String, (String, String)> = BTreeMap::new();
+        for (t, p) in self.gather.waiting() {
+            if topic.is_some_and(|x| x != t) || waiting.contains_key(t) {
+                continue;
+            }
+            let src = self.assigned.get(&(t.to_string(), p));
+            if let (Some(src), Some(id)) = (src, self.recorded.get(t)) {
+                waiting.insert(t.to_string(), (src.clone(), id.clone()));
+            }
+        }
+        if waiting.is_empty() {
+            return;
+        }
+        let names: BTreeSet<&str> = waiting.values().map(|(src, _)| src.as_str()).collect();
+        let names: Vec<&str> = names.into_iter().collect();
+        let (bad, source_down) = match self.ids.read(&self.link, &names) {
+            Ok(None) => return,
+            Ok(Some(seen)) => {
+                let bad: Vec<(String, String)> = waiting
+                    .iter()
+                    .filter_map(|(t, (src, id))| {
+                        let why = match seen.get(src) {
+                            Some(Seen::Id(now)) if now == id => return None,
+                            Some(Seen::NoId) => return None,
+                            Some(Seen::Id(now)) => ids::recreated(src, id, now),
+                            Some(Seen::Absent) | None => format!(
+                                "source topic {src} does not exist (deleted on the source?); the mirror topic keeps what it copied"
+                            ),
+                            Some(Seen::Failed(code)) => format!(
+                                "source topic {src}: the source did not give its id (error {code}); nothing is appended until it does"
+                            ),
+                        };
+                        Some((t.clone(), why))
+                    })
+                    .collect();
+                (bad, false)
+            }
+            Err(e) => {
+                let why = format!(
+                    "{e}; the records fetched are appended once the source topic's id is read"
+                );
+                (
+                    waiting.keys().map(|t| (t.clone(), why.clone())).collect(),
+                    true,
+                )
+            }
+        };
+        if bad.is_empty() {
+            return;
+        }
+        for (t, why) in &bad {
+            tracing::warn!(topic = %t, reason = %why, "mirror records not appended");
+            self.gather.discard(t);
+            self.shared.topic_error(t, Some(why.clone()));
+        }
+        self.assigned.clear();
+        if source_down {
+            self.schedule.source_failed(Instant::now());
+        } else {
+            self.schedule.refresh_now(Instant::now());
         }
     }
 
@@ -633,7 +802,9 @@ impl Worker {
     /// find no record to copy (only markers or aborted records are left).
     /// Then copying stops, the group offsets are copied one last time and
     /// each log end moves to the source's, so that new records continue at
-    /// the offsets consumers' committed offsets point to.
+    /// the offsets consumers' committed offsets point to. A topic whose
+    /// source topic was deleted and created again is promoted as it is:
+    /// the source's offsets and groups are another topic's.
     fn promote(&mut self, topic: &str, max_lag: u64) -> Result<Vec<PartitionStatus>, String> {
         let image = self.broker.image().ok_or("no metadata yet")?;
         let mt = image
@@ -647,6 +818,10 @@ impl Worker {
             .get(topic)
             .ok_or("the topic does not exist yet")?;
         self.flush(Some(topic));
+        let recreated = self.source_recreated(&mt)?;
+        if let Some(why) = &recreated {
+            tracing::info!(%topic, reason = %why, "promoting what was copied, as it is");
+        }
         let mut parts = Vec::new();
         for (p, pi) in info.partitions.iter().enumerate() {
             let p = i32::try_from(p).unwrap_or(i32::MAX);
@@ -657,6 +832,11 @@ impl Worker {
                 ));
             }
             let storage = local_partition(&self.broker, topic, p).ok_or("partition not open")?;
+            if recreated.is_some() {
+                let end = storage.log_end_offset();
+                parts.push((p, storage, end, end, false));
+                continue;
+            }
             let (_, high) = self
                 .consumer
                 .fetch_watermarks(&mt.source_topic, p, SOURCE_REQUEST_TIMEOUT)
@@ -684,7 +864,9 @@ impl Worker {
             .collect();
         self.reassign(keep)?;
         let n = i32::try_from(info.partitions.len()).unwrap_or(i32::MAX);
-        self.sync_groups(&[(mt.clone(), n)])?;
+        if recreated.is_none() {
+            self.sync_groups(&[(mt.clone(), n)])?;
+        }
         let mut out = Vec::new();
         for (p, storage, high, end, copyable) in parts {
             if !copyable && high > end {
@@ -693,13 +875,34 @@ impl Worker {
             let now = storage.log_end_offset();
             out.push(PartitionStatus {
                 partition: p,
-                source_high_watermark: i64::try_from(high).unwrap_or(-1),
+                source_high_watermark: if recreated.is_some() {
+                    -1
+                } else {
+                    i64::try_from(high).unwrap_or(-1)
+                },
                 mirrored_end: i64::try_from(now).unwrap_or(-1),
                 lag: i64::try_from(high.saturating_sub(now)).unwrap_or(-1),
                 ..PartitionStatus::default()
             });
         }
         Ok(out)
+    }
+
+    /// Why `mt`'s source topic is another topic than the one it followed
+    /// (`None`: it is the same, has no id, or none was recorded).
+    fn source_recreated(&mut self, mt: &MirrorTopic) -> Result<Option<String>, String> {
+        let Some(old) = mt
+            .source_topic_id
+            .clone()
+            .or_else(|| self.recorded.get(&mt.topic).cloned())
+        else {
+            return Ok(None);
+        };
+        let seen = self.ids.read(&self.link, &[mt.source_topic.as_str()])?;
+        Ok(match seen.and_then(|mut s| s.remove(&mt.source_topic)) {
+            Some(Seen::Id(now)) if now != old => Some(ids::recreated(&mt.source_topic, &old, &now)),
+            _ => None,
+        })
     }
 
     /// Whether a read_committed read of the source from `from` finds a

@@ -317,6 +317,7 @@ async fn topic_create(
                 link,
                 state: MirrorState::Active,
                 promoted_ms: None,
+                source_topic_id: None,
             };
             propose(broker, MetaRequest::PutMirrorTopics { topics: vec![t] }).await
         }

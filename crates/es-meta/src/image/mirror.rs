@@ -2,10 +2,13 @@
 //! [`crate::mirror`]) to the image: each checked where it is applied, so a
 //! proposer's stale view cannot break the rules (a link in use is not
 //! deleted; a promoted topic stays promoted; an existing ordinary topic
-//! does not become a mirror).
+//! does not become a mirror; a recorded source topic id is kept by an
+//! entry without one and never replaced by another).
 
 use super::{MetaEvent, MetaImage};
-use crate::mirror::{MirrorLink, MirrorState, MirrorTopic, LINKS_MAX, MIRROR_TOPICS_MAX};
+use crate::mirror::{
+    MirrorLink, MirrorState, MirrorTopic, LINKS_MAX, MIRROR_TOPICS_MAX, SOURCE_TOPIC_ID_BYTES_MAX,
+};
 use crate::records::{code, ItemResult, MetaResponse};
 
 impl MetaImage {
@@ -83,8 +86,32 @@ impl MetaImage {
         for t in topics {
             let refused = |c: i16, m: String| ItemResult::err(&t.topic, c, m);
             let old = self.mirror_topics.get(&t.topic);
+            let t = &t.with_id_of(old);
             let result = match old {
                 Some(o) if o == t => ItemResult::ok(&t.topic),
+                _ if t
+                    .source_topic_id
+                    .as_ref()
+                    .is_some_and(|id| id.len() > SOURCE_TOPIC_ID_BYTES_MAX) =>
+                {
+                    refused(
+                        code::INVALID_REQUEST,
+                        format!("a source topic id is at most {SOURCE_TOPIC_ID_BYTES_MAX} bytes"),
+                    )
+                }
+                Some(o)
+                    if o.source_topic_id.is_some() && o.source_topic_id != t.source_topic_id =>
+                {
+                    refused(
+                        code::INVALID_REQUEST,
+                        format!(
+                            "topic {} mirrors source topic {} of id {}: it cannot follow another topic",
+                            t.topic,
+                            o.source_topic,
+                            o.source_topic_id.as_deref().unwrap_or("")
+                        ),
+                    )
+                }
                 Some(o) if o.state == MirrorState::Promoted => refused(
                     code::INVALID_REQUEST,
                     format!("topic {} was promoted: it is no longer a mirror", t.topic),
@@ -158,6 +185,7 @@ mod tests {
             source_topic: topic.into(),
             state,
             promoted_ms: None,
+            source_topic_id: None,
         }
     }
 
@@ -194,7 +222,26 @@ mod tests {
             )
         };
         assert_eq!(del(&mut img), vec![code::INVALID_REQUEST]);
+        // The worker records the source topic's id; a later entry without
+        // one keeps it, one with another id is refused.
+        let with_id = |id: &str| MirrorTopic {
+            source_topic_id: Some(id.into()),
+            ..mt("a", MirrorState::Active)
+        };
+        assert_eq!(put(&mut img, vec![with_id("old")]), vec![0]);
+        assert_eq!(
+            put(&mut img, vec![with_id("new")]),
+            vec![code::INVALID_REQUEST]
+        );
+        assert_eq!(
+            put(&mut img, vec![with_id(&"x".repeat(65))]),
+            vec![code::INVALID_REQUEST]
+        );
         assert_eq!(put(&mut img, vec![mt("a", MirrorState::Paused)]), vec![0]);
+        assert_eq!(
+            img.mirror_topics["a"].source_topic_id.as_deref(),
+            Some("old")
+        );
         assert_eq!(put(&mut img, vec![mt("a", MirrorState::Promoted)]), vec![0]);
         // Promotion is final.
         assert_eq!(
