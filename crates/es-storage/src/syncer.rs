@@ -46,13 +46,15 @@ pub const SYNC_THREADS: usize = 8;
 
 /// Threads of the grouped mode: while one runs a pass, the partitions queued
 /// meanwhile get the next pass on the other instead of waiting for the first
-/// to end (docs/performance-journal.md, "Two grouped sync threads").
+/// to end (docs/performance-journal.md, "Two grouped sync threads, the
+/// default").
 pub const GROUPED_THREADS: usize = 2;
 
 /// How the pool syncs partitions that wait at the same time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SyncMode {
-    /// One thread; partitions waiting together share one `syncfs`.
+    /// [`GROUPED_THREADS`] threads; partitions waiting together share one
+    /// device flush (a write-out pass, or one `syncfs`).
     Grouped,
     /// One fdatasync per partition, several threads in parallel.
     PerPartition,
