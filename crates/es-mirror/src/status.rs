@@ -83,15 +83,25 @@ impl Shared {
             .error = error;
     }
 
-    pub fn set_source_hw(&self, topic: &str, partition: i32, hw: i64) {
-        self.topics
-            .lock()
+    /// Runs `f` on `partition`'s counters of `topic`, made if new.
+    fn with_partition<R>(
+        &self,
+        topic: &str,
+        partition: i32,
+        f: impl FnOnce(&mut PartitionStats) -> R,
+    ) -> R {
+        let mut t = self.topics.lock();
+        let s = t
             .entry(topic.to_string())
             .or_default()
             .partitions
             .entry(partition)
-            .or_insert_with(PartitionStats::unknown)
-            .source_hw = hw;
+            .or_insert_with(PartitionStats::unknown);
+        f(s)
+    }
+
+    pub fn set_source_hw(&self, topic: &str, partition: i32, hw: i64) {
+        self.with_partition(topic, partition, |s| s.source_hw = hw);
     }
 
     /// [`Shared::set_source_hw`] of many partitions under one lock.
@@ -115,37 +125,26 @@ impl Shared {
 
     /// Sets (or clears, with `None`) `partition`'s own error.
     pub fn partition_error(&self, topic: &str, partition: i32, error: Option<String>) {
-        self.topics
-            .lock()
-            .entry(topic.to_string())
-            .or_default()
-            .partitions
-            .entry(partition)
-            .or_insert_with(PartitionStats::unknown)
-            .error = error;
+        self.with_partition(topic, partition, |s| s.error = error);
     }
 
     /// Counts `n` offsets the source deleted before they were copied.
     pub fn skipped(&self, topic: &str, partition: i32, n: u64) {
-        let mut t = self.topics.lock();
-        let s = t
-            .entry(topic.to_string())
-            .or_default()
-            .partitions
-            .entry(partition)
-            .or_insert_with(PartitionStats::unknown);
-        s.skipped = s.skipped.saturating_add(n);
+        self.with_partition(topic, partition, |s| {
+            s.skipped = s.skipped.saturating_add(n)
+        });
     }
 
     /// Counts an append; the partition copies, so its error is over.
     pub fn copied(&self, topic: &str, partition: i32, c: Copied) {
-        let mut t = self.topics.lock();
-        let s = t
-            .entry(topic.to_string())
-            .or_default()
-            .partitions
-            .entry(partition)
-            .or_insert_with(PartitionStats::unknown);
+        self.with_partition(topic, partition, |s| s.count_copy(c));
+    }
+}
+
+impl PartitionStats {
+    /// Counts an append of `c` (see [`Shared::copied`]).
+    fn count_copy(&mut self, c: Copied) {
+        let s = self;
         s.error = None;
         s.records += c.records;
         s.bytes += c.bytes;
@@ -161,7 +160,9 @@ impl Shared {
             None => s.window = Some((now, 0)),
         }
     }
+}
 
+impl Shared {
     pub fn topic(&self, topic: &str) -> TopicStats {
         self.topics.lock().get(topic).cloned().unwrap_or_default()
     }
