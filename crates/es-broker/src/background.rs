@@ -380,10 +380,7 @@ pub async fn pass_reporting(
     // The partitions this cleaner has work for; a topic whose policy
     // changes during the pass is counted as its turn comes.
     let mut total = all.iter().filter(|(t, _)| applies(t)).count();
-    let gauges = &reporting.gauges;
-    if cleaner == Cleaner::Compaction {
-        gauges.begin_pass(total as u64);
-    }
+    let gauges = PassGauges::begin(cleaner, &reporting.gauges, total);
     let clock = Clock {
         last: Arc::new(Mutex::new(Instant::now())),
         every: reporting.every,
@@ -391,9 +388,6 @@ pub async fn pass_reporting(
     let mut done = 0usize;
     for (topic, slot) in all {
         if *stop.borrow() {
-            if cleaner == Cleaner::Compaction {
-                gauges.end_pass();
-            }
             return None;
         }
         // Topics this cleaner has nothing to do for cost no blocking task.
@@ -454,9 +448,7 @@ pub async fn pass_reporting(
         )
         .await;
         done += 1;
-        if cleaner == Cleaner::Compaction {
-            gauges.partition_done(done as u64);
-        }
+        gauges.partition_done(done);
         match turn {
             Ok(Ok((o, reported))) => {
                 summary.reported_progress |= reported;
@@ -474,10 +466,36 @@ pub async fn pass_reporting(
             }
         }
     }
-    if cleaner == Cleaner::Compaction {
-        gauges.end_pass();
-    }
+    drop(gauges);
     Some(summary)
+}
+
+/// One pass as the compaction gauges see it: begun when made (for the
+/// compaction cleaner only), ended when dropped, however the pass ends.
+struct PassGauges<'a>(Option<&'a CompactionPassGauges>);
+
+impl<'a> PassGauges<'a> {
+    fn begin(cleaner: Cleaner, gauges: &'a CompactionPassGauges, partitions: usize) -> Self {
+        if cleaner != Cleaner::Compaction {
+            return PassGauges(None);
+        }
+        gauges.begin_pass(partitions as u64);
+        PassGauges(Some(gauges))
+    }
+
+    fn partition_done(&self, done: usize) {
+        if let Some(g) = self.0 {
+            g.partition_done(done as u64);
+        }
+    }
+}
+
+impl Drop for PassGauges<'_> {
+    fn drop(&mut self) {
+        if let Some(g) = self.0 {
+            g.end_pass();
+        }
+    }
 }
 
 /// Runs every partition's time-based flush once per interval until shutdown.

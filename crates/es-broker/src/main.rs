@@ -382,7 +382,7 @@ fn main() -> anyhow::Result<()> {
     let Ok(pool) = pool else {
         bail!("--sync-mode grouped needs Linux 5.8 or later (syncfs reports write-back errors from 5.8 on)");
     };
-    tracing::info!(mode = ?mode, threads = args.sync_threads, "group-commit sync pool (--sync-mode, --sync-threads; 0: the mode's own)");
+    tracing::info!(mode = ?mode, threads = pool.threads(), "group-commit sync pool (--sync-mode, --sync-threads)");
     let storage = Storage::new(Arc::new(fs)).with_sync_pool(pool);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(worker_threads(

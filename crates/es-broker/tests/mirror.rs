@@ -107,6 +107,23 @@ fn status_of(addr: &str, topic: &str) -> serde_json::Value {
 }
 
 /// (partition, mirrored end, lag, state) of every partition of TOPIC.
+/// Links the es at `target` to `source` as link `src`.
+fn link_source(target: &str, source: &str) {
+    mirror(
+        target,
+        &["link", "create", "src", "--source-bootstrap", source],
+    );
+}
+
+/// Waits until `topic`'s partition 0 is mirrored up to `end` on `addr`;
+/// the topic's status then.
+fn mirrored_end_at(addr: &str, topic: &str, end: i64) -> serde_json::Value {
+    eventually(TIMEOUT, &format!("{topic} mirrored up to {end}"), || {
+        let t = status_of(addr, topic);
+        (t["partitions"][0]["mirrored_end"].as_i64() == Some(end)).then_some(t)
+    })
+}
+
 fn status(addr: &str) -> Vec<(i64, i64, i64, String)> {
     let t = status_of(addr, TOPIC);
     let mut rows = Vec::new();
@@ -306,10 +323,7 @@ fn a_mirror_keeps_source_offsets_resumes_after_a_restart_and_promotes() {
     produce_transactions(&source.addr);
     commit_group(&source.addr, "app", &[(0, 7), (1, 4)]);
 
-    mirror(
-        &target.addr,
-        &["link", "create", "src", "--source-bootstrap", &source.addr],
-    );
+    link_source(&target.addr, &source.addr);
     mirror(&target.addr, &["topic", "create", TOPIC, "--link", "src"]);
     mirror(
         &target.addr,
@@ -548,10 +562,7 @@ fn in_a_cluster_followers_follow_a_promoted_log_end() {
     );
 
     let any = cluster.addr(1);
-    mirror(
-        &any,
-        &["link", "create", "src", "--source-bootstrap", &source.addr],
-    );
+    link_source(&any, &source.addr);
     mirror(&any, &["topic", "create", TOPIC, "--link", "src"]);
     let (leader, _, replicas, _) = eventually(TIMEOUT, "the mirror topic's replicas", || {
         let s = shown(&any, TOPIC);
@@ -743,17 +754,9 @@ fn a_mirror_steps_over_offsets_the_source_deleted_before_it_copied_them() {
     let target = common::start(dir.path().join("target"), &[]);
     create_topic(&source.addr, T, 1, &[]);
     produce_records(&source.addr, T, 1, 10, 0);
-    mirror(
-        &target.addr,
-        &["link", "create", "src", "--source-bootstrap", &source.addr],
-    );
+    link_source(&target.addr, &source.addr);
     mirror(&target.addr, &["topic", "create", T, "--link", "src"]);
-    let end_is = |want: i64| {
-        eventually(TIMEOUT, &format!("es's end at {want}"), || {
-            let t = status_of(&target.addr, T);
-            (t["partitions"][0]["mirrored_end"].as_i64() == Some(want)).then_some(t)
-        })
-    };
+    let end_is = |want: i64| mirrored_end_at(&target.addr, T, want);
     end_is(10);
     // The lag status shows is current: records produced now are copied
     // long before the next refresh (5 s) asks the source, and status
@@ -830,10 +833,7 @@ fn a_mirror_reports_source_failures_and_resumes_exactly_where_it_stopped() {
     let source = common::start(source_dir.clone(), &source_flags);
     let target = common::start(dir.path().join("target"), &[]);
     produce_plain(&source.addr, 20, 0);
-    mirror(
-        &target.addr,
-        &["link", "create", "src", "--source-bootstrap", &source.addr],
-    );
+    link_source(&target.addr, &source.addr);
     mirror(&target.addr, &["topic", "create", TOPIC, "--link", "src"]);
     let want = read_all(&source.addr, 2, 20);
     caught_up(&target.addr, &want);
@@ -900,15 +900,9 @@ fn a_source_topic_created_again_is_never_appended_to_its_mirror() {
     let target = common::start(dir.path().join("target"), &[]);
     create_topic(&source.addr, T, 1, &[]);
     produce_records(&source.addr, T, 1, 10, 0);
-    mirror(
-        &target.addr,
-        &["link", "create", "src", "--source-bootstrap", &source.addr],
-    );
+    link_source(&target.addr, &source.addr);
     mirror(&target.addr, &["topic", "create", T, "--link", "src"]);
-    eventually(TIMEOUT, "es's end at 10", || {
-        let t = status_of(&target.addr, T);
-        (t["partitions"][0]["mirrored_end"].as_i64() == Some(10)).then_some(())
-    });
+    mirrored_end_at(&target.addr, T, 10);
     let copied = read_topic(&source.addr, T, 1, 10);
     assert_eq!(read_topic(&target.addr, T, 1, 10), copied);
 
@@ -985,10 +979,7 @@ fn a_pattern_mirror_follows_new_topics_partitions_configs_and_timestamp_types() 
         want_a.iter().all(|r| r.5 != 1_700_000_000_000 + r.1),
         "the source's append times, not the producer's"
     );
-    mirror(
-        &target.addr,
-        &["link", "create", "src", "--source-bootstrap", &source.addr],
-    );
+    link_source(&target.addr, &source.addr);
     mirror(
         &target.addr,
         &["topic", "create", "--link", "src", "--pattern", r"logs\..*"],

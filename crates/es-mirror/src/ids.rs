@@ -24,7 +24,7 @@
 use std::collections::HashMap;
 
 use base64::Engine;
-use es_client::{ClientError, ClientSettings, Connection};
+use es_client::{ClientError, Connection};
 use es_meta::mirror::MirrorLink;
 use kafka_protocol::messages::{
     metadata_request::MetadataRequestTopic, ApiKey, ApiVersionsRequest, ApiVersionsResponse,
@@ -141,9 +141,8 @@ use ConnectError::{Failed, Unchecked};
 /// A connection to the link's source and the Metadata version to ask
 /// with.
 fn connect(link: &MirrorLink) -> Result<(Connection, i16), ConnectError> {
-    let mut settings =
-        ClientSettings::from_librdkafka(&link.source_config, &format!("es-mirror-{}", link.name))
-            .map_err(|e| Unchecked(format!("es's client cannot use the link's settings: {e}")))?;
+    let mut settings = crate::source::client_settings(link)
+        .map_err(|e| Unchecked(format!("es's client cannot use the link's settings: {e}")))?;
     settings.timeout = settings.timeout.min(SOURCE_REQUEST_TIMEOUT);
     let mut conn =
         Connection::open_any(&link.source_bootstrap, &settings).map_err(|e| match e {

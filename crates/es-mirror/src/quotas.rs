@@ -17,7 +17,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use es_client::{ClientSettings, Connection};
+use es_client::Connection;
 use es_meta::mirror::MirrorLink;
 use es_meta::quotas::{ClientQuotas, QuotaAlteration, QuotaEntity, QuotaOp, QuotaValue};
 use kafka_protocol::messages::{ApiKey, DescribeClientQuotasRequest, DescribeClientQuotasResponse};
@@ -27,13 +27,7 @@ pub type QuotaKey = (QuotaEntity, String);
 
 /// A client for the link's source, logged in as the link's consumer is.
 pub fn connect(link: &MirrorLink) -> Result<Connection, String> {
-    let props: BTreeMap<String, String> = link
-        .source_config
-        .iter()
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect();
-    let settings = ClientSettings::from_librdkafka(&props, &format!("es-mirror-{}", link.name))
-        .map_err(|e| e.to_string())?;
+    let settings = crate::source::client_settings(link).map_err(|e| e.to_string())?;
     Connection::open_any(&link.source_bootstrap, &settings).map_err(|e| e.to_string())
 }
 

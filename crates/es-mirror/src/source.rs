@@ -7,6 +7,7 @@
 
 use std::time::Duration;
 
+use es_client::{ClientError, ClientSettings};
 use es_meta::mirror::MirrorLink;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
@@ -54,6 +55,13 @@ pub fn client_config(link: &MirrorLink, group: &str, eof: bool) -> ClientConfig 
     }
     c.set("enable.partition.eof", if eof { "true" } else { "false" });
     c
+}
+
+/// es's own client's settings for `link` (the link's settings in
+/// librdkafka's names, `client.id` `es-mirror-<link>`), for the requests
+/// librdkafka has no API for ([`crate::ids`], [`crate::quotas`]).
+pub fn client_settings(link: &MirrorLink) -> Result<ClientSettings, ClientError> {
+    ClientSettings::from_librdkafka(&link.source_config, &format!("es-mirror-{}", link.name))
 }
 
 /// The mirror's consumer for `link`.

@@ -1,7 +1,7 @@
 //! One link's worker: a thread of its own (librdkafka's consumer blocks)
 //! that follows the metadata and copies.
 //!
-//! Every [`REFRESH`] (and whenever the metadata image changes; after a
+//! Every [`REFRESH`](crate::schedule::REFRESH) (and whenever the metadata image changes; after a
 //! failure with a growing back-off, [`crate::schedule`]) it reads the
 //! link's mirror topics from the metadata, adds the source topics that match
 //! the link's patterns, creates each es topic with the source's partition
@@ -59,7 +59,6 @@ use crate::source::{self, SOURCE_REQUEST_TIMEOUT};
 use crate::status::Shared;
 use crate::topics;
 
-pub use crate::schedule::REFRESH;
 /// Longest one poll waits for records.
 const POLL: Duration = Duration::from_millis(100);
 /// Longest records gather before they are appended.
@@ -642,21 +641,26 @@ impl Worker {
         if all {
             self.last_watermarks = Instant::now();
         }
-        let keys: Vec<(&str, i32)> = if all {
-            self.assigned
-                .keys()
-                .map(|(t, p)| (t.as_str(), *p))
-                .collect()
-        } else {
-            self.gather.waiting().collect()
-        };
-        let mut seen: Vec<(&str, i32, i64)> = Vec::with_capacity(keys.len());
-        for (topic, p) in keys {
-            let src = self.assigned.get(&(topic.to_string(), p));
-            if let Some((_, high)) =
-                src.and_then(|src| source::cached_watermarks(&self.consumer, src, p))
-            {
+        let mut seen: Vec<(&str, i32, i64)> = Vec::new();
+        let mut note = |topic, p, src: &str| {
+            if let Some((_, high)) = source::cached_watermarks(&self.consumer, src, p) {
                 seen.push((topic, p, high));
+            }
+        };
+        if all {
+            for ((topic, p), src) in &self.assigned {
+                note(topic.as_str(), *p, src);
+            }
+        } else {
+            // One key buffer for every lookup, not a String per partition.
+            let mut key = (String::new(), 0);
+            for (topic, p) in self.gather.waiting() {
+                key.0.clear();
+                key.0.push_str(topic);
+                key.1 = p;
+                if let Some(src) = self.assigned.get(&key) {
+                    note(topic, p, src);
+                }
             }
         }
         self.shared.set_source_hws(&seen);

@@ -29,6 +29,9 @@ pub struct StorageMetrics {
     /// Passes of the grouped sync mode by how they ended (`syncer.rs`):
     /// one fdatasync, a write-out pass with one device flush, or a syncfs.
     pub sync_passes: Family<[(&'static str, &'static str); 1], Counter>,
+    /// `sync_passes`' three counters, made once: a pass counts without a
+    /// lookup in the family.
+    sync_pass_counters: [Counter; 3],
     /// Zeros written ahead of active segments (`prealloc.rs`).
     pub preallocated_bytes: Counter,
     /// Descriptors the log holds open, and reopens of closed ones
@@ -112,21 +115,27 @@ pub fn duration_buckets() -> impl Iterator<Item = f64> {
     exponential_buckets(0.0001, 2.0, 18)
 }
 
-static METRICS: LazyLock<StorageMetrics> = LazyLock::new(|| StorageMetrics {
-    fsyncs: Counter::default(),
-    fsync_seconds: Histogram::new(duration_buckets()),
-    fsync_records: Histogram::new(exponential_buckets(1.0, 2.0, 16)),
-    segment_rolls: Counter::default(),
-    sync_passes: Family::default(),
-    preallocated_bytes: Counter::default(),
-    open_files: Gauge::default(),
-    file_reopens: Counter::default(),
-    recovery_bytes_total: Gauge::default(),
-    recovery_bytes_checked: Gauge::default(),
-    recovery_segments_total: Gauge::default(),
-    recovery_segments_checked: Gauge::default(),
-    recovery_seconds: Gauge::default(),
-    compaction_pass: CompactionPassGauges::default(),
+static METRICS: LazyLock<StorageMetrics> = LazyLock::new(|| {
+    let sync_passes: Family<[(&'static str, &'static str); 1], Counter> = Family::default();
+    let sync_pass_counters =
+        SyncPass::ALL.map(|kind| sync_passes.get_or_create(&[("kind", kind.label())]).clone());
+    StorageMetrics {
+        fsyncs: Counter::default(),
+        fsync_seconds: Histogram::new(duration_buckets()),
+        fsync_records: Histogram::new(exponential_buckets(1.0, 2.0, 16)),
+        segment_rolls: Counter::default(),
+        sync_passes,
+        sync_pass_counters,
+        preallocated_bytes: Counter::default(),
+        open_files: Gauge::default(),
+        file_reopens: Counter::default(),
+        recovery_bytes_total: Gauge::default(),
+        recovery_bytes_checked: Gauge::default(),
+        recovery_segments_total: Gauge::default(),
+        recovery_segments_checked: Gauge::default(),
+        recovery_seconds: Gauge::default(),
+        compaction_pass: CompactionPassGauges::default(),
+    }
 });
 
 /// This process's storage counters.
@@ -249,12 +258,33 @@ impl Drop for FsyncTimer {
     }
 }
 
+/// How a pass of the grouped sync mode made its partitions durable
+/// (`syncer.rs`), the `kind` label of `es_sync_passes_total`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum SyncPass {
+    /// One partition: its own fdatasync.
+    Fdatasync,
+    /// Logs over durable zeros written out, then one device flush.
+    WriteOut,
+    /// `syncfs` of the file system.
+    Syncfs,
+}
+
+impl SyncPass {
+    const ALL: [SyncPass; 3] = [SyncPass::Fdatasync, SyncPass::WriteOut, SyncPass::Syncfs];
+
+    fn label(self) -> &'static str {
+        match self {
+            SyncPass::Fdatasync => "fdatasync",
+            SyncPass::WriteOut => "write_out",
+            SyncPass::Syncfs => "syncfs",
+        }
+    }
+}
+
 /// Counts one pass of the grouped sync mode of `kind`.
-pub(crate) fn sync_pass(kind: &'static str) {
-    storage_metrics()
-        .sync_passes
-        .get_or_create(&[("kind", kind)])
-        .inc();
+pub(crate) fn sync_pass(kind: SyncPass) {
+    storage_metrics().sync_pass_counters[kind as usize].inc();
 }
 
 /// Records that one fsync made `records` offsets durable.
@@ -275,10 +305,8 @@ pub fn recovery_checked(bytes: u64, segments: u64) {
         return;
     }
     let m = storage_metrics();
-    m.recovery_bytes_checked
-        .inc_by(i64::try_from(bytes).unwrap_or(i64::MAX));
-    m.recovery_segments_checked
-        .inc_by(i64::try_from(segments).unwrap_or(i64::MAX));
+    m.recovery_bytes_checked.inc_by(as_i64(bytes));
+    m.recovery_segments_checked.inc_by(as_i64(segments));
 }
 
 /// Where start-up recovery is.
@@ -305,11 +333,9 @@ pub fn recovery_progress() -> RecoveryProgress {
 /// Sets what recovery has to check (before it starts).
 pub fn recovery_begin(total_bytes: u64, total_segments: u64) {
     let m = storage_metrics();
-    m.recovery_bytes_total
-        .set(i64::try_from(total_bytes).unwrap_or(i64::MAX));
+    m.recovery_bytes_total.set(as_i64(total_bytes));
     m.recovery_bytes_checked.set(0);
-    m.recovery_segments_total
-        .set(i64::try_from(total_segments).unwrap_or(i64::MAX));
+    m.recovery_segments_total.set(as_i64(total_segments));
     m.recovery_segments_checked.set(0);
     RECOVERING.store(true, Ordering::Relaxed);
 }

@@ -39,6 +39,7 @@ use std::thread::JoinHandle;
 use parking_lot::{Condvar, Mutex};
 
 use crate::error::{Result, StorageError};
+use crate::metrics::SyncPass;
 use crate::partition::{Mark, Partition};
 
 /// Threads of the per-partition mode: fsyncs of different partitions run in parallel.
@@ -159,6 +160,11 @@ impl SyncPool {
     /// The mode this pool runs in.
     pub fn mode(&self) -> SyncMode {
         self.shared.mode
+    }
+
+    /// Threads this pool runs once a partition first needs a sync.
+    pub fn threads(&self) -> usize {
+        self.shared.threads
     }
 
     /// Threads this pool has started (0 until a partition first needed a sync).
@@ -405,15 +411,15 @@ fn serve(pool: &Shared, batch: Vec<Arc<Partition>>) {
     let res = match (claimed.as_slice(), in_place.as_slice(), other.as_slice()) {
         ([], _, _) => return,
         ([(_, mark)], _, _) => {
-            crate::metrics::sync_pass("fdatasync");
+            crate::metrics::sync_pass(SyncPass::Fdatasync);
             mark.sync_data()
         }
         (_, [flush, written @ ..], []) | (_, written, [flush]) => {
-            crate::metrics::sync_pass("write_out");
+            crate::metrics::sync_pass(SyncPass::WriteOut);
             write_out_pass(written, flush)
         }
         ([(_, mark), ..], _, _) => {
-            crate::metrics::sync_pass("syncfs");
+            crate::metrics::sync_pass(SyncPass::Syncfs);
             mark.sync_filesystem()
         }
     };

@@ -13,7 +13,7 @@
 //! - Raft leader changes are counted as they happen (the metadata quorum's
 //!   own watch), for `es_raft_leader_changes_total`.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -300,7 +300,7 @@ impl MirrorCatchUp {
     /// again only after it is seen behind again.
     pub fn observe(&mut self, statuses: &[TopicStatus], now: Instant) -> Vec<CaughtUp> {
         let mut done = Vec::new();
-        let mut active = Vec::new();
+        let mut active = HashSet::new();
         for t in statuses.iter().filter(|t| t.state == "active") {
             let key = (t.link.clone(), t.topic.clone());
             let caught_up = !t.partitions.is_empty() && t.partitions.iter().all(|p| p.lag == 0);
@@ -316,7 +316,7 @@ impl MirrorCatchUp {
                     });
                 }
             }
-            active.push(key);
+            active.insert(key);
         }
         self.behind.retain(|k, _| active.contains(k));
         done
