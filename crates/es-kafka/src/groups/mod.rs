@@ -9,6 +9,8 @@
 //!   responses for parked requests; it owns no clock, no channel, no file.
 //! - [`consumer`]: the KIP-848 consumer group (ConsumerGroupHeartbeat) with
 //!   the server-side [`assignor`]s `uniform` and `range`, also sans-io.
+//! - [`share_assignor`]: share groups' `simple` assignor (KIP-932), sans-io;
+//!   the share group itself is not served yet (docs/share-groups-design.md).
 //! - [`store`]: the on-disk form, `data/groups/<group>.json`, written with
 //!   es-storage's atomic replace, and its loading at startup.
 //! - [`coordinator`]: the async shell. It owns every group behind one short
@@ -25,6 +27,7 @@ pub mod classic;
 pub mod consumer;
 pub mod coordinator;
 pub mod error;
+pub mod share_assignor;
 pub mod store;
 
 pub use coordinator::Coordinator;
