@@ -224,7 +224,14 @@ def encode_struct(buf, fields, value, v, flex, extra_tags=None):
             continue
         encode_field(buf, f, x, v, flex)
     if flex:
-        tags = [(t, None, raw) for t, raw in (extra_tags or {}).items()]
+        # Tagged fields the spec does not declare: `extra_tags` (the top
+        # level's, by the caller) and a struct's own `_unknown_tags`, as
+        # decode_struct gives them back ({tag: hex text or bytes}).
+        extra = dict(extra_tags or {})
+        if isinstance(value, dict):
+            for t, raw in (value.get("_unknown_tags") or {}).items():
+                extra[int(t)] = bytes.fromhex(raw) if isinstance(raw, str) else raw
+        tags = [(t, None, raw) for t, raw in extra.items()]
         items = sorted(tagged + tags, key=lambda t: t[0])
         w_uvarint(buf, len(items))
         for tag, f, x in items:

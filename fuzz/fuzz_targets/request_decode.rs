@@ -5,10 +5,15 @@
 //! (`codec::shape::check_frame`), the request header, and the body decoded
 //! by the kafka-protocol crate at the crate version es maps the wire version
 //! to (`versions::crate_version`: ListOffsets v11 and DescribeLogDirs v5 are
-//! decoded past the crate as v10 and v4); for a known version es does not
-//! serve, the UNSUPPORTED_VERSION answer (`handlers::unsupported::respond`,
-//! which parses Produce v0-2 by hand); for an ApiVersions version past any
-//! es can parse, the KIP-511 fallback answer.
+//! decoded past the crate as v10 and v4), or by es's hand decoders for the
+//! versions in `versions::BY_HAND` (`codec::share_wire`: ShareFetch and
+//! ShareAcknowledge v2); for a known version es does not serve, the
+//! UNSUPPORTED_VERSION answer (`handlers::unsupported::respond`, which
+//! parses Produce v0-2 by hand); for an ApiVersions version past any es can
+//! parse, the KIP-511 fallback answer. The BY_HAND versions are not
+//! advertised yet, so they are classified as unserved; the harness runs
+//! their decoding as if they were served all the same, so the hand decoders
+//! are fuzzed before any client can reach them.
 //!
 //! Input: api key (i16, big-endian), api version (i16), then the rest of the
 //! request after its correlation id (the harness writes 7): client id,
@@ -45,6 +50,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 use es_fuzz::alloc::{peak_during, Counting};
 use es_fuzz::trace;
 use es_kafka::codec::shape;
+use es_kafka::codec::share_wire::{self, ShareAcknowledgeV2Extras, ShareFetchV2Extras};
 use es_kafka::handlers::{api_versions, unsupported};
 use es_kafka::kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind};
 use es_kafka::kafka_protocol::protocol::Decodable;
@@ -91,25 +97,39 @@ fn decode(frame: Bytes) -> Outcome {
             Outcome::Unparseable
         }
         Support::Unparseable(_) => Outcome::Unparseable,
+        Support::Unsupported(key) if versions::by_hand(key, version) => {
+            // What dispatch does today (must not panic either), then what
+            // it will do once the version is advertised.
+            let _ = unsupported::respond(key, version, frame.clone());
+            decode_served(key, api_key, version, frame)
+        }
         Support::Unsupported(key) => Outcome::Unsupported(
             unsupported::respond(key, version, frame).map_err(|e| e.to_string()),
         ),
-        Support::Served(key) => {
-            let header_version = key.request_header_version(version);
-            let (mut body, repaired) =
-                match shape::check_frame(&frame, api_key, version, header_version) {
-                    Ok(None) => (frame, false),
-                    Ok(Some(copy)) => (Bytes::from(copy), true),
-                    Err(e) => return Outcome::Shape(e.to_string()),
-                };
-            if let Err(e) = RequestHeader::decode(&mut body, header_version) {
-                return Outcome::Header(format!("{e:#}"));
-            }
-            match RequestKind::decode(key, &mut body, versions::crate_version(key, version)) {
-                Ok(_) => Outcome::Decoded { repaired },
-                Err(e) => Outcome::Body(format!("{e:#}")),
-            }
-        }
+        Support::Served(key) => decode_served(key, api_key, version, frame),
+    }
+}
+
+/// A served request: bounds check, header, body.
+fn decode_served(key: ApiKey, api_key: i16, version: i16, frame: Bytes) -> Outcome {
+    let header_version = key.request_header_version(version);
+    let (mut body, repaired) = match shape::check_frame(&frame, api_key, version, header_version) {
+        Ok(None) => (frame, false),
+        Ok(Some(copy)) => (Bytes::from(copy), true),
+        Err(e) => return Outcome::Shape(e.to_string()),
+    };
+    if let Err(e) = RequestHeader::decode(&mut body, header_version) {
+        return Outcome::Header(format!("{e:#}"));
+    }
+    if versions::by_hand(key, version) {
+        return match share_wire::decode_request(key, version, &mut body) {
+            Ok(_) => Outcome::Decoded { repaired },
+            Err(e) => Outcome::Body(e.to_string()),
+        };
+    }
+    match RequestKind::decode(key, &mut body, versions::crate_version(key, version)) {
+        Ok(_) => Outcome::Decoded { repaired },
+        Err(e) => Outcome::Body(format!("{e:#}")),
     }
 }
 
@@ -183,6 +203,37 @@ fn write_seeds(dir: &str) {
             let name = format!("{dir}/{:02}-{key:?}-v{version}", key as i16);
             std::fs::write(name, &seed).expect("a seed file");
         }
+    }
+    for &(key, version) in versions::BY_HAND {
+        let mut body = Vec::new();
+        let encoded = match key {
+            ApiKey::ShareFetch => share_wire::encode_share_fetch_request(
+                &Default::default(),
+                &ShareFetchV2Extras {
+                    acquire_mode: 1,
+                    is_renew_ack: true,
+                },
+                version,
+                &mut body,
+            ),
+            ApiKey::ShareAcknowledge => share_wire::encode_share_acknowledge_request(
+                &Default::default(),
+                &ShareAcknowledgeV2Extras { is_renew_ack: true },
+                version,
+                &mut body,
+            ),
+            _ => continue,
+        };
+        encoded.expect("a default request encodes");
+        let mut seed = BytesMut::new();
+        seed.put_i16(key as i16);
+        seed.put_i16(version);
+        seed.put_i16(7);
+        seed.put_slice(b"es-fuzz");
+        seed.put_u8(0); // every BY_HAND version is flexible
+        seed.put_slice(&body);
+        let name = format!("{dir}/{:02}-{key:?}-v{version}", key as i16);
+        std::fs::write(name, &seed).expect("a seed file");
     }
 }
 

@@ -12,6 +12,11 @@
 //! served when their request has the shape of a version the crate decodes
 //! ([`PAST_CRATE`]): the body is decoded and encoded at that version
 //! ([`crate_version`]), and the handler adds what the newer response carries.
+//! Where the newer request itself differs, es decodes it by hand
+//! ([`BY_HAND`], `codec::share_wire`) into the crate's structs of the
+//! version before. Either way the version's layout is known, so a request
+//! at it that is not advertised gets the answer of a known but unserved
+//! version, not of an unparseable one.
 
 use kafka_protocol::messages::ApiKey;
 
@@ -110,12 +115,44 @@ pub const PAST_CRATE: &[(ApiKey, i16, i16)] = &[
     // the response; the request is v4's. handlers::admin encodes the v5
     // response itself.
     (ApiKey::DescribeLogDirs, 5, 4),
+    // DescribeShareGroupOffsets v1 (KIP-1226) adds Lag to each partition of
+    // the response; the request is v0's. The response is encoded by hand
+    // (codec::share_wire::DescribeShareGroupOffsetsResponseV1). Not
+    // advertised yet: its handler is to come (docs/share-groups-design.md).
+    (ApiKey::DescribeShareGroupOffsets, 1, 0),
 ];
+
+/// Wire versions one past the crate's newest whose *request* es decodes
+/// itself (`codec::share_wire::decode_request`), into the crate's structs
+/// of the version before plus what the newer one adds; dispatch routes
+/// them there ([`by_hand`]). Their responses are encoded by the crate at
+/// [`crate_version`] when the shape is unchanged (ShareFetch v2) and by hand
+/// where it is not (ShareAcknowledge v2). None is advertised yet: their
+/// handlers are to come (docs/share-groups-design.md §5).
+pub const BY_HAND: &[(ApiKey, i16)] = &[
+    // ShareFetch v2 (KIP-1206, KIP-1222): ShareAcquireMode and IsRenewAck
+    // after BatchSize; the response is v1's.
+    (ApiKey::ShareFetch, 2),
+    // ShareAcknowledge v2 (KIP-1222): IsRenewAck after ShareSessionEpoch;
+    // the response adds AcquisitionLockTimeoutMs after ErrorMessage.
+    (ApiKey::ShareAcknowledge, 2),
+];
+
+/// Whether es decodes the request body of `key` at wire `version` itself
+/// ([`BY_HAND`]) instead of the kafka-protocol crate.
+pub fn by_hand(key: ApiKey, version: i16) -> bool {
+    BY_HAND.iter().any(|&(k, v)| k == key && v == version)
+}
 
 /// The version at which the kafka-protocol crate decodes and encodes the
 /// bodies of `key` at wire version `version`: the same version except for
-/// those in [`PAST_CRATE`].
+/// those in [`PAST_CRATE`] (the version of the same request shape) and
+/// [`BY_HAND`] (the crate's newest, whose structs the hand decoder fills and
+/// whose encoder writes a response of unchanged shape).
 pub fn crate_version(key: ApiKey, version: i16) -> i16 {
+    if by_hand(key, version) {
+        return key.valid_versions().max;
+    }
     PAST_CRATE
         .iter()
         .find(|(k, wire, _)| *k == key && *wire == version)
@@ -127,9 +164,10 @@ pub fn crate_version(key: ApiKey, version: i16) -> i16 {
 pub enum Support {
     /// Advertised and served.
     Served(ApiKey),
-    /// A known API at a version the kafka-protocol crate can decode but we do
-    /// not serve (including APIs we do not implement at all): answer with
-    /// UNSUPPORTED_VERSION in the API's own response shape.
+    /// A known API at a version the kafka-protocol crate can decode (or es by
+    /// hand: [`PAST_CRATE`], [`BY_HAND`]) but we do not serve (including APIs
+    /// we do not implement at all): answer with UNSUPPORTED_VERSION in the
+    /// API's own response shape.
     Unsupported(ApiKey),
     /// A known API at a version nobody here can parse: the header itself is of
     /// unknown shape. ApiVersions is the exception (KIP-511 fallback).
@@ -161,7 +199,9 @@ pub fn classify(api_key: i16, version: i16) -> Support {
     if key == ApiKey::Produce && (0..PRODUCE_SERVED_MIN).contains(&version) {
         return Support::Unsupported(key);
     }
-    if version >= crate_range.min && version <= crate_range.max {
+    // A version past the crate is parseable when es knows its shape.
+    let shape = crate_version(key, version);
+    if shape >= crate_range.min && shape <= crate_range.max {
         Support::Unsupported(key)
     } else {
         Support::Unparseable(key)
@@ -185,14 +225,37 @@ mod tests {
         for a in SUPPORTED {
             let c = a.key.valid_versions();
             assert!(a.min <= a.max);
-            assert!(
-                crate_version(a.key, a.max) <= c.max,
-                "{:?} advertises past the crate",
-                a.key
-            );
+            // Every advertised version is the crate's, or mapped onto the
+            // crate's by PAST_CRATE or BY_HAND: nothing else can be decoded.
+            for v in a.min..=a.max {
+                let known = v <= c.max
+                    || PAST_CRATE.iter().any(|&(k, w, _)| k == a.key && w == v)
+                    || by_hand(a.key, v);
+                assert!(known, "{:?} advertises v{v}, past the crate", a.key);
+                assert!(crate_version(a.key, v) <= c.max, "{:?} v{v}", a.key);
+            }
             if a.key != ApiKey::Produce {
                 assert!(a.min >= c.min, "{:?} advertises below the crate", a.key);
             }
+        }
+    }
+
+    /// PAST_CRATE and BY_HAND entries whose handlers are still to come
+    /// (docs/share-groups-design.md §5): known, so answered as unserved,
+    /// but not advertised. An entry leaves this list when its API is.
+    const AWAITING_HANDLERS: &[(ApiKey, i16)] = &[
+        (ApiKey::DescribeShareGroupOffsets, 1),
+        (ApiKey::ShareFetch, 2),
+        (ApiKey::ShareAcknowledge, 2),
+    ];
+
+    fn served_or_awaiting(key: ApiKey, wire: i16) {
+        if AWAITING_HANDLERS.contains(&(key, wire)) {
+            assert!(advertised(key).is_none(), "{key:?} is advertised");
+            assert_eq!(classify(key as i16, wire), Support::Unsupported(key));
+        } else {
+            assert_eq!(advertised(key).map(|a| a.max), Some(wire));
+            assert_eq!(classify(key as i16, wire), Support::Served(key));
         }
     }
 
@@ -202,8 +265,8 @@ mod tests {
             let c = key.valid_versions();
             assert_eq!(v, c.max, "{key:?} v{wire} should map to the crate's newest");
             assert_eq!(wire, v + 1, "{key:?}: one version past the crate");
-            assert_eq!(advertised(key).map(|a| a.max), Some(wire));
-            assert_eq!(classify(key as i16, wire), Support::Served(key));
+            assert!(!by_hand(key, wire), "{key:?} v{wire} in both tables");
+            served_or_awaiting(key, wire);
             assert_eq!(crate_version(key, wire), v);
             assert_eq!(crate_version(key, v), v);
         }
@@ -211,6 +274,53 @@ mod tests {
             classify(ApiKey::ListOffsets as i16, 12),
             Support::Unparseable(ApiKey::ListOffsets)
         );
+    }
+
+    #[test]
+    fn versions_decoded_by_hand_map_to_the_crates_newest() {
+        assert!(!BY_HAND.is_empty());
+        for &(key, wire) in BY_HAND {
+            let c = key.valid_versions();
+            assert_eq!(wire, c.max + 1, "{key:?}: one version past the crate");
+            assert!(by_hand(key, wire));
+            assert!(!by_hand(key, c.max), "the crate decodes {key:?} v{}", c.max);
+            assert_eq!(crate_version(key, wire), c.max);
+            assert_eq!(crate_version(key, c.max), c.max);
+            served_or_awaiting(key, wire);
+            // The hand decoder takes every pair: an all-empty body (null
+            // strings, zero numbers, empty arrays, no tagged fields) decodes.
+            let mut body = body_with_empty_arrays(key).expect("a body for every BY_HAND key");
+            let decoded = crate::codec::share_wire::decode_request(key, wire, &mut body);
+            assert!(decoded.is_ok(), "{key:?} v{wire}: {decoded:?}");
+            assert!(
+                body.is_empty(),
+                "{key:?} v{wire}: {} bytes left",
+                body.len()
+            );
+            // One version further is unknown to everyone.
+            assert_eq!(classify(key as i16, wire + 1), Support::Unparseable(key));
+        }
+        // Not in the tables: an unknown layout, as before.
+        assert!(!by_hand(ApiKey::ShareFetch, 3));
+        assert_eq!(crate_version(ApiKey::ShareFetch, 3), 3);
+        assert_eq!(crate_version(ApiKey::ShareFetch, 1), 1);
+    }
+
+    /// The v2 body of a request with null strings, zero numbers, no
+    /// elements and no tagged fields.
+    fn body_with_empty_arrays(key: ApiKey) -> Option<bytes::Bytes> {
+        let fixed = match key {
+            // GroupId, MemberId, 6 int32s, ShareAcquireMode, IsRenewAck.
+            ApiKey::ShareFetch => 2 + 24 + 2,
+            // GroupId, MemberId, ShareSessionEpoch, IsRenewAck.
+            ApiKey::ShareAcknowledge => 2 + 4 + 1,
+            _ => return None,
+        };
+        let arrays = if key == ApiKey::ShareFetch { 2 } else { 1 };
+        let mut b = vec![0u8; fixed];
+        b.extend(std::iter::repeat_n(1u8, arrays)); // empty compact arrays
+        b.push(0); // no tagged fields
+        Some(bytes::Bytes::from(b))
     }
 
     #[test]
@@ -252,6 +362,14 @@ mod tests {
             classify(ApiKey::ApiVersions as i16, 9),
             Support::Unparseable(ApiKey::ApiVersions)
         );
+        // Share APIs are not advertised: v1 is the crate's, v2 (ShareFetch,
+        // ShareAcknowledge) es's by hand, both known and unserved; v3 is
+        // nobody's.
+        for key in [ApiKey::ShareFetch, ApiKey::ShareAcknowledge] {
+            assert_eq!(classify(key as i16, 1), Support::Unsupported(key));
+            assert_eq!(classify(key as i16, 2), Support::Unsupported(key));
+            assert_eq!(classify(key as i16, 3), Support::Unparseable(key));
+        }
         assert_eq!(classify(30_000, 0), Support::UnknownKey);
         assert_eq!(classify(-1, 0), Support::UnknownKey);
     }

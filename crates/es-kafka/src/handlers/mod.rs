@@ -57,6 +57,7 @@ use es_auth::principal::Principal;
 
 use crate::broker::Broker;
 use crate::codec::frame::{self, ResponseFrame};
+use crate::codec::share_wire::{self, HandRequest};
 use crate::turn::Turn;
 use crate::versions::{self, Support};
 
@@ -411,6 +412,9 @@ async fn served(
     // Bodies are decoded at the crate's version of the same shape; handlers
     // see the wire version in `ctx.version`.
     let (key, v) = (ctx.key, versions::crate_version(ctx.key, ctx.version));
+    if versions::by_hand(key, ctx.version) {
+        return served_by_hand(&ctx, body, turn).map(|r| r.map(ResponseFrame::from));
+    }
     if key == ApiKey::Fetch {
         // Fetch writes its own response frame around its record batches.
         let req = decode_body(&mut body, key, v)?;
@@ -420,6 +424,34 @@ async fn served(
     }
     let r = served_encoded(ctx, body, turn).await?;
     Ok(r.map(ResponseFrame::from))
+}
+
+/// Requests whose bodies es decodes itself ([`versions::BY_HAND`]): decoded
+/// here, then handed to their API's handler. None is advertised yet, so
+/// dispatch never serves one; the share-group handlers that take them come
+/// later (docs/share-groups-design.md §5).
+fn served_by_hand(ctx: &Ctx, mut body: Bytes, turn: Turn) -> Result<Option<Bytes>, RequestError> {
+    let request = decode_by_hand(&mut body, ctx.key, ctx.version)?;
+    drop(turn);
+    match request {
+        HandRequest::ShareFetch(..) | HandRequest::ShareAcknowledge(..) => {
+            Err(CloseReason::NoHandler { key: ctx.key })
+        }
+    }
+}
+
+/// Decodes a request body at a [`versions::BY_HAND`] version, failing as
+/// [`decode_body`] does.
+pub fn decode_by_hand(
+    body: &mut Bytes,
+    key: ApiKey,
+    version: i16,
+) -> Result<HandRequest, RequestError> {
+    share_wire::decode_request(key, version, body).map_err(|e| CloseReason::MalformedRequest {
+        key,
+        version,
+        detail: e.to_string(),
+    })
 }
 
 /// Every API but Fetch: the response is encoded by kafka-protocol into one buffer.
@@ -685,8 +717,70 @@ mod tests {
             ),
             "{huge:?}"
         );
+        // ShareFetch v2 is decoded by hand (versions::BY_HAND) but not
+        // advertised: a known version es does not serve, whose response has
+        // no answer es gives yet, so the connection closes as before; v3 is
+        // beyond any layout es knows.
+        let body = [0u8, 0, 0, 0, 0]; // null client id, no header tags, ...
+        let share = handle(broker.clone(), frame(78, 2, &body), Turn::free()).await;
+        assert!(
+            matches!(
+                share,
+                Err(CloseReason::UnsupportedVersion {
+                    key: ApiKey::ShareFetch,
+                    version: 2
+                })
+            ),
+            "{share:?}"
+        );
+        let share = handle(broker.clone(), frame(78, 3, &body), Turn::free()).await;
+        assert!(
+            matches!(
+                share,
+                Err(CloseReason::UnparseableVersion {
+                    key: ApiKey::ShareFetch,
+                    version: 3
+                })
+            ),
+            "{share:?}"
+        );
         assert!(!CloseReason::UnknownApiKey { key: 1, version: 0 }.is_broker_fault());
         assert!(CloseReason::NoHandler { key: ApiKey::Fetch }.is_broker_fault());
+    }
+
+    /// The routing hook for BY_HAND versions decodes with the hand codec
+    /// and fails as the crate's decoding does.
+    #[test]
+    fn by_hand_bodies_decode_or_close_as_malformed() {
+        // ShareAcknowledge v2: GroupId "g", MemberId null, epoch 5,
+        // IsRenewAck true, no topics, no tagged fields.
+        let body = [2u8, b'g', 0, 0, 0, 0, 5, 1, 1, 0];
+        let mut b = Bytes::copy_from_slice(&body);
+        let decoded = decode_by_hand(&mut b, ApiKey::ShareAcknowledge, 2).expect("decodes");
+        let HandRequest::ShareAcknowledge(req, extras) = decoded else {
+            panic!("{decoded:?}");
+        };
+        assert_eq!(req.group_id.as_ref().map(|g| g.0.as_str()), Some("g"));
+        assert_eq!(req.member_id, None);
+        assert_eq!(req.share_session_epoch, 5);
+        assert!(extras.is_renew_ack);
+        assert!(req.topics.is_empty());
+        let mut cut = Bytes::copy_from_slice(&body[..7]);
+        let err = decode_by_hand(&mut cut, ApiKey::ShareAcknowledge, 2);
+        assert!(
+            matches!(
+                &err,
+                Err(CloseReason::MalformedRequest {
+                    key: ApiKey::ShareAcknowledge,
+                    version: 2,
+                    detail,
+                }) if detail.starts_with("IsRenewAck")
+            ),
+            "{err:?}"
+        );
+        // Not a BY_HAND pair: refused, not decoded as something else.
+        let mut b = Bytes::copy_from_slice(&body);
+        assert!(decode_by_hand(&mut b, ApiKey::ShareAcknowledge, 1).is_err());
     }
 
     #[tokio::test]
