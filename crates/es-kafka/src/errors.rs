@@ -11,6 +11,7 @@
 use crate::codec::batch::BatchError;
 use crate::config::ConfigError;
 use crate::groups::error::GroupError;
+use crate::shares::partition::ShareError;
 use crate::txn::error::TxnError;
 use es_storage::producers::SeqError;
 use es_storage::StorageError;
@@ -104,6 +105,20 @@ impl GroupError {
             GroupError::UnknownServerError => ResponseError::UnknownServerError,
             GroupError::GroupAuthorizationFailed => ResponseError::GroupAuthorizationFailed,
             GroupError::TopicAuthorizationFailed => ResponseError::TopicAuthorizationFailed,
+        };
+        e.code()
+    }
+}
+
+impl ShareError {
+    /// The Kafka error code of a share-partition's refusal:
+    /// INVALID_RECORD_STATE (121), INVALID_REQUEST (42), or
+    /// UNKNOWN_SERVER_ERROR for a caller's impossible input.
+    pub fn code(&self) -> i16 {
+        let e = match self {
+            ShareError::InvalidRecordState(_) => ResponseError::InvalidRecordState,
+            ShareError::InvalidRequest(_) => ResponseError::InvalidRequest,
+            ShareError::Internal(_) => ResponseError::UnknownServerError,
         };
         e.code()
     }

@@ -8,7 +8,9 @@
 //! partitions) and into es-storage. [`codec`] converts Kafka RecordBatches
 //! to and from the documented per-record disk format; [`errors`] maps every
 //! lower-layer failure to a Kafka error code; [`config`] holds Kafka's
-//! config names, defaults and validation.
+//! config names, defaults and validation. [`shares`] holds share groups'
+//! share-partitions (KIP-932): for now the sans-io core of one
+//! share-partition's record states.
 //!
 //! Modules depend on each other in one direction (`tests/module_graph.rs`
 //! keeps it so): handlers use the broker, the broker uses topics, configs and
@@ -32,6 +34,7 @@ pub mod replica;
 pub mod schema_validation;
 pub mod security;
 pub mod server;
+pub mod shares;
 pub mod topics;
 pub mod turn;
 pub mod txn;
