@@ -4,12 +4,14 @@
 //! leader belongs here; the share group's membership and assignment live in
 //! `groups` (docs/share-groups-design.md §3.2).
 //!
-//! For now this module holds only [`partition`], the sans-io core: the three
+//! It holds [`partition`], the sans-io core: the three
 //! offsets of the queue lesson (start, the cursor of the next offset never
 //! handed out, and the log's end passed in), the state of every offset in
 //! flight between them, Kafka's acquisition and acknowledgement rules, and
-//! the journal changes a later `store` writes. The async shell (loading,
+//! the journal changes it emits; and [`store`], one share-partition's durable
+//! files (journal entries, snapshot, replay, fold, deletion). The async shell (loading,
 //! mutexes, lock timers, sessions) comes in later commits; nothing here is
 //! wired into a handler or advertised yet.
 
 pub mod partition;
+pub mod store;
