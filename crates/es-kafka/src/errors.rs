@@ -80,17 +80,20 @@ impl GroupError {
                 ResponseError::FencedInstanceId
             }
             GroupError::UnreleasedInstanceId { .. } => ResponseError::UnreleasedInstanceId,
-            GroupError::MemberEpochAhead { .. } | GroupError::MemberEpochBehind { .. } => {
-                ResponseError::FencedMemberEpoch
-            }
+            GroupError::MemberEpochAhead { .. }
+            | GroupError::MemberEpochBehind { .. }
+            | GroupError::ShareMemberEpochAhead { .. }
+            | GroupError::ShareMemberEpochBehind { .. } => ResponseError::FencedMemberEpoch,
             GroupError::StaleMemberEpoch => ResponseError::StaleMemberEpoch,
             GroupError::InconsistentGroupProtocol => ResponseError::InconsistentGroupProtocol,
-            GroupError::GroupMaxSizeReached | GroupError::ConsumerGroupFull { .. } => {
-                ResponseError::GroupMaxSizeReached
-            }
+            GroupError::GroupMaxSizeReached
+            | GroupError::ConsumerGroupFull { .. }
+            | GroupError::ShareGroupFull { .. } => ResponseError::GroupMaxSizeReached,
             GroupError::GroupIdNotFound
             | GroupError::GroupNotFound { .. }
-            | GroupError::NotAConsumerGroup { .. } => ResponseError::GroupIdNotFound,
+            | GroupError::NotAConsumerGroup { .. }
+            | GroupError::NotAShareGroup { .. }
+            | GroupError::ShareGroupNotFound { .. } => ResponseError::GroupIdNotFound,
             GroupError::NonEmptyGroup => ResponseError::NonEmptyGroup,
             GroupError::InvalidGroupId => ResponseError::InvalidGroupId,
             GroupError::InvalidSessionTimeout => ResponseError::InvalidSessionTimeout,
@@ -315,6 +318,18 @@ mod tests {
             (GroupError::GroupIdNotFound, 69),
             (GroupError::GroupNotFound { group_id: s() }, 69),
             (GroupError::NotAConsumerGroup { group_id: s() }, 69),
+            (GroupError::NotAShareGroup { group_id: s() }, 69),
+            (GroupError::ShareGroupNotFound { group_id: s() }, 69),
+            (GroupError::ShareGroupFull { members_max: 3 }, 81),
+            (GroupError::ShareMemberEpochAhead { got: 2, known: 1 }, 110),
+            (
+                GroupError::ShareMemberEpochBehind {
+                    got: 1,
+                    known: 3,
+                    previous: 2,
+                },
+                110,
+            ),
             (GroupError::NonEmptyGroup, 68),
             (GroupError::InvalidSessionTimeout, 26),
             (GroupError::InvalidGroupId, 24),

@@ -1,6 +1,6 @@
 //! The conditions under which the group coordinator refuses a request.
 //!
-//! The cores ([`super::classic`], [`super::consumer`]) and the shell
+//! The cores ([`super::classic`], [`super::consumer`], [`super::share`]) and the shell
 //! ([`super::coordinator`]) answer with a [`GroupError`]; each variant names
 //! a Kafka condition and carries the text es sends with it, where it sends
 //! any (KIP-848's ConsumerGroupHeartbeat and ConsumerGroupDescribe answer
@@ -82,6 +82,23 @@ pub enum GroupError {
     /// A KIP-848 request for a classic group that is not empty.
     #[error("Group {group_id} is not a consumer group.")]
     NotAConsumerGroup { group_id: String },
+    /// A share group request (ShareGroupHeartbeat, ShareGroupDescribe) for
+    /// a group of another type.
+    #[error("Group {group_id} is not a share group.")]
+    NotAShareGroup { group_id: String },
+    /// A ShareGroupHeartbeat with epoch > 0 for a group that does not
+    /// exist.
+    #[error("Share group {group_id} not found.")]
+    ShareGroupNotFound { group_id: String },
+    /// A share group at `group.share.max.size`.
+    #[error("The share group has reached its maximum capacity of {members_max} members.")]
+    ShareGroupFull { members_max: usize },
+    /// A share group member's epoch is ahead of the group's view of it.
+    #[error("The share group member has a greater member epoch ({got}) than the one known by the group coordinator ({known}). The member must abandon all its partitions and rejoin.")]
+    ShareMemberEpochAhead { got: i32, known: i32 },
+    /// A share group member's epoch is behind and not its previous one.
+    #[error("The share group member has a smaller member epoch ({got}) than the one known by the group coordinator ({known}), and it does not match the previous member epoch ({previous}). The member must abandon all its partitions and rejoin.")]
+    ShareMemberEpochBehind { got: i32, known: i32, previous: i32 },
     #[error("the group is not empty")]
     NonEmptyGroup,
     /// A session timeout outside `group.min.session.timeout.ms` ..
@@ -140,6 +157,11 @@ impl GroupError {
             | GroupError::ConsumerGroupFull { .. }
             | GroupError::GroupNotFound { .. }
             | GroupError::NotAConsumerGroup { .. }
+            | GroupError::NotAShareGroup { .. }
+            | GroupError::ShareGroupNotFound { .. }
+            | GroupError::ShareGroupFull { .. }
+            | GroupError::ShareMemberEpochAhead { .. }
+            | GroupError::ShareMemberEpochBehind { .. }
             | GroupError::InvalidRequest(_)
             | GroupError::InvalidRegularExpression { .. }
             | GroupError::UnsupportedAssignor { .. } => Some(self.to_string()),

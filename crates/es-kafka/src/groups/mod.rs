@@ -9,8 +9,10 @@
 //!   responses for parked requests; it owns no clock, no channel, no file.
 //! - [`consumer`]: the KIP-848 consumer group (ConsumerGroupHeartbeat) with
 //!   the server-side [`assignor`]s `uniform` and `range`, also sans-io.
-//! - [`share_assignor`]: share groups' `simple` assignor (KIP-932), sans-io;
-//!   the share group itself is not served yet (docs/share-groups-design.md).
+//! - [`share`]: the KIP-932 share group (ShareGroupHeartbeat: join, leave,
+//!   epochs, session timeouts, no revocation) with its `simple` assignor
+//!   [`share_assignor`], both sans-io; not wired into the coordinator yet
+//!   (docs/share-groups-design.md §5).
 //! - [`store`]: the on-disk form, `data/groups/<group>.json`, written with
 //!   es-storage's atomic replace, and its loading at startup.
 //! - [`coordinator`]: the async shell. It owns every group behind one short
@@ -27,6 +29,7 @@ pub mod classic;
 pub mod consumer;
 pub mod coordinator;
 pub mod error;
+pub mod share;
 pub mod share_assignor;
 pub mod store;
 
