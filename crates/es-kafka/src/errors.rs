@@ -12,6 +12,7 @@ use crate::codec::batch::BatchError;
 use crate::config::ConfigError;
 use crate::groups::error::GroupError;
 use crate::shares::partition::ShareError;
+use crate::shares::sessions::SessionError;
 use crate::txn::error::TxnError;
 use es_storage::producers::SeqError;
 use es_storage::StorageError;
@@ -122,6 +123,22 @@ impl ShareError {
             ShareError::InvalidRecordState(_) => ResponseError::InvalidRecordState,
             ShareError::InvalidRequest(_) => ResponseError::InvalidRequest,
             ShareError::Internal(_) => ResponseError::UnknownServerError,
+        };
+        e.code()
+    }
+}
+
+impl SessionError {
+    /// The Kafka error code of a refused share session step (§2.6):
+    /// SHARE_SESSION_NOT_FOUND (122), INVALID_SHARE_SESSION_EPOCH (123),
+    /// SHARE_SESSION_LIMIT_REACHED (133), or INVALID_REQUEST (42) for
+    /// acknowledgements in an epoch-0 ShareFetch.
+    pub fn code(&self) -> i16 {
+        let e = match self {
+            SessionError::NotFound => ResponseError::ShareSessionNotFound,
+            SessionError::InvalidEpoch { .. } => ResponseError::InvalidShareSessionEpoch,
+            SessionError::LimitReached => ResponseError::ShareSessionLimitReached,
+            SessionError::AcknowledgementsInInitial => ResponseError::InvalidRequest,
         };
         e.code()
     }

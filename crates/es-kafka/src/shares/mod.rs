@@ -9,9 +9,12 @@
 //! handed out, and the log's end passed in), the state of every offset in
 //! flight between them, Kafka's acquisition and acknowledgement rules, and
 //! the journal changes it emits; and [`store`], one share-partition's durable
-//! files (journal entries, snapshot, replay, fold, deletion). The async shell (loading,
-//! mutexes, lock timers, sessions) comes in later commits; nothing here is
-//! wired into a handler or advertised yet.
+//! files (journal entries, snapshot, replay, fold, deletion); and
+//! [`sessions`], the share session cache (Kafka's ShareFetch and
+//! ShareAcknowledge session rules, the bound, the connection-close hook).
+//! The async shell (loading, mutexes, lock timers) comes in later commits;
+//! nothing here is wired into a handler or advertised yet.
 
 pub mod partition;
+pub mod sessions;
 pub mod store;
