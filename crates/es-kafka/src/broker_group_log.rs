@@ -4,8 +4,9 @@
 //! Every change a coordinator makes durable (a group's type, its offsets,
 //! its deletion) is one `coordinator_state.v1` entry: the keys of the
 //! group's document that changed since the image last held it, in the
-//! spaces [`GROUPS_SPACE`] (group id → type and protocol type) and
-//! [`OFFSETS_SPACE`] (group, topic, partition → one committed offset). The
+//! spaces [`GROUPS_SPACE`] (group id → type, protocol type and a share
+//! group's assigned share-partitions) and [`OFFSETS_SPACE`] (group, topic,
+//! partition → one committed offset). The
 //! entry is fenced by the leader epoch of the group's `__consumer_offsets`
 //! partition at which this broker took the partition over, so a deposed
 //! coordinator's late write is refused by the log instead of overwriting
@@ -35,7 +36,7 @@ use crate::groups::coordinator::{GroupLog, LogFuture};
 
 #[path = "broker_txn_remote.rs"]
 mod txn_remote;
-use crate::groups::store::{self, GroupFile, OffsetEntry};
+use crate::groups::store::{self, GroupFile, OffsetEntry, ShareTopicEntry};
 use crate::topics::CONSUMER_OFFSETS_TOPIC;
 
 /// Group id → [`GroupMeta`].
@@ -43,13 +44,16 @@ pub const GROUPS_SPACE: &str = "groups";
 /// [`offset_key`] → [`OffsetEntry`].
 pub const OFFSETS_SPACE: &str = "offsets";
 
-/// A group's type and protocol type, its document without the offsets.
+/// A group's type, protocol type and (a share group's) assigned
+/// share-partitions: its document without the offsets.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 struct GroupMeta {
     #[serde(rename = "type")]
     group_type: String,
     #[serde(default)]
     protocol_type: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    share_partitions: Vec<ShareTopicEntry>,
 }
 
 /// The prefix of every offset key of `group`: the group id as a JSON
@@ -85,6 +89,7 @@ fn image_document(image: &MetaImage, group: &str) -> Option<GroupFile> {
         group_type: meta.group_type,
         protocol_type: meta.protocol_type,
         offsets,
+        share_partitions: meta.share_partitions,
     })
 }
 
@@ -94,6 +99,7 @@ fn changes_to(image: &MetaImage, doc: &GroupFile) -> Vec<StateChange> {
     let meta = GroupMeta {
         group_type: doc.group_type.clone(),
         protocol_type: doc.protocol_type.clone(),
+        share_partitions: doc.share_partitions.clone(),
     };
     let meta = serde_json::to_value(&meta).unwrap_or_default();
     let held_meta = image
@@ -389,5 +395,39 @@ mod tests {
         }
         assert!(!offset_key("g\"x", "t", 0).starts_with(&offsets_prefix("g")));
         assert!(!offset_key("gx", "t", 0).starts_with(&offsets_prefix("g")));
+    }
+
+    #[test]
+    fn a_share_group_s_partitions_travel_with_its_type() {
+        let doc = |share_partitions: Vec<ShareTopicEntry>| GroupFile {
+            group: "g".into(),
+            group_type: store::TYPE_SHARE.into(),
+            protocol_type: Some("share".into()),
+            offsets: Vec::new(),
+            share_partitions,
+        };
+        let image = MetaImage::default();
+        let entries = vec![ShareTopicEntry {
+            topic: "t".into(),
+            topic_id: "00000000-0000-0000-0000-000000000007".into(),
+            partitions: vec![0, 2],
+        }];
+        let changes = changes_to(&image, &doc(entries.clone()));
+        let [StateChange::Put { space, key, value }] = changes.as_slice() else {
+            panic!("one put of the group's meta: {changes:?}");
+        };
+        assert_eq!((space.as_str(), key.as_str()), (GROUPS_SPACE, "g"));
+        let meta: GroupMeta = serde_json::from_value(value.clone()).expect("meta");
+        assert_eq!(meta.share_partitions, entries);
+        // A group without share-partitions keeps the value it always had,
+        // so images written before share groups compare equal.
+        let changes = changes_to(&image, &doc(Vec::new()));
+        let [StateChange::Put { value, .. }] = changes.as_slice() else {
+            panic!("one put: {changes:?}");
+        };
+        assert_eq!(
+            value,
+            &serde_json::json!({"type": "share", "protocol_type": "share"})
+        );
     }
 }

@@ -102,6 +102,10 @@ pub const SUPPORTED: &[ApiRange] = &[
     // ListConfigResources v0 is the former ListClientMetricsResources.
     r(ApiKey::ListConfigResources, 0, 1),
     r(ApiKey::DescribeTopicPartitions, 0, 0),
+    // KIP-932 share groups: the membership APIs. v0 was Kafka 4.0's early
+    // access, removed in 4.1.
+    r(ApiKey::ShareGroupHeartbeat, 1, 1),
+    r(ApiKey::ShareGroupDescribe, 1, 1),
 ];
 
 /// Versions past the crate's newest that es serves: (api key, wire version,
@@ -362,9 +366,8 @@ mod tests {
             classify(ApiKey::ApiVersions as i16, 9),
             Support::Unparseable(ApiKey::ApiVersions)
         );
-        // Share APIs are not advertised: v1 is the crate's, v2 (ShareFetch,
-        // ShareAcknowledge) es's by hand, both known and unserved; v3 is
-        // nobody's.
+        // ShareFetch and ShareAcknowledge are not advertised yet: v1 is the
+        // crate's, v2 es's by hand, both known and unserved; v3 is nobody's.
         for key in [ApiKey::ShareFetch, ApiKey::ShareAcknowledge] {
             assert_eq!(classify(key as i16, 1), Support::Unsupported(key));
             assert_eq!(classify(key as i16, 2), Support::Unsupported(key));

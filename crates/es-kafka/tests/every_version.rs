@@ -447,6 +447,25 @@ async fn every_served_version_answers_and_decodes() {
         assert_eq!(r.responses[0].error_code, 0, "v{v}");
         assert!(b.topic(&name).is_none());
     }
+
+    for v in versions(ApiKey::ShareGroupHeartbeat) {
+        let mut req = ShareGroupHeartbeatRequest::default();
+        req.group_id = GroupId(s(&format!("share{v}")));
+        req.member_id = s("AAAAAAAAAAAAAAAAAAAAAA");
+        req.rack_id = Some(s("rack"));
+        req.subscribed_topic_names = Some(vec![tn("t")]);
+        let r: ShareGroupHeartbeatResponse = call(&b, ApiKey::ShareGroupHeartbeat, v, &req).await;
+        assert_eq!(r.error_code, 0, "v{v}: {:?}", r.error_message);
+        let a = r.assignment.expect("assignment");
+        assert_eq!(a.topic_partitions[0].topic_id, topic_id);
+    }
+    for v in versions(ApiKey::ShareGroupDescribe) {
+        let mut req = ShareGroupDescribeRequest::default();
+        req.group_ids = vec![GroupId(s("share1"))];
+        let r: ShareGroupDescribeResponse = call(&b, ApiKey::ShareGroupDescribe, v, &req).await;
+        assert_eq!(r.groups[0].error_code, 0, "v{v}");
+        assert_eq!(r.groups[0].members[0].rack_id.as_deref(), Some("rack"));
+    }
 }
 
 #[tokio::test]

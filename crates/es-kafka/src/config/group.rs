@@ -96,15 +96,15 @@ pub const GROUP_CONFIGS: &[GroupConfigDef] = &[
     g("consumer.session.timeout.ms", "group.consumer.session.timeout.ms", "45000", ConfigType::Int, Rule::Int { min: 1, range: Some(SESSION_TIMEOUT_MS) }, "The timeout to detect client failures when using the consumer group protocol."),
     g("errors.deadletterqueue.copy.record.enable", "errors.deadletterqueue.copy.record.enable", "false", ConfigType::Boolean, Rule::Bool, "Whether a streams group's dead letter queue records copy the failed record. Kept for Kafka's tools; es has no streams groups."),
     g("errors.deadletterqueue.topic.name", "errors.deadletterqueue.topic.name", "", ConfigType::String, Rule::Any, "The dead letter queue topic of a streams group. Kept for Kafka's tools; es has no streams groups."),
-    g("share.assignment.interval.ms", "group.share.assignment.interval.ms", "1000", ConfigType::Int, Rule::Int { min: 0, range: None }, "The least time between two target assignments of a share group. Kept for Kafka's tools; es has no share groups yet."),
-    g("share.auto.offset.reset", "share.auto.offset.reset", "latest", ConfigType::String, Rule::AutoOffsetReset, "The strategy to initialize the share-partition start offset. Kept for Kafka's tools; es has no share groups yet."),
-    g("share.delivery.count.limit", "group.share.delivery.count.limit", "5", ConfigType::Int, Rule::Int { min: 2, range: Some(DELIVERY_COUNT_LIMIT) }, "The most times a record of a share group is delivered. Kept for Kafka's tools; es has no share groups yet."),
-    g("share.heartbeat.interval.ms", "group.share.heartbeat.interval.ms", "5000", ConfigType::Int, Rule::Int { min: 1, range: Some(HEARTBEAT_INTERVAL_MS) }, "The heartbeat interval given to the members of a share group. Kept for Kafka's tools; es has no share groups yet."),
-    g("share.isolation.level", "share.isolation.level", "read_uncommitted", ConfigType::String, Rule::OneOf(&["read_committed", "read_uncommitted"]), "How a share group reads transactional records. Kept for Kafka's tools; es has no share groups yet."),
-    g("share.partition.max.record.locks", "group.share.partition.max.record.locks", "2000", ConfigType::Int, Rule::Int { min: 100, range: Some(PARTITION_RECORD_LOCKS) }, "The most records of a share-partition in flight at once. Kept for Kafka's tools; es has no share groups yet."),
-    g("share.record.lock.duration.ms", "group.share.record.lock.duration.ms", "30000", ConfigType::Int, Rule::Int { min: 1000, range: Some(RECORD_LOCK_DURATION_MS) }, "How long a share group's member holds an acquired record. Kept for Kafka's tools; es has no share groups yet."),
-    g("share.renew.acknowledge.enable", "share.renew.acknowledge.enable", "true", ConfigType::Boolean, Rule::Bool, "Whether a share group's members may renew their acquisition locks. Kept for Kafka's tools; es has no share groups yet."),
-    g("share.session.timeout.ms", "group.share.session.timeout.ms", "45000", ConfigType::Int, Rule::Int { min: 1, range: Some(SESSION_TIMEOUT_MS) }, "The timeout to detect the failure of a share group's member. Kept for Kafka's tools; es has no share groups yet."),
+    g("share.assignment.interval.ms", "group.share.assignment.interval.ms", "1000", ConfigType::Int, Rule::Int { min: 0, range: None }, "The least time between two target assignments of a share group."),
+    g("share.auto.offset.reset", "share.auto.offset.reset", "latest", ConfigType::String, Rule::AutoOffsetReset, "The strategy to initialize the share-partition start offset. Kept for Kafka's tools; es does not serve share-group records yet."),
+    g("share.delivery.count.limit", "group.share.delivery.count.limit", "5", ConfigType::Int, Rule::Int { min: 2, range: Some(DELIVERY_COUNT_LIMIT) }, "The most times a record of a share group is delivered. Kept for Kafka's tools; es does not serve share-group records yet."),
+    g("share.heartbeat.interval.ms", "group.share.heartbeat.interval.ms", "5000", ConfigType::Int, Rule::Int { min: 1, range: Some(HEARTBEAT_INTERVAL_MS) }, "The heartbeat interval given to the members of a share group."),
+    g("share.isolation.level", "share.isolation.level", "read_uncommitted", ConfigType::String, Rule::OneOf(&["read_committed", "read_uncommitted"]), "How a share group reads transactional records. Kept for Kafka's tools; es does not serve share-group records yet."),
+    g("share.partition.max.record.locks", "group.share.partition.max.record.locks", "2000", ConfigType::Int, Rule::Int { min: 100, range: Some(PARTITION_RECORD_LOCKS) }, "The most records of a share-partition in flight at once. Kept for Kafka's tools; es does not serve share-group records yet."),
+    g("share.record.lock.duration.ms", "group.share.record.lock.duration.ms", "30000", ConfigType::Int, Rule::Int { min: 1000, range: Some(RECORD_LOCK_DURATION_MS) }, "How long a share group's member holds an acquired record. Kept for Kafka's tools; es does not serve share-group records yet."),
+    g("share.renew.acknowledge.enable", "share.renew.acknowledge.enable", "true", ConfigType::Boolean, Rule::Bool, "Whether a share group's members may renew their acquisition locks. Kept for Kafka's tools; es does not serve share-group records yet."),
+    g("share.session.timeout.ms", "group.share.session.timeout.ms", "45000", ConfigType::Int, Rule::Int { min: 1, range: Some(SESSION_TIMEOUT_MS) }, "The timeout to detect the failure of a share group's member."),
     g("streams.assignment.interval.ms", "group.streams.assignment.interval.ms", "1000", ConfigType::Int, Rule::Int { min: 0, range: None }, "The least time between two target assignments of a streams group. Kept for Kafka's tools; es has no streams groups."),
     g("streams.assignor.name", "group.streams.assignors", "sticky", ConfigType::String, Rule::Assignor, "The task assignor of a streams group. Kept for Kafka's tools; es has no streams groups."),
     g("streams.heartbeat.interval.ms", "group.streams.heartbeat.interval.ms", "5000", ConfigType::Int, Rule::Int { min: 1, range: Some(HEARTBEAT_INTERVAL_MS) }, "The heartbeat interval given to the members of a streams group. Kept for Kafka's tools; es has no streams groups."),
@@ -274,12 +274,15 @@ pub fn describe_group(
 }
 
 /// What a group's configs change in how es runs that group: the KIP-848
-/// timing its coordinator applies instead of the broker's.
+/// and share-group timing its coordinator applies instead of the broker's.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct GroupOverrides {
     pub consumer_session_timeout_ms: Option<i32>,
     pub consumer_heartbeat_interval_ms: Option<i32>,
     pub consumer_assignment_interval_ms: Option<i32>,
+    pub share_session_timeout_ms: Option<i32>,
+    pub share_heartbeat_interval_ms: Option<i32>,
+    pub share_assignment_interval_ms: Option<i32>,
 }
 
 impl GroupOverrides {
@@ -291,6 +294,9 @@ impl GroupOverrides {
             consumer_session_timeout_ms: int("consumer.session.timeout.ms"),
             consumer_heartbeat_interval_ms: int("consumer.heartbeat.interval.ms"),
             consumer_assignment_interval_ms: int("consumer.assignment.interval.ms"),
+            share_session_timeout_ms: int("share.session.timeout.ms"),
+            share_heartbeat_interval_ms: int("share.heartbeat.interval.ms"),
+            share_assignment_interval_ms: int("share.assignment.interval.ms"),
         }
     }
 

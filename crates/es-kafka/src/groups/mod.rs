@@ -11,8 +11,8 @@
 //!   the server-side [`assignor`]s `uniform` and `range`, also sans-io.
 //! - [`share`]: the KIP-932 share group (ShareGroupHeartbeat: join, leave,
 //!   epochs, session timeouts, no revocation) with its `simple` assignor
-//!   [`share_assignor`], both sans-io; not wired into the coordinator yet
-//!   (docs/share-groups-design.md §5).
+//!   [`share_assignor`], both sans-io, run by the coordinator like the
+//!   others (the share-partitions' record states are `crate::shares`').
 //! - [`store`]: the on-disk form, `data/groups/<group>.json`, written with
 //!   es-storage's atomic replace, and its loading at startup.
 //! - [`coordinator`]: the async shell. It owns every group behind one short
@@ -46,6 +46,10 @@ pub type Token = u64;
 
 /// Kafka's `ConsumerProtocol.PROTOCOL_TYPE`: the protocol type of consumers.
 pub const CONSUMER_PROTOCOL_TYPE: &str = "consumer";
+
+/// Kafka's `ShareGroup.PROTOCOL_TYPE`: the protocol type ListGroups shows
+/// for a share group.
+pub const SHARE_PROTOCOL_TYPE: &str = "share";
 
 /// Group settings, named after Kafka's broker configs. Defaults are Kafka 4's
 /// except where noted.
@@ -83,6 +87,10 @@ pub struct GroupConfig {
     /// (the group is "Assigning"); a heartbeat after the interval computes
     /// the next one. 0 computes it at every bump, as Kafka before 4.3 did.
     pub consumer_assignment_interval_ms: i32,
+    /// `group.share.session.timeout.ms`, `group.share.heartbeat.interval.ms`,
+    /// `group.share.assignment.interval.ms` and `group.share.max.size`: the
+    /// share groups' settings ([`share::ShareGroupConfig`]).
+    pub share: share::ShareGroupConfig,
 }
 
 impl GroupConfig {
@@ -97,6 +105,15 @@ impl GroupConfig {
         }
         if let Some(v) = o.consumer_assignment_interval_ms {
             self.consumer_assignment_interval_ms = v;
+        }
+        if let Some(v) = o.share_session_timeout_ms {
+            self.share.session_timeout_ms = v;
+        }
+        if let Some(v) = o.share_heartbeat_interval_ms {
+            self.share.heartbeat_interval_ms = v;
+        }
+        if let Some(v) = o.share_assignment_interval_ms {
+            self.share.assignment_interval_ms = v;
         }
         self
     }
@@ -121,6 +138,7 @@ impl Default for GroupConfig {
             consumer_session_timeout_ms: 45_000,
             consumer_heartbeat_interval_ms: 5_000,
             consumer_assignment_interval_ms: 1_000,
+            share: share::ShareGroupConfig::default(),
         }
     }
 }

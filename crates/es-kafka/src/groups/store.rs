@@ -3,9 +3,11 @@
 //! fsync, rename, directory fsync), so a crash leaves the old document or the
 //! new one, never a mix.
 //!
-//! A document holds what must survive a restart: the group's type (`classic`
-//! or `consumer`, i.e. which protocol owns it), its protocol type, and every
-//! committed offset with its leader epoch, metadata and commit time. Members,
+//! A document holds what must survive a restart: the group's type (`classic`,
+//! `consumer` or `share`, i.e. which protocol owns it), its protocol type,
+//! every committed offset with its leader epoch, metadata and commit time,
+//! and for a share group the share-partitions it has assigned (whose state
+//! lives beside the partitions, `shares::store`). Members,
 //! generations and assignments are not kept: after a restart groups come back
 //! Empty and their members rejoin, as the design asks.
 //!
@@ -36,6 +38,18 @@ const HASHED_PREFIX_BYTES: usize = 150;
 /// Which protocol owns a group.
 pub const TYPE_CLASSIC: &str = "classic";
 pub const TYPE_CONSUMER: &str = "consumer";
+pub const TYPE_SHARE: &str = "share";
+
+/// The partitions of one topic a share group has assigned (so their
+/// share-partition state exists or may exist): what
+/// DescribeShareGroupOffsets without topics and DeleteShareGroupOffsets
+/// read.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShareTopicEntry {
+    pub topic: String,
+    pub topic_id: String,
+    pub partitions: Vec<i32>,
+}
 
 /// One committed offset.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -58,7 +72,7 @@ pub struct OffsetEntry {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GroupFile {
     pub group: String,
-    /// [`TYPE_CLASSIC`] or [`TYPE_CONSUMER`].
+    /// [`TYPE_CLASSIC`], [`TYPE_CONSUMER`] or [`TYPE_SHARE`].
     #[serde(rename = "type")]
     pub group_type: String,
     /// The classic protocol type ("consumer", "connect", ...), if any.
@@ -66,6 +80,10 @@ pub struct GroupFile {
     pub protocol_type: Option<String>,
     #[serde(default)]
     pub offsets: Vec<OffsetEntry>,
+    /// A share group's assigned share-partitions, by topic (absent for
+    /// other groups and for a share group that assigned none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub share_partitions: Vec<ShareTopicEntry>,
 }
 
 /// The file name (with suffix) of a group's document.
@@ -135,7 +153,7 @@ pub fn load_all(fs: &dyn Fs, dir: &Path) -> Result<Vec<GroupFile>, StorageError>
                 ),
             });
         }
-        if doc.group_type != TYPE_CLASSIC && doc.group_type != TYPE_CONSUMER {
+        if ![TYPE_CLASSIC, TYPE_CONSUMER, TYPE_SHARE].contains(&doc.group_type.as_str()) {
             return Err(StorageError::Metadata {
                 file: path.display().to_string(),
                 why: format!("unknown group type {:?}", doc.group_type),
@@ -207,6 +225,7 @@ mod tests {
                 commit_timestamp_ms: 7,
                 topic_id: Some("00000000-0000-0000-0000-000000000001".into()),
             }],
+            share_partitions: Vec::new(),
         };
         write(&RealFs, &groups, &doc).expect("write");
         // A stray temporary file from a crash is ignored and removed.

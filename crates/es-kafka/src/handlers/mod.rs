@@ -604,6 +604,12 @@ async fn served_encoded(
                 ApiKey::ConsumerGroupDescribe => {
                     groups::consumer_group_describe(&ctx, decode_body(&mut body, key, v)?)
                 }
+                ApiKey::ShareGroupHeartbeat => {
+                    groups::share_group_heartbeat(&ctx, decode_body(&mut body, key, v)?)
+                }
+                ApiKey::ShareGroupDescribe => {
+                    groups::share_group_describe(&ctx, decode_body(&mut body, key, v)?)
+                }
                 other => Err(CloseReason::NoHandler { key: other }),
             };
             turn.finish();

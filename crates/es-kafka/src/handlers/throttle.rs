@@ -387,6 +387,8 @@ mod tests {
             ListTransactions => ListTransactionsResponse,
             ConsumerGroupHeartbeat => ConsumerGroupHeartbeatResponse,
             ConsumerGroupDescribe => ConsumerGroupDescribeResponse,
+            ShareGroupHeartbeat => ShareGroupHeartbeatResponse,
+            ShareGroupDescribe => ShareGroupDescribeResponse,
             ListConfigResources => ListConfigResourcesResponse,
             DescribeTopicPartitions => DescribeTopicPartitionsResponse,
         };

@@ -56,6 +56,8 @@ macro_rules! served_types {
         ListTransactions => ListTransactionsRequest,
         ConsumerGroupHeartbeat => ConsumerGroupHeartbeatRequest,
         ConsumerGroupDescribe => ConsumerGroupDescribeRequest,
+        ShareGroupHeartbeat => ShareGroupHeartbeatRequest,
+        ShareGroupDescribe => ShareGroupDescribeRequest,
         ListConfigResources => ListConfigResourcesRequest,
         DescribeTopicPartitions => DescribeTopicPartitionsRequest,
         }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use super::{ClassicDescribe, Coordinator, Durable, Kind, Listed};
 use crate::groups::error::GroupError;
-use crate::groups::{store, CONSUMER_PROTOCOL_TYPE};
+use crate::groups::{store, CONSUMER_PROTOCOL_TYPE, SHARE_PROTOCOL_TYPE};
 
 impl Coordinator {
     /// ListGroups with Kafka's case-insensitive state and type filters.
@@ -26,6 +26,10 @@ impl Coordinator {
                     Kind::Consumer(c) => (
                         c.state_name().to_string(),
                         CONSUMER_PROTOCOL_TYPE.to_string(),
+                    ),
+                    Kind::Share(c) => (
+                        c.state().name().to_string(),
+                        SHARE_PROTOCOL_TYPE.to_string(),
                     ),
                 };
                 Listed {
@@ -50,6 +54,7 @@ impl Coordinator {
                 let n = st.groups.get(&l.group_id).map_or(0, |g| match &g.kind {
                     Kind::Classic(c) => c.member_count(),
                     Kind::Consumer(c) => c.member_count(),
+                    Kind::Share(c) => c.member_count(),
                 });
                 (l, n)
             })
@@ -64,7 +69,7 @@ impl Coordinator {
             Some(g) if g.deleting => ClassicDescribe::NotFound,
             Some(g) => match &g.kind {
                 Kind::Classic(c) => ClassicDescribe::Found(c.describe()),
-                Kind::Consumer(_) => ClassicDescribe::NotClassic,
+                Kind::Consumer(_) | Kind::Share(_) => ClassicDescribe::NotClassic,
             },
         }
     }
@@ -82,7 +87,7 @@ impl Coordinator {
             if g.deleting {
                 return Err(GroupError::GroupIdNotFound);
             }
-            let valid = match &g.kind {
+            let valid = match &mut g.kind {
                 Kind::Classic(c) => c.validate_delete(),
                 Kind::Consumer(c) => {
                     if c.is_empty() {
@@ -91,6 +96,7 @@ impl Coordinator {
                         Err(GroupError::NonEmptyGroup)
                     }
                 }
+                Kind::Share(c) => c.mark_dead(),
             };
             valid?;
             g.deleting = true;
@@ -134,8 +140,10 @@ impl Coordinator {
             Err(e) => {
                 tracing::error!(group = group_id, error = %e, "could not delete group file");
                 g.deleting = false;
-                if let Kind::Classic(c) = &mut g.kind {
-                    c.set_dead(false);
+                match &mut g.kind {
+                    Kind::Classic(c) => c.set_dead(false),
+                    Kind::Share(c) => c.revive(),
+                    Kind::Consumer(_) => {}
                 }
                 let restart = g.version > g.durable.borrow().version && self.start_writer(g);
                 self.after_op(&mut st, group_id, now, Vec::new());

@@ -49,6 +49,12 @@ impl Coordinator {
                 return rx;
             }
             Some(g) => {
+                if let Kind::Share(_) = &g.kind {
+                    // Kafka's classicGroupJoin: a group of another protocol
+                    // that cannot be converted.
+                    fail(tx, GroupError::InconsistentGroupProtocol, "");
+                    return rx;
+                }
                 if let Kind::Consumer(c) = &g.kind {
                     if !c.is_empty() {
                         // A group keeps one protocol at a time.
@@ -91,7 +97,9 @@ impl Coordinator {
             Some(GroupError::CoordinatorNotAvailable)
         } else {
             match st.groups.get(group_id).map(|g| (&g.kind, g.deleting)) {
-                None | Some((Kind::Consumer(_), _)) => Some(GroupError::UnknownMemberId),
+                None | Some((Kind::Consumer(_) | Kind::Share(_), _)) => {
+                    Some(GroupError::UnknownMemberId)
+                }
                 Some((_, true)) => Some(GroupError::CoordinatorNotAvailable),
                 Some((Kind::Classic(_), false)) => None,
             }
@@ -128,7 +136,7 @@ impl Coordinator {
             Some(g) if g.deleting => return Err(GroupError::CoordinatorNotAvailable),
             Some(g) => match &mut g.kind {
                 Kind::Classic(c) => c.heartbeat(now, member_id, instance_id, generation_id),
-                Kind::Consumer(_) => return Err(GroupError::UnknownMemberId),
+                Kind::Consumer(_) | Kind::Share(_) => return Err(GroupError::UnknownMemberId),
             },
         };
         self.after_op(&mut st, group_id, now, Vec::new());
@@ -153,7 +161,7 @@ impl Coordinator {
             Some(g) if g.deleting => return Err(GroupError::CoordinatorNotAvailable),
             Some(g) => match &mut g.kind {
                 Kind::Classic(c) => c.leave(now, members, &mut out),
-                Kind::Consumer(_) => return Ok(unknown()),
+                Kind::Consumer(_) | Kind::Share(_) => return Ok(unknown()),
             },
         };
         self.after_op(&mut st, group_id, now, out);

@@ -45,6 +45,11 @@ impl Coordinator {
                 return CgHeartbeatResponse::error(GroupError::CoordinatorNotAvailable)
             }
             Some(g) => {
+                if let Kind::Share(_) = &g.kind {
+                    return CgHeartbeatResponse::error(GroupError::NotAConsumerGroup {
+                        group_id: group_id.clone(),
+                    });
+                }
                 if let Kind::Classic(c) = &g.kind {
                     if !c.is_empty() {
                         return CgHeartbeatResponse::error(GroupError::NotAConsumerGroup {
@@ -74,7 +79,7 @@ impl Coordinator {
         match st.groups.get(group_id) {
             Some(g) if !g.deleting => match &g.kind {
                 Kind::Consumer(c) => Ok(c.describe(topics)),
-                Kind::Classic(_) => Err(GroupError::NotAConsumerGroup {
+                Kind::Classic(_) | Kind::Share(_) => Err(GroupError::NotAConsumerGroup {
                     group_id: group_id.to_string(),
                 }),
             },

@@ -49,7 +49,8 @@ use uuid::Uuid;
 use super::classic::{self, ClassicGroup, Effect, JoinResponse, SyncResponse};
 use super::consumer::ConsumerGroup;
 use super::error::GroupError;
-use super::store::{self, TYPE_CLASSIC, TYPE_CONSUMER};
+use super::share::ShareGroup;
+use super::store::{self, TYPE_CLASSIC, TYPE_CONSUMER, TYPE_SHARE};
 use super::{GroupConfig, Millis, Token};
 use crate::config::GroupOverrides;
 
@@ -61,6 +62,7 @@ mod consumer_api;
 mod failover;
 mod offsets;
 mod persist;
+mod share_api;
 mod timers;
 
 /// One committed offset in memory.
@@ -192,6 +194,7 @@ struct Durable {
 enum Kind {
     Classic(ClassicGroup),
     Consumer(ConsumerGroup),
+    Share(ShareGroup),
 }
 
 impl Kind {
@@ -199,6 +202,7 @@ impl Kind {
         match self {
             Kind::Classic(_) => TYPE_CLASSIC,
             Kind::Consumer(_) => TYPE_CONSUMER,
+            Kind::Share(_) => TYPE_SHARE,
         }
     }
 
@@ -206,6 +210,7 @@ impl Kind {
         match self {
             Kind::Classic(g) => g.protocol_type().map(str::to_string),
             Kind::Consumer(_) => Some(super::CONSUMER_PROTOCOL_TYPE.to_string()),
+            Kind::Share(_) => Some(super::SHARE_PROTOCOL_TYPE.to_string()),
         }
     }
 
@@ -213,15 +218,33 @@ impl Kind {
         match self {
             Kind::Classic(g) => g.next_deadline(),
             Kind::Consumer(g) => g.next_deadline(),
+            Kind::Share(g) => g.next_deadline(),
+        }
+    }
+
+    /// Kafka's answer to an offset request (OffsetCommit, OffsetFetch,
+    /// OffsetDelete) for a share group: it has no committed offsets.
+    fn refuse_offsets(&self, group_id: &str) -> Result<(), GroupError> {
+        match self {
+            Kind::Share(_) => Err(GroupError::NotAConsumerGroup {
+                group_id: group_id.to_string(),
+            }),
+            _ => Ok(()),
         }
     }
 }
+
+/// The share-partitions a share group has assigned: topic name -> (topic
+/// id, partitions).
+pub type SharePartitions = BTreeMap<String, (Uuid, BTreeSet<i32>)>;
 
 #[derive(Debug)]
 struct Group {
     id: String,
     kind: Kind,
     offsets: BTreeMap<String, BTreeMap<i32, Committed>>,
+    /// A share group's assigned share-partitions (empty for other groups).
+    share_partitions: SharePartitions,
     /// Distinguishes a group from a later one of the same name.
     incarnation: u64,
     /// DeleteGroups is removing the file.
@@ -243,6 +266,7 @@ impl Group {
             id: id.to_string(),
             kind,
             offsets: BTreeMap::new(),
+            share_partitions: SharePartitions::new(),
             incarnation,
             deleting: false,
             written_meta: None,
@@ -410,8 +434,10 @@ impl Coordinator {
             st.overrides.insert(group_id.to_string(), o);
         }
         let cfg = st.config_for(self.config, group_id);
-        if let Some(Kind::Consumer(c)) = st.groups.get_mut(group_id).map(|g| &mut g.kind) {
-            c.set_config(cfg);
+        match st.groups.get_mut(group_id).map(|g| &mut g.kind) {
+            Some(Kind::Consumer(c)) => c.set_config(cfg),
+            Some(Kind::Share(c)) => c.set_config(cfg.share),
+            _ => {}
         }
     }
 
@@ -422,6 +448,19 @@ impl Coordinator {
         for id in ids {
             self.set_group_overrides(&id, all.get(&id).copied().unwrap_or_default());
         }
+    }
+
+    /// The wait for every change made so far to group `group_id` (its
+    /// type, offsets, share-partitions) to be durable; `None` when nothing
+    /// is pending or the group is unknown.
+    pub fn pending_write(&self, group_id: &str) -> Option<DurableWait> {
+        let st = self.state.lock();
+        let g = st.groups.get(group_id)?;
+        let pending = g.version > g.durable.borrow().version;
+        pending.then(|| DurableWait {
+            rx: g.durable.subscribe(),
+            version: g.version,
+        })
     }
 
     fn now(&self) -> Millis {

@@ -49,7 +49,9 @@ impl Coordinator {
         if g.fenced() {
             return Err(GroupError::NotCoordinator);
         }
+        g.kind.refuse_offsets(&group_id)?;
         match &mut g.kind {
+            Kind::Share(_) => {}
             Kind::Classic(c) => {
                 c.validate_offset_commit(
                     &req.member_id,
@@ -197,6 +199,7 @@ impl Coordinator {
             if g.fenced() {
                 return Err(GroupError::NotCoordinator);
             }
+            g.kind.refuse_offsets(group_id)?;
             if let (Kind::Consumer(c), Some((m, epoch))) = (&g.kind, member) {
                 c.validate_offset_fetch(m, epoch)?;
             }
@@ -278,6 +281,7 @@ impl Coordinator {
             return Err(GroupError::NotCoordinator);
         }
         let subscribed: Box<dyn Fn(&str) -> bool> = match &g.kind {
+            Kind::Share(_) => return g.kind.refuse_offsets(group_id).map(|()| (Vec::new(), None)),
             Kind::Classic(c) => {
                 c.validate_offset_delete()?;
                 let topics = c.subscribed_topics();

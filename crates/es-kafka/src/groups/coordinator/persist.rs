@@ -22,7 +22,10 @@ use uuid::Uuid;
 use super::{Committed, Coordinator, Group, Kind, State};
 use crate::groups::classic::ClassicGroup;
 use crate::groups::consumer::ConsumerGroup;
-use crate::groups::store::{self, GroupFile, OffsetEntry, TYPE_CONSUMER};
+use crate::groups::share::ShareGroup;
+use crate::groups::store::{
+    self, GroupFile, OffsetEntry, ShareTopicEntry, TYPE_CONSUMER, TYPE_SHARE,
+};
 use crate::groups::GroupConfig;
 
 impl Group {
@@ -32,6 +35,15 @@ impl Group {
             group: self.id.clone(),
             group_type: t.to_string(),
             protocol_type: p,
+            share_partitions: self
+                .share_partitions
+                .iter()
+                .map(|(topic, (id, ps))| ShareTopicEntry {
+                    topic: topic.clone(),
+                    topic_id: id.to_string(),
+                    partitions: ps.iter().copied().collect(),
+                })
+                .collect(),
             offsets: self
                 .offsets
                 .iter()
@@ -72,6 +84,9 @@ impl State {
         let kind = if doc.group_type == TYPE_CONSUMER {
             let config = self.config_for(config, &doc.group);
             Kind::Consumer(ConsumerGroup::new(&doc.group, config))
+        } else if doc.group_type == TYPE_SHARE {
+            let config = self.config_for(config, &doc.group);
+            Kind::Share(ShareGroup::new(&doc.group, config.share))
         } else {
             Kind::Classic(ClassicGroup::loaded(
                 &doc.group,
@@ -85,6 +100,14 @@ impl State {
         let Some(g) = self.groups.get_mut(&doc.group) else {
             return;
         };
+        for t in doc.share_partitions {
+            // An entry whose id does not parse is dropped: it can only name
+            // a topic no longer known.
+            if let Ok(id) = Uuid::parse_str(&t.topic_id) {
+                g.share_partitions
+                    .insert(t.topic, (id, t.partitions.into_iter().collect()));
+            }
+        }
         for o in doc.offsets {
             g.offsets.entry(o.topic).or_default().insert(
                 o.partition,

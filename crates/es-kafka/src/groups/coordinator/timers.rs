@@ -78,6 +78,12 @@ impl Coordinator {
             match &mut g.kind {
                 Kind::Classic(c) => c.tick(now, &mut out),
                 Kind::Consumer(c) => c.tick(now),
+                Kind::Share(c) => {
+                    // Fencing a member does not release its records: its
+                    // share sessions do when its connections close, or
+                    // their locks expire (docs/share-groups-design.md §2.7).
+                    c.tick(now);
+                }
             }
             if g.written_meta.as_ref() != Some(&g.meta()) && !g.deleting {
                 g.version += 1;

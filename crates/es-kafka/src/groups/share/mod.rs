@@ -94,25 +94,6 @@ impl Default for ShareGroupConfig {
     }
 }
 
-impl ShareGroupConfig {
-    /// These settings with a group's own `share.*` configs (the GROUP
-    /// config resource, already validated) in place of the broker's. Values
-    /// that do not parse are ignored.
-    pub fn with_group_configs(mut self, configs: &BTreeMap<String, String>) -> Self {
-        let int = |k: &str| configs.get(k).and_then(|v| v.trim().parse::<i32>().ok());
-        if let Some(v) = int("share.session.timeout.ms") {
-            self.session_timeout_ms = v;
-        }
-        if let Some(v) = int("share.heartbeat.interval.ms") {
-            self.heartbeat_interval_ms = v;
-        }
-        if let Some(v) = int("share.assignment.interval.ms") {
-            self.assignment_interval_ms = v;
-        }
-        self
-    }
-}
-
 /// A ShareGroupHeartbeat request, with the caller's client id and host.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ShareHeartbeatRequest {
@@ -349,6 +330,12 @@ impl ShareGroup {
         }
         self.dead = true;
         Ok(())
+    }
+
+    /// Undoes [`ShareGroup::mark_dead`]: the deletion failed (its file could
+    /// not be removed) and the group stays.
+    pub fn revive(&mut self) {
+        self.dead = false;
     }
 
     /// The subscribed topics as the last heartbeat saw them (what a target

@@ -223,13 +223,27 @@ fn join_creates_the_member_bumps_the_epoch_and_assigns() {
     assert_eq!(g.state().name(), "Stable");
 }
 
+/// `c` with a group's own `share.*` configs, as the coordinator applies
+/// them (`GroupOverrides`, `GroupConfig::with_overrides`).
+fn with_group_configs(c: ShareGroupConfig, configs: &BTreeMap<String, String>) -> ShareGroupConfig {
+    let base = crate::groups::GroupConfig {
+        share: c,
+        ..Default::default()
+    };
+    base.with_overrides(&crate::config::GroupOverrides::from_configs(configs))
+        .share
+}
+
 #[test]
 fn heartbeat_interval_comes_from_the_config() {
     let t = topics(&[("a", 1)]);
-    let cfg = config().with_group_configs(&BTreeMap::from([(
-        "share.heartbeat.interval.ms".to_string(),
-        "7000".to_string(),
-    )]));
+    let cfg = with_group_configs(
+        config(),
+        &BTreeMap::from([(
+            "share.heartbeat.interval.ms".to_string(),
+            "7000".to_string(),
+        )]),
+    );
     let mut g = ShareGroup::new(G, cfg);
     assert_eq!(
         join(&mut g, 0, "m1", &["a"], &t).heartbeat_interval_ms,
@@ -250,15 +264,18 @@ fn group_configs_override_the_broker_defaults() {
         ),
         (45_000, 5_000, 1_000, 200)
     );
-    let c = d.with_group_configs(&BTreeMap::from([
-        ("share.session.timeout.ms".to_string(), "60000".to_string()),
-        (
-            "share.assignment.interval.ms".to_string(),
-            " 0 ".to_string(),
-        ),
-        ("share.heartbeat.interval.ms".to_string(), "x".to_string()),
-        ("consumer.session.timeout.ms".to_string(), "1".to_string()),
-    ]));
+    let c = with_group_configs(
+        d,
+        &BTreeMap::from([
+            ("share.session.timeout.ms".to_string(), "60000".to_string()),
+            (
+                "share.assignment.interval.ms".to_string(),
+                " 0 ".to_string(),
+            ),
+            ("share.heartbeat.interval.ms".to_string(), "x".to_string()),
+            ("consumer.session.timeout.ms".to_string(), "1".to_string()),
+        ]),
+    );
     assert_eq!(
         (
             c.session_timeout_ms,

@@ -1,8 +1,9 @@
 //! The group APIs: FindCoordinator (v0-6), JoinGroup (v0-9), SyncGroup
 //! (v0-5), Heartbeat (v0-4), LeaveGroup (v0-5), DescribeGroups (v0-6),
 //! ListGroups (v0-5), DeleteGroups (v0-2), OffsetCommit (v2-9), OffsetFetch
-//! (v1-9), OffsetDelete (v0), ConsumerGroupHeartbeat (v0-1) and
-//! ConsumerGroupDescribe (v0-1).
+//! (v1-9), OffsetDelete (v0), ConsumerGroupHeartbeat (v0-1),
+//! ConsumerGroupDescribe (v0-1), ShareGroupHeartbeat (v1) and
+//! ShareGroupDescribe (v1).
 //!
 //! Each handler converts between the wire messages and the coordinator
 //! ([`crate::groups`]), does the checks Kafka's `KafkaApis` and
@@ -23,7 +24,8 @@
 //! (`find_coordinator`, `join_group`, `sync_group`, `heartbeat`,
 //! `leave_group`, `group_admin` for DescribeGroups / ListGroups /
 //! DeleteGroups, `offsets` for OffsetCommit / OffsetFetch / OffsetDelete,
-//! `consumer_group` for the KIP-848 APIs); this file holds the small helpers
+//! `consumer_group` for the KIP-848 APIs, `share_group` for the KIP-932
+//! ones); this file holds the small helpers
 //! they share and re-exports the handlers for the API dispatch.
 
 use kafka_protocol::messages::GroupId;
@@ -94,6 +96,7 @@ mod heartbeat;
 mod join_group;
 mod leave_group;
 mod offsets;
+mod share_group;
 mod sync_group;
 
 pub use consumer_group::{consumer_group_describe, consumer_group_heartbeat};
@@ -103,7 +106,11 @@ pub use heartbeat::heartbeat;
 pub use join_group::join_group;
 pub use leave_group::leave_group;
 pub use offsets::{offset_commit, offset_delete, offset_fetch};
+pub use share_group::{share_group_describe, share_group_heartbeat};
 pub use sync_group::sync_group;
 
 #[cfg(test)]
 mod groups_tests;
+
+#[cfg(test)]
+mod share_group_tests;
