@@ -64,12 +64,12 @@ API = {"Produce": 0, "Fetch": 1, "ListOffsets": 2, "Metadata": 3, "OffsetCommit"
        "DescribeQuorum": 55, "DescribeCluster": 60, "DescribeProducers": 61,
        "DescribeTransactions": 65, "ListTransactions": 66, "ConsumerGroupHeartbeat": 68,
        "ConsumerGroupDescribe": 69, "GetTelemetrySubscriptions": 71, "ListConfigResources": 74,
-       "DescribeTopicPartitions": 75}
+       "DescribeTopicPartitions": 75, "ShareGroupHeartbeat": 76, "ShareGroupDescribe": 77}
 API_NAME = {v: k for k, v in API.items()}
 
 # Versions of the requests admin sends to set cells up (not compared as cases; es serves them).
 ADMIN_V = {"Metadata": 12, "CreateTopics": 7, "Produce": 12, "InitProducerId": 5, "AddPartitionsToTxn": 3,
-           "AddOffsetsToTxn": 4, "OffsetCommit": 9, "ConsumerGroupHeartbeat": 1, "FindCoordinator": 6,
+           "AddOffsetsToTxn": 4, "OffsetCommit": 9, "ConsumerGroupHeartbeat": 1, "ShareGroupHeartbeat": 1, "FindCoordinator": 6,
            "DescribeAcls": 3, "CreateAcls": 3, "DeleteAcls": 3}
 
 
@@ -240,6 +240,11 @@ def cg_join(x, group="{c}-g"):
                                        "topic_partitions": []})
 
 
+def sg_join(x, group="{c}-g"):
+    x.admin("ShareGroupHeartbeat", {"group_id": sub(group, x.c), "member_id": member_uuid(x.c + "-admin"),
+                                    "member_epoch": 0, "rack_id": None, "subscribed_topic_names": [DATA]})
+
+
 # -- settle steps (admin): wait until what the request started is done, record the outcome --
 
 def settle_topic(name_tpl, expect):
@@ -408,6 +413,16 @@ def cases():
         lambda x: {"group_ids": [sub("{c}-g", x.c), sub("{c}-g2", x.c)], "include_authorized_operations": True},
         needs=[("GROUP", "{c}-g", "DESCRIBE"), ("GROUP", "{c}-g2", "DESCRIBE"), ("TOPIC", DATA, "DESCRIBE")],
         setup=cg_join, note="{c}-g has one member (admin's) subscribed to acl-data; {c}-g2 does not exist")
+    add("ShareGroupHeartbeat", "ShareGroupHeartbeat",
+        lambda x: {"group_id": sub("{c}-g", x.c), "member_id": member_uuid(x.c), "member_epoch": 0,
+                   "rack_id": None, "subscribed_topic_names": [DATA]},
+        needs=[("GROUP", "{c}-g", "READ"), ("TOPIC", DATA, "DESCRIBE")],
+        note="a share group member subscribing to acl-data")
+    add("ShareGroupDescribe", "ShareGroupDescribe",
+        lambda x: {"group_ids": [sub("{c}-g", x.c), sub("{c}-g2", x.c)], "include_authorized_operations": True},
+        needs=[("GROUP", "{c}-g", "DESCRIBE"), ("GROUP", "{c}-g2", "DESCRIBE"), ("TOPIC", DATA, "DESCRIBE")],
+        setup=sg_join, note="{c}-g is a share group with one member (admin's) subscribed to acl-data; "
+                            "{c}-g2 does not exist")
     add("DescribeGroups", "DescribeGroups",
         lambda x: {"groups": [sub("{c}-g", x.c), sub("{c}-g2", x.c)], "include_authorized_operations": True},
         needs=[("GROUP", "{c}-g", "DESCRIBE"), ("GROUP", "{c}-g2", "DESCRIBE")],

@@ -113,10 +113,14 @@ def identities(rec, topic_ids):
 # dropped): (case, list field, keep an entry when, count the others, reason).
 LISTINGS = [
     ("Metadata.all|DescribeTopicPartitions.all", "topics",
-     lambda e, c: str(e.get("name", "")).startswith(("acl-", "__")),
+     lambda e, c: str(e.get("name", "")).startswith(("acl-", "__"))
+     and e.get("name") != "__share_group_state",
      "the shared topics (acl-*, one with ALLOW, one with no ACL, ...) and the internal ones (__*) "
      "show the listing's rule; the other cells' topics depend on which cells ran before (each "
-     "cell's own answers say what became of them)"),
+     "cell's own answers say what became of them). Not __share_group_state: Kafka's share "
+     "coordinator creates it (50 partitions) once a share group is used, es keeps share-group "
+     "state in its own files beside each partition (docs/storage.md, \"Share-group state\") and "
+     "has no such topic"),
     ("ListGroups.*", "groups",
      lambda e, c: str(e.get("group_id", "")) in (c + "-lg-g", "acl-lg-g"),
      "the cell's own group and one group admin made (acl-lg-g, with no ACL); the other cells' groups "
@@ -163,8 +167,15 @@ NORMALISE = [
      r"|observers))", "drop",
      "the quorums differ by design (es's openraft log and Raft listener against KRaft's "
      "CONTROLLER listener: compat-tests/diff's ALLOWED rows); error codes and leader ids compared"),
-    ("ConsumerGroupDescribe|DescribeGroups", r"answer\.groups\[\]\.members\[\]\.client_host", "mask",
-     "the client's address as each broker saw it (source port, slash)"),
+    ("ConsumerGroupDescribe|DescribeGroups|ShareGroupDescribe", r"answer\.groups\[\]\.members\[\]\.client_host",
+     "mask", "the client's address as each broker saw it (source port, slash)"),
+    ("ShareGroupHeartbeat|ShareGroupDescribe", r"answer\.(assignment|groups\[\]\.members\[\]\.assignment)",
+     "drop",
+     "a share group's assignment: Kafka hands a share-partition out only after its share coordinator "
+     "initialised the partition's state, a round trip after the first heartbeat, so its first "
+     "answers assign nothing; es initialises on first use and assigns at once "
+     "(docs/share-groups-design.md §3.8); membership, epochs, error codes and authorized operations "
+     "are compared"),
     ("CreateTopics", r"answer\.topics\[\]\.configs", "flush_configs",
      "flush.messages and flush.ms: es fsyncs before it acknowledges, so its defaults come from "
      "--flush-every-records and --flush-interval, Kafka's are Long.MAX_VALUE; and preallocate's "
