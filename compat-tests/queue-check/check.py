@@ -10,10 +10,23 @@ A record is one (partition, offset) the producer had acknowledged. A delivery is
 line: the record handed to one worker, with the broker's delivery count and the lock
 deadline franz-go computed from AcquisitionLockTimeoutMs when it decoded the ShareFetch
 response. A worker logs `recv` when its poll returns the record, which can be long after the
-fetch (franz-go fetches ahead and buffers; a worker stopped with SIGSTOP polls its buffer
-only after SIGCONT), so a delivery's time is its fetch time, the lock deadline minus the
-group's lock duration, and deliveries of a record are ordered by it (wall clock, one
-machine). Windows below run from the earlier delivery's fetch to the later one's.
+fetch (franz-go fetches ahead and buffers), so a delivery's time t is when its fetch was
+decoded: the lock deadline minus the group's lock duration (wall clock, one machine). The
+broker acquired the record a little earlier, except for a worker that was stopped: a response
+that reached it while it was stopped is decoded only after SIGCONT, and its records may have
+been acquired at any time from FETCH_WAIT_NS before the SIGSTOP on (a ShareFetch waits on the
+broker for data up to franz-go's FetchMaxWait). So a delivery decoded within CONT_SLACK_NS of
+its worker's SIGCONT has an earliest possible acquisition t_min that far back; t_min = t for
+every other delivery.
+
+Deliveries of a record are put in acquisition order by (broker epoch, delivery count, t): the
+broker epoch is the number of broker kills before t (less EPOCH_SLACK_NS), and within one
+broker's life Kafka's delivery count rises by one at every acquisition, so the count orders
+acquisitions where times cannot (a response decoded late after SIGCONT). Across a broker kill
+Kafka may hand out a count again (it does not write acquisitions, design doc section 2.5), so
+the epoch comes first. Windows below run from the earlier delivery's t_min to the later one's t.
+One case stays out of reach: a response that reached a stopped worker before a broker kill and
+was decoded after SIGCONT and the restart gets the later epoch; it has not been seen.
 
 Violations (any one fails the run):
   missing                 a record never delivered (and the group said it had consumed all)
@@ -74,6 +87,12 @@ LOCK_SLACK_NS = 1_000_000_000
 # A fetch response can be decoded a little after the broker acquired its records, and so after
 # an ack-ok that the broker answered later than that acquisition was logged.
 ACK_SLACK_NS = 50_000_000
+# A fetch decoded this soon after a broker kill may have been acquired before it.
+EPOCH_SLACK_NS = 50_000_000
+# A worker decodes what reached its socket while it was stopped at once after SIGCONT.
+CONT_SLACK_NS = 1_000_000_000
+# franz-go's FetchMaxWait (5 s) and a margin: how long a ShareFetch can wait on the broker.
+FETCH_WAIT_NS = 6_000_000_000
 EXAMPLES_MAX = 8
 
 VIOLATIONS = ("missing", "phantom", "wrong_value", "double_ack_ok", "delivered_after_ack_ok", "abandoned",
@@ -83,20 +102,25 @@ CAUSES = ("worker_kill", "worker_exit", "worker_stop", "broker_kill", "lock_expi
 
 
 class Delivery:
-    __slots__ = ("worker", "key", "count", "t", "recv_t", "deadline", "value", "ack_sent", "outcome", "outcome_t",
-                 "error")
+    __slots__ = ("worker", "key", "count", "t", "t_min", "epoch", "recv_t", "deadline", "value", "ack_sent",
+                 "outcome", "outcome_t", "error")
 
     def __init__(self, worker, key, count, recv_t, deadline, lock_ns, value):
         self.worker, self.key, self.count, self.value = worker, key, count, value
         self.recv_t, self.deadline = recv_t, deadline
         self.t = deadline - lock_ns   # when franz-go decoded the fetch that carried it
+        self.t_min = self.t           # the earliest the broker can have acquired it (Faults.place)
+        self.epoch = 0
         self.ack_sent = None   # time of ack-sent
         self.outcome = None    # "ok" | "err" | "unknown" | None (no answer logged)
         self.outcome_t = None
         self.error = None
 
     def describe(self):
-        s = f"{self.worker} count {self.count} fetched {self.t} recv {self.recv_t}"
+        s = f"{self.worker} count {self.count} fetched {self.t}"
+        if self.t_min != self.t:
+            s += f" (acquired from {self.t_min} on: decoded after SIGCONT)"
+        s += f" recv {self.recv_t}"
         if self.ack_sent is not None:
             s += f", ack-sent {self.ack_sent}"
         if self.outcome is not None:
@@ -169,6 +193,17 @@ class Faults:
     def broker_kill(self, t0, t1):
         return any(t0 <= t <= t1 for t in self.broker_kills)
 
+    def place(self, d):
+        """Sets d.t_min (a fetch decoded just after its worker's SIGCONT) and d.epoch."""
+        evs = sorted(self.by_worker.get(d.worker, ()))
+        for i, (t, k) in enumerate(evs):
+            if k != "worker-stop" or t > d.t:
+                continue
+            cont = next((tc for tc, kc in evs[i + 1:] if kc == "worker-cont"), None)
+            if cont is None or d.t <= cont + CONT_SLACK_NS:
+                d.t_min = min(d.t_min, t - FETCH_WAIT_NS)
+        d.epoch = sum(1 for t in self.broker_kills if t < d.t - EPOCH_SLACK_NS)
+
     def fault_before(self, t1, t0=None):
         return any((t0 is None or t >= t0) and t <= t1 for t in self.any_fault)
 
@@ -229,8 +264,11 @@ def check(produced, workers, events, delivery_limit, lock_ms, counts_survive_cra
             max_count = max(max_count, d.count)
             if d.value != produced[key]:
                 bad("wrong_value", f"{key}: produced {produced[key]}, {d.worker} got {d.value}")
+    for ds in deliveries.values():
+        for d in ds:
+            faults.place(d)
     for key in sorted(produced):
-        ds = sorted(deliveries.get(key, ()), key=lambda d: d.t)
+        ds = sorted(deliveries.get(key, ()), key=lambda d: (d.epoch, d.count, d.t))
         if not ds:
             bad("missing", f"{key}: never delivered")
             continue
@@ -241,7 +279,7 @@ def check(produced, workers, events, delivery_limit, lock_ms, counts_survive_cra
                                           f"and nothing was killed or stopped before it: {first.describe()}")
         for prev, cur in zip(ds, ds[1:]):
             redeliveries += 1
-            t0, t1 = prev.t, cur.t
+            t0, t1 = prev.t_min, cur.t
             if faults.worker_event(prev.worker, "worker-kill", t0, t1):
                 causes["worker_kill"] += 1
             elif faults.worker_event(prev.worker, "worker-exit", t0, t1):
@@ -255,7 +293,7 @@ def check(produced, workers, events, delivery_limit, lock_ms, counts_survive_cra
             else:
                 bad("unexplained_redelivery", f"{key}: {prev.describe()} (lock deadline {prev.deadline}); "
                                               f"then {cur.describe()}")
-            crash = faults.broker_kill(t0, t1)
+            crash = faults.broker_kill(t0 - EPOCH_SLACK_NS, t1)
             if cur.count <= prev.count and (counts_survive_crash or not crash):
                 bad("count_not_increasing", f"{key}: count {prev.count} then {cur.count}"
                                             f"{' across a broker kill' if crash else ''}: "
@@ -276,7 +314,7 @@ def check(produced, workers, events, delivery_limit, lock_ms, counts_survive_cra
                         d.describe() + f" (lock deadline {d.deadline})" for d in ds))
             if racing:
                 bad("double_ack_ok", f"{key}: " + "; ".join(d.describe() for d in [eff, *racing]))
-            after = [d for d in ds if d.t > eff.outcome_t + ACK_SLACK_NS]
+            after = [d for d in ds if d.t_min > eff.outcome_t + ACK_SLACK_NS]
             if after:
                 bad("delivered_after_ack_ok", f"{key}: ack-ok answered {eff.outcome_t} ({eff.describe()}); "
                                               f"then " + "; ".join(d.describe() for d in after))
