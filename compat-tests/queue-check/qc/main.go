@@ -486,6 +486,9 @@ func errName(err error) string {
 	if errors.As(err, &ke) {
 		return ke.Message
 	}
+	if errors.Is(err, syscall.ECONNREFUSED) {
+		return "connection_refused" // the broker is down; the port in the message varies by run
+	}
 	s := strings.ReplaceAll(err.Error(), " ", "_")
 	if len(s) > 120 {
 		s = s[:120]
