@@ -321,13 +321,30 @@ func produce(args []string) {
 		first  error
 		wg     sync.WaitGroup
 	)
+	// SIGTERM (the harness ending a run early) stops producing; what was sent is still waited
+	// for, briefly, and logged, so that the log names every record a worker can have seen.
+	term := make(chan os.Signal, 1)
+	signal.Notify(term, syscall.SIGTERM)
+	stopped := -1 // the record number at which SIGTERM came
 	t0 := time.Now()
 	for n := 0; n < *records; n++ {
 		if *rate > 0 {
 			due := t0.Add(time.Duration(float64(n) / *rate * float64(time.Second)))
 			if d := time.Until(due); d > 0 {
-				time.Sleep(d)
+				select {
+				case <-term:
+					stopped = n
+				case <-time.After(d):
+				}
 			}
+		}
+		select {
+		case <-term:
+			stopped = n
+		default:
+		}
+		if stopped >= 0 {
+			break
 		}
 		wg.Add(1)
 		r := &kgo.Record{Partition: int32(n % c.partitions), Value: []byte(strconv.Itoa(n))}
@@ -345,6 +362,13 @@ func produce(args []string) {
 			fmt.Fprintf(w, "prod %s %d %d\n", r.Value, r.Partition, r.Offset)
 		})
 	}
+	if stopped >= 0 {
+		fctx, fcancel := context.WithTimeout(context.Background(), closeTimeout)
+		if cl.Flush(fctx) != nil {
+			cl.Close() // fails what is left, so that every promise has run
+		}
+		fcancel()
+	}
 	wg.Wait()
 	if err := w.Flush(); err != nil {
 		die("produce: write %s: %v", *out, err)
@@ -353,6 +377,9 @@ func produce(args []string) {
 		die("produce: fsync %s: %v", *out, err)
 	}
 	f.Close()
+	if stopped >= 0 {
+		die("produce: stopped by SIGTERM after %d of %d records (%d not acknowledged)", stopped, *records, failed)
+	}
 	if failed > 0 {
 		die("produce: %d of %d records not acknowledged (first error: %v)", failed, *records, first)
 	}
