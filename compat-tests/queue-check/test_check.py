@@ -104,7 +104,7 @@ class Redeliveries(unittest.TestCase):
         events = [ev("broker-kill", 10.2), ev("broker-ready", 19)]
         v = judge({"w1": w1, "w2": w2}, events)
         self.assertEqual(violations(v), {})
-        self.assertEqual(v["causes"]["broker_kill"], 1)
+        self.assertEqual((v["causes"]["broker_kill"], v["count_kept_by_crash"]), (1, 1))
         v = judge({"w1": w1, "w2": w2}, events, counts_survive_crash=True)
         self.assertEqual(violations(v), {"count_not_increasing": 1})
 
