@@ -12,9 +12,12 @@
 //! files (journal entries, snapshot, replay, fold, deletion); and
 //! [`sessions`], the share session cache (Kafka's ShareFetch and
 //! ShareAcknowledge session rules, the bound, the connection-close hook).
-//! The async shell (loading, mutexes, lock timers) comes in later commits;
-//! nothing here is wired into a handler or advertised yet.
+//! [`locks`] is the broker-wide index of acquisition-lock deadlines its
+//! timer task waits on. The async shell (loading, mutexes, the timer task)
+//! comes in later commits; nothing here is wired into a handler or
+//! advertised yet.
 
+pub mod locks;
 pub mod partition;
 pub mod sessions;
 pub mod store;
