@@ -29,6 +29,11 @@
 //! `request.read.timeout.ms` of its first byte; a connection with nothing
 //! read or written for `connections.max.idle.ms` and no request being
 //! handled, or whose answer the peer has not taken for that long, is closed.
+//!
+//! Each connection has an id ([`next_connection_id`]), which its requests
+//! carry ([`Client::connection`]); when it closes, the share sessions it
+//! opened are removed and their members' records released
+//! (`ShareManager::connection_closed`).
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -49,6 +54,7 @@ use crate::handlers::{self, Client, CloseReason};
 use crate::limits::{RequestMemory, Reserved};
 use crate::metrics::{RequestTiming, Timed};
 use crate::security::sasl::{Outcome, SaslSession};
+use crate::shares::sessions::ConnectionId;
 use crate::turn::Turn;
 
 /// Bytes read from the socket at once when no larger frame is pending.
@@ -64,6 +70,15 @@ const WRITE_BUFFER_KEEP_BYTES: usize = 1024;
 const IDLE_READ_BYTES: usize = 256;
 /// How long a connection keeps its read buffer after its last read.
 const READ_BUFFER_KEEP: Duration = Duration::from_secs(1);
+
+/// The next connection's id ([`next_connection_id`]).
+static NEXT_CONNECTION_ID: AtomicU64 = AtomicU64::new(1);
+
+/// A new connection id, unique for the life of the process (share sessions
+/// are tagged with it, and its close releases them).
+pub fn next_connection_id() -> ConnectionId {
+    NEXT_CONNECTION_ID.fetch_add(1, Ordering::Relaxed)
+}
 
 /// A request accepted on this connection: its handler's task, and where its
 /// time goes (docs/metrics.md; none for answers the connection makes itself).
@@ -227,6 +242,7 @@ pub async fn serve<S>(
     // The server passes the peer's `SocketAddr` as text (it is also the log
     // field); handlers get its IP (DescribeGroups' client host).
     let peer_ip = peer.parse::<std::net::SocketAddr>().ok().map(|a| a.ip());
+    let connection_id = next_connection_id();
     let (mut reader, writer) = tokio::io::split(stream);
     let in_flight_max = broker.config().in_flight_max.max(1);
     let normal_frame_max = broker.config().frame_bytes_max;
@@ -398,6 +414,7 @@ pub async fn serve<S>(
                             .unwrap_or_else(|| session.principal.clone()),
                         listener: session.listener.clone(),
                         throttle: Some(throttle.clone()),
+                        connection: Some(connection_id),
                     };
                     // The request's bytes count until its handler is done
                     // with them (as Kafka releases a request's buffer once it
@@ -491,6 +508,18 @@ pub async fn serve<S>(
                 tracing::error!(%peer, error = %e, "response writer failed");
             }
             _ => {}
+        }
+    }
+    // Its share sessions end with it and their members' records are
+    // released at once (docs/share-groups-design.md §2.6), after every
+    // request it sent has been answered (or, closed on a deadline,
+    // abandoned).
+    let b = broker.clone();
+    match tokio::task::spawn_blocking(move || b.shares().connection_closed(connection_id)).await {
+        Ok(0) => {}
+        Ok(n) => tracing::debug!(%peer, sessions = n, "share sessions of the connection closed"),
+        Err(e) => {
+            tracing::error!(%peer, error = %e, "releasing the connection's share sessions failed")
         }
     }
     tracing::debug!(%peer, "connection closed");
