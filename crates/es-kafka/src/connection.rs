@@ -219,6 +219,9 @@ pub struct Session {
     pub principal: Arc<Principal>,
     /// On a SASL listener, the exchange that must complete first.
     pub sasl: Option<SaslSession>,
+    /// The connection's id; `None`: [`serve`] takes the next one
+    /// ([`next_connection_id`]).
+    pub connection: Option<ConnectionId>,
 }
 
 /// A response that is already encoded, as a pending entry of the writer.
@@ -242,7 +245,7 @@ pub async fn serve<S>(
     // The server passes the peer's `SocketAddr` as text (it is also the log
     // field); handlers get its IP (DescribeGroups' client host).
     let peer_ip = peer.parse::<std::net::SocketAddr>().ok().map(|a| a.ip());
-    let connection_id = next_connection_id();
+    let connection_id = session.connection.unwrap_or_else(next_connection_id);
     let (mut reader, writer) = tokio::io::split(stream);
     let in_flight_max = broker.config().in_flight_max.max(1);
     let normal_frame_max = broker.config().frame_bytes_max;
@@ -834,5 +837,64 @@ mod tests {
         assert_eq!(got, want);
         drop(tx);
         writer.await.expect("writer");
+    }
+
+    /// A connection's close removes the share sessions it opened and
+    /// releases their members' records (docs/share-groups-design.md §2.6).
+    #[tokio::test]
+    async fn closing_a_connection_ends_its_share_sessions() {
+        use crate::shares::sessions::{SessionKey, ShareFetchSession, TopicPartition};
+        let dir = tempfile::tempdir().expect("tmp");
+        let cfg = crate::broker::BrokerConfig::new(dir.path().join("data"), "127.0.0.1:0");
+        let b = Broker::open_running(cfg).await.expect("open");
+        let tp = [TopicPartition {
+            topic_id: uuid::Uuid::from_bytes([3; 16]),
+            partition: 0,
+        }];
+        for (member, conn) in [("a", 9_001), ("b", 9_002)] {
+            let key = SessionKey::new("g", member);
+            let opened = b.shares().with_sessions(|c| {
+                c.share_fetch(ShareFetchSession {
+                    key: &key,
+                    epoch: 0,
+                    partitions: &tp,
+                    forgotten: &[],
+                    acknowledgements_present: false,
+                    connection: conn,
+                })
+            });
+            assert!(opened.is_ok(), "{opened:?}");
+        }
+        let (client, server) = tokio::io::duplex(1 << 16);
+        let session = Session {
+            listener: None,
+            principal: Arc::new(Principal::anonymous()),
+            sasl: None,
+            connection: Some(9_001),
+        };
+        let (_stop, shutdown) = watch::channel(false);
+        let serving = tokio::spawn(serve(
+            b.clone(),
+            server,
+            "127.0.0.1:5555".into(),
+            session,
+            shutdown,
+        ));
+        drop(client);
+        tokio::time::timeout(std::time::Duration::from_secs(60), serving)
+            .await
+            .expect("the connection ends when its peer closes")
+            .expect("task");
+        let left = b.shares().with_sessions(|c| {
+            (
+                c.epoch(&SessionKey::new("g", "a")),
+                c.epoch(&SessionKey::new("g", "b")),
+            )
+        });
+        assert_eq!(
+            left,
+            (None, Some(1)),
+            "only the closed connection's session ends"
+        );
     }
 }
