@@ -917,3 +917,7 @@ mod tests;
 #[cfg(test)]
 #[path = "manager_prop_tests.rs"]
 mod prop_tests;
+
+#[cfg(test)]
+#[path = "manager_broker_tests.rs"]
+mod broker_tests;
