@@ -169,6 +169,8 @@ impl Drop for DurableTicket {
 struct Live {
     core: SharePartition,
     store: Arc<ShareStore>,
+    /// The topic's name: its files are named by it.
+    topic: Arc<str>,
     leader_epoch: i32,
     /// The fetch lock (§3.7 step 3).
     fetching: bool,
@@ -665,6 +667,12 @@ impl ShareManager {
         for _ in 0..16 {
             let slot = self.slot_for(t.key);
             let mut st = slot.state.lock();
+            if matches!(*st, SlotState::Unloaded) {
+                // Not under this slot's mutex: it locks the others.
+                drop(st);
+                self.supersede(t);
+                st = slot.state.lock();
+            }
             match &*st {
                 SlotState::Gone => continue,
                 SlotState::Unloaded => {
@@ -692,6 +700,42 @@ impl ShareManager {
         Err(ShareFailure::Share(ShareError::Internal(
             "share-partition unloaded under every attempt to use it".into(),
         )))
+    }
+
+    /// A share-partition of an earlier topic of the same name (deleted and
+    /// created again) names the same files as `t`'s, which the store
+    /// removes as stale when `t`'s loads: the earlier one must never write
+    /// them again (a fold at close would put its state back over the new
+    /// one's). It is fenced, and kept, so that a late call with its topic
+    /// id is refused rather than loaded again (which would remove the new
+    /// topic's files in turn). Runs only before a load.
+    fn supersede(&self, t: &ShareTarget<'_>) {
+        let others: Vec<Arc<Slot>> = self
+            .slots
+            .lock()
+            .iter()
+            .filter(|(k, _)| {
+                k.group == t.key.group
+                    && k.partition == t.key.partition
+                    && k.topic_id != t.key.topic_id
+            })
+            .map(|(_, s)| s.clone())
+            .collect();
+        for slot in others {
+            let mut st = slot.state.lock();
+            let same_files = matches!(&*st, SlotState::Live(live) if &*live.topic == t.topic);
+            if same_files {
+                tracing::info!(group = %slot.key.group, topic = t.topic, stale = %slot.key.topic_id,
+                    current = %t.key.topic_id, "share-partition of an earlier topic id superseded");
+                *st = SlotState::Fenced(format!(
+                    "topic {} was created again with id {}",
+                    t.topic, t.key.topic_id
+                ));
+                drop(st);
+                self.locks.set(&slot.key, None);
+                slot.available.notify_waiters();
+            }
+        }
     }
 
     /// Runs `f` on a loaded slot with the group's current limits, then
@@ -815,6 +859,7 @@ impl ShareManager {
         Ok(Live {
             core,
             store,
+            topic: Arc::from(t.topic),
             leader_epoch,
             fetching: false,
         })
@@ -894,6 +939,12 @@ fn run_syncs(slot: &Slot, store: &ShareStore) {
         };
         let Some(batch) = batch else {
             folded = true;
+            // A fenced (or superseded) share-partition never writes its
+            // files again.
+            let live = matches!(*slot.state.lock(), SlotState::Live(_));
+            if !live {
+                continue;
+            }
             if let Err(e) = store.fold_if_due() {
                 // The store fenced itself; so does the slot.
                 fence(None, slot, &format!("fold failed: {e}"));

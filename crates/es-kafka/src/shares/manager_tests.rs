@@ -72,7 +72,10 @@ impl TestLog {
         let from = offset.max(self.start());
         let mut b = from - from % BATCH;
         while b < self.hw() {
-            out.push((b.max(self.start()), (b + BATCH - 1).min(self.hw() - 1)));
+            let (first, last) = (b.max(self.start()), (b + BATCH - 1).min(self.hw() - 1));
+            if first <= last {
+                out.push((first, last));
+            }
             b += BATCH;
         }
         out
@@ -778,4 +781,38 @@ async fn the_journal_is_folded_after_answering_when_due() {
     let env2 = env.crash();
     env2.touch(&k);
     assert_eq!(env2.summary(&k).start_offset, 50);
+}
+
+#[tokio::test]
+async fn a_topic_created_again_supersedes_the_share_partition_of_its_old_id() {
+    let env = Env::new(TestLog::new(0, 40));
+    let old = key(0);
+    assert_eq!(env.fetch(&old, "a", 5).await, vec![acquired(0, 4, 1)]);
+    env.ack(&old, "a", 0, 1, 1).await;
+    // The topic is deleted and created again under the same name: a new id,
+    // a new log.
+    let new = ShareKey::new(GROUP, Uuid::from_bytes([10; 16]), 0);
+    let env_new = Env {
+        fs: env.fs.clone(),
+        clock: env.clock.clone(),
+        mgr: env.mgr.clone(),
+        log: TestLog::new(0, 3),
+        config: env.config,
+    };
+    env_new.touch(&new);
+    assert_eq!(env_new.summary(&new).start_offset, 0, "a fresh Init");
+    assert_eq!(env_new.fetch(&new, "b", 3).await, vec![acquired(0, 2, 1)]);
+    env_new.ack(&new, "b", 0, 0, 1).await;
+    // The old id's share-partition never writes the files again.
+    assert!(env.mgr.is_fenced(&old));
+    let e = env
+        .mgr
+        .begin_fetch(&env.target(&old), 5)
+        .expect_err("superseded");
+    assert_eq!(e.code(), STORAGE_ERROR);
+    env.mgr.close().expect("close");
+    let after = env_new.crash();
+    after.touch(&new);
+    assert_eq!(after.summary(&new).start_offset, 1, "the new topic's state");
+    assert_eq!(after.state(&new, 1), (RecordState::Available, 1));
 }
