@@ -1,7 +1,7 @@
 //! A property test of the ShareManager against the bare core: random
-//! fetches, acknowledgements (every type, valid or not, any member), clock
-//! moves with lock expiry, connection closes, log growth, unloads and clean
-//! restarts; after each step the shell's state (every offset, the summary,
+//! fetches, acknowledgements (every type, Renew included, valid or not, any
+//! member), clock moves with lock expiry, connection closes, log growth, the
+//! log start moving (DeleteRecords), unloads and clean restarts; after each step the shell's state (every offset, the summary,
 //! the lock index entry) must be the core's, driven with the same inputs,
 //! rebuilt from its own journal Updates where the shell reloads its files.
 
@@ -35,6 +35,10 @@ enum Op {
     Grow {
         by: i64,
     },
+    /// DeleteRecords (or retention) moves the log start forward.
+    DeleteRecords {
+        by: i64,
+    },
     Unload,
     Restart,
 }
@@ -42,11 +46,13 @@ enum Op {
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         4 => (0u8..3, 1i32..12).prop_map(|(member, max)| Op::Fetch { member, max }),
-        4 => (0u8..3, 0i64..40, 1i64..6, 0i8..4)
+        4 => (0u8..3, 0i64..40, 1i64..6, 0i8..5)
             .prop_map(|(member, first, len, t)| Op::Ack { member, first, len, t }),
-        2 => (0u64..1_500).prop_map(|ms| Op::Advance { ms }),
+        // Exactly one lock duration lands on deadlines.
+        2 => prop_oneof![Just(1_000u64), 0u64..1_500].prop_map(|ms| Op::Advance { ms }),
         1 => (0u8..3).prop_map(|member| Op::Close { member }),
         1 => (0i64..10).prop_map(|by| Op::Grow { by }),
+        1 => (0i64..8).prop_map(|by| Op::DeleteRecords { by }),
         1 => Just(Op::Unload),
         1 => Just(Op::Restart),
     ]
@@ -121,6 +127,9 @@ fn run_ops(ops: &[Op]) -> Result<(), TestCaseError> {
             Op::Fetch { member, max } => {
                 let m = member_name(*member);
                 let now = env.mgr.now_ms();
+                // Every use of a share-partition applies the log start.
+                let o = model.core.advance_log_start(env.log.start());
+                model.note(&o);
                 let got = env
                     .fetch_ticket(&k, &m, *max)
                     .map_err(|e| TestCaseError::fail(e.to_string()))?;
@@ -183,6 +192,8 @@ fn run_ops(ops: &[Op]) -> Result<(), TestCaseError> {
                 let got = env
                     .mgr
                     .acknowledge(&env.target(&k), &m, std::slice::from_ref(&b));
+                let o = model.core.advance_log_start(env.log.start());
+                model.note(&o);
                 let want = model.core.acknowledge(&p, &[b]);
                 match (got, want) {
                     (Ok(ticket), Ok(o)) => {
@@ -211,6 +222,10 @@ fn run_ops(ops: &[Op]) -> Result<(), TestCaseError> {
             }
             Op::Grow { by } => {
                 env.log.hw.fetch_add(*by, Ordering::SeqCst);
+            }
+            Op::DeleteRecords { by } => {
+                let to = (env.log.start() + by).min(env.log.hw());
+                env.log.start.store(to, Ordering::SeqCst);
             }
             Op::Unload => {
                 // Sessions name the share-partition: close them all first
