@@ -517,12 +517,18 @@ pub async fn serve<S>(
     // released at once (docs/share-groups-design.md §2.6), after every
     // request it sent has been answered (or, closed on a deadline,
     // abandoned).
-    let b = broker.clone();
-    match tokio::task::spawn_blocking(move || b.shares().connection_closed(connection_id)).await {
-        Ok(0) => {}
-        Ok(n) => tracing::debug!(%peer, sessions = n, "share sessions of the connection closed"),
-        Err(e) => {
-            tracing::error!(%peer, error = %e, "releasing the connection's share sessions failed")
+    // Most connections have none and need no blocking thread for it.
+    let closed = broker.shares().take_connection_sessions(connection_id);
+    if !closed.is_empty() {
+        tracing::debug!(%peer, sessions = closed.len(), "share sessions of the connection closed");
+        let b = broker.clone();
+        let released = tokio::task::spawn_blocking(move || {
+            for r in &closed {
+                b.shares().release_session(r);
+            }
+        });
+        if let Err(e) = released.await {
+            tracing::error!(%peer, error = %e, "releasing the connection's share records failed");
         }
     }
     tracing::debug!(%peer, "connection closed");

@@ -505,11 +505,19 @@ impl ShareManager {
     /// connection opened and releases their members' records. Returns the
     /// sessions removed. Blocking.
     pub fn connection_closed(&self, connection: ConnectionId) -> usize {
-        let closed = self.sessions.lock().connection_closed(connection);
+        let closed = self.take_connection_sessions(connection);
         for r in &closed {
             self.release_session(r);
         }
         closed.len()
+    }
+
+    /// The first half of [`ShareManager::connection_closed`], which never
+    /// blocks on disk: removes the connection's sessions and returns them,
+    /// for [`ShareManager::release_session`] on a blocking thread (most
+    /// connections have none, and so never need that thread).
+    pub fn take_connection_sessions(&self, connection: ConnectionId) -> Vec<Released> {
+        self.sessions.lock().connection_closed(connection)
     }
 
     /// Resolves once an fsync covers the ticket's journal write; a failed
