@@ -2,7 +2,7 @@
 //! compaction, the high-watermark checkpoint of a cluster node, and the
 //! coordinators' timers ([`coordinator_timers`]: group
 //! session and rebalance timeouts, transaction timeouts, producer-id
-//! expiration), which `Broker::open` hands over instead of starting them, and
+//! expiration, share-group acquisition-lock expiry), which `Broker::open` hands over instead of starting them, and
 //! the API keys of `api_keys.json` proposed to the metadata
 //! ([`api_keys_loop`]).
 //!
@@ -122,8 +122,9 @@ impl PassSummary {
     }
 }
 
-/// Runs the coordinators' timers: the group coordinator's until it shuts
-/// down (the server's shutdown begins it), the transaction coordinator's
+/// Runs the coordinators' timers: the group coordinator's and the
+/// share-partitions' until they shut down (the server's shutdown begins
+/// it), the transaction coordinator's
 /// every `abort_check_interval_ms` until `stop` flips, checked between
 /// ticks so that no tick runs once the partitions close.
 pub async fn coordinator_timers(timers: Timers, mut stop: watch::Receiver<bool>) {
@@ -131,6 +132,10 @@ pub async fn coordinator_timers(timers: Timers, mut stop: watch::Receiver<bool>)
     let groups = {
         let t = timers.clone();
         tokio::spawn(async move { t.run_groups().await })
+    };
+    let shares = {
+        let t = timers.clone();
+        tokio::spawn(async move { t.run_shares().await })
     };
     let mut tick = tokio::time::interval(timers.txn_interval());
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -150,6 +155,9 @@ pub async fn coordinator_timers(timers: Timers, mut stop: watch::Receiver<bool>)
     }
     if let Err(e) = groups.await {
         tracing::error!(error = %e, "group coordinator timers failed");
+    }
+    if let Err(e) = shares.await {
+        tracing::error!(error = %e, "share-partition timers failed");
     }
 }
 

@@ -38,6 +38,8 @@ use crate::errors::{code, ResponseError};
 use crate::groups::{Coordinator, GroupConfig};
 use crate::partition_log::PartitionLog;
 use crate::security::{ListenerSpec, Security, SecurityConfig};
+use crate::shares::manager::ShareManager;
+use crate::shares::sessions::MAX_SHARE_SESSIONS_DEFAULT;
 use crate::topics::{self, PartitionSlot, Topic};
 use crate::txn::groups::{GroupsSink, TopicIds};
 use crate::txn::markers::{GroupTarget, MarkerBatch, MarkerTarget};
@@ -255,6 +257,8 @@ pub struct Broker {
     meta: OnceLock<Arc<es_meta::node::MetaNode>>,
     /// The group coordinator: consumer groups and their committed offsets.
     groups: Arc<Coordinator>,
+    /// Share groups' share-partitions (KIP-932) and share sessions.
+    shares: Arc<ShareManager>,
     /// Flips to true when shutdown begins: parked fetches answer at once.
     stopping: tokio::sync::watch::Sender<bool>,
     /// The transaction coordinator: producer ids, transactions, the producers journal.
@@ -332,6 +336,12 @@ impl Broker {
             config.group_config(),
             config.storage.clock.clone(),
         )?;
+        let shares = Arc::new(ShareManager::new(
+            fs.clone(),
+            config.data_dir.clone(),
+            config.storage.clock.clone(),
+            MAX_SHARE_SESSIONS_DEFAULT,
+        ));
         let txn = TxnCoordinator::open(
             fs.clone(),
             &config.data_dir,
@@ -354,6 +364,7 @@ impl Broker {
             topics: RwLock::new(topics),
             meta: OnceLock::new(),
             groups,
+            shares,
             stopping: tokio::sync::watch::Sender::new(false),
             txn: Arc::new(txn),
             dynamic: RwLock::new(dynamic),
@@ -365,6 +376,7 @@ impl Broker {
         let timers = Timers {
             broker: Arc::downgrade(&broker),
             groups: broker.groups.clone(),
+            shares: broker.shares.clone(),
         };
         Ok((broker, timers))
     }
@@ -406,6 +418,9 @@ impl Broker {
         // Parked JoinGroup/SyncGroup calls answer NOT_COORDINATOR now rather
         // than holding the drain; acknowledged offsets are already on disk.
         self.groups.shutdown();
+        // The share lock timer ends; a lock due meanwhile is released by
+        // the restart (acquired records come back available).
+        self.shares.shutdown();
     }
 
     /// Resolves once shutdown has begun.
@@ -440,6 +455,11 @@ impl Broker {
     /// The group coordinator.
     pub fn groups(&self) -> &Arc<Coordinator> {
         &self.groups
+    }
+
+    /// The share-partitions of share groups and the share sessions.
+    pub fn shares(&self) -> &Arc<ShareManager> {
+        &self.shares
     }
 
     /// The broker's value of type `T`, made with `init` on first use.
@@ -678,6 +698,10 @@ impl Broker {
                 first.get_or_insert(e);
             }
         }
+        // Fold every loaded share-partition's journal into its snapshot.
+        if let Err(e) = self.shares.close() {
+            first.get_or_insert(e);
+        }
         // Fold the producers journal into producers.json.
         if let Err(e) = self.txn.close() {
             tracing::error!(error = %e, "folding the producers journal failed");
@@ -744,9 +768,10 @@ fn start_coordinators(broker: &Arc<Broker>) {
 }
 
 /// What an open broker needs driven besides its requests: the group
-/// coordinator's timers (session, rebalance and join timeouts) and the
+/// coordinator's timers (session, rebalance and join timeouts), the
 /// transaction coordinator's (transaction timeouts, producer-id
-/// expiration). [`Broker::open`] starts nothing; the binary runs these next
+/// expiration) and the share-partitions' (acquisition-lock expiry, unloading
+/// idle share-partitions). [`Broker::open`] starts nothing; the binary runs these next
 /// to its other background tasks, and a test or tool that opens a broker
 /// directly calls [`Timers::spawn`] (or [`Broker::open_running`]).
 #[derive(Debug)]
@@ -754,6 +779,7 @@ fn start_coordinators(broker: &Arc<Broker>) {
 pub struct Timers {
     broker: Weak<Broker>,
     groups: Arc<Coordinator>,
+    shares: Arc<ShareManager>,
 }
 
 impl Timers {
@@ -761,6 +787,12 @@ impl Timers {
     /// ([`Broker::begin_shutdown`]).
     pub async fn run_groups(&self) {
         self.groups.clone().run_timers().await;
+    }
+
+    /// Runs the share-partitions' lock timer until shutdown begins
+    /// ([`Broker::begin_shutdown`]).
+    pub async fn run_shares(&self) {
+        self.shares.clone().run_lock_timer().await;
     }
 
     /// How often [`Timers::tick_txn`] is due
@@ -814,6 +846,8 @@ impl Timers {
         let me = Arc::new(self);
         let groups = me.clone();
         rt.spawn(async move { groups.run_groups().await });
+        let shares = me.clone();
+        rt.spawn(async move { shares.run_shares().await });
         rt.spawn(me.run_txn());
     }
 }

@@ -29,6 +29,11 @@
 //! `request.read.timeout.ms` of its first byte; a connection with nothing
 //! read or written for `connections.max.idle.ms` and no request being
 //! handled, or whose answer the peer has not taken for that long, is closed.
+//!
+//! Each connection has an id ([`next_connection_id`]), which its requests
+//! carry ([`Client::connection`]); when it closes, the share sessions it
+//! opened are removed and their members' records released
+//! (`ShareManager::connection_closed`).
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -49,6 +54,7 @@ use crate::handlers::{self, Client, CloseReason};
 use crate::limits::{RequestMemory, Reserved};
 use crate::metrics::{RequestTiming, Timed};
 use crate::security::sasl::{Outcome, SaslSession};
+use crate::shares::sessions::ConnectionId;
 use crate::turn::Turn;
 
 /// Bytes read from the socket at once when no larger frame is pending.
@@ -64,6 +70,15 @@ const WRITE_BUFFER_KEEP_BYTES: usize = 1024;
 const IDLE_READ_BYTES: usize = 256;
 /// How long a connection keeps its read buffer after its last read.
 const READ_BUFFER_KEEP: Duration = Duration::from_secs(1);
+
+/// The next connection's id ([`next_connection_id`]).
+static NEXT_CONNECTION_ID: AtomicU64 = AtomicU64::new(1);
+
+/// A new connection id, unique for the life of the process (share sessions
+/// are tagged with it, and its close releases them).
+pub fn next_connection_id() -> ConnectionId {
+    NEXT_CONNECTION_ID.fetch_add(1, Ordering::Relaxed)
+}
 
 /// A request accepted on this connection: its handler's task, and where its
 /// time goes (docs/metrics.md; none for answers the connection makes itself).
@@ -204,6 +219,9 @@ pub struct Session {
     pub principal: Arc<Principal>,
     /// On a SASL listener, the exchange that must complete first.
     pub sasl: Option<SaslSession>,
+    /// The connection's id; `None`: [`serve`] takes the next one
+    /// ([`next_connection_id`]).
+    pub connection: Option<ConnectionId>,
 }
 
 /// A response that is already encoded, as a pending entry of the writer.
@@ -227,6 +245,7 @@ pub async fn serve<S>(
     // The server passes the peer's `SocketAddr` as text (it is also the log
     // field); handlers get its IP (DescribeGroups' client host).
     let peer_ip = peer.parse::<std::net::SocketAddr>().ok().map(|a| a.ip());
+    let connection_id = session.connection.unwrap_or_else(next_connection_id);
     let (mut reader, writer) = tokio::io::split(stream);
     let in_flight_max = broker.config().in_flight_max.max(1);
     let normal_frame_max = broker.config().frame_bytes_max;
@@ -398,6 +417,7 @@ pub async fn serve<S>(
                             .unwrap_or_else(|| session.principal.clone()),
                         listener: session.listener.clone(),
                         throttle: Some(throttle.clone()),
+                        connection: Some(connection_id),
                     };
                     // The request's bytes count until its handler is done
                     // with them (as Kafka releases a request's buffer once it
@@ -491,6 +511,24 @@ pub async fn serve<S>(
                 tracing::error!(%peer, error = %e, "response writer failed");
             }
             _ => {}
+        }
+    }
+    // Its share sessions end with it and their members' records are
+    // released at once (docs/share-groups-design.md §2.6), after every
+    // request it sent has been answered (or, closed on a deadline,
+    // abandoned).
+    // Most connections have none and need no blocking thread for it.
+    let closed = broker.shares().take_connection_sessions(connection_id);
+    if !closed.is_empty() {
+        tracing::debug!(%peer, sessions = closed.len(), "share sessions of the connection closed");
+        let b = broker.clone();
+        let released = tokio::task::spawn_blocking(move || {
+            for r in &closed {
+                b.shares().release_session(r);
+            }
+        });
+        if let Err(e) = released.await {
+            tracing::error!(%peer, error = %e, "releasing the connection's share records failed");
         }
     }
     tracing::debug!(%peer, "connection closed");
@@ -805,5 +843,64 @@ mod tests {
         assert_eq!(got, want);
         drop(tx);
         writer.await.expect("writer");
+    }
+
+    /// A connection's close removes the share sessions it opened and
+    /// releases their members' records (docs/share-groups-design.md §2.6).
+    #[tokio::test]
+    async fn closing_a_connection_ends_its_share_sessions() {
+        use crate::shares::sessions::{SessionKey, ShareFetchSession, TopicPartition};
+        let dir = tempfile::tempdir().expect("tmp");
+        let cfg = crate::broker::BrokerConfig::new(dir.path().join("data"), "127.0.0.1:0");
+        let b = Broker::open_running(cfg).await.expect("open");
+        let tp = [TopicPartition {
+            topic_id: uuid::Uuid::from_bytes([3; 16]),
+            partition: 0,
+        }];
+        for (member, conn) in [("a", 9_001), ("b", 9_002)] {
+            let key = SessionKey::new("g", member);
+            let opened = b.shares().with_sessions(|c| {
+                c.share_fetch(ShareFetchSession {
+                    key: &key,
+                    epoch: 0,
+                    partitions: &tp,
+                    forgotten: &[],
+                    acknowledgements_present: false,
+                    connection: conn,
+                })
+            });
+            assert!(opened.is_ok(), "{opened:?}");
+        }
+        let (client, server) = tokio::io::duplex(1 << 16);
+        let session = Session {
+            listener: None,
+            principal: Arc::new(Principal::anonymous()),
+            sasl: None,
+            connection: Some(9_001),
+        };
+        let (_stop, shutdown) = watch::channel(false);
+        let serving = tokio::spawn(serve(
+            b.clone(),
+            server,
+            "127.0.0.1:5555".into(),
+            session,
+            shutdown,
+        ));
+        drop(client);
+        tokio::time::timeout(std::time::Duration::from_secs(60), serving)
+            .await
+            .expect("the connection ends when its peer closes")
+            .expect("task");
+        let left = b.shares().with_sessions(|c| {
+            (
+                c.epoch(&SessionKey::new("g", "a")),
+                c.epoch(&SessionKey::new("g", "b")),
+            )
+        });
+        assert_eq!(
+            left,
+            (None, Some(1)),
+            "only the closed connection's session ends"
+        );
     }
 }

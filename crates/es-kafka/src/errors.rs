@@ -13,6 +13,7 @@ use crate::config::ConfigError;
 use crate::groups::error::GroupError;
 use crate::shares::partition::ShareError;
 use crate::shares::sessions::SessionError;
+use crate::shares::target::ShareFailure;
 use crate::txn::error::TxnError;
 use es_storage::producers::SeqError;
 use es_storage::StorageError;
@@ -125,6 +126,18 @@ impl ShareError {
             ShareError::Internal(_) => ResponseError::UnknownServerError,
         };
         e.code()
+    }
+}
+
+impl ShareFailure {
+    /// The Kafka error code of a failed call on a share-partition: the
+    /// core's refusal's code, or the storage error's (KAFKA_STORAGE_ERROR for
+    /// a fenced share-partition or files that could not be read).
+    pub fn code(&self) -> i16 {
+        match self {
+            ShareFailure::Share(e) => e.code(),
+            ShareFailure::Storage(e) => storage_error_code(e),
+        }
     }
 }
 

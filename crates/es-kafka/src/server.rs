@@ -183,6 +183,7 @@ async fn open(
             listener: Some(name),
             principal: Arc::new(Principal::anonymous()),
             sasl,
+            connection: None,
         };
         connection::serve(broker, stream, peer, session, shutdown).await;
         drop(permit);
@@ -253,6 +254,7 @@ async fn open_tls(
         listener: Some(name),
         principal: Arc::new(principal),
         sasl,
+        connection: None,
     };
     connection::serve(broker, stream, peer, session, shutdown).await;
     drop(permit);

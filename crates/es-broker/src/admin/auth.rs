@@ -55,6 +55,7 @@ impl Caller {
             principal: self.client_principal.clone(),
             listener: self.listener.clone(),
             throttle: None,
+            connection: None,
         }
     }
 }

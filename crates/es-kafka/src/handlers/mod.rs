@@ -58,6 +58,7 @@ use es_auth::principal::Principal;
 use crate::broker::Broker;
 use crate::codec::frame::{self, ResponseFrame};
 use crate::codec::share_wire::{self, HandRequest};
+use crate::shares::sessions::ConnectionId;
 use crate::turn::Turn;
 use crate::versions::{self, Support};
 
@@ -158,6 +159,9 @@ pub struct Client {
     /// The connection's mute, which a client over its quota is given
     /// ([`throttle`]); `None` outside a connection.
     pub throttle: Option<Arc<throttle::ConnThrottle>>,
+    /// The connection's id (share sessions remember it, and its close
+    /// releases them); `None` outside a connection.
+    pub connection: Option<ConnectionId>,
 }
 
 impl Client {
@@ -168,6 +172,7 @@ impl Client {
             principal: Arc::new(Principal::anonymous()),
             listener: None,
             throttle: None,
+            connection: None,
         }
     }
 }
@@ -193,6 +198,8 @@ pub struct Ctx {
     pub usage: Arc<throttle::Usage>,
     /// The connection's mute.
     pub conn: Option<Arc<throttle::ConnThrottle>>,
+    /// The connection's id ([`Client::connection`]).
+    pub connection: Option<ConnectionId>,
 }
 
 impl Ctx {
@@ -387,6 +394,7 @@ async fn dispatch(
                 request_bytes: frame_bytes,
                 usage: usage.clone(),
                 conn: client.throttle,
+                connection: client.connection,
             };
             let r = throttle::Timed::new(served(ctx, body, turn), usage).await?;
             // Only responses encoded in one buffer need the dispatcher's
@@ -805,6 +813,7 @@ mod tests {
             request_bytes: 0,
             usage: Default::default(),
             conn: None,
+            connection: None,
         };
         assert_eq!(ctx(None).client_host(), "");
         let v4: IpAddr = "10.1.2.3".parse().expect("v4");

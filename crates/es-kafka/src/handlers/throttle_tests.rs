@@ -263,6 +263,7 @@ async fn a_throttled_connection_takes_no_request_before_its_mute_ends() {
         listener: Some(Arc::from("CLIENTS")),
         principal: Arc::new("User:alice".parse().expect("principal")),
         sasl: None,
+        connection: None,
     };
     let (_stop, shutdown) = tokio::sync::watch::channel(false);
     let serving = tokio::spawn(crate::connection::serve(

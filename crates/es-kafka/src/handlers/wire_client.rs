@@ -43,6 +43,7 @@ pub fn as_principal(principal: &str) -> super::Client {
         principal: Arc::new(principal.parse().expect("principal")),
         listener: Some(Arc::from("CLIENTS")),
         throttle: None,
+        connection: None,
     }
 }
 

@@ -11,10 +11,19 @@
 //! the journal changes it emits; and [`store`], one share-partition's durable
 //! files (journal entries, snapshot, replay, fold, deletion); and
 //! [`sessions`], the share session cache (Kafka's ShareFetch and
-//! ShareAcknowledge session rules, the bound, the connection-close hook).
-//! The async shell (loading, mutexes, lock timers) comes in later commits;
-//! nothing here is wired into a handler or advertised yet.
+//! ShareAcknowledge session rules, the bound, the connection-close hook);
+//! [`locks`], the broker-wide index of acquisition-lock deadlines its timer
+//! task waits on; [`target`], what a call on a share-partition names and
+//! brings (configs, the log's offsets, failures); and [`manager`], the async shell over them all
+//! ([`manager::ShareManager`]: loading and unloading, the per-partition
+//! mutex and fetch lock, journal writes and their durability waits,
+//! fencing, lock expiry, session and connection-close releases). The broker
+//! holds the manager and its timer runs with the coordinators'; no handler
+//! uses it and nothing is advertised yet.
 
+pub mod locks;
+pub mod manager;
 pub mod partition;
 pub mod sessions;
 pub mod store;
+pub mod target;

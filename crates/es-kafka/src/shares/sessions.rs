@@ -423,6 +423,16 @@ impl ShareSessions {
         listed
     }
 
+    /// Calls `f` with every session's key and each of its partitions (the
+    /// manager keeps a share-partition that any session names loaded).
+    pub fn for_each_partition(&self, mut f: impl FnMut(&SessionKey, &TopicPartition)) {
+        for (k, s) in &self.sessions {
+            for tp in s.partitions.keys() {
+                f(k, tp);
+            }
+        }
+    }
+
     /// The connection-close hook (Kafka's
     /// `ShareSessionCache.ClientConnectionDisconnectListener`): every session
     /// the connection opened is removed, and for each the caller releases the
