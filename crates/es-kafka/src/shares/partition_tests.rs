@@ -1363,9 +1363,12 @@ fn run(
     };
     let mut view = DurableView::new(0);
     let mut now = 0i64;
-    // Kafka's batch-alignment overshoot: one batch past the limit, plus
-    // offsets the log skipped (compaction) before the first batch read.
-    let bound = lim.max_record_locks + log.max_batch + log.max_gap;
+    // How far one fetch may take the in-flight range past the lock limit:
+    // the offsets the log skipped (compaction) before the first new record
+    // read, which es stores archived and does not count against the
+    // limit, then Kafka's batch alignment, which from a target inside a
+    // gap runs to the end of the batch after it (a gap and a batch).
+    let bound = lim.max_record_locks + log.max_batch + 2 * log.max_gap;
 
     for op in ops {
         let prev = m.clone();
