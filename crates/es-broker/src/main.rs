@@ -323,6 +323,7 @@ fn main() -> anyhow::Result<()> {
     }
     let security = expanded.security;
     let topic_defaults = expanded.topic_defaults;
+    let share = expanded.share;
     let filter = tracing_subscriber::EnvFilter::try_new(&args.log_level)
         .with_context(|| format!("bad --log-level {:?}", args.log_level))?;
     match args.log_format {
@@ -393,7 +394,7 @@ fn main() -> anyhow::Result<()> {
         .thread_name("es-broker")
         .build()
         .context("starting the runtime")?;
-    rt.block_on(run(args, security, topic_defaults, storage))
+    rt.block_on(run(args, security, topic_defaults, share, storage))
 }
 
 /// The lock file in the data directory ([`lock_data_dir`]).
@@ -434,6 +435,7 @@ async fn run(
     args: Args,
     security: BTreeMap<String, String>,
     topic_defaults: BTreeMap<String, String>,
+    share: es_kafka::config::ShareBrokerConfig,
     storage: Storage,
 ) -> anyhow::Result<()> {
     if args.default_partitions < 1 {
@@ -480,6 +482,7 @@ async fn run(
     config.listeners = bound.listeners.iter().map(|l| l.spec.clone()).collect();
     config.security = security;
     config.static_topic_configs = Arc::new(topic_defaults);
+    config.share = share;
     config.auto_create_topics = args.auto_create_topics;
     config.default_partitions = args.default_partitions;
     config.flush_every_records = args.flush_every_records;

@@ -14,7 +14,9 @@ use std::ffi::OsString;
 use std::path::Path;
 
 use anyhow::{bail, Context};
-use es_kafka::config::{broker_dynamic_def, validate_broker_config};
+use es_kafka::config::{
+    broker_dynamic_def, is_share_broker_setting, validate_broker_config, ShareBrokerConfig,
+};
 use es_kafka::security::settings::is_security_setting;
 
 /// Settings files larger than this are refused before they are read.
@@ -131,6 +133,8 @@ pub struct Expanded {
     /// Broker-level names of topic configs (`log.retention.ms`, ...):
     /// the static defaults topics inherit.
     pub topic_defaults: BTreeMap<String, String>,
+    /// The share groups' broker configs (`group.share.*`), checked.
+    pub share: ShareBrokerConfig,
 }
 
 /// Reads a properties file.
@@ -210,6 +214,7 @@ pub fn expand(argv: Vec<OsString>) -> anyhow::Result<Expanded> {
     let mut flags: Vec<OsString> = Vec::new();
     let mut security = BTreeMap::new();
     let mut topic_defaults = BTreeMap::new();
+    let mut share = BTreeMap::new();
     for (name, value) in last {
         if name == "log.dirs" && value.contains(',') {
             bail!("log.dirs={value:?}: es keeps its data in one directory");
@@ -228,6 +233,8 @@ pub fn expand(argv: Vec<OsString>) -> anyhow::Result<Expanded> {
             }
         } else if is_security_setting(&name) {
             security.insert(name, value);
+        } else if is_share_broker_setting(&name) {
+            share.insert(name, value);
         } else if broker_dynamic_def(&name).is_some() {
             validate_broker_config(&name, Some(&value))
                 .map_err(|e| anyhow::anyhow!("setting {name}: {e}"))?;
@@ -241,10 +248,12 @@ pub fn expand(argv: Vec<OsString>) -> anyhow::Result<Expanded> {
     argv.extend(rest.next());
     argv.extend(flags);
     argv.extend(rest);
+    let share = ShareBrokerConfig::from_settings(&share).map_err(|e| anyhow::anyhow!("{e}"))?;
     Ok(Expanded {
         argv,
         security,
         topic_defaults,
+        share,
     })
 }
 
@@ -320,6 +329,27 @@ mod tests {
         assert!(expand(args(&["es-broker", "--set", "log.retention.ms=soon"])).is_err());
         assert!(expand(args(&["es-broker", "--set", "log.dirs=/a,/b"])).is_err());
         assert!(expand(args(&["es-broker", "--config", "/nonexistent/file"])).is_err());
+    }
+
+    #[test]
+    fn share_group_settings_are_checked_and_kept() {
+        let e = expand(args(&[
+            "es-broker",
+            "--set",
+            "group.share.min.record.lock.duration.ms=1000",
+        ]))
+        .expect("valid");
+        assert_eq!(
+            e.share.group_range("share.record.lock.duration.ms"),
+            Some((1_000, 60_000))
+        );
+        assert!(expand(args(&["es-broker", "--set", "group.share.max.size=0"])).is_err());
+        assert!(expand(args(&[
+            "es-broker",
+            "--set",
+            "group.share.record.lock.duration.ms=5000"
+        ]))
+        .is_err());
     }
 
     #[test]

@@ -134,6 +134,8 @@ pub struct BrokerConfig {
     pub security: SecurityConfig,
     /// Broker-level topic config defaults given at start (`log.retention.ms`).
     pub static_topic_configs: Arc<BTreeMap<String, String>>,
+    /// The share groups' broker configs (`group.share.*`) given at start.
+    pub share: crate::config::ShareBrokerConfig,
     /// The file system, sync pool, reclaimer and clock partitions are
     /// opened with (`--sync-mode` chooses the pool's mode).
     pub storage: Storage,
@@ -176,6 +178,7 @@ impl BrokerConfig {
             listeners: Vec::new(),
             security: SecurityConfig::default(),
             static_topic_configs: Arc::default(),
+            share: crate::config::ShareBrokerConfig::default(),
             storage: Storage::new(Arc::new(RealFs)),
         }
     }
@@ -185,6 +188,7 @@ impl BrokerConfig {
         GroupConfig {
             min_session_timeout_ms: self.group_min_session_timeout_ms,
             max_session_timeout_ms: self.group_max_session_timeout_ms,
+            share: crate::groups::share::ShareGroupConfig::from_broker(&self.share),
             ..GroupConfig::default()
         }
     }
@@ -340,7 +344,8 @@ impl Broker {
             fs.clone(),
             config.data_dir.clone(),
             config.storage.clock.clone(),
-            MAX_SHARE_SESSIONS_DEFAULT,
+            usize::try_from(config.share.get("group.share.max.share.sessions"))
+                .unwrap_or(MAX_SHARE_SESSIONS_DEFAULT),
         ));
         let txn = TxnCoordinator::open(
             fs.clone(),
@@ -498,6 +503,7 @@ impl Broker {
             group_max_session_timeout_ms: self.config.group_max_session_timeout_ms,
             offsets_topic_partitions: self.config.offsets_topic_partitions,
             transaction_state_partitions: self.config.transaction_state_partitions,
+            share: self.config.share.clone(),
         }
     }
 

@@ -225,6 +225,8 @@ pub struct BrokerSettings {
     pub offsets_topic_partitions: i32,
     /// `--transaction-state-log-num-partitions`.
     pub transaction_state_partitions: i32,
+    /// The share groups' broker configs (`group.share.*`).
+    pub share: super::ShareBrokerConfig,
 }
 
 impl BrokerSettings {
@@ -347,6 +349,9 @@ impl BrokerSettings {
                 S,
             ),
         ];
+        for (name, value, set) in self.share.describe() {
+            out.push(e(name, value, T::Int, if set { S } else { D }));
+        }
         for (name, value, ty, default) in &self.security {
             let mut entry = e(name, value.clone(), *ty, if *default { D } else { S });
             // The limits that are also dynamic broker configs

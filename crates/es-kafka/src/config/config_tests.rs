@@ -162,6 +162,7 @@ fn broker_describe_is_sorted_and_unique() {
         group_max_session_timeout_ms: 1_800_000,
         offsets_topic_partitions: 1,
         transaction_state_partitions: 6,
+        share: crate::config::ShareBrokerConfig::default(),
     };
     let d = b.describe();
     for w in d.windows(2) {
@@ -173,6 +174,11 @@ fn broker_describe_is_sorted_and_unique() {
     assert!(d
         .iter()
         .any(|e| e.name == "log.retention.check.interval.ms" && e.value == "300000"));
+    assert!(d
+        .iter()
+        .any(|e| e.name == "group.share.record.lock.duration.ms"
+            && e.value == "30000"
+            && e.source == crate::config::ConfigSource::Default));
     assert!(!d.iter().any(|e| e.name.starts_with("internal.")));
     // The coordinator topics' partition counts are the flags': a default
     // reads as Kafka's default source, a changed one as a static config.
@@ -293,6 +299,7 @@ fn dynamic_levels_order_values_sources_and_synonyms() {
         group_max_session_timeout_ms: 2,
         offsets_topic_partitions: 1,
         transaction_state_partitions: 1,
+        share: crate::config::ShareBrokerConfig::default(),
     };
     let all = settings.describe();
     let flush = all

@@ -125,6 +125,16 @@ pub fn group_config_def(name: &str) -> Option<&'static GroupConfigDef> {
 /// Checks one group config value, with Kafka's message when it is refused
 /// (INVALID_CONFIG). The value is trimmed as Kafka's `ConfigDef` does.
 pub fn validate_group_config(name: &str, value: Option<&str>) -> Result<(), String> {
+    validate_group_config_in(name, value, &super::ShareBrokerConfig::default())
+}
+
+/// [`validate_group_config`] on a broker whose `group.share.min|max.*`
+/// configs are `share`'s: a group's own `share.*` value must be within them.
+pub fn validate_group_config_in(
+    name: &str,
+    value: Option<&str>,
+    share: &super::ShareBrokerConfig,
+) -> Result<(), String> {
     let d = group_config_def(name).ok_or_else(|| format!("Unknown group config name: {name}"))?;
     let Some(raw) = value else {
         return Err(format!("Null value not supported for : {name}"));
@@ -138,6 +148,7 @@ pub fn validate_group_config(name: &str, value: Option<&str>) -> Result<(), Stri
     };
     match d.rule {
         Rule::Int { min, range } => {
+            let range = share.group_range(name).or(range);
             let n = int()?;
             if n < min {
                 return Err(invalid(&format!("Value must be at least {min}")));

@@ -18,7 +18,9 @@
 //! settings) are accepted and kept without effect. Every other broker config
 //! is read-only.
 //!
-//! Group configs (the GROUP resource of KIP-848) are in [`group`].
+//! Group configs (the GROUP resource of KIP-848) are in [`group`]; the share
+//! groups' broker configs (`group.share.*`), which bound and default a share
+//! group's own, in [`share`].
 //!
 //! The parts: [`table`] lists the configs, [`validate`] checks values
 //! against it, [`broker`] holds the broker-level settings and dynamic
@@ -29,6 +31,7 @@ pub mod broker;
 pub mod broker_only;
 pub mod group;
 pub mod rules;
+pub mod share;
 pub mod table;
 pub mod topic;
 pub mod validate;
@@ -44,9 +47,11 @@ pub use broker::{
 };
 pub use broker_only::broker_dynamic_def;
 pub use group::{
-    describe_group, group_config_def, validate_group_config, GroupConfigDef, GroupOverrides,
+    describe_group, group_config_def, validate_group_config, validate_group_config_in,
+    GroupConfigDef, GroupOverrides,
 };
 pub use rules::{CleanupPolicy, SubjectStrategy, TimestampType, TopicRules};
+pub use share::{is_share_broker_setting, ShareBrokerConfig};
 pub use table::{
     topic_config_def, ConfigSource, ConfigType, TopicConfigDef, CONFLUENT_STRATEGIES,
     INTERNAL_SEGMENT_BYTES, REDPANDA_STRATEGIES, TOPIC_CONFIGS,

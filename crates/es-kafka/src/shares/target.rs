@@ -46,6 +46,22 @@ pub struct ShareConfig {
     pub renew_allowed: bool,
 }
 
+impl ShareConfig {
+    /// Kafka's defaults as the broker's `group.share.*` configs set them
+    /// (what a group without `share.*` configs of its own runs with).
+    pub fn from_broker(c: &crate::config::ShareBrokerConfig) -> Self {
+        ShareConfig {
+            limits: ShareLimits {
+                delivery_count_limit: u16::try_from(c.get("group.share.delivery.count.limit"))
+                    .unwrap_or(5),
+                max_record_locks: c.get("group.share.partition.max.record.locks"),
+            },
+            record_lock_duration_ms: c.get("group.share.record.lock.duration.ms"),
+            ..ShareConfig::default()
+        }
+    }
+}
+
 impl Default for ShareConfig {
     fn default() -> Self {
         ShareConfig {

@@ -94,6 +94,19 @@ impl Default for ShareGroupConfig {
     }
 }
 
+impl ShareGroupConfig {
+    /// The settings a share group runs with unless it sets its own: the
+    /// broker's `group.share.*` configs.
+    pub fn from_broker(c: &crate::config::ShareBrokerConfig) -> Self {
+        ShareGroupConfig {
+            session_timeout_ms: c.get_i32("group.share.session.timeout.ms"),
+            heartbeat_interval_ms: c.get_i32("group.share.heartbeat.interval.ms"),
+            assignment_interval_ms: c.get_i32("group.share.assignment.interval.ms"),
+            members_max: usize::try_from(c.get("group.share.max.size")).unwrap_or(200),
+        }
+    }
+}
+
 /// A ShareGroupHeartbeat request, with the caller's client id and host.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ShareHeartbeatRequest {

@@ -20,7 +20,7 @@ use super::s;
 use crate::broker::AdminError;
 use crate::config::{
     broker_dynamic_def, describe_group, group_config_def, topic_config_def, validate_broker_config,
-    validate_group_config, validate_topic_config, ConfigSource, ConfigType,
+    validate_group_config_in, validate_topic_config, ConfigSource, ConfigType,
 };
 use crate::errors::{code, ResponseError};
 use crate::handlers::authz::{
@@ -747,7 +747,7 @@ async fn alter_group(
         )?;
     }
     for (k, v) in &configs {
-        validate_group_config(k, Some(v)).map_err(invalid_config)?;
+        validate_group_config_in(k, Some(v), &ctx.broker.config().share).map_err(invalid_config)?;
     }
     ctx.broker
         .set_group_configs(name, configs, validate_only)
