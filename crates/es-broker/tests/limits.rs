@@ -691,7 +691,14 @@ fn ten_thousand_partitions_start_serve_and_stop_within_the_open_file_limit() {
     let data = dir.path().join("data");
     let args = ["--admin-listen", "127.0.0.1:0"];
     let b = Broker::start(&wrapper, &data, &args);
-    let a = admin(&b.addr);
+    // Creating 10,000 partitions (each fsynced) takes a minute or more on a
+    // loaded 2-core machine: the client waits as long as the request may
+    // take (librdkafka's socket.timeout.ms is 60 s by default).
+    let a: rdkafka::admin::AdminClient<rdkafka::client::DefaultClientContext> =
+        client_config(&b.addr)
+            .set("socket.timeout.ms", "300000")
+            .create()
+            .expect("admin client");
     let opts = admin_opts(Duration::from_secs(300));
     let rt = tokio::runtime::Runtime::new().expect("runtime");
     rt.block_on(a.create_topics(
