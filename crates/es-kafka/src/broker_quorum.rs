@@ -32,6 +32,13 @@ use crate::config::{DynamicBrokerConfigs, GroupOverrides};
 use crate::errors::ResponseError;
 use crate::topics::{self, Topic, PARTITIONS_MAX};
 
+/// How long a starting broker waits to see itself unfenced. The unfencing
+/// is applied after the log before it, and applying a large image (10,000
+/// partitions, each opened as its leadership is applied) took over 30 s on a
+/// loaded 2-core machine; Kafka's broker waits for unfencing without a
+/// deadline, es gives up after this and says so.
+const UNFENCE_WAIT: std::time::Duration = std::time::Duration::from_secs(600);
+
 /// Writes what applied metadata entries change into this broker's data
 /// directory and registry.
 #[derive(Debug, Default)]
@@ -156,7 +163,8 @@ impl Broker {
             self.stopping.subscribe(),
         )
         .await?;
-        node.wait_unfenced(self.node_id(), epoch).await?;
+        node.wait_unfenced(self.node_id(), epoch, UNFENCE_WAIT)
+            .await?;
         // From now on producer ids come from the quorum: no two brokers
         // hand out the same one.
         self.txn()

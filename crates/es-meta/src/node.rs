@@ -365,14 +365,24 @@ impl MetaNode {
 
     /// Waits until this node has applied the log up to `index`.
     pub async fn wait_applied(&self, index: u64) -> Result<(), MetaError> {
-        self.wait_until(|a| a.last_applied.is_some_and(|l| l.index >= index))
-            .await
+        self.wait_until(WRITE_TIMEOUT, |a| {
+            a.last_applied.is_some_and(|l| l.index >= index)
+        })
+        .await
     }
 
-    /// Waits until the image shows this broker registered with `epoch` and
-    /// not fenced.
-    pub async fn wait_unfenced(&self, broker_id: i32, epoch: i64) -> Result<(), MetaError> {
-        self.wait_until(|a| {
+    /// Waits (at most `timeout`) until the image shows this broker
+    /// registered with `epoch` and not fenced. The unfencing is applied
+    /// after everything before it in the log, which at start can be a large
+    /// image (every partition this broker leads is opened as it is applied),
+    /// so the caller chooses how long that may take.
+    pub async fn wait_unfenced(
+        &self,
+        broker_id: i32,
+        epoch: i64,
+        timeout: Duration,
+    ) -> Result<(), MetaError> {
+        self.wait_until(timeout, |a| {
             a.image
                 .brokers
                 .get(&broker_id)
@@ -381,16 +391,20 @@ impl MetaNode {
         .await
     }
 
-    /// Waits (at most [`WRITE_TIMEOUT`]) until the applied state satisfies `done`.
-    async fn wait_until(&self, done: impl FnMut(&Applied) -> bool) -> Result<(), MetaError> {
+    /// Waits (at most `timeout`) until the applied state satisfies `done`.
+    async fn wait_until(
+        &self,
+        timeout: Duration,
+        done: impl FnMut(&Applied) -> bool,
+    ) -> Result<(), MetaError> {
         let mut rx = self.applied.clone();
-        let waited = tokio::time::timeout(WRITE_TIMEOUT, rx.wait_for(done))
+        let waited = tokio::time::timeout(timeout, rx.wait_for(done))
             .await
             .map(|r| r.map(|_| ()));
         match waited {
             Ok(Ok(())) => Ok(()),
             Ok(Err(_)) => Err(MetaError::Fatal("state machine stopped".into())),
-            Err(_) => Err(MetaError::NoLeader(WRITE_TIMEOUT)),
+            Err(_) => Err(MetaError::NoLeader(timeout)),
         }
     }
 

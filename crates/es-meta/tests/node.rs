@@ -95,7 +95,9 @@ async fn broker(node: &Arc<MetaNode>, id: i32, stop: &tokio::sync::watch::Receiv
     let epoch = es_meta::session::register_broker(node.clone(), reg, stop.clone())
         .await
         .expect("register");
-    node.wait_unfenced(id, epoch).await.expect("unfenced");
+    node.wait_unfenced(id, epoch, es_meta::node::WRITE_TIMEOUT)
+        .await
+        .expect("unfenced");
 }
 
 /// The node that leads, waiting up to 60 s for an election (10 s was not

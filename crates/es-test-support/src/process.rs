@@ -126,7 +126,14 @@ impl BrokerProcess {
     /// Waits until the broker accepts connections (after it registered
     /// with the metadata quorum) and reads its address from the log.
     pub fn wait_listening(&mut self) {
-        let line = self.wait_for_line(LISTENING, START_TIMEOUT);
+        self.wait_listening_within(START_TIMEOUT);
+    }
+
+    /// [`BrokerProcess::wait_listening`] for a start that may take longer
+    /// than [`START_TIMEOUT`] (a data directory of thousands of partitions
+    /// on a loaded machine).
+    pub fn wait_listening_within(&mut self, timeout: Duration) {
+        let line = self.wait_for_line(LISTENING, timeout);
         let rest = &line[line.find(LISTENING).expect("marker") + LISTENING.len()..];
         self.addr = rest.split_whitespace().next().expect("address").to_string();
     }
