@@ -1,0 +1,661 @@
+//! ShareFetch v1-2 (docs/share-groups-design.md §2.3, §3.7): Kafka 4.4's
+//! checks in its order, the share session, the piggybacked
+//! acknowledgements, then per partition the acquisition: the fetch lock
+//! ([`ShareManager::begin_fetch`]), a read of the log from the next fetch
+//! offset encoded as Fetch encodes (`codec/encode.rs`' `BatchEncoder`), the
+//! acquisition over the batches that encoding produced
+//! ([`ShareManager::finish_fetch`]), and the records sliced to the batches
+//! that hold acquired offsets (Kafka's `maybeSliceFetchRecords`). All of the
+//! reading and acquiring runs on one blocking thread; every durability
+//! ticket is awaited before the answer.
+//!
+//! Not yet (item 10): the MinBytes / MaxWaitMs wait. A fetch answers at
+//! once with what is available, and a full session cache answers
+//! SHARE_SESSION_LIMIT_REACHED at once.
+//!
+//! [`ShareManager::begin_fetch`]: crate::shares::manager::ShareManager::begin_fetch
+//! [`ShareManager::finish_fetch`]: crate::shares::manager::ShareManager::finish_fetch
+
+use std::cell::Cell;
+use std::collections::HashMap;
+
+use bytes::Bytes;
+use kafka_protocol::messages::share_fetch_response::{
+    AcquiredRecords as WireAcquired, LeaderIdAndEpoch, NodeEndpoint, PartitionData,
+    ShareFetchableTopicResponse,
+};
+use kafka_protocol::messages::{BrokerId, ShareFetchRequest, ShareFetchResponse};
+use kafka_protocol::protocol::StrBytes;
+
+use super::{
+    acknowledge_parts, by_topic, check_request, failure_answer, is_error, key_of, lock_timeout_ms,
+    release, resolve, share_config, AckPart, PartAnswer, Served, TopLevel,
+};
+use crate::codec::batch::{BATCH_LENGTH_POS, LAST_OFFSET_DELTA_POS, LOG_OVERHEAD_BYTES};
+use crate::codec::encode::{BatchEncoder, EncodeOptions};
+use crate::codec::share_wire::ShareFetchV2Extras;
+use crate::errors::{code, storage_error_code, ResponseError};
+use crate::handlers::fetch::{compression_for, produced_batch_window, FETCH_RESPONSE_BYTES_MAX};
+use crate::handlers::route::{LeaderEndpoints, RECORD_LEADER_EPOCH};
+use crate::handlers::{blocking, Ctx, RequestError};
+use crate::shares::manager::{AcquireRequest, ReadView, ShareConfig, ShareTarget};
+use crate::shares::partition::{AckBatch, AcquireMode, AcquiredRecords};
+use crate::shares::sessions::{
+    FetchContext, PartitionNews, SessionKey, ShareFetchSession, TopicPartition,
+};
+use es_storage::record::RecordIter;
+use es_storage::{Isolation, ReadBuf, StorageError};
+
+/// ShareFetch, in Kafka 4.4's order (§2.3): a null GroupId, READ on the
+/// group, the member id, v2's IsRenewAck rules and ShareAcquireMode, the
+/// session, the acknowledgements, then the partitions.
+pub async fn share_fetch(
+    ctx: &Ctx,
+    req: ShareFetchRequest,
+    x: ShareFetchV2Extras,
+) -> Result<Option<Bytes>, RequestError> {
+    let (group, member) = match check_request(
+        ctx,
+        req.group_id.as_ref().map(|g| g.0.as_str()),
+        req.member_id.as_deref(),
+    ) {
+        Ok(v) => v,
+        Err(t) => return respond_top(ctx, t),
+    };
+    let config = share_config(&ctx.broker.group_configs(&group));
+    if ctx.version >= 2 && x.is_renew_ack {
+        if let Some(m) = renew_ack_violation(&req) {
+            return respond_top(ctx, TopLevel::new(ResponseError::InvalidRequest, Some(&m)));
+        }
+    }
+    let mode = match x.acquire_mode {
+        0 => AcquireMode::BatchOptimized,
+        1 => AcquireMode::RecordLimit,
+        other => {
+            // Kafka's `ShareAcquireMode.forId` refuses an id it does not
+            // know; es answers INVALID_REQUEST with the reason.
+            let m = format!("Unknown share acquire mode id: {other}");
+            return respond_top(ctx, TopLevel::new(ResponseError::InvalidRequest, Some(&m)));
+        }
+    };
+
+    // The request's partitions once each (Kafka keys them by topic id and
+    // partition), with their acknowledgements.
+    let mut partitions: Vec<TopicPartition> = Vec::new();
+    let mut acks: HashMap<TopicPartition, Vec<AckBatch>> = HashMap::new();
+    for t in &req.topics {
+        for p in &t.partitions {
+            let tp = TopicPartition {
+                topic_id: t.topic_id,
+                partition: p.partition_index,
+            };
+            if !acks.contains_key(&tp) {
+                partitions.push(tp);
+            }
+            let batches = p
+                .acknowledgement_batches
+                .iter()
+                .map(|b| AckBatch {
+                    first: b.first_offset,
+                    last: b.last_offset,
+                    types: b.acknowledge_types.clone(),
+                })
+                .collect();
+            acks.insert(tp, batches);
+        }
+    }
+    let forgotten: Vec<TopicPartition> = req
+        .forgotten_topics_data
+        .iter()
+        .flat_map(|t| {
+            t.partitions.iter().map(|&partition| TopicPartition {
+                topic_id: t.topic_id,
+                partition,
+            })
+        })
+        .collect();
+    let acks_present = acks.values().any(|b| !b.is_empty());
+    let skey = SessionKey::new(group.as_str(), member.as_str());
+    let session = ctx.broker.shares().with_sessions(|c| {
+        c.share_fetch(ShareFetchSession {
+            key: &skey,
+            epoch: req.share_session_epoch,
+            partitions: &partitions,
+            forgotten: &forgotten,
+            acknowledgements_present: acks_present,
+            connection: ctx.connection.unwrap_or(0),
+        })
+    });
+    let session = match session {
+        Ok(s) => s,
+        Err(e) => {
+            return respond_top(
+                ctx,
+                TopLevel {
+                    code: e.code(),
+                    message: Some(e.message().to_string()),
+                },
+            )
+        }
+    };
+
+    let mut leaders = LeaderEndpoints::default();
+    let ack_parts: Vec<AckPart> = partitions
+        .iter()
+        .filter_map(|tp| {
+            let batches = acks.remove(tp)?;
+            (!batches.is_empty()).then_some(AckPart { tp: *tp, batches })
+        })
+        .collect();
+    let ack_answers = acknowledge_parts(
+        ctx,
+        &group,
+        &member,
+        ack_parts,
+        x.is_renew_ack,
+        &config,
+        &mut leaders,
+    )
+    .await?;
+
+    let to_fetch = match session {
+        FetchContext::Opened { partitions, .. } | FetchContext::Updated { partitions, .. } => {
+            if x.is_renew_ack {
+                // Such a request only acknowledges (§2.3 step 5).
+                Vec::new()
+            } else {
+                partitions
+            }
+        }
+        FetchContext::Closed(released) => {
+            release(ctx, released).await?;
+            Vec::new()
+        }
+    };
+    let fetched = fetch_parts(
+        ctx,
+        &group,
+        &member,
+        &to_fetch,
+        Budget {
+            max_bytes: req.max_bytes,
+            max_records: req.max_records,
+            batch_size: req.batch_size,
+            mode,
+        },
+        &config,
+        &mut leaders,
+    )
+    .await?;
+
+    // The answer: the session's partitions as `must_list` says, then
+    // partitions that only carry an acknowledgement result.
+    let mut ack_by: HashMap<TopicPartition, PartAnswer> = ack_answers.into_iter().collect();
+    let mut listed: Vec<(TopicPartition, PartitionData)> = Vec::new();
+    let shares = ctx.broker.shares();
+    for (tp, f) in fetched {
+        let ack = ack_by.remove(&tp);
+        let news = PartitionNews {
+            records: !f.acquired.is_empty(),
+            error: is_error(&f.answer),
+            acknowledgement: ack.is_some(),
+        };
+        if shares.with_sessions(|c| c.must_list(&skey, &tp, news)) {
+            listed.push((tp, partition_data(&tp, &f, ack.as_ref())));
+        }
+    }
+    let rest: Vec<TopicPartition> = partitions
+        .iter()
+        .filter(|tp| ack_by.contains_key(tp))
+        .copied()
+        .collect();
+    for tp in rest {
+        let ack = ack_by.remove(&tp);
+        let f = Fetched::default();
+        listed.push((tp, partition_data(&tp, &f, ack.as_ref())));
+    }
+
+    let mut r = ShareFetchResponse::default();
+    r.acquisition_lock_timeout_ms = lock_timeout_ms(&config);
+    r.responses = by_topic(listed)
+        .into_iter()
+        .map(|(id, ps)| {
+            let mut t = ShareFetchableTopicResponse::default();
+            t.topic_id = id;
+            t.partitions = ps.into_iter().map(|(_, p)| p).collect();
+            t
+        })
+        .collect();
+    r.node_endpoints = leaders
+        .into_endpoints()
+        .map(|e| {
+            let mut n = NodeEndpoint::default();
+            n.node_id = BrokerId(e.id);
+            n.host = StrBytes::from_string(e.host);
+            n.port = e.port;
+            n.rack = e.rack.map(StrBytes::from_string);
+            n
+        })
+        .collect();
+    ctx.respond(&r)
+}
+
+/// Kafka's IsRenewAck rule (v2): MaxBytes, MinBytes, MaxRecords and
+/// MaxWaitMs must all be 0; the message names each that is not.
+fn renew_ack_violation(req: &ShareFetchRequest) -> Option<String> {
+    let fields = [
+        ("maxBytes", req.max_bytes),
+        ("minBytes", req.min_bytes),
+        ("maxRecords", req.max_records),
+        ("maxWaitMs", req.max_wait_ms),
+    ];
+    let mut m = String::new();
+    for (name, v) in fields {
+        if v != 0 {
+            m.push_str(name);
+            m.push_str(" must be set to 0, ");
+        }
+    }
+    (!m.is_empty()).then(|| m + "if isRenewAck is true.")
+}
+
+fn respond_top(ctx: &Ctx, t: TopLevel) -> Result<Option<Bytes>, RequestError> {
+    let mut r = ShareFetchResponse::default();
+    r.error_code = t.code;
+    r.error_message = t.message.map(StrBytes::from_string);
+    ctx.respond(&r)
+}
+
+/// What the request allows the acquisition.
+#[derive(Clone, Copy)]
+struct Budget {
+    max_bytes: i32,
+    max_records: i32,
+    batch_size: i32,
+    mode: AcquireMode,
+}
+
+/// One partition's fetch result.
+#[derive(Default)]
+struct Fetched {
+    answer: PartAnswer,
+    records: Bytes,
+    acquired: Vec<AcquiredRecords>,
+}
+
+fn partition_data(tp: &TopicPartition, f: &Fetched, ack: Option<&PartAnswer>) -> PartitionData {
+    let mut p = PartitionData::default();
+    p.partition_index = tp.partition;
+    p.error_code = f.answer.code;
+    p.error_message = f.answer.message.clone().map(StrBytes::from_string);
+    if let Some(a) = ack {
+        p.acknowledge_error_code = a.code;
+        p.acknowledge_error_message = a.message.clone().map(StrBytes::from_string);
+    }
+    if let Some((id, epoch)) = f.answer.leader.or(ack.and_then(|a| a.leader)) {
+        let mut l = LeaderIdAndEpoch::default();
+        l.leader_id = id;
+        l.leader_epoch = epoch;
+        p.current_leader = l;
+    }
+    // Never null at v1+: an empty set is zero bytes.
+    p.records = Some(f.records.clone());
+    p.acquired_records = f
+        .acquired
+        .iter()
+        .map(|a| {
+            let mut w = WireAcquired::default();
+            w.first_offset = a.first;
+            w.last_offset = a.last;
+            w.delivery_count = i16::try_from(a.delivery_count).unwrap_or(i16::MAX);
+            w
+        })
+        .collect();
+    p
+}
+
+/// Resolves, reads and acquires every partition to fetch, in order, and
+/// waits for the acquisitions' fsyncs.
+async fn fetch_parts(
+    ctx: &Ctx,
+    group: &str,
+    member: &str,
+    list: &[TopicPartition],
+    budget: Budget,
+    config: &ShareConfig,
+    leaders: &mut LeaderEndpoints,
+) -> Result<Vec<(TopicPartition, Fetched)>, RequestError> {
+    let image = ctx.broker.image();
+    let mut out: Vec<(TopicPartition, Fetched)> = Vec::with_capacity(list.len());
+    let mut work: Vec<(usize, TopicPartition, Served)> = Vec::new();
+    for tp in list {
+        let answer = match resolve(
+            ctx,
+            image.as_deref(),
+            leaders,
+            tp,
+            ResponseError::UnknownTopicId,
+        ) {
+            Ok(s) => {
+                work.push((out.len(), *tp, s));
+                PartAnswer::default()
+            }
+            Err(a) => a,
+        };
+        out.push((
+            *tp,
+            Fetched {
+                answer,
+                ..Fetched::default()
+            },
+        ));
+    }
+    if work.is_empty() || budget.max_records <= 0 || budget.max_bytes <= 0 {
+        return Ok(out);
+    }
+    let broker = ctx.broker.clone();
+    let (group_s, member_s, cfg) = (group.to_string(), member.to_string(), *config);
+    let done = blocking(move || {
+        let mut records_left = budget.max_records;
+        let mut bytes_left = usize::try_from(budget.max_bytes)
+            .unwrap_or(0)
+            .min(FETCH_RESPONSE_BYTES_MAX);
+        let mut any = false;
+        let mut encoder = BatchEncoder::new();
+        let mut window = ReadBuf::default();
+        let mut done = Vec::with_capacity(work.len());
+        for (i, tp, s) in work {
+            if records_left <= 0 || (any && bytes_left == 0) {
+                break;
+            }
+            let key = key_of(&group_s, &tp);
+            let t = ShareTarget {
+                key: &key,
+                topic: &s.topic.name,
+                log: &s.slot.log,
+                config: &cfg,
+            };
+            let shares = broker.shares();
+            let guard = match shares.begin_fetch(&t, records_left) {
+                Ok(Some(g)) if g.max_records > 0 => g,
+                // Contended (another fetch is acquiring here) or nothing
+                // may be acquired: nothing this round.
+                Ok(_) => continue,
+                Err(e) => {
+                    done.push((i, Err(failure_answer(&e))));
+                    continue;
+                }
+            };
+            let cursor = shares
+                .inspect(&key, |c| c.next_offset())
+                .unwrap_or(guard.fetch_offset);
+            // Nothing past the cursor plus the records allowed can be
+            // acquired: stop the read there.
+            let offset_limit = cursor
+                .max(guard.fetch_offset)
+                .saturating_add(guard.max_records);
+            let read = match read_records(
+                &s,
+                guard.fetch_offset,
+                offset_limit,
+                bytes_left.max(1),
+                !any,
+                None,
+                &mut encoder,
+                &mut window,
+            ) {
+                Ok(r) => r,
+                Err(code) => {
+                    done.push((
+                        i,
+                        Err(PartAnswer {
+                            code,
+                            ..PartAnswer::default()
+                        }),
+                    ));
+                    continue;
+                }
+            };
+            if read.batches.is_empty() {
+                continue;
+            }
+            let spans: Vec<(i64, i64)> = read.batches.iter().map(|b| (b.0, b.1)).collect();
+            let acquired = shares.finish_fetch(
+                guard,
+                &t,
+                &AcquireRequest {
+                    member: &member_s,
+                    max_records: records_left,
+                    batch_size: budget.batch_size,
+                    mode: budget.mode,
+                },
+                &ReadView {
+                    log_start: read.log_start,
+                    end: read.end,
+                    batches: &spans,
+                },
+            );
+            match acquired {
+                Err(e) => done.push((i, Err(failure_answer(&e)))),
+                Ok(a) if a.records.is_empty() => drop(a.ticket),
+                Ok(a) => {
+                    let bytes = if covered(&read, &a.records) {
+                        slice(&read, &a.records)
+                    } else {
+                        // A batch holds offsets not acquired (another
+                        // member's, or acknowledged): encode only the
+                        // acquired records, so none is sent that the
+                        // member does not own.
+                        let last = a.records.last().map_or(0, |r| r.last);
+                        match read_records(
+                            &s,
+                            a.records.first().map_or(0, |r| r.first),
+                            last.saturating_add(1),
+                            bytes_left.max(1),
+                            !any,
+                            Some(&a.records),
+                            &mut encoder,
+                            &mut window,
+                        ) {
+                            Ok(r) => Bytes::from(r.buf),
+                            Err(_) => slice(&read, &a.records),
+                        }
+                    };
+                    let count: i64 = a.records.iter().map(|r| r.last - r.first + 1).sum();
+                    records_left = records_left
+                        .saturating_sub(i32::try_from(count).unwrap_or(i32::MAX))
+                        .max(0);
+                    bytes_left = bytes_left.saturating_sub(bytes.len());
+                    any = true;
+                    done.push((i, Ok((bytes, a.records, a.ticket))));
+                }
+            }
+        }
+        done
+    })
+    .await?;
+    for (i, r) in done {
+        match r {
+            Err(a) => out[i].1.answer = a,
+            Ok((bytes, acquired, ticket)) => {
+                if let Some(t) = ticket {
+                    if let Err(e) = ctx.broker.shares().wait_durable(t).await {
+                        out[i].1.answer = failure_answer(&e);
+                        continue;
+                    }
+                }
+                out[i].1.records = bytes;
+                out[i].1.acquired = acquired;
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// What one partition's read encoded: the Kafka batches and where each is
+/// in `buf`.
+struct Read {
+    buf: Vec<u8>,
+    /// (first offset, last offset, byte start, byte end), ascending.
+    batches: Vec<(i64, i64, usize, usize)>,
+    log_start: i64,
+    end: i64,
+}
+
+/// Reads the partition from `from` (or from the start of the produced batch
+/// that holds it) below the high watermark and `offset_limit`, about
+/// `budget` bytes, and encodes the records as Fetch does. Errors are Kafka
+/// codes. With `keep`, only the records of those acquired ranges are
+/// encoded, each as a plain record (a producer's batch is never sent in
+/// part).
+#[allow(clippy::too_many_arguments)]
+fn read_records(
+    s: &Served,
+    from: i64,
+    offset_limit: i64,
+    budget: usize,
+    first: bool,
+    keep: Option<&[AcquiredRecords]>,
+    encoder: &mut BatchEncoder,
+    window: &mut ReadBuf,
+) -> Result<Read, i16> {
+    let from = u64::try_from(from).unwrap_or(0);
+    let snap = s.slot.log.snapshot(from, Isolation::ReadUncommitted);
+    let hw = snap.high_watermark();
+    let mut out = Read {
+        buf: Vec::new(),
+        batches: Vec::new(),
+        log_start: i64::try_from(snap.log_start_offset()).unwrap_or(i64::MAX),
+        end: i64::try_from(hw).unwrap_or(i64::MAX),
+    };
+    let start = snap.start();
+    if start >= hw {
+        return Ok(out);
+    }
+    let read_error = |e: StorageError| {
+        tracing::error!(partition = s.slot.index, offset = start, error = %e, "share fetch read failed");
+        storage_error_code(&e)
+    };
+    let first_read = match snap.read_into(start, budget, window) {
+        Ok(r) => r,
+        // The log start passed the offset since the share-partition looked:
+        // nothing to read this round.
+        Err(StorageError::OffsetOutOfRange { .. }) => return Ok(out),
+        Err(e) => return Err(read_error(e)),
+    };
+    let chunk = match produced_batch_window(&first_read) {
+        Some(size) => snap.read_into(start, size, window).map_err(read_error)?,
+        None => first_read,
+    };
+    let limit = hw
+        .min(snap.next_epoch_start(start).unwrap_or(u64::MAX))
+        .min(u64::try_from(offset_limit).unwrap_or(0));
+    let epoch = snap.epoch_at(start).unwrap_or(RECORD_LEADER_EPOCH);
+    let corrupt = Cell::new(false);
+    let kept = |o: u64| {
+        keep.is_none_or(|k| {
+            let o = i64::try_from(o).unwrap_or(i64::MAX);
+            k.iter().any(|a| a.first <= o && o <= a.last)
+        })
+    };
+    let records = RecordIter::read_checked(chunk.data).map_while(|r| match r {
+        Ok(mut r) if r.offset < limit => {
+            if keep.is_some() {
+                r.batch = None;
+            } else if r.batch.is_none() {
+                r.batch = chunk.batch_at(r.offset);
+            }
+            Some(r)
+        }
+        Ok(_) => None,
+        Err(e) => {
+            tracing::error!(partition = s.slot.index, error = %e, "undecodable record in storage");
+            corrupt.set(true);
+            None
+        }
+    })
+    .filter(|r| kept(r.offset));
+    let rules = s.topic.rules();
+    let (compression, codec_rules) = compression_for(Some(&rules));
+    let opts = EncodeOptions {
+        compression,
+        log_append_time: rules.timestamp_type == crate::config::TimestampType::LogAppendTime,
+        partition_leader_epoch: epoch,
+        max_bytes: budget,
+    };
+    let mut buf = Vec::with_capacity(chunk.data.len().min(budget) + 128);
+    let summary = encoder
+        .encode_with(records, &mut buf, &opts, codec_rules)
+        .map_err(|e| {
+            tracing::error!(partition = s.slot.index, error = %e, "encoding share-fetched records failed");
+            code(ResponseError::KafkaStorageError)
+        })?;
+    if corrupt.get() && summary.records == 0 {
+        return Err(code(ResponseError::CorruptMessage));
+    }
+    if !first && buf.len() > budget {
+        // Only the response's first records may overshoot (KIP-74).
+        buf.clear();
+    }
+    out.batches = batch_spans(&buf);
+    out.buf = buf;
+    Ok(out)
+}
+
+/// The batches of an encoded record set: (first, last, byte range). The
+/// bytes are our own encoder's; a short tail (never written) ends the walk.
+fn batch_spans(buf: &[u8]) -> Vec<(i64, i64, usize, usize)> {
+    let mut spans = Vec::new();
+    let mut pos = 0usize;
+    while pos + LAST_OFFSET_DELTA_POS + 4 <= buf.len() {
+        let at = |i: usize, n: usize| &buf[pos + i..pos + i + n];
+        let base = i64::from_be_bytes(at(0, 8).try_into().unwrap_or([0; 8]));
+        let len = i32::from_be_bytes(at(BATCH_LENGTH_POS, 4).try_into().unwrap_or([0; 4]));
+        let delta = i32::from_be_bytes(at(LAST_OFFSET_DELTA_POS, 4).try_into().unwrap_or([0; 4]));
+        let Ok(len) = usize::try_from(len) else { break };
+        let end = pos + LOG_OVERHEAD_BYTES + len;
+        if end > buf.len() {
+            break;
+        }
+        spans.push((base, base + i64::from(delta), pos, end));
+        pos = end;
+    }
+    spans
+}
+
+/// Whether every batch of the read that holds an acquired offset holds
+/// only acquired offsets.
+fn covered(read: &Read, acquired: &[AcquiredRecords]) -> bool {
+    read.batches.iter().all(|&(f, l, _, _)| {
+        let overlapping: Vec<&AcquiredRecords> = acquired
+            .iter()
+            .filter(|a| a.first <= l && a.last >= f)
+            .collect();
+        if overlapping.is_empty() {
+            return true;
+        }
+        // The acquired ranges are ascending and disjoint: covered when they
+        // tile [f, l] without a hole.
+        let mut next = f;
+        for a in overlapping {
+            if a.first > next {
+                return false;
+            }
+            next = next.max(a.last.saturating_add(1));
+        }
+        next > l
+    })
+}
+
+/// The read's batches that hold an acquired offset (Kafka's
+/// `maybeSliceFetchRecords`): the client keeps only the acquired records,
+/// so batches with none are left out.
+fn slice(read: &Read, acquired: &[AcquiredRecords]) -> Bytes {
+    let mut out = Vec::with_capacity(read.buf.len());
+    for &(f, l, s, e) in &read.batches {
+        if acquired.iter().any(|a| a.first <= l && a.last >= f) {
+            out.extend_from_slice(&read.buf[s..e]);
+        }
+    }
+    Bytes::from(out)
+}
