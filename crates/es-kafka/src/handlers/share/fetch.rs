@@ -9,15 +9,30 @@
 //! reading and acquiring runs on one blocking thread; every durability
 //! ticket is awaited before the answer.
 //!
-//! Not yet (item 10): the MinBytes / MaxWaitMs wait. A fetch answers at
-//! once with what is available, and a full session cache answers
-//! SHARE_SESSION_LIMIT_REACHED at once.
+//! The wait (Kafka's `DelayedShareFetch`): a fetch that acquired nothing,
+//! met no error and has fewer than MinBytes parks until MaxWaitMs (at most
+//! [`FETCH_WAIT_MS_MAX`]), woken by new records in one of its partitions
+//! (the partition's waiters, as Fetch parks) or by records of one of its
+//! share-partitions becoming available again (release, lock expiry:
+//! [`ShareManager::available`]), and then tries again. Both wake-ups are
+//! armed before the state is read, so none is missed. A full session cache
+//! answers SHARE_SESSION_LIMIT_REACHED after MaxWaitMs, as Kafka does.
 //!
 //! [`ShareManager::begin_fetch`]: crate::shares::manager::ShareManager::begin_fetch
 //! [`ShareManager::finish_fetch`]: crate::shares::manager::ShareManager::finish_fetch
+//! [`ShareManager::available`]: crate::shares::manager::ShareManager::available
 
 use std::cell::Cell;
 use std::collections::HashMap;
+use std::future::Future as _;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::Poll;
+use std::time::Duration;
+
+use tokio::sync::futures::Notified;
+use tokio::sync::Notify;
+use tokio::time::Instant;
 
 use bytes::Bytes;
 use kafka_protocol::messages::share_fetch_response::{
@@ -35,14 +50,18 @@ use crate::codec::batch::{BATCH_LENGTH_POS, LAST_OFFSET_DELTA_POS, LOG_OVERHEAD_
 use crate::codec::encode::{BatchEncoder, EncodeOptions};
 use crate::codec::share_wire::ShareFetchV2Extras;
 use crate::errors::{code, storage_error_code, ResponseError};
-use crate::handlers::fetch::{compression_for, produced_batch_window, FETCH_RESPONSE_BYTES_MAX};
+use crate::handlers::fetch::{
+    compression_for, produced_batch_window, FETCH_RESPONSE_BYTES_MAX, FETCH_WAIT_MS_MAX,
+};
 use crate::handlers::route::{LeaderEndpoints, RECORD_LEADER_EPOCH};
 use crate::handlers::{blocking, Ctx, RequestError};
+use crate::shares::locks::ShareKey;
 use crate::shares::manager::{AcquireRequest, ReadView, ShareConfig, ShareTarget};
 use crate::shares::partition::{AckBatch, AcquireMode, AcquiredRecords};
 use crate::shares::sessions::{
-    FetchContext, PartitionNews, SessionKey, ShareFetchSession, TopicPartition,
+    FetchContext, PartitionNews, SessionError, SessionKey, ShareFetchSession, TopicPartition,
 };
+use crate::topics::PartitionSlot;
 use es_storage::record::RecordIter;
 use es_storage::{Isolation, ReadBuf, StorageError};
 
@@ -129,13 +148,20 @@ pub async fn share_fetch(
     let session = match session {
         Ok(s) => s,
         Err(e) => {
+            if e == SessionError::LimitReached {
+                // Kafka answers a full cache after MaxWaitMs.
+                tokio::select! {
+                    _ = tokio::time::sleep(wait_of(req.max_wait_ms)) => {}
+                    _ = ctx.broker.stopping() => {}
+                }
+            }
             return respond_top(
                 ctx,
                 TopLevel {
                     code: e.code(),
                     message: Some(e.message().to_string()),
                 },
-            )
+            );
         }
     };
 
@@ -172,7 +198,7 @@ pub async fn share_fetch(
             Vec::new()
         }
     };
-    let fetched = fetch_parts(
+    let fetched = fetch_waiting(
         ctx,
         &group,
         &member,
@@ -185,6 +211,7 @@ pub async fn share_fetch(
         },
         &config,
         &mut leaders,
+        (req.min_bytes, req.max_wait_ms),
     )
     .await?;
 
@@ -312,6 +339,97 @@ fn partition_data(tp: &TopicPartition, f: &Fetched, ack: Option<&PartAnswer>) ->
         })
         .collect();
     p
+}
+
+/// MaxWaitMs as a duration, at most [`FETCH_WAIT_MS_MAX`].
+fn wait_of(max_wait_ms: i32) -> Duration {
+    Duration::from_millis(
+        u64::try_from(max_wait_ms)
+            .unwrap_or(0)
+            .min(FETCH_WAIT_MS_MAX),
+    )
+}
+
+/// [`fetch_parts`], parked between passes while nothing was acquired, no
+/// partition answered an error, fewer than MinBytes were read and
+/// MaxWaitMs has not passed (item 10 of §5). Each pass arms its wake-ups
+/// first: the partitions' waiters (new records) and the share-partitions'
+/// "available again" notifies.
+#[allow(clippy::too_many_arguments)]
+async fn fetch_waiting(
+    ctx: &Ctx,
+    group: &str,
+    member: &str,
+    list: &[TopicPartition],
+    budget: Budget,
+    config: &ShareConfig,
+    leaders: &mut LeaderEndpoints,
+    (min_bytes, max_wait_ms): (i32, i32),
+) -> Result<Vec<(TopicPartition, Fetched)>, RequestError> {
+    let b = &ctx.broker;
+    let deadline = Instant::now() + wait_of(max_wait_ms);
+    let min_bytes = usize::try_from(min_bytes).unwrap_or(0);
+    let slots: Vec<Arc<PartitionSlot>> = list
+        .iter()
+        .filter_map(|tp| b.topic_by_id(tp.topic_id)?.partition(tp.partition))
+        .collect();
+    let keys: Vec<ShareKey> = list.iter().map(|tp| key_of(group, tp)).collect();
+    let data = Arc::new(Notify::new());
+    let mut stopping = false;
+    let fetched = loop {
+        let may_wait = !stopping
+            && min_bytes > 0
+            && !list.is_empty()
+            && budget.max_records > 0
+            && budget.max_bytes > 0
+            && Instant::now() < deadline;
+        let avails: Vec<Arc<Notify>> = if may_wait {
+            for s in &slots {
+                s.waiters.register(&data);
+            }
+            keys.iter()
+                .filter_map(|k| b.shares().available(k))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let mut again: Vec<Pin<Box<Notified<'_>>>> =
+            avails.iter().map(|a| Box::pin(a.notified())).collect();
+        for n in &mut again {
+            n.as_mut().enable();
+        }
+        let fetched = fetch_parts(ctx, group, member, list, budget, config, leaders).await?;
+        let bytes: usize = fetched.iter().map(|(_, f)| f.records.len()).sum();
+        let news = fetched
+            .iter()
+            .any(|(_, f)| !f.acquired.is_empty() || is_error(&f.answer));
+        let now = Instant::now();
+        if !may_wait || news || bytes >= min_bytes || now >= deadline {
+            break fetched;
+        }
+        tokio::select! {
+            _ = tokio::time::timeout(deadline - now, data.notified()) => {}
+            _ = any_notified(&mut again) => {}
+            _ = b.stopping() => stopping = true,
+        }
+    };
+    for s in &slots {
+        s.waiters.deregister(&data);
+    }
+    Ok(fetched)
+}
+
+/// Ready when any of `ns` is notified (never, when there are none).
+async fn any_notified(ns: &mut [Pin<Box<Notified<'_>>>]) {
+    std::future::poll_fn(|cx| {
+        for n in ns.iter_mut() {
+            if n.as_mut().poll(cx).is_ready() {
+                return Poll::Ready(());
+            }
+        }
+        Poll::Pending
+    })
+    .await
 }
 
 /// Resolves, reads and acquires every partition to fetch, in order, and

@@ -154,6 +154,8 @@ struct Fetch {
     renew: bool,
     mode: i8,
     forget: bool,
+    /// MinBytes and MaxWaitMs (0, 0: answer at once).
+    wait: (i32, i32),
 }
 
 impl Fetch {
@@ -168,6 +170,7 @@ impl Fetch {
             renew: false,
             mode: 0,
             forget: false,
+            wait: (0, 0),
         }
     }
 
@@ -181,8 +184,8 @@ impl Fetch {
         r.group_id = self.group.map(|g| GroupId(s(g)));
         r.member_id = Some(s(self.member));
         r.share_session_epoch = self.epoch;
-        r.max_wait_ms = 0;
-        r.min_bytes = 0;
+        r.min_bytes = self.wait.0;
+        r.max_wait_ms = self.wait.1;
         r.max_bytes = self.max_bytes;
         r.max_records = self.max_records;
         r.batch_size = self.max_records;
@@ -584,4 +587,57 @@ async fn forgotten_partitions_and_record_limit_mode() {
     // Naming it again adds it back and lists it.
     let r = Fetch::new(M1, 2, 2).send(&b, tid).await;
     assert_eq!(acquired(&r), vec![(2, 3, 1)]);
+}
+
+/// Waits (yielding, no sleep) until `n` fetches are parked on partition 0.
+async fn parked(b: &Arc<Broker>, n: usize) {
+    let slot = b.topic("t").expect("t").partition(0).expect("p0");
+    for _ in 0..100_000 {
+        if slot.waiters.len() >= n {
+            return;
+        }
+        tokio::task::yield_now().await;
+    }
+    panic!("no fetch parked");
+}
+
+#[tokio::test]
+async fn a_parked_fetch_wakes_on_new_records_and_on_released_ones() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (b, tid) = setup(dir.path(), 0).await;
+    // Nothing to acquire: the fetch parks until a record arrives.
+    let mut f = Fetch::new(M1, 0, 5);
+    f.wait = (1, 60_000);
+    let b2 = b.clone();
+    let parked_fetch = tokio::spawn(async move { f.send(&b2, tid).await });
+    parked(&b, 1).await;
+    produce(&b, 3).await;
+    let r = parked_fetch.await.expect("task");
+    assert_eq!(acquired(&r)[0].0, 0, "woken by the new records");
+
+    // M1 holds whatever it acquired; M2 parks until M1 releases them.
+    let held = acquired(&r);
+    let r = Fetch::new(M1, 1, 5).send(&b, tid).await;
+    let mut all = held;
+    all.extend(acquired(&r));
+    assert_eq!(all.last().map(|a| a.1), Some(2), "M1 holds 0-2: {all:?}");
+    let mut f = Fetch::new(M2, 0, 5);
+    f.wait = (1, 60_000);
+    let b2 = b.clone();
+    let parked_fetch = tokio::spawn(async move { f.send(&b2, tid).await });
+    parked(&b, 1).await;
+    let a = acknowledge(&b, ack_request(M1, 2, tid, 0, &[(0, 2, &[2])]), false).await;
+    assert_eq!(ack_code(&a), NONE);
+    let r = parked_fetch.await.expect("task");
+    // Delivered again (count 2), in the in-flight batches they were
+    // acquired in.
+    let offsets: Vec<(i64, i16)> = acquired(&r)
+        .into_iter()
+        .flat_map(|(f, l, n)| (f..=l).map(move |o| (o, n)))
+        .collect();
+    assert_eq!(
+        offsets,
+        vec![(0, 2), (1, 2), (2, 2)],
+        "released, delivered again"
+    );
 }
