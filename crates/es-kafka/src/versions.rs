@@ -106,6 +106,10 @@ pub const SUPPORTED: &[ApiRange] = &[
     // access, removed in 4.1.
     r(ApiKey::ShareGroupHeartbeat, 1, 1),
     r(ApiKey::ShareGroupDescribe, 1, 1),
+    // The record APIs: v1 with the crate's structs, v2 decoded by hand
+    // (BY_HAND); handlers::share serves both.
+    r(ApiKey::ShareFetch, 1, 2),
+    r(ApiKey::ShareAcknowledge, 1, 2),
 ];
 
 /// Versions past the crate's newest that es serves: (api key, wire version,
@@ -131,8 +135,8 @@ pub const PAST_CRATE: &[(ApiKey, i16, i16)] = &[
 /// of the version before plus what the newer one adds; dispatch routes
 /// them there ([`by_hand`]). Their responses are encoded by the crate at
 /// [`crate_version`] when the shape is unchanged (ShareFetch v2) and by hand
-/// where it is not (ShareAcknowledge v2). None is advertised yet: their
-/// handlers are to come (docs/share-groups-design.md §5).
+/// where it is not (ShareAcknowledge v2). Both are advertised and served by
+/// `handlers::share`.
 pub const BY_HAND: &[(ApiKey, i16)] = &[
     // ShareFetch v2 (KIP-1206, KIP-1222): ShareAcquireMode and IsRenewAck
     // after BatchSize; the response is v1's.
@@ -247,11 +251,7 @@ mod tests {
     /// PAST_CRATE and BY_HAND entries whose handlers are still to come
     /// (docs/share-groups-design.md §5): known, so answered as unserved,
     /// but not advertised. An entry leaves this list when its API is.
-    const AWAITING_HANDLERS: &[(ApiKey, i16)] = &[
-        (ApiKey::DescribeShareGroupOffsets, 1),
-        (ApiKey::ShareFetch, 2),
-        (ApiKey::ShareAcknowledge, 2),
-    ];
+    const AWAITING_HANDLERS: &[(ApiKey, i16)] = &[(ApiKey::DescribeShareGroupOffsets, 1)];
 
     fn served_or_awaiting(key: ApiKey, wire: i16) {
         if AWAITING_HANDLERS.contains(&(key, wire)) {
@@ -366,11 +366,11 @@ mod tests {
             classify(ApiKey::ApiVersions as i16, 9),
             Support::Unparseable(ApiKey::ApiVersions)
         );
-        // ShareFetch and ShareAcknowledge are not advertised yet: v1 is the
-        // crate's, v2 es's by hand, both known and unserved; v3 is nobody's.
+        // ShareFetch and ShareAcknowledge: v1 is the crate's, v2 es's by
+        // hand, both served; v3 is nobody's.
         for key in [ApiKey::ShareFetch, ApiKey::ShareAcknowledge] {
-            assert_eq!(classify(key as i16, 1), Support::Unsupported(key));
-            assert_eq!(classify(key as i16, 2), Support::Unsupported(key));
+            assert_eq!(classify(key as i16, 1), Support::Served(key));
+            assert_eq!(classify(key as i16, 2), Support::Served(key));
             assert_eq!(classify(key as i16, 3), Support::Unparseable(key));
         }
         assert_eq!(classify(30_000, 0), Support::UnknownKey);

@@ -29,6 +29,7 @@ pub mod produce;
 pub mod route;
 pub mod sasl;
 pub mod scram;
+pub mod share;
 pub mod throttle;
 pub mod txn;
 pub mod txn_verify;
@@ -420,8 +421,19 @@ async fn served(
     // Bodies are decoded at the crate's version of the same shape; handlers
     // see the wire version in `ctx.version`.
     let (key, v) = (ctx.key, versions::crate_version(ctx.key, ctx.version));
-    if versions::by_hand(key, ctx.version) {
-        return served_by_hand(&ctx, body, turn).map(|r| r.map(ResponseFrame::from));
+    if matches!(key, ApiKey::ShareFetch | ApiKey::ShareAcknowledge) {
+        // Both versions are decoded by share_wire (v1's bytes are the
+        // crate's), so the handlers see one type.
+        let request = decode_share(&mut body, key, ctx.version)?;
+        // Share calls wait for fsyncs: in connection order to start, the
+        // wait outside it (as Fetch).
+        turn.wait().await;
+        turn.finish();
+        let r = match request {
+            HandRequest::ShareFetch(req, x) => share::share_fetch(&ctx, req, x).await?,
+            HandRequest::ShareAcknowledge(req, x) => share::share_acknowledge(&ctx, req, x).await?,
+        };
+        return Ok(r.map(ResponseFrame::from));
     }
     if key == ApiKey::Fetch {
         // Fetch writes its own response frame around its record batches.
@@ -434,17 +446,22 @@ async fn served(
     Ok(r.map(ResponseFrame::from))
 }
 
-/// Requests whose bodies es decodes itself ([`versions::BY_HAND`]): decoded
-/// here, then handed to their API's handler. None is advertised yet, so
-/// dispatch never serves one; the share-group handlers that take them come
-/// later (docs/share-groups-design.md §5).
-fn served_by_hand(ctx: &Ctx, mut body: Bytes, turn: Turn) -> Result<Option<Bytes>, RequestError> {
-    let request = decode_by_hand(&mut body, ctx.key, ctx.version)?;
-    drop(turn);
-    match request {
-        HandRequest::ShareFetch(..) | HandRequest::ShareAcknowledge(..) => {
-            Err(CloseReason::NoHandler { key: ctx.key })
-        }
+/// Decodes a ShareFetch or ShareAcknowledge body at v1 or v2 with
+/// `codec::share_wire` (v2 is [`versions::BY_HAND`]; v1's bytes are the
+/// crate's, a test holds them together), failing as [`decode_body`] does.
+fn decode_share(body: &mut Bytes, key: ApiKey, version: i16) -> Result<HandRequest, RequestError> {
+    let malformed = |e: share_wire::WireError| CloseReason::MalformedRequest {
+        key,
+        version,
+        detail: e.to_string(),
+    };
+    match key {
+        ApiKey::ShareFetch => share_wire::decode_share_fetch_request(body, version)
+            .map(|(r, x)| HandRequest::ShareFetch(r, x))
+            .map_err(malformed),
+        _ => share_wire::decode_share_acknowledge_request(body, version)
+            .map(|(r, x)| HandRequest::ShareAcknowledge(r, x))
+            .map_err(malformed),
     }
 }
 
@@ -731,18 +748,18 @@ mod tests {
             ),
             "{huge:?}"
         );
-        // ShareFetch v2 is decoded by hand (versions::BY_HAND) but not
-        // advertised: a known version es does not serve, whose response has
-        // no answer es gives yet, so the connection closes as before; v3 is
-        // beyond any layout es knows.
+        // ShareFetch v2 is decoded by hand (versions::BY_HAND): a body cut
+        // short closes the connection as a malformed request; v3 is beyond
+        // any layout es knows.
         let body = [0u8, 0, 0, 0, 0]; // null client id, no header tags, ...
         let share = handle(broker.clone(), frame(78, 2, &body), Turn::free()).await;
         assert!(
             matches!(
                 share,
-                Err(CloseReason::UnsupportedVersion {
+                Err(CloseReason::MalformedRequest {
                     key: ApiKey::ShareFetch,
-                    version: 2
+                    version: 2,
+                    ..
                 })
             ),
             "{share:?}"

@@ -389,6 +389,8 @@ mod tests {
             ConsumerGroupDescribe => ConsumerGroupDescribeResponse,
             ShareGroupHeartbeat => ShareGroupHeartbeatResponse,
             ShareGroupDescribe => ShareGroupDescribeResponse,
+            ShareFetch => ShareFetchResponse,
+            ShareAcknowledge => ShareAcknowledgeResponse,
             ListConfigResources => ListConfigResourcesResponse,
             DescribeTopicPartitions => DescribeTopicPartitionsResponse,
         };

@@ -58,6 +58,7 @@ macro_rules! served_types {
         ConsumerGroupDescribe => ConsumerGroupDescribeRequest,
         ShareGroupHeartbeat => ShareGroupHeartbeatRequest,
         ShareGroupDescribe => ShareGroupDescribeRequest,
+        ShareFetch => ShareFetchRequest, ShareAcknowledge => ShareAcknowledgeRequest,
         ListConfigResources => ListConfigResourcesRequest,
         DescribeTopicPartitions => DescribeTopicPartitionsRequest,
         }
@@ -85,6 +86,33 @@ macro_rules! decodes {
 /// The default request of every served API, encoded by the crate.
 fn default_request(key: ApiKey, crate_version: i16) -> Option<Vec<u8>> {
     served_types!(default_of, key, crate_version)
+}
+
+/// The default request of a served API at wire version `v`: the crate's
+/// encoding, or the hand codec's for a [`versions::BY_HAND`] version.
+fn wire_default_request(key: ApiKey, v: i16) -> Option<Vec<u8>> {
+    use crate::codec::share_wire;
+    if !versions::by_hand(key, v) {
+        return default_request(key, versions::crate_version(key, v));
+    }
+    let mut out = Vec::new();
+    match key {
+        ApiKey::ShareFetch => share_wire::encode_share_fetch_request(
+            &ShareFetchRequest::default(),
+            &Default::default(),
+            v,
+            &mut out,
+        ),
+        ApiKey::ShareAcknowledge => share_wire::encode_share_acknowledge_request(
+            &ShareAcknowledgeRequest::default(),
+            &Default::default(),
+            v,
+            &mut out,
+        ),
+        _ => return None,
+    }
+    .ok()?;
+    Some(out)
 }
 
 /// Whether the crate decodes `buf` as `key`'s request (None: not served).
@@ -127,7 +155,7 @@ fn every_served_version_has_a_shape() {
 #[test]
 fn default_requests_walk_to_their_end() {
     for (key, v) in served() {
-        let body = default_request(key, versions::crate_version(key, v))
+        let body = wire_default_request(key, v)
             .unwrap_or_else(|| panic!("no default request for {key:?}"));
         assert_eq!(
             check_request(key as i16, v, &body),

@@ -183,7 +183,7 @@ struct Ahead {
 /// The codecs fetched batches are encoded with, from the topic's
 /// `compression.type`: that codec for every batch, or for "producer" (Kafka's
 /// default) each produced batch's own codec and none for other records.
-fn compression_for(rules: Option<&TopicRules>) -> (Compression, CodecRules) {
+pub(super) fn compression_for(rules: Option<&TopicRules>) -> (Compression, CodecRules) {
     let codec_rules = CodecRules {
         as_produced: rules.is_some_and(|r| r.compression_as_produced),
         // Kafka 4 serves a zstd batch to every Fetch version (it no longer
