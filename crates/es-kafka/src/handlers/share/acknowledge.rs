@@ -37,7 +37,10 @@ pub async fn share_acknowledge(
         Ok(v) => v,
         Err(t) => return respond(ctx, top(t), 0),
     };
-    let config = share_config(&ctx.broker.group_configs(&group));
+    let config = share_config(
+        &ctx.broker.group_configs(&group),
+        &ctx.broker.config().share,
+    );
     let lock_ms = lock_timeout_ms(&config);
     let skey = SessionKey::new(group.as_str(), member.as_str());
     let session = ctx

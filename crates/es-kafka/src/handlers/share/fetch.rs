@@ -81,7 +81,10 @@ pub async fn share_fetch(
         Ok(v) => v,
         Err(t) => return respond_top(ctx, t),
     };
-    let config = share_config(&ctx.broker.group_configs(&group));
+    let config = share_config(
+        &ctx.broker.group_configs(&group),
+        &ctx.broker.config().share,
+    );
     if ctx.version >= 2 && x.is_renew_ack {
         if let Some(m) = renew_ack_violation(&req) {
             return respond_top(ctx, TopLevel::new(ResponseError::InvalidRequest, Some(&m)));

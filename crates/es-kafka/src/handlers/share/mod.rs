@@ -48,13 +48,16 @@ const ACK_TYPE_MAX_V2: i8 = 4;
 /// AcknowledgeType Renew (v2).
 const ACK_TYPE_RENEW: i8 = 4;
 
-/// The group's `share.*` configs with Kafka's defaults where a config is
-/// not set (§2.10); a stored value that does not parse (the config layer
-/// validated it, so only a bug) falls back to the default too. The broker
-/// defaults (`group.share.*`) and `by_duration:` resets are item 14's: a
-/// `by_duration:` reset starts at the latest offset for now.
-pub fn share_config(configs: &BTreeMap<String, String>) -> ShareConfig {
-    let d = ShareConfig::default();
+/// The group's `share.*` configs, with the broker's `group.share.*` configs
+/// (`broker`) where the group sets none (§2.10); a stored value that does
+/// not parse (the config layer validated it, so only a bug) falls back to
+/// the broker's too. `by_duration:` resets are item 14's: such a reset
+/// starts at the latest offset for now.
+pub fn share_config(
+    configs: &BTreeMap<String, String>,
+    broker: &crate::config::ShareBrokerConfig,
+) -> ShareConfig {
+    let d = ShareConfig::from_broker(broker);
     let get = |k: &str| configs.get(k).map(|v| v.trim());
     let num = |k: &str| get(k).and_then(|v| v.parse::<i64>().ok());
     ShareConfig {
