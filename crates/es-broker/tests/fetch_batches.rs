@@ -36,12 +36,15 @@ const SNAPPY: i16 = 2;
 const LZ4: i16 = 3;
 const ZSTD: i16 = 4;
 
-fn producer(b: &Broker, codec: &str) -> FutureProducer {
+/// A producer that sends a batch once it holds `batch` records (or after
+/// `linger_ms`).
+fn producer(b: &Broker, codec: &str, linger_ms: u32, batch: usize) -> FutureProducer {
     let mut c = ClientConfig::new();
     c.set("bootstrap.servers", &b.addr)
         .set("broker.address.family", "v4")
         .set("compression.codec", codec)
-        .set("linger.ms", "100")
+        .set("linger.ms", linger_ms.to_string())
+        .set("batch.num.messages", batch.to_string())
         .set("message.timeout.ms", "30000");
     c.create().expect("producer")
 }
@@ -54,7 +57,10 @@ fn value(i: usize) -> String {
 /// Produces BURST records together, then SINGLES records one request each,
 /// to partition 0 of `topic` (auto-created).
 async fn produce(b: &Broker, topic: &str, codec: &str) {
-    let p = producer(b, codec);
+    // The burst goes out as one batch when all of it is queued, however
+    // slowly a loaded machine queues it (a 100 ms linger once split it into
+    // ten); each single goes out at once.
+    let p = producer(b, codec, 10_000, BURST);
     let values: Vec<String> = (0..BURST + SINGLES).map(value).collect();
     let mut sends = Vec::new();
     for v in &values[..BURST] {
@@ -68,6 +74,7 @@ async fn produce(b: &Broker, topic: &str, codec: &str) {
             .unwrap_or_else(|(e, _)| panic!("{topic}: delivery of {i} failed: {e}"));
         assert_eq!(d.offset, i as i64);
     }
+    let p = producer(b, codec, 0, 1);
     for (i, v) in values.iter().enumerate().skip(BURST) {
         let rec: FutureRecord<'_, str, str> = FutureRecord::to(topic).partition(0).payload(v);
         let d = p
