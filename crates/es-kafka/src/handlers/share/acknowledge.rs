@@ -54,7 +54,8 @@ pub async fn share_acknowledge(
                 code: e.code(),
                 message: Some(e.message().to_string()),
             };
-            return respond(ctx, top(t), lock_ms);
+            // Kafka 4.4 sends no lock duration with a top-level refusal.
+            return respond(ctx, top(t), 0);
         }
     };
     let mut parts: Vec<AckPart> = Vec::new();

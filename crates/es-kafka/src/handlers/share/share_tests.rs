@@ -405,6 +405,9 @@ async fn members_share_a_partition_and_acknowledge() {
         a.response.error_code,
         code(ResponseError::ShareSessionNotFound)
     );
+    // A top-level refusal carries no lock duration (Kafka 4.4 answers 0,
+    // seen in compat-tests/acl-matrix).
+    assert_eq!(a.acquisition_lock_timeout_ms, 0);
     let r = Fetch::new(M2, 7, 5).send(&b, tid).await;
     assert_eq!(r.error_code, code(ResponseError::InvalidShareSessionEpoch));
 
