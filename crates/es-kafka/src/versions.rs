@@ -110,6 +110,11 @@ pub const SUPPORTED: &[ApiRange] = &[
     // (BY_HAND); handlers::share serves both.
     r(ApiKey::ShareFetch, 1, 2),
     r(ApiKey::ShareAcknowledge, 1, 2),
+    // The offsets admin (handlers::groups::share_offsets); v1 of
+    // DescribeShareGroupOffsets by PAST_CRATE.
+    r(ApiKey::DescribeShareGroupOffsets, 0, 1),
+    r(ApiKey::AlterShareGroupOffsets, 0, 0),
+    r(ApiKey::DeleteShareGroupOffsets, 0, 0),
 ];
 
 /// Versions past the crate's newest that es serves: (api key, wire version,
@@ -125,8 +130,7 @@ pub const PAST_CRATE: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeLogDirs, 5, 4),
     // DescribeShareGroupOffsets v1 (KIP-1226) adds Lag to each partition of
     // the response; the request is v0's. The response is encoded by hand
-    // (codec::share_wire::DescribeShareGroupOffsetsResponseV1). Not
-    // advertised yet: its handler is to come (docs/share-groups-design.md).
+    // (codec::share_wire::DescribeShareGroupOffsetsResponseV1).
     (ApiKey::DescribeShareGroupOffsets, 1, 0),
 ];
 
@@ -248,19 +252,10 @@ mod tests {
         }
     }
 
-    /// PAST_CRATE and BY_HAND entries whose handlers are still to come
-    /// (docs/share-groups-design.md §5): known, so answered as unserved,
-    /// but not advertised. An entry leaves this list when its API is.
-    const AWAITING_HANDLERS: &[(ApiKey, i16)] = &[(ApiKey::DescribeShareGroupOffsets, 1)];
-
-    fn served_or_awaiting(key: ApiKey, wire: i16) {
-        if AWAITING_HANDLERS.contains(&(key, wire)) {
-            assert!(advertised(key).is_none(), "{key:?} is advertised");
-            assert_eq!(classify(key as i16, wire), Support::Unsupported(key));
-        } else {
-            assert_eq!(advertised(key).map(|a| a.max), Some(wire));
-            assert_eq!(classify(key as i16, wire), Support::Served(key));
-        }
+    /// A PAST_CRATE or BY_HAND version is advertised as the newest and served.
+    fn served(key: ApiKey, wire: i16) {
+        assert_eq!(advertised(key).map(|a| a.max), Some(wire));
+        assert_eq!(classify(key as i16, wire), Support::Served(key));
     }
 
     #[test]
@@ -270,7 +265,7 @@ mod tests {
             assert_eq!(v, c.max, "{key:?} v{wire} should map to the crate's newest");
             assert_eq!(wire, v + 1, "{key:?}: one version past the crate");
             assert!(!by_hand(key, wire), "{key:?} v{wire} in both tables");
-            served_or_awaiting(key, wire);
+            served(key, wire);
             assert_eq!(crate_version(key, wire), v);
             assert_eq!(crate_version(key, v), v);
         }
@@ -290,7 +285,7 @@ mod tests {
             assert!(!by_hand(key, c.max), "the crate decodes {key:?} v{}", c.max);
             assert_eq!(crate_version(key, wire), c.max);
             assert_eq!(crate_version(key, c.max), c.max);
-            served_or_awaiting(key, wire);
+            served(key, wire);
             // The hand decoder takes every pair: an all-empty body (null
             // strings, zero numbers, empty arrays, no tagged fields) decodes.
             let mut body = body_with_empty_arrays(key).expect("a body for every BY_HAND key");

@@ -635,6 +635,16 @@ async fn served_encoded(
                 ApiKey::ShareGroupDescribe => {
                     groups::share_group_describe(&ctx, decode_body(&mut body, key, v)?)
                 }
+                ApiKey::DescribeShareGroupOffsets => {
+                    groups::describe_share_group_offsets(&ctx, decode_body(&mut body, key, v)?)
+                        .await
+                }
+                ApiKey::AlterShareGroupOffsets => {
+                    groups::alter_share_group_offsets(&ctx, decode_body(&mut body, key, v)?).await
+                }
+                ApiKey::DeleteShareGroupOffsets => {
+                    groups::delete_share_group_offsets(&ctx, decode_body(&mut body, key, v)?).await
+                }
                 other => Err(CloseReason::NoHandler { key: other }),
             };
             turn.finish();

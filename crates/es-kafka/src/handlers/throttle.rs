@@ -391,6 +391,9 @@ mod tests {
             ShareGroupDescribe => ShareGroupDescribeResponse,
             ShareFetch => ShareFetchResponse,
             ShareAcknowledge => ShareAcknowledgeResponse,
+            DescribeShareGroupOffsets => DescribeShareGroupOffsetsResponse,
+            AlterShareGroupOffsets => AlterShareGroupOffsetsResponse,
+            DeleteShareGroupOffsets => DeleteShareGroupOffsetsResponse,
             ListConfigResources => ListConfigResourcesResponse,
             DescribeTopicPartitions => DescribeTopicPartitionsResponse,
         };

@@ -50,7 +50,9 @@
 //!   [`ShareManager::close`] folds every loaded share-partition at shutdown.
 //!
 //! Lock order: sessions → slot map → a slot's state → its store (journal)
-//! → the lock index; a slot's sync queue is a leaf. Every method but
+//! → the lock index; a slot's sync queue is a leaf. Under the map's lock a
+//! slot's state is only ever `try_lock`ed, so forgetting a deleted slot
+//! (`manager_admin.rs`) may take the map's lock under the slot's. Every method but
 //! [`ShareManager::wait_durable`] and [`ShareManager::run_lock_timer`] may
 //! block on disk (a load, a journal write): call them on a blocking thread.
 
@@ -68,7 +70,7 @@ use tokio::sync::{oneshot, Notify};
 use super::locks::{LockIndex, ShareKey};
 use super::partition::{
     AckBatch, AckParams, AcquireParams, AcquiredRecords, LogView, Outcome, ShareError,
-    SharePartition,
+    SharePartition, OFFSET_MAX,
 };
 use super::sessions::{ConnectionId, Released, ShareSessions, TopicPartition};
 use super::store::{Loaded, ShareStore};
@@ -76,12 +78,29 @@ pub use super::target::{
     AcquireRequest, AutoOffsetReset, ReadView, ShareConfig, ShareFailure, ShareLog, ShareTarget,
     RECORD_LOCK_DURATION_MS_DEFAULT,
 };
+pub use admin::ShareOffsets;
 
 /// How often the timer task unloads idle share-partitions.
 pub const UNLOAD_INTERVAL: Duration = Duration::from_secs(30);
 /// The state epoch of an Init entry (AlterShareGroupOffsets, a later
 /// commit, moves it with Reset entries).
 const INITIAL_STATE_EPOCH: i32 = 0;
+
+/// A share-partition a load brought into memory, and the ticket of the
+/// Init entry it wrote, if it wrote one.
+type LoadedLive = (Live, Option<Ticket>);
+
+/// What a load does with a share-partition that has no stored state.
+#[derive(Clone, Copy, Debug)]
+enum Init {
+    /// Starts it where `share.auto.offset.reset` says (ShareFetch,
+    /// ShareAcknowledge).
+    AutoReset,
+    /// Starts it at this offset (AlterShareGroupOffsets).
+    At(i64),
+    /// Leaves it without state (DescribeShareGroupOffsets).
+    Absent,
+}
 
 /// What [`ShareManager::finish_fetch`] acquired.
 #[derive(Debug, Default)]
@@ -669,6 +688,25 @@ impl ShareManager {
         t: &ShareTarget<'_>,
         f: impl FnOnce(&Self, &Arc<Slot>, &mut Live) -> Result<R, ShareFailure>,
     ) -> Result<R, ShareFailure> {
+        self.with_live_init(t, Init::AutoReset, |me, slot, live, _| f(me, slot, live))?
+            .ok_or_else(|| {
+                ShareFailure::Share(ShareError::Internal(
+                    "share-partition not initialised".into(),
+                ))
+            })
+    }
+
+    /// [`ShareManager::with_live`] with the choice of what a share-partition
+    /// without stored state starts as (`init`); `Ok(None)` when it has none
+    /// and `init` is [`Init::Absent`]. `f` also gets the ticket of the Init
+    /// entry a load wrote, if one did (nobody waits for it but
+    /// AlterShareGroupOffsets).
+    fn with_live_init<R>(
+        &self,
+        t: &ShareTarget<'_>,
+        init: Init,
+        f: impl FnOnce(&Self, &Arc<Slot>, &mut Live, Option<Ticket>) -> Result<R, ShareFailure>,
+    ) -> Result<Option<R>, ShareFailure> {
         // A slot unloaded between the lookup and the lock is Gone: look
         // again (bounded: an unload needs the slot idle, and this caller
         // is about to use it).
@@ -681,29 +719,36 @@ impl ShareManager {
                 self.supersede(t);
                 st = slot.state.lock();
             }
+            let mut init_ticket = None;
             match &*st {
                 SlotState::Gone => continue,
                 SlotState::Unloaded => {
-                    let live = self.load(t).map_err(|(e, fenced)| {
+                    let loaded = self.load(t, init).map_err(|(e, fenced)| {
                         if fenced {
                             *st = SlotState::Fenced(e.to_string());
                         }
                         e
                     })?;
+                    let Some((live, ticket)) = loaded else {
+                        return Ok(None);
+                    };
+                    init_ticket = ticket;
                     *st = SlotState::Live(Box::new(live));
                 }
                 SlotState::Live(_) | SlotState::Fenced(_) => {}
             }
             let log_start = t.log.log_start_offset();
-            return self.on_live(&slot, &mut st, t.config, |me, slot, live| {
-                if log_start > live.core.start_offset() {
-                    // §3.11: the log start passed the start; nobody waits
-                    // for this entry (the next load applies it again).
-                    let o = live.core.advance_log_start(log_start);
-                    drop(me.write(slot, live, &o)?);
-                }
-                f(me, slot, live)
-            });
+            return self
+                .on_live(&slot, &mut st, t.config, |me, slot, live| {
+                    if log_start > live.core.start_offset() {
+                        // §3.11: the log start passed the start; nobody waits
+                        // for this entry (the next load applies it again).
+                        let o = live.core.advance_log_start(log_start);
+                        drop(me.write(slot, live, &o)?);
+                    }
+                    f(me, slot, live, init_ticket)
+                })
+                .map(Some);
         }
         Err(ShareFailure::Share(ShareError::Internal(
             "share-partition unloaded under every attempt to use it".into(),
@@ -818,7 +863,11 @@ impl ShareManager {
     /// Loads a share-partition (§3.4). The error's flag says whether
     /// something was written before it failed (then the slot is fenced;
     /// otherwise the next use tries again).
-    fn load(&self, t: &ShareTarget<'_>) -> Result<Live, (ShareFailure, bool)> {
+    fn load(
+        &self,
+        t: &ShareTarget<'_>,
+        init: Init,
+    ) -> Result<Option<LoadedLive>, (ShareFailure, bool)> {
         let (mut store, loaded) = ShareStore::open(
             self.fs.clone(),
             &self.data_dir,
@@ -836,16 +885,24 @@ impl ShareManager {
         let leader_epoch = t.log.leader_epoch();
         let log_start = t.log.log_start_offset().max(0);
         let limits = t.config.limits;
+        let mut init_ticket = None;
         let core = match loaded {
             Loaded::Fresh | Loaded::Stale { .. } => {
-                let start = self
-                    .reset_offset(t)
-                    .map_err(|e| (ShareFailure::Storage(e), false))?;
-                // Not waited for: the first acquisition's fsync covers it
-                // (journal order), and before that a crash loses nothing.
-                store
-                    .write_init(INITIAL_STATE_EPOCH, leader_epoch, start)
-                    .map_err(|e| (ShareFailure::Storage(e), true))?;
+                let start = match init {
+                    Init::Absent => return Ok(None),
+                    Init::At(start) => start.clamp(0, OFFSET_MAX),
+                    Init::AutoReset => self
+                        .reset_offset(t)
+                        .map_err(|e| (ShareFailure::Storage(e), false))?,
+                };
+                // Not waited for by a fetch: the first acquisition's fsync
+                // covers it (journal order), and before that a crash loses
+                // nothing.
+                init_ticket = Some(
+                    store
+                        .write_init(INITIAL_STATE_EPOCH, leader_epoch, start)
+                        .map_err(|e| (ShareFailure::Storage(e), true))?,
+                );
                 SharePartition::new(start, limits)
             }
             Loaded::State(s) => {
@@ -864,13 +921,16 @@ impl ShareManager {
         };
         tracing::debug!(group = %t.key.group, topic = t.topic, partition = t.key.partition,
             start = core.start_offset(), next = core.next_offset(), "share-partition loaded");
-        Ok(Live {
-            core,
-            store,
-            topic: Arc::from(t.topic),
-            leader_epoch,
-            fetching: false,
-        })
+        Ok(Some((
+            Live {
+                core,
+                store,
+                topic: Arc::from(t.topic),
+                leader_epoch,
+                fetching: false,
+            },
+            init_ticket,
+        )))
     }
 
     /// Where a share-partition without stored state starts (§2.2).
@@ -968,6 +1028,9 @@ fn run_syncs(slot: &Slot, store: &ShareStore) {
         }
     }
 }
+
+#[path = "manager_admin.rs"]
+mod admin;
 
 #[cfg(test)]
 #[path = "manager_tests.rs"]

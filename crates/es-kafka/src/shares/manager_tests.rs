@@ -816,3 +816,100 @@ async fn a_topic_created_again_supersedes_the_share_partition_of_its_old_id() {
     assert_eq!(after.summary(&new).start_offset, 1, "the new topic's state");
     assert_eq!(after.state(&new, 1), (RecordState::Available, 1));
 }
+
+/// AlterShareGroupOffsets' reset and DeleteShareGroupOffsets' deletion, each
+/// answered after its fsync, hold across a crash; a describe never creates
+/// state.
+#[tokio::test]
+async fn resets_and_deletions_survive_a_crash() {
+    let env = Env::new(TestLog::new(0, 40));
+    let k = key(0);
+    assert_eq!(
+        env.mgr.describe_offsets(&env.target(&k)).expect("describe"),
+        None
+    );
+    assert!(!env.files(0).exist(&env.fs), "a describe writes nothing");
+
+    // A share-partition without state: the reset is its Init, at 12.
+    let t = env.mgr.reset_offsets(&env.target(&k), 12).expect("reset");
+    env.mgr
+        .wait_durable(t.expect("a ticket"))
+        .await
+        .expect("durable");
+    let env = env.crash();
+    let o = env.mgr.describe_offsets(&env.target(&k)).expect("describe");
+    assert_eq!(
+        o.map(|o| (o.summary.start_offset, o.leader_epoch)),
+        Some((12, 3))
+    );
+
+    // A loaded one with records acquired and acknowledged: the reset drops
+    // them all, the member's acknowledgement is refused, and the next
+    // fetch starts at the new start with a first delivery.
+    assert_eq!(env.fetch(&k, "a", 10).await, vec![acquired(12, 24, 1)]);
+    env.ack(&k, "a", 12, 13, 1).await;
+    let t = env.mgr.reset_offsets(&env.target(&k), 5).expect("reset");
+    env.mgr
+        .wait_durable(t.expect("a ticket"))
+        .await
+        .expect("durable");
+    assert_eq!(env.mgr.locks().deadline(&k), None, "no lock left");
+    let b = AckBatch {
+        first: 14,
+        last: 14,
+        types: vec![1],
+    };
+    let e = env
+        .mgr
+        .acknowledge(&env.target(&k), "a", &[b])
+        .expect_err("not held after the reset");
+    assert_eq!(e.code(), 121);
+    let env = env.crash();
+    env.touch(&k);
+    let s = env.summary(&k);
+    assert_eq!(
+        (s.start_offset, s.next_offset, s.delivery_complete_count),
+        (5, 5, 0)
+    );
+    assert_eq!(env.fetch(&k, "b", 10).await, vec![acquired(5, 14, 1)]);
+
+    // Deleted while loaded (records held): gone at once and after a crash;
+    // the next use starts from share.auto.offset.reset (earliest: 0).
+    env.mgr.delete_offsets(&k, TOPIC).expect("delete");
+    assert_eq!(
+        env.mgr.describe_offsets(&env.target(&k)).expect("describe"),
+        None
+    );
+    assert!(!env.files(0).exist(&env.fs));
+    let env = env.crash();
+    assert_eq!(
+        env.mgr.describe_offsets(&env.target(&k)).expect("describe"),
+        None
+    );
+    assert_eq!(env.fetch(&k, "c", 3).await, vec![acquired(0, 4, 1)]);
+
+    // A negative reset is a deletion; delete_group removes the group's
+    // directory with every share-partition in it, loaded or not.
+    let t = env
+        .mgr
+        .reset_offsets(&env.target(&key(1)), 3)
+        .expect("reset");
+    env.mgr
+        .wait_durable(t.expect("a ticket"))
+        .await
+        .expect("durable");
+    let none = env.mgr.reset_offsets(&env.target(&k), -1).expect("reset");
+    assert!(none.is_none(), "nothing to wait for");
+    assert!(!env.files(0).exist(&env.fs));
+    assert!(env.files(1).exist(&env.fs));
+    env.mgr.delete_group(GROUP, &[]).expect("delete group");
+    assert!(!env.fs.exists(&env.files(1).dir));
+    let env = env.crash();
+    assert!(!env.fs.exists(&env.files(1).dir));
+    assert_eq!(
+        env.mgr
+            .describe_offsets(&env.target(&key(1)))
+            .expect("describe"),
+        None
+    );
+}

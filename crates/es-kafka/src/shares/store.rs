@@ -490,6 +490,12 @@ impl ShareFiles {
         }
     }
 
+    /// Whether the share-partition has files (state, or the remains of a
+    /// deletion a crash interrupted, which the next open finishes).
+    pub fn exist(&self, fs: &dyn Fs) -> bool {
+        fs.exists(&self.journal) || fs.exists(&self.snapshot) || self.deletion_started(fs)
+    }
+
     fn deleted(p: &Path) -> PathBuf {
         let mut s = p.as_os_str().to_owned();
         s.push(DELETED_SUFFIX);
@@ -947,6 +953,13 @@ impl ShareStore {
     /// DeleteGroups, topic deletion); durable when this returns. The store
     /// is unusable afterwards.
     pub fn delete(self) -> Result<(), StorageError> {
+        self.remove_files()
+    }
+
+    /// [`ShareStore::delete`] for a store others may still hold (a fetch's
+    /// durability wait, the fsync task): every later write, fsync and fold
+    /// is refused.
+    pub fn remove_files(&self) -> Result<(), StorageError> {
         let mut g = self.inner.lock();
         g.fenced = Some("deleted".into());
         g.state = None;

@@ -59,6 +59,9 @@ macro_rules! served_types {
         ShareGroupHeartbeat => ShareGroupHeartbeatRequest,
         ShareGroupDescribe => ShareGroupDescribeRequest,
         ShareFetch => ShareFetchRequest, ShareAcknowledge => ShareAcknowledgeRequest,
+        DescribeShareGroupOffsets => DescribeShareGroupOffsetsRequest,
+        AlterShareGroupOffsets => AlterShareGroupOffsetsRequest,
+        DeleteShareGroupOffsets => DeleteShareGroupOffsetsRequest,
         ListConfigResources => ListConfigResourcesRequest,
         DescribeTopicPartitions => DescribeTopicPartitionsRequest,
         }

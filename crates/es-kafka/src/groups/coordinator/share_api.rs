@@ -121,6 +121,142 @@ impl Coordinator {
         }
     }
 
+    /// AlterShareGroupOffsets' checks (design §2.8): the share group,
+    /// created Empty when missing (at group and assignment epoch 1, as
+    /// Kafka shows one); a group of another type is GROUP_ID_NOT_FOUND
+    /// ("Group <g> is not a share group."), one with members
+    /// NON_EMPTY_GROUP.
+    pub fn share_offsets_alterable(self: &Arc<Self>, group_id: &str) -> Result<(), GroupError> {
+        let mut st = self.state.lock();
+        if st.shut_down {
+            return Err(GroupError::CoordinatorNotAvailable);
+        }
+        if !st.groups.contains_key(group_id) {
+            let cfg = st.config_for(self.config, group_id);
+            let mut g = ShareGroup::new(group_id, cfg.share);
+            g.settle_empty();
+            st.create(group_id, Kind::Share(g))?;
+            let now = self.now();
+            self.after_op(&mut st, group_id, now, Vec::new());
+        }
+        self.share_group_empty(&st, group_id)
+    }
+
+    /// DeleteShareGroupOffsets' checks: the group's share-partitions, or
+    /// GROUP_ID_NOT_FOUND ("Group <g> not found." / "... is not a share
+    /// group.") or NON_EMPTY_GROUP.
+    pub fn share_offsets_deletable(
+        &self,
+        group_id: &str,
+    ) -> Result<super::SharePartitions, GroupError> {
+        let st = self.state.lock();
+        if st.shut_down {
+            return Err(GroupError::CoordinatorNotAvailable);
+        }
+        self.share_group_empty(&st, group_id)?;
+        Ok(st
+            .groups
+            .get(group_id)
+            .map(|g| g.share_partitions.clone())
+            .unwrap_or_default())
+    }
+
+    /// DeleteGroups of a share group, before its share-partitions are
+    /// deleted: `None` when the group is not a share group here (the
+    /// ordinary deletion answers it), NON_EMPTY_GROUP with members, else
+    /// its recorded share-partitions.
+    pub fn share_group_deletable(
+        &self,
+        group_id: &str,
+    ) -> Option<Result<super::SharePartitions, GroupError>> {
+        let st = self.state.lock();
+        let g = st.groups.get(group_id).filter(|g| !g.deleting)?;
+        let Kind::Share(c) = &g.kind else {
+            return None;
+        };
+        Some(if c.is_empty() {
+            Ok(g.share_partitions.clone())
+        } else {
+            Err(GroupError::NonEmptyGroup)
+        })
+    }
+
+    fn share_group_empty(&self, st: &super::State, group_id: &str) -> Result<(), GroupError> {
+        match st.groups.get(group_id) {
+            None => Err(GroupError::GroupNotFound {
+                group_id: group_id.to_string(),
+            }),
+            Some(g) if g.deleting => Err(GroupError::CoordinatorNotAvailable),
+            Some(g) => match &g.kind {
+                Kind::Share(c) if c.is_empty() => Ok(()),
+                Kind::Share(_) => Err(GroupError::NonEmptyGroup),
+                Kind::Classic(_) | Kind::Consumer(_) => Err(GroupError::NotAShareGroup {
+                    group_id: group_id.to_string(),
+                }),
+            },
+        }
+    }
+
+    /// Records share-partitions of `topic` as initialised in a share
+    /// group's document (AlterShareGroupOffsets); the wait for the document
+    /// when it changed. A topic recorded under another id (deleted and
+    /// created again) starts over.
+    pub fn share_partitions_record(
+        self: &Arc<Self>,
+        group_id: &str,
+        topic: &str,
+        topic_id: uuid::Uuid,
+        partitions: &[i32],
+    ) -> Option<super::DurableWait> {
+        self.change_share_partitions(group_id, |sp| {
+            let entry = sp
+                .entry(topic.to_string())
+                .or_insert_with(|| (topic_id, Default::default()));
+            let mut changed = false;
+            if entry.0 != topic_id {
+                *entry = (topic_id, Default::default());
+                changed = true;
+            }
+            for p in partitions {
+                changed |= entry.1.insert(*p);
+            }
+            changed
+        })
+    }
+
+    /// Forgets a topic's share-partitions in a share group's document
+    /// (DeleteShareGroupOffsets); the wait for the document when it changed.
+    pub fn share_partitions_forget(
+        self: &Arc<Self>,
+        group_id: &str,
+        topic: &str,
+    ) -> Option<super::DurableWait> {
+        self.change_share_partitions(group_id, |sp| sp.remove(topic).is_some())
+    }
+
+    fn change_share_partitions(
+        self: &Arc<Self>,
+        group_id: &str,
+        change: impl FnOnce(&mut super::SharePartitions) -> bool,
+    ) -> Option<super::DurableWait> {
+        let mut st = self.state.lock();
+        let g = st.groups.get_mut(group_id).filter(|g| !g.deleting)?;
+        if !matches!(g.kind, Kind::Share(_)) || !change(&mut g.share_partitions) {
+            return None;
+        }
+        g.version += 1;
+        let spawn = self.start_writer(g);
+        let wait = super::DurableWait {
+            rx: g.durable.subscribe(),
+            version: g.version,
+        };
+        drop(st);
+        if spawn {
+            self.spawn_writer(group_id);
+        }
+        Some(wait)
+    }
+
     /// The share-partitions a share group has assigned, by topic name:
     /// (topic id, partitions). `None` when the group is not a share group
     /// here.

@@ -335,6 +335,14 @@ impl ShareGroup {
         }
     }
 
+    /// An Empty group's assignment is at the group epoch (a group that
+    /// AlterShareGroupOffsets created: Kafka shows it at epochs 1 and 1).
+    pub fn settle_empty(&mut self) {
+        if self.members.is_empty() {
+            self.assignment_epoch = self.group_epoch;
+        }
+    }
+
     /// DeleteGroups: an Empty group becomes Dead (the coordinator then drops
     /// it); a group with members is NON_EMPTY_GROUP.
     pub fn mark_dead(&mut self) -> Result<(), GroupError> {

@@ -147,7 +147,10 @@ pub async fn delete_groups(
                 code(ResponseError::GroupAuthorizationFailed)
             }
             Err(n) => n.code(),
-            Ok(()) => group_result_code(&coord.delete(&gid).await),
+            Ok(()) => match super::share_offsets::delete_share_state(ctx, &gid).await? {
+                Err(c) => c,
+                Ok(()) => group_result_code(&coord.delete(&gid).await),
+            },
         };
         r.results.push(x);
     }

@@ -2,8 +2,9 @@
 //! (v0-5), Heartbeat (v0-4), LeaveGroup (v0-5), DescribeGroups (v0-6),
 //! ListGroups (v0-5), DeleteGroups (v0-2), OffsetCommit (v2-9), OffsetFetch
 //! (v1-9), OffsetDelete (v0), ConsumerGroupHeartbeat (v0-1),
-//! ConsumerGroupDescribe (v0-1), ShareGroupHeartbeat (v1) and
-//! ShareGroupDescribe (v1).
+//! ConsumerGroupDescribe (v0-1), ShareGroupHeartbeat (v1),
+//! ShareGroupDescribe (v1), DescribeShareGroupOffsets (v0-1),
+//! AlterShareGroupOffsets (v0) and DeleteShareGroupOffsets (v0).
 //!
 //! Each handler converts between the wire messages and the coordinator
 //! ([`crate::groups`]), does the checks Kafka's `KafkaApis` and
@@ -25,7 +26,7 @@
 //! `leave_group`, `group_admin` for DescribeGroups / ListGroups /
 //! DeleteGroups, `offsets` for OffsetCommit / OffsetFetch / OffsetDelete,
 //! `consumer_group` for the KIP-848 APIs, `share_group` for the KIP-932
-//! ones); this file holds the small helpers
+//! membership ones, `share_offsets` for their offsets admin); this file holds the small helpers
 //! they share and re-exports the handlers for the API dispatch.
 
 use kafka_protocol::messages::GroupId;
@@ -97,6 +98,7 @@ mod join_group;
 mod leave_group;
 mod offsets;
 mod share_group;
+mod share_offsets;
 mod sync_group;
 
 pub use consumer_group::{consumer_group_describe, consumer_group_heartbeat};
@@ -107,6 +109,9 @@ pub use join_group::join_group;
 pub use leave_group::leave_group;
 pub use offsets::{offset_commit, offset_delete, offset_fetch};
 pub use share_group::{share_group_describe, share_group_heartbeat};
+pub use share_offsets::{
+    alter_share_group_offsets, delete_share_group_offsets, describe_share_group_offsets,
+};
 pub use sync_group::sync_group;
 
 #[cfg(test)]

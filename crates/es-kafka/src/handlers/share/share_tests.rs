@@ -644,3 +644,6 @@ async fn a_parked_fetch_wakes_on_new_records_and_on_released_ones() {
         "released, delivered again"
     );
 }
+
+#[path = "offsets_tests.rs"]
+mod offsets_tests;
