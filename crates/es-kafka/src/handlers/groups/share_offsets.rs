@@ -345,8 +345,9 @@ async fn wait_tickets(
 /// AlterShareGroupOffsets: READ on the group (top level), an empty group
 /// id refused, READ on each topic and the topic's existence (refused topics
 /// come first in the answer, as Kafka lists them; a topic named twice is
-/// answered once; a negative partition refuses the whole request, as
-/// Kafka's share coordinator does), then the coordinator's
+/// answered once; without a known topic nothing else is done, as in Kafka;
+/// a negative partition refuses the whole request, as Kafka's share
+/// coordinator does), then the coordinator's
 /// checks (the group created if missing; another type or members refuse
 /// the whole request), then each partition reset and answered after its
 /// fsync and the group's document.
@@ -409,6 +410,12 @@ pub async fn alter_share_group_offsets(
                 .collect();
             refused.push(rt);
         }
+    }
+    if known.is_empty() {
+        // Nothing for the coordinator: Kafka answers the refused topics
+        // and neither checks nor creates the group.
+        r.responses = refused;
+        return ctx.respond(&r);
     }
     if let Err(n) = ctx.broker.owns_group(&gid) {
         refuse(&mut r, n.code(), Some(n.message().to_string()));
