@@ -64,12 +64,14 @@ API = {"Produce": 0, "Fetch": 1, "ListOffsets": 2, "Metadata": 3, "OffsetCommit"
        "DescribeQuorum": 55, "DescribeCluster": 60, "DescribeProducers": 61,
        "DescribeTransactions": 65, "ListTransactions": 66, "ConsumerGroupHeartbeat": 68,
        "ConsumerGroupDescribe": 69, "GetTelemetrySubscriptions": 71, "ListConfigResources": 74,
-       "DescribeTopicPartitions": 75, "ShareGroupHeartbeat": 76, "ShareGroupDescribe": 77}
+       "DescribeTopicPartitions": 75, "ShareGroupHeartbeat": 76, "ShareGroupDescribe": 77,
+       "DescribeShareGroupOffsets": 90, "AlterShareGroupOffsets": 91, "DeleteShareGroupOffsets": 92}
 API_NAME = {v: k for k, v in API.items()}
 
 # Versions of the requests admin sends to set cells up (not compared as cases; es serves them).
 ADMIN_V = {"Metadata": 12, "CreateTopics": 7, "Produce": 12, "InitProducerId": 5, "AddPartitionsToTxn": 3,
            "AddOffsetsToTxn": 4, "OffsetCommit": 9, "ConsumerGroupHeartbeat": 1, "ShareGroupHeartbeat": 1, "FindCoordinator": 6,
+           "AlterShareGroupOffsets": 0,
            "DescribeAcls": 3, "CreateAcls": 3, "DeleteAcls": 3}
 
 
@@ -243,6 +245,13 @@ def cg_join(x, group="{c}-g"):
 def sg_join(x, group="{c}-g"):
     x.admin("ShareGroupHeartbeat", {"group_id": sub(group, x.c), "member_id": member_uuid(x.c + "-admin"),
                                     "member_epoch": 0, "rack_id": None, "subscribed_topic_names": [DATA]})
+
+
+def sg_offsets(x, group="{c}-g"):
+    """Admin gives share group `group` state on partition 0 of acl-data and acl-other
+    (AlterShareGroupOffsets creates the group)."""
+    x.admin("AlterShareGroupOffsets", {"group_id": sub(group, x.c), "topics": [
+        {"topic_name": t, "partitions": [{"partition_index": 0, "start_offset": 0}]} for t in (DATA, OTHER)]})
 
 
 # -- settle steps (admin): wait until what the request started is done, record the outcome --
@@ -423,6 +432,23 @@ def cases():
         needs=[("GROUP", "{c}-g", "DESCRIBE"), ("GROUP", "{c}-g2", "DESCRIBE"), ("TOPIC", DATA, "DESCRIBE")],
         setup=sg_join, note="{c}-g is a share group with one member (admin's) subscribed to acl-data; "
                             "{c}-g2 does not exist")
+    add("DescribeShareGroupOffsets", "DescribeShareGroupOffsets",
+        lambda x: {"groups": [{"group_id": sub("{c}-g", x.c), "topics": [
+            {"topic_name": DATA, "partitions": [0]}, {"topic_name": OTHER, "partitions": [0]}]},
+            {"group_id": sub("{c}-g", x.c), "topics": None}, {"group_id": sub("{c}-g2", x.c), "topics": None}]},
+        needs=[("GROUP", "{c}-g", "DESCRIBE"), ("GROUP", "{c}-g2", "DESCRIBE"), ("TOPIC", DATA, "DESCRIBE"),
+               ("TOPIC", OTHER, "DESCRIBE")],
+        setup=sg_offsets, note="{c}-g has share state on acl-data and acl-other partition 0 (named, then "
+                               "null topics); {c}-g2 does not exist")
+    add("AlterShareGroupOffsets", "AlterShareGroupOffsets",
+        lambda x: {"group_id": sub("{c}-g", x.c), "topics": [
+            {"topic_name": t, "partitions": [{"partition_index": 0, "start_offset": 0}]} for t in (DATA, OTHER)]},
+        needs=[("GROUP", "{c}-g", "READ"), ("TOPIC", DATA, "READ"), ("TOPIC", OTHER, "READ")],
+        note="creates share group {c}-g with state on acl-data and acl-other partition 0")
+    add("DeleteShareGroupOffsets", "DeleteShareGroupOffsets",
+        lambda x: {"group_id": sub("{c}-g", x.c), "topics": [{"topic_name": DATA}, {"topic_name": OTHER}]},
+        needs=[("GROUP", "{c}-g", "DELETE"), ("TOPIC", DATA, "READ"), ("TOPIC", OTHER, "READ")],
+        setup=sg_offsets, note="{c}-g has share state on acl-data and acl-other partition 0")
     add("DescribeGroups", "DescribeGroups",
         lambda x: {"groups": [sub("{c}-g", x.c), sub("{c}-g2", x.c)], "include_authorized_operations": True},
         needs=[("GROUP", "{c}-g", "DESCRIBE"), ("GROUP", "{c}-g2", "DESCRIBE")],

@@ -219,6 +219,8 @@ SORTED = [
     ("DeleteAcls", "answer.filter_results[].matching_acls",
      "resource_type resource_name pattern_type principal host operation permission_type"),
     ("ConsumerGroupDescribe", "answer.groups[].members", "member_id"),
+    ("DescribeShareGroupOffsets", "answer.groups[].topics", "topic_name"),
+    ("AlterShareGroupOffsets|DeleteShareGroupOffsets", "answer.responses", "topic_name"),
 ]
 
 _compiled = [(re.compile(a), re.compile(p), act, why) for a, p, act, why in NORMALISE]

@@ -89,6 +89,10 @@ SORTED = [
      "Kafka lists a transaction's partitions from a hash set"),
     ("DescribeConfigs", "results[].configs", "name",
      "Kafka lists a resource's configs from a hash map (ConfigHelper.allConfigs)"),
+    ("DescribeShareGroupOffsets", "groups[].topics", "topic_name",
+     "Kafka lists a group's share-partitions by topic from a hash map"),
+    ("AlterShareGroupOffsets|DeleteShareGroupOffsets", "responses", "topic_name",
+     "Kafka answers the topics from hash maps (refused ones first in Alter, after in Delete)"),
 ]
 
 # (case regex, diff path regex, reason): differences es keeps on purpose (see FINDINGS.md).

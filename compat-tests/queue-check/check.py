@@ -34,7 +34,9 @@ Violations (any one fails the run):
   wrong_value             a delivery whose value is not the number produced at that offset
   double_ack_ok           two acknowledgements of one record both answered with success while
                           both were in flight (the second sent before the first was answered), so
-                          neither can be a late ack-ok (below)
+                          neither can be a late ack-ok (below). An ack whose worker was SIGSTOPped
+                          between logging ack-sent and its answer counts as sent at its SIGCONT:
+                          franz-go may have flushed it only then
   delivered_after_ack_ok  a delivery fetched after the record's first ack-ok was answered (the
                           effective one; ACK_SLACK_NS of slack): the broker had made the record
                           terminal, yet handed it out again
@@ -193,6 +195,23 @@ class Faults:
                 return True
         return False
 
+    def ack_sent_latest(self, d):
+        """The latest an acknowledgement can have left its worker: `ack-sent` is logged before
+        franz-go flushes, so a worker SIGSTOPped after logging it and before its answer may have
+        sent it only after SIGCONT (its answer then follows at once). Its SIGCONT time then,
+        else its logged time."""
+        latest = d.ack_sent
+        if d.ack_sent is None or d.outcome_t is None:
+            return latest
+        evs = sorted(self.by_worker.get(d.worker, ()))
+        for i, (t, k) in enumerate(evs):
+            if k != "worker-stop" or not d.ack_sent <= t <= d.outcome_t:
+                continue
+            cont = next((tc for tc, kc in evs[i + 1:] if kc == "worker-cont"), None)
+            if cont is not None and cont <= d.outcome_t:
+                latest = max(latest, cont)
+        return latest
+
     def broker_kill(self, t0, t1):
         return any(t0 <= t <= t1 for t in self.broker_kills)
 
@@ -311,8 +330,8 @@ def check(produced, workers, events, delivery_limit, lock_ms, counts_survive_cra
         oks = sorted((d for d in ds if d.outcome == "ok"), key=lambda d: d.outcome_t)
         if oks:
             eff = oks[0]
-            late = [d for d in oks[1:] if d.ack_sent > eff.outcome_t]
-            racing = [d for d in oks[1:] if d.ack_sent <= eff.outcome_t]
+            late = [d for d in oks[1:] if faults.ack_sent_latest(d) > eff.outcome_t]
+            racing = [d for d in oks[1:] if faults.ack_sent_latest(d) <= eff.outcome_t]
             if late:
                 late_ok += len(late)
                 if len(examples["late_ack_ok"]) < EXAMPLES_MAX:

@@ -153,6 +153,18 @@ class Endings(unittest.TestCase):
         self.assertEqual(violations(v), {})
         self.assertEqual((v["late_ack_ok"], v["acked_once"]), (1, 2))
 
+    def test_an_ack_held_by_a_stop_is_late_not_double(self):
+        # w1 logs ack-sent, is stopped before franz-go flushes it; its lock expires, w2 gets the
+        # record and acks it; w1's ack leaves after SIGCONT and is answered success: late.
+        w1 = Log().recv(0, 1, 10).sent(0, 10.1).ok(0, 15.05)
+        w2 = Log().done(0, 2, 13.1).done(1, 1, 13.2)
+        v = judge({"w1": w1, "w2": w2}, [ev("worker-stop", 10.12, "w1"), ev("worker-cont", 15, "w1")])
+        self.assertEqual(violations(v), {})
+        self.assertEqual((v["late_ack_ok"], v["acked_once"]), (1, 2))
+        # Without the stop the two acks were in flight together: a violation.
+        v = judge({"w1": w1, "w2": w2})
+        self.assertEqual(violations(v), {"double_ack_ok": 1})
+
     def test_delivered_after_ack_ok(self):
         w1 = Log().done(0, 1, 10).done(1, 1, 10)
         w2 = Log().done(0, 2, 20)

@@ -404,6 +404,9 @@ pub async fn alter_share_group_offsets(
         if let Some((c, m)) = error {
             let mut rt = AlterShareGroupOffsetsResponseTopic::default();
             rt.topic_name = topic_name.clone();
+            // A denied topic that exists carries its id (Kafka 4.4 does,
+            // seen in compat-tests/acl-matrix).
+            rt.topic_id = ctx.broker.topic(&name).map_or(Uuid::nil(), |t| t.id);
             rt.partitions = parts
                 .iter()
                 .map(|&(p, _)| alter_partition(p, c, m.map(str::to_string)))
