@@ -504,7 +504,7 @@ impl Broker {
     }
 
     /// Takes a topic out of the registry, stops following its partitions
-    /// and removes its directory.
+    /// and removes its directory and its share-group state.
     fn remove_local(&self, topic: &Arc<Topic>) -> Result<(), StorageError> {
         for slot in topic.partitions() {
             self.fetchers().stop_following(&topic.name, slot.index);
@@ -514,6 +514,15 @@ impl Broker {
             if reg.get(&topic.name).is_some_and(|t| Arc::ptr_eq(t, topic)) {
                 reg.remove(&topic.name);
             }
+        }
+        // The share groups' state of the topic goes with its records; a
+        // failure here leaves files a later load of a topic of the same
+        // name removes as stale (their topic id differs).
+        if let Err(e) = self
+            .shares()
+            .delete_topic(&topic.name, topic.id, topic.partition_count())
+        {
+            tracing::warn!(topic = %topic.name, error = %e, "removing the topic's share-group state failed");
         }
         topics::delete_topic(&self.fs, &self.topics_dir, topic)
     }

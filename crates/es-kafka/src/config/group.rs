@@ -210,7 +210,7 @@ pub fn validate_group_config_in(
 /// Milliseconds of a non-negative ISO-8601 duration as Java's
 /// `Duration.parse` reads it (`PnDTnHnMn.nS`; days, hours, minutes, seconds
 /// with an optional fraction), or `None` if it is not one.
-fn iso8601_duration_ms(s: &str) -> Option<u64> {
+pub(crate) fn iso8601_duration_ms(s: &str) -> Option<u64> {
     let rest = s.strip_prefix('P').or_else(|| s.strip_prefix('p'))?;
     let (date, time) = match rest.find(['T', 't']) {
         Some(i) => (&rest[..i], Some(&rest[i + 1..])),

@@ -4,7 +4,8 @@
 //! reset (a Reset entry, or an Init for a share-partition without state,
 //! answered after its fsync), and the deletions of DeleteShareGroupOffsets
 //! and DeleteGroups (files removed durably, the share-partition forgotten
-//! so that its next use starts from `share.auto.offset.reset`).
+//! so that its next use starts from `share.auto.offset.reset`), and topic
+//! deletion's (every group's share-partitions of the topic).
 
 use std::sync::Arc;
 
@@ -35,21 +36,21 @@ fn offsets(live: &Live) -> ShareOffsets {
 
 impl ShareManager {
     /// The share-partition's offsets, loading it if it has files; `None`
-    /// when it has no state (Kafka's StartOffset -1). Never creates state.
-    /// Blocking.
+    /// when it has no state (Kafka's StartOffset -1). Never creates state; a
+    /// log start past the start moves it first. Blocking.
     pub fn describe_offsets(
         &self,
         t: &ShareTarget<'_>,
     ) -> Result<Option<ShareOffsets>, ShareFailure> {
-        if let Some(slot) = self.slot_if_present(t.key) {
-            if let SlotState::Live(live) = &*slot.state.lock() {
-                return Ok(Some(offsets(live)));
-            }
-        }
+        let loaded = self
+            .slot_if_present(t.key)
+            .is_some_and(|s| matches!(*s.state.lock(), SlotState::Live(_)));
         let files = ShareFiles::new(&self.data_dir, &t.key.group, t.topic, t.key.partition);
-        if !files.exist(self.fs.as_ref()) {
+        if !loaded && !files.exist(self.fs.as_ref()) {
             return Ok(None);
         }
+        // Through the load path, so that a log start moved by retention or
+        // DeleteRecords moves the start first (§3.11).
         self.with_live_init(t, Init::Absent, |_, _, live, _| Ok(offsets(live)))
     }
 
@@ -154,6 +155,55 @@ impl ShareManager {
                 .and_then(|()| self.fs.sync_dir(&self.data_dir.join(SHARES_DIR)));
             if let Err(e) = r {
                 first.get_or_insert(e.into());
+            }
+        }
+        first.map_or(Ok(()), Err)
+    }
+
+    /// Topic deletion: every share-partition of the topic, in every group,
+    /// loaded or not, is removed and forgotten (its records are gone with
+    /// the log). `partitions` is the topic's partition count. Goes on past a
+    /// failure and returns the first. Blocking.
+    pub fn delete_topic(
+        &self,
+        topic: &str,
+        topic_id: Uuid,
+        partitions: i32,
+    ) -> Result<(), StorageError> {
+        let mut first = None;
+        let loaded: Vec<Arc<Slot>> = self
+            .slots
+            .lock()
+            .iter()
+            .filter(|(k, _)| k.topic_id == topic_id)
+            .map(|(_, s)| s.clone())
+            .collect();
+        for slot in loaded {
+            let mut st = slot.state.lock();
+            if let SlotState::Live(live) = &*st {
+                if let Err(e) = live.store.remove_files() {
+                    first.get_or_insert(e);
+                }
+            }
+            if !matches!(*st, SlotState::Gone) {
+                self.forget(&slot, &mut st);
+            }
+        }
+        let root = self.data_dir.join(SHARES_DIR);
+        let groups = match self.fs.list(&root) {
+            Ok(g) => g,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+            Err(e) => return Err(e.into()),
+        };
+        for g in groups {
+            let dir = root.join(g);
+            for p in 0..partitions.max(0) {
+                let files = ShareFiles::in_group_dir(&dir, topic, p);
+                if files.exist(self.fs.as_ref()) {
+                    if let Err(e) = files.remove(self.fs.as_ref()) {
+                        first.get_or_insert(e);
+                    }
+                }
             }
         }
         first.map_or(Ok(()), Err)

@@ -490,6 +490,22 @@ impl ShareFiles {
         }
     }
 
+    /// The files of `(topic, partition)` in a group's directory `dir`, for
+    /// removing them when the group's name is not at hand (topic deletion
+    /// walks every group's directory). Not for loading: the snapshot's
+    /// group check would fail.
+    pub fn in_group_dir(dir: &Path, topic: &str, partition: i32) -> ShareFiles {
+        let base = format!("{topic}-{partition}");
+        ShareFiles {
+            group: String::new(),
+            topic: topic.to_string(),
+            partition,
+            journal: dir.join(format!("{base}{JOURNAL_SUFFIX}")),
+            snapshot: dir.join(format!("{base}{SNAPSHOT_SUFFIX}")),
+            dir: dir.to_path_buf(),
+        }
+    }
+
     /// Whether the share-partition has files (state, or the remains of a
     /// deletion a crash interrupted, which the next open finishes).
     pub fn exist(&self, fs: &dyn Fs) -> bool {

@@ -67,6 +67,12 @@ fn top_level(e: &GroupError) -> (i16, Option<String>) {
     (e.code(), message)
 }
 
+/// Whether a recorded share-partition entry is of the topic that has the
+/// name now (not of one deleted since: its state went with it).
+fn current(b: &Broker, name: &str, id: Uuid) -> bool {
+    b.topic(name).is_some_and(|t| t.id == id)
+}
+
 /// The partition of `topic` served here, if it is.
 fn local_partition(
     b: &Broker,
@@ -204,6 +210,7 @@ pub async fn describe_share_group_offsets(
                 .share_partitions(&gid)
                 .unwrap_or_default()
                 .into_iter()
+                .filter(|(name, (id, _))| current(&ctx.broker, name, *id))
                 .filter(|(name, _)| ctx.allowed(AclOperation::Describe, ResourceType::Topic, name))
                 .map(|(name, (_, ps))| (name, ps.into_iter().collect(), true))
                 .collect(),
@@ -602,7 +609,10 @@ pub async fn delete_share_group_offsets(
                 Some(NOT_HOSTED),
             ));
         } else {
-            match recorded.get(&name) {
+            match recorded
+                .get(&name)
+                .filter(|(id, _)| current(&ctx.broker, &name, *id))
+            {
                 None => no_state.push(answer(
                     ResponseError::UnknownTopicOrPartition,
                     Some(NO_OFFSETS),
@@ -671,8 +681,11 @@ pub async fn delete_share_state(ctx: &Ctx, gid: &str) -> Result<Result<(), i16>,
         Ok(sp) => sp,
         Err(e) => return Ok(Err(e.code())),
     };
+    // Entries of a topic deleted since (or created again) name no state of
+    // the topic now of that name; the directory sweep takes what is left.
     let list: Vec<(String, Uuid, i32)> = recorded
         .into_iter()
+        .filter(|(name, (id, _))| current(&ctx.broker, name, *id))
         .flat_map(|(name, (id, ps))| ps.into_iter().map(move |p| (name.clone(), id, p)))
         .collect();
     let broker = ctx.broker.clone();

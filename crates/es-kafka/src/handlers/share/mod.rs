@@ -51,8 +51,7 @@ const ACK_TYPE_RENEW: i8 = 4;
 /// The group's `share.*` configs, with the broker's `group.share.*` configs
 /// (`broker`) where the group sets none (§2.10); a stored value that does
 /// not parse (the config layer validated it, so only a bug) falls back to
-/// the broker's too. `by_duration:` resets are item 14's: such a reset
-/// starts at the latest offset for now.
+/// the broker's too.
 pub fn share_config(
     configs: &BTreeMap<String, String>,
     broker: &crate::config::ShareBrokerConfig,
@@ -70,12 +69,25 @@ pub fn share_config(
         },
         record_lock_duration_ms: num("share.record.lock.duration.ms")
             .unwrap_or(d.record_lock_duration_ms),
-        auto_offset_reset: match get("share.auto.offset.reset") {
-            Some("earliest") => AutoOffsetReset::Earliest,
-            _ => AutoOffsetReset::Latest,
-        },
+        auto_offset_reset: auto_offset_reset(get("share.auto.offset.reset")),
         renew_allowed: get("share.renew.acknowledge.enable")
             .map_or(d.renew_allowed, |v| !v.eq_ignore_ascii_case("false")),
+    }
+}
+
+/// `share.auto.offset.reset`: `latest` (also when unset), `earliest`, or
+/// `by_duration:<ISO-8601 duration>` (Java's `Duration.parse` format,
+/// non-negative, as the config layer checked it).
+fn auto_offset_reset(v: Option<&str>) -> AutoOffsetReset {
+    match v {
+        Some("earliest") => AutoOffsetReset::Earliest,
+        Some(v) => v
+            .strip_prefix("by_duration:")
+            .and_then(crate::config::group::iso8601_duration_ms)
+            .map_or(AutoOffsetReset::Latest, |ms| AutoOffsetReset::ByDuration {
+                ms: i64::try_from(ms).unwrap_or(i64::MAX),
+            }),
+        None => AutoOffsetReset::Latest,
     }
 }
 

@@ -2,7 +2,9 @@
 //! v0-1, AlterShareGroupOffsets, DeleteShareGroupOffsets, DeleteGroups of a
 //! share group) against a broker on a temporary data directory, with the
 //! records of `super` (Produce, ShareGroupHeartbeat, ShareFetch,
-//! ShareAcknowledge) moving the share-partition in between.
+//! ShareAcknowledge) moving the share-partition in between; and the
+//! group's `share.*` configs as the share handlers read them
+//! (`share.auto.offset.reset` by_duration among them).
 
 use kafka_protocol::messages::alter_share_group_offsets_request::{
     AlterShareGroupOffsetsRequestPartition, AlterShareGroupOffsetsRequestTopic,
@@ -251,4 +253,132 @@ async fn a_negative_start_uninitialises_and_delete_groups_removes_the_state() {
         describe(&b, false).await,
         (NONE, vec![("t".into(), 0, -1, -1)])
     );
+}
+
+/// A group's `share.*` configs as ShareFetch reads them: each auto offset
+/// reset, and the broker's defaults where the group sets none.
+#[test]
+fn share_configs_are_read_with_the_broker_defaults() {
+    use crate::handlers::share::share_config;
+    use crate::shares::target::AutoOffsetReset;
+    let broker = crate::config::ShareBrokerConfig::default();
+    let of = |pairs: &[(&str, &str)]| {
+        let m: BTreeMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        share_config(&m, &broker)
+    };
+    let d = of(&[]);
+    assert_eq!(d.auto_offset_reset, AutoOffsetReset::Latest);
+    assert_eq!(d.record_lock_duration_ms, 30_000);
+    assert_eq!(d.limits.delivery_count_limit, 5);
+    assert_eq!(d.limits.max_record_locks, 2_000);
+    let reset = |v: &str| of(&[("share.auto.offset.reset", v)]).auto_offset_reset;
+    assert_eq!(reset("earliest"), AutoOffsetReset::Earliest);
+    assert_eq!(reset("latest"), AutoOffsetReset::Latest);
+    assert_eq!(
+        reset("by_duration:PT1H"),
+        AutoOffsetReset::ByDuration { ms: 3_600_000 }
+    );
+    assert_eq!(
+        reset("by_duration:P1DT2H3M4.5S"),
+        AutoOffsetReset::ByDuration { ms: 93_784_500 }
+    );
+    let c = of(&[
+        ("share.record.lock.duration.ms", "15000"),
+        ("share.delivery.count.limit", "3"),
+    ]);
+    assert_eq!(
+        (c.record_lock_duration_ms, c.limits.delivery_count_limit),
+        (15_000, 3)
+    );
+}
+
+/// `share.auto.offset.reset=by_duration:<d>` starts a new share-partition at
+/// the first record no older than now − d (the records here are from 2023):
+/// a duration reaching back past them starts at 0, a short one at the end.
+#[tokio::test]
+async fn by_duration_starts_at_the_first_record_young_enough() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (b, tid) = setup(dir.path(), 4).await;
+    set_configs(&b, &[("share.auto.offset.reset", "by_duration:P36500D")]).await;
+    join(&b, M1).await;
+    let r = Fetch::new(M1, 0, 10).send(&b, tid).await;
+    assert_eq!(acquired(&r), vec![(0, 3, 1)]);
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (b, tid) = setup(dir.path(), 4).await;
+    set_configs(&b, &[("share.auto.offset.reset", "by_duration:PT1H")]).await;
+    join(&b, M1).await;
+    let r = Fetch::new(M1, 0, 10).send(&b, tid).await;
+    assert_eq!(acquired(&r), vec![]);
+    produce(&b, 2).await;
+    let r = Fetch::new(M1, 1, 10).send(&b, tid).await;
+    assert_eq!(acquired(&r), vec![(4, 5, 1)], "only records past the start");
+}
+
+/// Deleting a topic removes its share-partitions' state in every group: the
+/// files go, DescribeShareGroupOffsets no longer lists the topic, and a
+/// topic created again under the name starts without state.
+#[tokio::test]
+async fn topic_deletion_removes_the_share_state() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (b, tid) = setup(dir.path(), 6).await;
+    join(&b, M1).await;
+    let r = Fetch::new(M1, 0, 3).send(&b, tid).await;
+    assert!(!acquired(&r).is_empty());
+    leave(&b, M1).await;
+    assert_eq!(alter(&b, 2).await, (NONE, Some(NONE)));
+    let files = crate::shares::store::ShareFiles::new(&dir.path().join("data"), GROUP, "t", 0);
+    assert!(files.journal.exists() || files.snapshot.exists());
+
+    b.delete_topic("t").await.expect("delete t");
+    assert!(!files.journal.exists() && !files.snapshot.exists(), "share state removed");
+    assert_eq!(describe(&b, true).await, (NONE, vec![]));
+
+    b.create_topic("t", 1, BTreeMap::new(), false)
+        .await
+        .expect("create t again");
+    let tid2 = b.topic("t").expect("t").id;
+    assert_ne!(tid, tid2);
+    assert_eq!(describe(&b, true).await, (NONE, vec![]));
+    assert_eq!(describe(&b, false).await, (NONE, vec![("t".into(), 0, -1, -1)]));
+    produce(&b, 3).await;
+    join(&b, M2).await;
+    let r = Fetch::new(M2, 0, 10).send(&b, tid2).await;
+    assert_eq!(acquired(&r), vec![(0, 2, 1)], "earliest of the new topic");
+}
+
+/// DeleteRecords moves the share-partition's start: the records removed
+/// from the log are never delivered, and DescribeShareGroupOffsets shows the
+/// new start with its lag.
+#[tokio::test]
+async fn delete_records_moves_the_start() {
+    use kafka_protocol::messages::delete_records_request::{
+        DeleteRecordsPartition, DeleteRecordsTopic,
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (b, tid) = setup(dir.path(), 10).await;
+    assert_eq!(alter(&b, 0).await, (NONE, Some(NONE)));
+    assert_eq!(describe(&b, false).await, (NONE, vec![("t".into(), 0, 0, 10)]));
+
+    let mut p = DeleteRecordsPartition::default();
+    p.partition_index = 0;
+    p.offset = 6;
+    let mut t = DeleteRecordsTopic::default();
+    t.name = TopicName(s("t"));
+    t.partitions = vec![p];
+    let mut req = DeleteRecordsRequest::default();
+    req.topics = vec![t];
+    req.timeout_ms = 10_000;
+    let r: DeleteRecordsResponse = call(&b, ApiKey::DeleteRecords, 2, &req).await;
+    assert_eq!(r.topics[0].partitions[0].error_code, NONE);
+    assert_eq!(r.topics[0].partitions[0].low_watermark, 6);
+
+    assert_eq!(describe(&b, false).await, (NONE, vec![("t".into(), 0, 6, 4)]));
+    join(&b, M1).await;
+    let r = Fetch::new(M1, 0, 10).send(&b, tid).await;
+    assert_eq!(acquired(&r), vec![(6, 9, 1)]);
+    assert_eq!(records(&r).first().map(|x| x.0), Some(6));
 }
