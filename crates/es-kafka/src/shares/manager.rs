@@ -427,11 +427,35 @@ impl ShareManager {
                 batches: read.batches,
             };
             let acquired = live.core.acquire(&p, &view)?;
-            let ticket = me.write(slot, live, &acquired.outcome)?;
-            Ok(FetchAcquired {
-                records: acquired.records,
-                ticket,
-            })
+            let mut ticket = me.write(slot, live, &acquired.outcome)?;
+            let mut records = acquired.records;
+            let aborted = overlaps(&records, read.aborted);
+            if !aborted.is_empty() {
+                // read_committed: records of aborted transactions are
+                // archived at once (as a rejection by the member that just
+                // acquired them) and never handed out. Journal order makes
+                // the later ticket cover both entries.
+                let ack = AckParams {
+                    member: req.member,
+                    renew_allowed: false,
+                    lock_duration_ms: t.config.record_lock_duration_ms,
+                    now_ms: me.now_ms(),
+                };
+                let batches: Vec<AckBatch> = aborted
+                    .iter()
+                    .map(|&(first, last)| AckBatch {
+                        first,
+                        last,
+                        types: vec![ACK_REJECT],
+                    })
+                    .collect();
+                let o = live.core.acknowledge(&ack, &batches)?;
+                if let Some(later) = me.write(slot, live, &o)? {
+                    ticket = Some(later);
+                }
+                records = without(records, &aborted);
+            }
+            Ok(FetchAcquired { records, ticket })
         })
     }
 
@@ -948,6 +972,47 @@ impl ShareManager {
             }
         })
     }
+}
+
+/// AcknowledgeType Reject: the record is archived.
+const ACK_REJECT: i8 = 3;
+
+/// The parts of `ranges` (ascending, inclusive) inside the acquired records.
+fn overlaps(acquired: &[AcquiredRecords], ranges: &[(i64, i64)]) -> Vec<(i64, i64)> {
+    let mut out = Vec::new();
+    for a in acquired {
+        for &(first, last) in ranges {
+            let (f, l) = (first.max(a.first), last.min(a.last));
+            if f <= l {
+                out.push((f, l));
+            }
+        }
+    }
+    out.sort_unstable();
+    out
+}
+
+/// The acquired records less `cut` (inclusive ranges inside them), split
+/// where a cut falls inside one.
+fn without(acquired: Vec<AcquiredRecords>, cut: &[(i64, i64)]) -> Vec<AcquiredRecords> {
+    let mut out = Vec::with_capacity(acquired.len());
+    for a in acquired {
+        let mut next = a.first;
+        for &(f, l) in cut.iter().filter(|&&(f, l)| f <= a.last && l >= a.first) {
+            if f > next {
+                out.push(AcquiredRecords {
+                    first: next,
+                    last: f - 1,
+                    ..a
+                });
+            }
+            next = next.max(l.saturating_add(1));
+        }
+        if next <= a.last {
+            out.push(AcquiredRecords { first: next, ..a });
+        }
+    }
+    out
 }
 
 #[cfg(test)]

@@ -96,6 +96,7 @@ async fn the_broker_runs_share_partitions_over_a_real_log() {
         log_start: 4,
         end: 20,
         batches: &batches,
+        aborted: &[],
     };
     let got = shares.finish_fetch(g, &t, &req, &read).expect("acquire");
     assert_eq!(

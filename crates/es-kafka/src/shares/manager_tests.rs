@@ -118,6 +118,7 @@ fn config() -> ShareConfig {
         record_lock_duration_ms: 1_000,
         auto_offset_reset: AutoOffsetReset::Earliest,
         renew_allowed: true,
+        read_committed: false,
     }
 }
 
@@ -200,6 +201,7 @@ impl Env {
             log_start: self.log.start(),
             end: self.log.hw(),
             batches: &batches,
+            aborted: &[],
         };
         self.mgr.finish_fetch(g, &t, &req, &read)
     }
@@ -426,6 +428,7 @@ async fn a_contended_fetch_lock_is_skipped_and_given_back() {
         log_start: 0,
         end: 40,
         batches: &batches,
+        aborted: &[],
     };
     let got = env.mgr.finish_fetch(g, &t, &req, &read).expect("finish");
     assert_eq!(got.records, vec![acquired(0, 4, 1), acquired(5, 9, 1)]);
@@ -912,4 +915,16 @@ async fn resets_and_deletions_survive_a_crash() {
             .expect("describe"),
         None
     );
+}
+
+/// read_committed's cut of aborted offsets out of what a fetch acquired.
+#[test]
+fn aborted_ranges_are_cut_out_of_the_acquired_records() {
+    let a = |first, last| acquired(first, last, 2);
+    let got = vec![a(0, 9), a(20, 24)];
+    let cut = overlaps(&got, &[(3, 4), (8, 21), (30, 40)]);
+    assert_eq!(cut, vec![(3, 4), (8, 9), (20, 21)]);
+    assert_eq!(without(got, &cut), vec![a(0, 2), a(5, 7), a(22, 24)]);
+    assert_eq!(without(vec![a(5, 5)], &[(5, 5)]), vec![]);
+    assert_eq!(overlaps(&[a(5, 6)], &[]), vec![]);
 }

@@ -44,6 +44,10 @@ pub struct ShareConfig {
     pub auto_offset_reset: AutoOffsetReset,
     /// `share.renew.acknowledge.enable`.
     pub renew_allowed: bool,
+    /// `share.isolation.level=read_committed`: fetches stop at the last
+    /// stable offset and records of aborted transactions are archived, never
+    /// delivered.
+    pub read_committed: bool,
 }
 
 impl ShareConfig {
@@ -69,6 +73,7 @@ impl Default for ShareConfig {
             record_lock_duration_ms: RECORD_LOCK_DURATION_MS_DEFAULT,
             auto_offset_reset: AutoOffsetReset::Latest,
             renew_allowed: true,
+            read_committed: false,
         }
     }
 }
@@ -147,8 +152,13 @@ pub struct AcquireRequest<'a> {
 pub struct ReadView<'a> {
     /// The log start of the read's snapshot.
     pub log_start: i64,
-    /// Exclusive: the high watermark (the LSO under read_committed, item 12).
+    /// Exclusive: the high watermark (the last stable offset under
+    /// read_committed).
     pub end: i64,
     /// `(first, last)` of each stored batch read, ascending.
     pub batches: &'a [(i64, i64)],
+    /// read_committed: `(first, last)` of the records read that belong to
+    /// aborted transactions, ascending. Acquired, they are archived at once
+    /// and not handed out (Kafka's `maybeFilterAbortedTransactionalAcquiredRecords`).
+    pub aborted: &'a [(i64, i64)],
 }

@@ -689,3 +689,104 @@ async fn fencing_a_producer_aborts_its_transaction() {
         "v3 has no PRODUCER_FENCED"
     );
 }
+
+/// A share group with `share.isolation.level=read_committed` (KIP-932): its
+/// fetches stop at the last stable offset, and records of an aborted
+/// transaction are archived, never handed out; one with read_uncommitted
+/// gets them all.
+#[tokio::test(flavor = "multi_thread")]
+async fn share_groups_read_committed_skip_aborted_records() {
+    use kafka_protocol::messages::share_fetch_request::{
+        FetchPartition as SharePartition, FetchTopic as ShareTopic,
+    };
+    let dir = tempfile::tempdir().expect("tmp");
+    let b = open(dir.path()).await;
+    topic(&b, "t").await;
+    let tid = b.topic("t").expect("t").id;
+    let configs = |isolation: &str| {
+        [
+            ("share.auto.offset.reset", "earliest"),
+            ("share.isolation.level", isolation),
+        ]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect::<std::collections::BTreeMap<_, _>>()
+    };
+    b.set_group_configs("rc", configs("read_committed"), false)
+        .await
+        .expect("rc configs");
+    b.set_group_configs("ru", configs("read_uncommitted"), false)
+        .await
+        .expect("ru configs");
+    let r = init(&b, 4, Some("tx"), (-1, -1)).await;
+    let pe = (r.producer_id.0, r.producer_epoch);
+    // 0: plain; 1-2: aborted (3: its marker); 4: plain; 5-6: still open.
+    let plain = |seq: i32| batch(999_999, 0, seq, 1, false);
+    assert_eq!(produce(&b, 9, None, "t", plain(0)).await, (NONE, 0));
+    assert_eq!(add_partition(&b, "tx", pe, "t").await, NONE);
+    assert_eq!(
+        produce(&b, 9, Some("tx"), "t", batch(pe.0, pe.1, 0, 2, true)).await,
+        (NONE, 1)
+    );
+    assert_eq!(end(&b, "tx", pe, false).await, NONE);
+    assert_eq!(produce(&b, 9, None, "t", plain(1)).await, (NONE, 4));
+    assert_eq!(add_partition(&b, "tx", pe, "t").await, NONE);
+    assert_eq!(
+        produce(&b, 9, Some("tx"), "t", batch(pe.0, pe.1, 2, 2, true)).await,
+        (NONE, 5)
+    );
+
+    // (acquired offsets, delivered values) of one ShareFetch v1.
+    let share_fetch = |group: &'static str, member: &'static str, epoch: i32| {
+        let b = b.clone();
+        async move {
+            let mut p = SharePartition::default();
+            p.partition_index = 0;
+            let mut t = ShareTopic::default();
+            t.topic_id = tid;
+            t.partitions = vec![p];
+            let mut req = ShareFetchRequest::default();
+            req.group_id = Some(GroupId(s(group)));
+            req.member_id = Some(s(member));
+            req.share_session_epoch = epoch;
+            req.max_bytes = 1 << 20;
+            req.max_records = 100;
+            req.batch_size = 100;
+            req.topics = vec![t];
+            let r: ShareFetchResponse = call(&b, ApiKey::ShareFetch, 1, &req).await;
+            assert_eq!(r.error_code, NONE, "{:?}", r.error_message);
+            let p = &r.responses[0].partitions[0];
+            assert_eq!(p.error_code, NONE, "{:?}", p.error_message);
+            let mut offsets = Vec::new();
+            for a in &p.acquired_records {
+                offsets.extend(a.first_offset..=a.last_offset);
+            }
+            let vals = p.records.as_ref().map(values).unwrap_or_default();
+            (offsets, vals)
+        }
+    };
+    // read_committed: the aborted records 1-2 are never acquired, nothing
+    // at or past the open transaction (LSO 5) is read.
+    let (offsets, vals) = share_fetch("rc", "member-rc-00000000000", 0).await;
+    assert!(
+        !offsets.contains(&1) && !offsets.contains(&2),
+        "{offsets:?}"
+    );
+    assert!(offsets.iter().all(|&o| o < 5), "{offsets:?}");
+    assert!(offsets.contains(&0) && offsets.contains(&4), "{offsets:?}");
+    assert_eq!(vals, vec!["v0", "v1"]);
+    // read_uncommitted: everything up to the high watermark.
+    let (offsets, vals) = share_fetch("ru", "member-ru-00000000000", 0).await;
+    assert!(
+        [0, 1, 2, 4, 5, 6].iter().all(|o| offsets.contains(o)),
+        "{offsets:?}"
+    );
+    assert_eq!(vals, vec!["v0", "v0", "v1", "v1", "v2", "v3"]);
+
+    // The commit makes 5-6 readable for read_committed; 1-2 stay archived.
+    assert_eq!(end(&b, "tx", pe, true).await, NONE);
+    let (offsets, vals) = share_fetch("rc", "member-rc-00000000000", 1).await;
+    assert!(offsets.contains(&5) && offsets.contains(&6), "{offsets:?}");
+    assert!(offsets.iter().all(|&o| o >= 5), "{offsets:?}");
+    assert_eq!(vals, vec!["v2", "v3"]);
+}

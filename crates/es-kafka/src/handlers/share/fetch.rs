@@ -522,6 +522,7 @@ async fn fetch_parts(
                 bytes_left.max(1),
                 !any,
                 None,
+                cfg.read_committed,
                 &mut encoder,
                 &mut window,
             ) {
@@ -554,6 +555,7 @@ async fn fetch_parts(
                     log_start: read.log_start,
                     end: read.end,
                     batches: &spans,
+                    aborted: &read.aborted,
                 },
             );
             match acquired {
@@ -575,6 +577,7 @@ async fn fetch_parts(
                             bytes_left.max(1),
                             !any,
                             Some(&a.records),
+                            cfg.read_committed,
                             &mut encoder,
                             &mut window,
                         ) {
@@ -621,14 +624,18 @@ struct Read {
     batches: Vec<(i64, i64, usize, usize)>,
     log_start: i64,
     end: i64,
+    /// read_committed: the offsets read that belong to aborted
+    /// transactions, as ascending inclusive ranges.
+    aborted: Vec<(i64, i64)>,
 }
 
 /// Reads the partition from `from` (or from the start of the produced batch
-/// that holds it) below the high watermark and `offset_limit`, about
-/// `budget` bytes, and encodes the records as Fetch does. Errors are Kafka
-/// codes. With `keep`, only the records of those acquired ranges are
-/// encoded, each as a plain record (a producer's batch is never sent in
-/// part).
+/// that holds it) below the high watermark (the last stable offset with
+/// `read_committed`, which also collects the offsets of aborted
+/// transactions' records) and `offset_limit`, about `budget` bytes, and
+/// encodes the records as Fetch does. Errors are Kafka codes. With `keep`,
+/// only the records of those acquired ranges are encoded, each as a plain
+/// record (a producer's batch is never sent in part).
 #[allow(clippy::too_many_arguments)]
 fn read_records(
     s: &Served,
@@ -637,17 +644,26 @@ fn read_records(
     budget: usize,
     first: bool,
     keep: Option<&[AcquiredRecords]>,
+    read_committed: bool,
     encoder: &mut BatchEncoder,
     window: &mut ReadBuf,
 ) -> Result<Read, i16> {
     let from = u64::try_from(from).unwrap_or(0);
-    let snap = s.slot.log.snapshot(from, Isolation::ReadUncommitted);
-    let hw = snap.high_watermark();
+    let isolation = match read_committed {
+        true => Isolation::ReadCommitted,
+        false => Isolation::ReadUncommitted,
+    };
+    let snap = s.slot.log.snapshot(from, isolation);
+    let hw = match read_committed {
+        true => snap.last_stable_offset(),
+        false => snap.high_watermark(),
+    };
     let mut out = Read {
         buf: Vec::new(),
         batches: Vec::new(),
         log_start: i64::try_from(snap.log_start_offset()).unwrap_or(i64::MAX),
         end: i64::try_from(hw).unwrap_or(i64::MAX),
+        aborted: Vec::new(),
     };
     let start = snap.start();
     if start >= hw {
@@ -672,6 +688,22 @@ fn read_records(
         .min(snap.next_epoch_start(start).unwrap_or(u64::MAX))
         .min(u64::try_from(offset_limit).unwrap_or(0));
     let epoch = snap.epoch_at(start).unwrap_or(RECORD_LEADER_EPOCH);
+    let txns = match read_committed {
+        true => snap.aborted_between(start, limit.max(start)),
+        false => Vec::new(),
+    };
+    let is_aborted = |r: &es_storage::record::RecordView<'_>| {
+        r.meta.transactional
+            && !r.meta.control
+            && r.meta.producer.is_some_and(|p| {
+                txns.iter().any(|a| {
+                    a.producer_id == p.producer_id
+                        && a.first_offset <= r.offset
+                        && r.offset <= a.last_offset
+                })
+            })
+    };
+    let mut aborted: Vec<(i64, i64)> = Vec::new();
     let corrupt = Cell::new(false);
     let kept = |o: u64| {
         keep.is_none_or(|k| {
@@ -693,6 +725,15 @@ fn read_records(
             tracing::error!(partition = s.slot.index, error = %e, "undecodable record in storage");
             corrupt.set(true);
             None
+        }
+    })
+    .inspect(|r| {
+        if !txns.is_empty() && is_aborted(r) {
+            let o = i64::try_from(r.offset).unwrap_or(i64::MAX);
+            match aborted.last_mut() {
+                Some(last) if last.1 + 1 == o => last.1 = o,
+                _ => aborted.push((o, o)),
+            }
         }
     })
     .filter(|r| kept(r.offset));
@@ -720,6 +761,7 @@ fn read_records(
     }
     out.batches = batch_spans(&buf);
     out.buf = buf;
+    out.aborted = aborted;
     Ok(out)
 }
 

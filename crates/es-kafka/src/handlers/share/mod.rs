@@ -72,6 +72,7 @@ pub fn share_config(
         auto_offset_reset: auto_offset_reset(get("share.auto.offset.reset")),
         renew_allowed: get("share.renew.acknowledge.enable")
             .map_or(d.renew_allowed, |v| !v.eq_ignore_ascii_case("false")),
+        read_committed: get("share.isolation.level") == Some("read_committed"),
     }
 }
 

@@ -334,7 +334,10 @@ async fn topic_deletion_removes_the_share_state() {
     assert!(files.journal.exists() || files.snapshot.exists());
 
     b.delete_topic("t").await.expect("delete t");
-    assert!(!files.journal.exists() && !files.snapshot.exists(), "share state removed");
+    assert!(
+        !files.journal.exists() && !files.snapshot.exists(),
+        "share state removed"
+    );
     assert_eq!(describe(&b, true).await, (NONE, vec![]));
 
     b.create_topic("t", 1, BTreeMap::new(), false)
@@ -343,7 +346,10 @@ async fn topic_deletion_removes_the_share_state() {
     let tid2 = b.topic("t").expect("t").id;
     assert_ne!(tid, tid2);
     assert_eq!(describe(&b, true).await, (NONE, vec![]));
-    assert_eq!(describe(&b, false).await, (NONE, vec![("t".into(), 0, -1, -1)]));
+    assert_eq!(
+        describe(&b, false).await,
+        (NONE, vec![("t".into(), 0, -1, -1)])
+    );
     produce(&b, 3).await;
     join(&b, M2).await;
     let r = Fetch::new(M2, 0, 10).send(&b, tid2).await;
@@ -361,7 +367,10 @@ async fn delete_records_moves_the_start() {
     let dir = tempfile::tempdir().expect("tempdir");
     let (b, tid) = setup(dir.path(), 10).await;
     assert_eq!(alter(&b, 0).await, (NONE, Some(NONE)));
-    assert_eq!(describe(&b, false).await, (NONE, vec![("t".into(), 0, 0, 10)]));
+    assert_eq!(
+        describe(&b, false).await,
+        (NONE, vec![("t".into(), 0, 0, 10)])
+    );
 
     let mut p = DeleteRecordsPartition::default();
     p.partition_index = 0;
@@ -376,7 +385,10 @@ async fn delete_records_moves_the_start() {
     assert_eq!(r.topics[0].partitions[0].error_code, NONE);
     assert_eq!(r.topics[0].partitions[0].low_watermark, 6);
 
-    assert_eq!(describe(&b, false).await, (NONE, vec![("t".into(), 0, 6, 4)]));
+    assert_eq!(
+        describe(&b, false).await,
+        (NONE, vec![("t".into(), 0, 6, 4)])
+    );
     join(&b, M1).await;
     let r = Fetch::new(M1, 0, 10).send(&b, tid).await;
     assert_eq!(acquired(&r), vec![(6, 9, 1)]);
