@@ -78,6 +78,8 @@ pub struct Journal {
     file: Arc<dyn FileHandle>,
     inner: Mutex<Inner>,
     synced: Condvar,
+    /// fsyncs run by [`Journal::sync`] (metrics).
+    fsyncs: std::sync::atomic::AtomicU64,
 }
 
 impl Journal {
@@ -144,6 +146,7 @@ impl Journal {
                 fenced: None,
             }),
             synced: Condvar::new(),
+            fsyncs: std::sync::atomic::AtomicU64::new(0),
         };
         Ok((journal, rec))
     }
@@ -214,6 +217,11 @@ impl Journal {
         Ok((g.written, g.next_seq - 1))
     }
 
+    /// fsyncs [`Journal::sync`] has run (one covers every writer waiting).
+    pub fn fsyncs(&self) -> u64 {
+        self.fsyncs.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// Returns once an fsync covers `ticket` (group commit).
     pub fn sync(&self, ticket: Ticket) -> Result<()> {
         let mut g = self.inner.lock();
@@ -236,6 +244,8 @@ impl Journal {
         let goal = g.written;
         drop(g);
         let res = self.file.sync_data();
+        self.fsyncs
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let mut g = self.inner.lock();
         g.syncing = false;
         let out = match res {

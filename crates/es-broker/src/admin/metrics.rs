@@ -2,7 +2,8 @@
 //! when Prometheus asks rather than counted on the hot path
 //! (docs/metrics.md). Traffic per topic (summed from each partition's
 //! counters), log sizes and offsets, partition health, consumer group
-//! members and lag, the metadata quorum's state, mirror lag, uptime.
+//! members and lag, share groups' record work, the metadata quorum's
+//! state, mirror lag, uptime.
 //!
 //! Per-partition series are bounded: only the `--metrics-partition-labels`
 //! partitions with the largest logs (and, for lag, the largest lags) get
@@ -116,6 +117,7 @@ impl Collector for BrokerCollector {
         let top_n = shared.options.partition_labels;
         encode_topics(&mut enc, &broker, top_n)?;
         encode_groups(&mut enc, &broker, top_n)?;
+        encode_shares(&mut enc, &broker)?;
         encode_quorum(&mut enc, &broker, &shared)?;
         encode_mirrors(&mut enc, &broker)
     }
@@ -431,6 +433,56 @@ fn encode_quorum(
             Vec::new(),
             shared.throughput.leader_changes.load(Ordering::Relaxed),
         )],
+    )
+}
+
+/// Share groups' record work (KIP-932; counted by the share-partitions as
+/// it happens) and what is open now.
+fn encode_shares(enc: &mut DescriptorEncoder, broker: &Broker) -> std::fmt::Result {
+    use es_kafka::shares::manager::ShareStats;
+    let shares = broker.shares();
+    let st = shares.stats();
+    let load = |c: &std::sync::atomic::AtomicU64| c.load(Ordering::Relaxed);
+    counters(
+        enc,
+        "es_share_acquired_records",
+        "records handed out by ShareFetch (each delivery counts)",
+        &[(Vec::new(), load(&st.acquired_records))],
+    )?;
+    let acks: Vec<(Labels, u64)> = ShareStats::ACK_TYPES
+        .iter()
+        .zip(&st.acknowledged_records)
+        .map(|(t, c)| (vec![("type", t.to_string())], load(c)))
+        .collect();
+    counters(
+        enc,
+        "es_share_acknowledged_records",
+        "records acknowledged by share consumers, per acknowledgement type",
+        &acks,
+    )?;
+    counters(
+        enc,
+        "es_share_lock_expirations",
+        "acquired records whose acquisition lock expired",
+        &[(Vec::new(), load(&st.lock_expirations))],
+    )?;
+    counters(
+        enc,
+        "es_share_journal_fsyncs",
+        "fsyncs of share-partition journals (one covers every change waiting)",
+        &[(Vec::new(), load(&st.journal_fsyncs))],
+    )?;
+    gauge(
+        enc,
+        "es_share_sessions",
+        "share sessions open on this broker",
+        shares.session_count() as f64,
+    )?;
+    gauge(
+        enc,
+        "es_share_partitions_loaded",
+        "share-partitions held in memory on this broker",
+        shares.loaded() as f64,
     )
 }
 

@@ -58,7 +58,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -256,6 +256,49 @@ pub struct ShareManager {
     /// Fold past this many journal bytes instead of the store's default
     /// (tests).
     fold_bytes: Mutex<Option<u64>>,
+    stats: Arc<ShareStats>,
+}
+
+/// What the share-partitions did since the broker started, for /metrics
+/// (docs/metrics.md `es_share_*`): counted where it happens, read at
+/// scrape time.
+#[derive(Debug, Default)]
+pub struct ShareStats {
+    /// Records handed out by ShareFetch (each delivery counts).
+    pub acquired_records: AtomicU64,
+    /// Records acknowledged, by AcknowledgeType: 0 Gap, 1 Accept, 2
+    /// Release, 3 Reject, 4 Renew.
+    pub acknowledged_records: [AtomicU64; 5],
+    /// Records whose acquisition lock expired.
+    pub lock_expirations: AtomicU64,
+    /// fsyncs of share journals (one covers every change waiting).
+    pub journal_fsyncs: AtomicU64,
+}
+
+impl ShareStats {
+    /// The label of AcknowledgeType `t` (0-4) in `es_share_acknowledged_records_total`.
+    pub const ACK_TYPES: [&'static str; 5] = ["gap", "accept", "release", "reject", "renew"];
+
+    fn count_acks(&self, batches: &[AckBatch]) {
+        for b in batches {
+            if let [t] = b.types[..] {
+                self.add_ack(t, b.last - b.first + 1);
+            } else {
+                for &t in &b.types {
+                    self.add_ack(t, 1);
+                }
+            }
+        }
+    }
+
+    fn add_ack(&self, t: i8, n: i64) {
+        if let Some(c) = usize::try_from(t)
+            .ok()
+            .and_then(|i| self.acknowledged_records.get(i))
+        {
+            c.fetch_add(u64::try_from(n).unwrap_or(0), Ordering::Relaxed);
+        }
+    }
 }
 
 impl std::fmt::Debug for ShareManager {
@@ -284,6 +327,7 @@ impl ShareManager {
             slots: Mutex::new(HashMap::new()),
             sessions: Mutex::new(ShareSessions::new(max_sessions)),
             fold_bytes: Mutex::new(None),
+            stats: Arc::new(ShareStats::default()),
         }
     }
 
@@ -295,6 +339,16 @@ impl ShareManager {
     /// The lock deadline index.
     pub fn locks(&self) -> &LockIndex {
         &self.locks
+    }
+
+    /// The counters of /metrics.
+    pub fn stats(&self) -> &ShareStats {
+        &self.stats
+    }
+
+    /// Share sessions open now.
+    pub fn session_count(&self) -> usize {
+        self.sessions.lock().len()
     }
 
     /// The lock clock: monotonic milliseconds.
@@ -455,6 +509,10 @@ impl ShareManager {
                 }
                 records = without(records, &aborted);
             }
+            let n: i64 = records.iter().map(|r| r.last - r.first + 1).sum();
+            me.stats
+                .acquired_records
+                .fetch_add(u64::try_from(n).unwrap_or(0), Ordering::Relaxed);
             Ok(FetchAcquired { records, ticket })
         })
     }
@@ -476,7 +534,9 @@ impl ShareManager {
                 now_ms: me.now_ms(),
             };
             let outcome = live.core.acknowledge(&p, batches)?;
-            me.write(slot, live, &outcome)
+            let ticket = me.write(slot, live, &outcome)?;
+            me.stats.count_acks(batches);
+            Ok(ticket)
         })
     }
 
@@ -572,8 +632,8 @@ impl ShareManager {
             q.waiters.push((t.ticket, tx));
             if !q.running {
                 q.running = true;
-                let (slot, store) = (t.slot.clone(), t.store.clone());
-                tokio::task::spawn_blocking(move || run_syncs(&slot, &store));
+                let (slot, store, stats) = (t.slot.clone(), t.store.clone(), self.stats.clone());
+                tokio::task::spawn_blocking(move || run_syncs(&slot, &store, &stats));
             }
             rx
         };
@@ -603,6 +663,9 @@ impl ShareManager {
             let r = self.on_live_loaded(&slot, &mut st, |me, slot, live| {
                 let e = live.core.expire_locks(me.now_ms());
                 drop(me.write(slot, live, &e.outcome)?);
+                me.stats
+                    .lock_expirations
+                    .fetch_add(u64::try_from(e.records).unwrap_or(0), Ordering::Relaxed);
                 Ok(())
             });
             if let Err(e) = r {
@@ -1055,7 +1118,7 @@ fn fence(locks: Option<&LockIndex>, slot: &Slot, why: &str) {
 /// `sync` covering every waiter queued, results sent, again until nobody
 /// waits; then a fold if the journal is due, before it says it is done
 /// (so an unload never races a fold).
-fn run_syncs(slot: &Slot, store: &ShareStore) {
+fn run_syncs(slot: &Slot, store: &ShareStore, stats: &ShareStats) {
     let mut folded = false;
     loop {
         let batch = {
@@ -1086,7 +1149,11 @@ fn run_syncs(slot: &Slot, store: &ShareStore) {
         };
         folded = false;
         let covered = batch.iter().map(|(t, _)| *t).max().unwrap_or(0);
+        let before = store.fsyncs();
         let r: SyncResult = store.sync(covered).map_err(|e| e.to_string());
+        stats
+            .journal_fsyncs
+            .fetch_add(store.fsyncs().saturating_sub(before), Ordering::Relaxed);
         for (_, tx) in batch {
             // A receiver that is gone belongs to a request that was dropped.
             let _ = tx.send(r.clone());

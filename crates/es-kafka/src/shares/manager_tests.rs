@@ -471,6 +471,7 @@ async fn the_timer_expires_locks_and_wakes_parked_fetches() {
         .expect("the expiry wakes the parked fetch");
     assert_eq!(env.state(&k, 2), (RecordState::Available, 1));
     assert_eq!(env.mgr.locks().deadline(&k), None);
+    assert_eq!(env.mgr.stats().lock_expirations.load(Ordering::Relaxed), 5);
     // Redelivered with count 2.
     assert_eq!(env.fetch(&k, "b", 5).await, vec![acquired(0, 4, 2)]);
     env.mgr.shutdown();

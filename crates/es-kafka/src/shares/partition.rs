@@ -323,6 +323,8 @@ pub struct Acquired {
 /// What [`SharePartition::expire_locks`] did.
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct Expired {
+    /// Records whose lock expired.
+    pub records: i64,
     pub outcome: Outcome,
     /// The earliest lock deadline still pending, for the timer to sleep
     /// until.

@@ -904,6 +904,11 @@ impl ShareStore {
         self.journal.sync(ticket)
     }
 
+    /// fsyncs of this share-partition's journal so far (metrics).
+    pub fn fsyncs(&self) -> u64 {
+        self.journal.fsyncs()
+    }
+
     /// Whether the journal has passed the fold size.
     pub fn should_fold(&self) -> bool {
         self.journal.len_bytes() >= self.fold_bytes

@@ -645,5 +645,42 @@ async fn a_parked_fetch_wakes_on_new_records_and_on_released_ones() {
     );
 }
 
+/// The share counters of /metrics follow what the requests did.
+#[tokio::test]
+async fn the_share_counters_count_deliveries_acknowledgements_and_fsyncs() {
+    use std::sync::atomic::Ordering::Relaxed;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (b, tid) = setup(dir.path(), 10).await;
+    let st = b.shares().stats();
+    let fsyncs0 = st.journal_fsyncs.load(Relaxed);
+    let r = Fetch::new(M1, 0, 10).send(&b, tid).await;
+    assert_eq!(acquired(&r), vec![(0, 9, 1)]);
+    assert_eq!(st.acquired_records.load(Relaxed), 10);
+    assert_eq!(b.shares().session_count(), 1);
+    assert!(b.shares().loaded() >= 1);
+    // Accept 0-3, release 4-5, reject 6, gap 7 (per offset), leave 8-9.
+    let a = acknowledge(
+        &b,
+        ack_request(M1, 1, tid, 0, &[(0, 3, &[1]), (4, 7, &[2, 2, 3, 0])]),
+        false,
+    )
+    .await;
+    assert_eq!(ack_code(&a), NONE);
+    let acks: Vec<u64> = st
+        .acknowledged_records
+        .iter()
+        .map(|c| c.load(Relaxed))
+        .collect();
+    assert_eq!(
+        acks,
+        vec![1, 4, 2, 1, 0],
+        "gap, accept, release, reject, renew"
+    );
+    assert!(
+        st.journal_fsyncs.load(Relaxed) > fsyncs0,
+        "the acquisition and the acknowledgement were fsynced"
+    );
+}
+
 #[path = "offsets_tests.rs"]
 mod offsets_tests;

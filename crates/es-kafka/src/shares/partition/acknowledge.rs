@@ -182,8 +182,18 @@ impl SharePartition {
     /// pending.
     pub fn expire_locks(&mut self, now_ms: i64) -> Expired {
         let limit = self.limits.delivery_count_limit;
+        let due = |r: &Rec| r.state == RecordState::Acquired && r.deadline_ms <= now_ms;
+        let mut records = 0i64;
+        for (&key, b) in &self.cache {
+            match &b.states {
+                States::Whole(r) if due(r) => records += b.last - key + 1,
+                States::Whole(_) => {}
+                States::PerOffset(v) => records += v.iter().filter(|r| due(r)).count() as i64,
+            }
+        }
         let outcome = self.release_where(|r| r.deadline_ms <= now_ms, limit);
         Expired {
+            records,
             outcome,
             next_deadline_ms: self.next_lock_deadline(),
         }
