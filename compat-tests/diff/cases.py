@@ -822,6 +822,62 @@ def share_offsets_lifecycle():
     return cs
 
 
+def share_sessions():
+    """A share group's records and session in order (KIP-932): group configs, two compressed
+    batches produced (their boundaries kept by both brokers), a member joins, ShareFetch opens a
+    session and acquires, a wrong epoch, acknowledgements (accept, release, reject, a malformed
+    batch, Renew without IsRenewAck), redelivery with count 2, the session closed with
+    acknowledgements, a fetch on the closed session, the offsets, the member leaves."""
+    t, g, m = "diff-share-q", "diff-share-sessions", "diffsharemember0000001"
+    cs = [Case("seq.share.create_topic", 19, 7, lambda c: {
+        "topics": [{"name": t, "num_partitions": 1, "replication_factor": 1, "assignments": [], "configs": []}],
+        "timeout_ms": 10000, "validate_only": False}, after=learn_topic_ids),
+          Case("seq.share.group_configs", 44, 1, lambda c: {"resources": [{
+              "resource_type": 32, "resource_name": g, "configs": [
+                  {"name": "share.auto.offset.reset", "config_operation": 0, "value": "earliest"}]}],
+              "validate_only": False}),
+          Case("seq.share.produce_a", 0, 11, produce_body(11, t, 0, records.build_batch(
+              sample_records(3, "sa"), codec="gzip"))),
+          Case("seq.share.produce_b", 0, 11, produce_body(11, t, 0, records.build_batch(
+              sample_records(2, "sb"), codec="gzip"))),
+          Case("seq.share.join", 76, 1, lambda c: {"group_id": g, "member_id": m, "member_epoch": 0,
+                                                   "rack_id": None, "subscribed_topic_names": [t]})]
+
+    def fetch(epoch, acks=(), max_records=10, wait=5000):
+        return lambda c: {"group_id": g, "member_id": m, "share_session_epoch": epoch, "max_wait_ms": wait,
+                          "min_bytes": 1, "max_bytes": 1 << 20, "max_records": max_records,
+                          "batch_size": max_records, "share_acquire_mode": 0, "is_renew_ack": False,
+                          "topics": [{"topic_id": c.tid(t), "partitions": [
+                              {"partition_index": 0, "partition_max_bytes": 0, "acknowledgement_batches": [
+                                  {"first_offset": f, "last_offset": l, "acknowledge_types": k}
+                                  for f, l, k in acks]}]}],
+                          "forgotten_topics_data": []}
+
+    def ack(epoch, acks, renew=False):
+        return lambda c: {"group_id": g, "member_id": m, "share_session_epoch": epoch, "is_renew_ack": renew,
+                          "topics": [{"topic_id": c.tid(t), "partitions": [
+                              {"partition_index": 0, "acknowledgement_batches": [
+                                  {"first_offset": f, "last_offset": l, "acknowledge_types": k}
+                                  for f, l, k in acks]}]}]}
+    cs += [Case("seq.share.fetch_open", 78, 2, fetch(0), timeout=30),
+           Case("seq.share.fetch_wrong_epoch", 78, 2, fetch(5, wait=0)),
+           Case("seq.share.ack_accept_release", 79, 2, ack(1, [(0, 1, [1]), (2, 2, [2])])),
+           Case("seq.share.ack_malformed", 79, 2, ack(2, [(4, 3, [1])])),
+           Case("seq.share.ack_renew_without_flag", 79, 2, ack(3, [(3, 3, [4])])),
+           Case("seq.share.fetch_again", 78, 2, fetch(4), timeout=30),
+           Case("seq.share.ack_reject", 79, 2, ack(5, [(2, 2, [3])])),
+           Case("seq.share.ack_not_held", 79, 2, ack(6, [(0, 0, [1])])),
+           Case("seq.share.close", 78, 2, lambda c: dict(fetch(-1, acks=[(3, 4, [1])], wait=0)(c),
+                                                          topics=[], max_records=0)),
+           Case("seq.share.fetch_closed", 78, 2, fetch(8, wait=0)),
+           Case("seq.share.offsets", 90, 1, lambda c: {"groups": [{"group_id": g, "topics": [
+               {"topic_name": t, "partitions": [0]}]}]}),
+           Case("seq.share.leave", 76, 1, lambda c: {"group_id": g, "member_id": m, "member_epoch": -1,
+                                                    "rack_id": None, "subscribed_topic_names": None}),
+           Case("seq.share.delete_group", 42, 2, lambda c: {"groups_names": [g]})]
+    return cs
+
+
 def topic_lifecycle():
     n = "diff-life-topic"
     cs = [Case("seq.topic.create", 19, 7, lambda c: {"topics": [{"name": n, "num_partitions": 2, "replication_factor": 1,
@@ -936,6 +992,7 @@ def build(t, quick):
     cs += transactions()
     cs += group_lifecycle()
     cs += share_offsets_lifecycle()
+    cs += share_sessions()
     cs += topic_lifecycle()
     cs += malformed(t)
     for c in cs:

@@ -105,13 +105,24 @@ ALLOWED = [
      r"|finalized_features_epoch)(\.|\[|$)",
      "es has no feature versioning (KIP-584) and finalizes no feature level: a level would "
      "promise what it gates (transaction.version 2 is EndTxn v5, which es does not serve)"),
+    # -- share groups --
+    (r"^seq\.share\.join$", r"^\.body\.assignment\.topic_partitions(\.length|\[)",
+     "es assigns a share group's partitions at the member's first heartbeat; Kafka 4.4 one "
+     "heartbeat later, once its share coordinator has initialised the share-partitions (a round "
+     "trip es does not need: docs/share-groups-design.md §3.8)"),
+    (r"^seq\.share\.fetch_again$", r"^\.body\.responses\[\d+\]\.partitions\[\d+\]\.records",
+     "a redelivery inside a producer's batch: es sends only the records the member acquired "
+     "(re-encoded), Kafka 4.4 the whole stored batch, whose other records the client drops as "
+     "not acquired (the AcquiredRecords are equal); es never sends a record to a member that "
+     "does not hold it"),
     # -- admin and metadata --
-    (r"^(CreateTopics\.v([5-9]|\d\d)\.|prepare\.create_topics$|seq\.topic\.create$)",
+    (r"^(CreateTopics\.v([5-9]|\d\d)\.|prepare\.create_topics$|seq\.topic\.create$|seq\.share\.create_topic$)",
      r"^\.body\.topics\[\d+\]\.configs\[(8|9)\]\.(value|config_source)$",
      "flush.messages and flush.ms (the 9th and 10th topic configs): es fsyncs before it "
      "acknowledges, so its defaults come from --flush-every-records and --flush-interval "
      "(STATIC_BROKER_CONFIG), where Kafka's are Long.MAX_VALUE (never, DEFAULT_CONFIG)"),
-    (r"^(CreateTopics\.v([5-9]|\d\d)\.|prepare\.create_topics$|seq\.topic\.create$|DescribeConfigs\.)",
+    (r"^(CreateTopics\.v([5-9]|\d\d)\.|prepare\.create_topics$|seq\.topic\.create$|seq\.share\.create_topic$"
+     r"|DescribeConfigs\.)",
      r"^\.body\.(topics|results)\[\d+\]\.configs\[24\]\.value$",
      "preallocate (the 25th topic config once sorted by name): es's default is true, Kafka's "
      "false. In es it zero-fills a busy active segment ahead so that the fsync before each "
