@@ -150,7 +150,12 @@ impl Env {
     /// The broker again on what the disk holds now (a crash: only synced
     /// bytes), same log and clock.
     pub(super) fn crash(&self) -> Env {
-        let fs = self.fs.crash_image(Tear::None);
+        self.crash_torn(Tear::None)
+    }
+
+    /// [`Env::crash`] keeping `tear` of the unsynced bytes.
+    pub(super) fn crash_torn(&self, tear: Tear) -> Env {
+        let fs = self.fs.crash_image(tear);
         let mgr = manager(&fs, &self.clock);
         Env {
             fs,
