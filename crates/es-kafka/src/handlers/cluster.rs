@@ -429,9 +429,10 @@ pub fn alter_replica_log_dirs(
 }
 
 /// ListConfigResources (v0-1; v0 was ListClientMetricsResources): the
-/// resources that have configs. This broker and its loggers, and every
-/// topic; es has no client-metrics subscriptions and no group configs. A
-/// type Kafka does not know answers UNSUPPORTED_VERSION, as Kafka does.
+/// resources that have configs. This broker and its loggers, every topic,
+/// and every group with configs of its own; es has no client-metrics
+/// subscriptions. A type Kafka does not know answers UNSUPPORTED_VERSION, as
+/// Kafka does.
 pub fn list_config_resources(
     ctx: &Ctx,
     req: ListConfigResourcesRequest,
@@ -479,6 +480,18 @@ pub fn list_config_resources(
         for t in b.topics() {
             r.config_resources
                 .push(resource(t.name.clone(), RESOURCE_TOPIC));
+        }
+    }
+    if wanted.contains(&RESOURCE_GROUP) {
+        // The groups with dynamic configs of their own, as Kafka lists the
+        // config resources of its metadata (a group that never had a member
+        // is listed once it has a config: ConfigCommand relies on it).
+        if let Some(image) = b.image() {
+            for (g, configs) in &image.group_configs {
+                if !configs.is_empty() {
+                    r.config_resources.push(resource(g.clone(), RESOURCE_GROUP));
+                }
+            }
         }
     }
     ctx.respond(&r)

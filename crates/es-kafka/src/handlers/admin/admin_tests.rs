@@ -516,3 +516,34 @@ async fn describe_log_dirs_reports_the_file_system() {
         }
     }
 }
+
+/// ListConfigResources lists a group once it has configs of its own, member
+/// or not (ConfigCommand's `--describe` of a group relies on it), and not
+/// before.
+#[tokio::test]
+async fn list_config_resources_lists_groups_with_configs() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let b = open(dir.path()).await;
+    let groups = |b: Arc<Broker>| async move {
+        let mut req = ListConfigResourcesRequest::default();
+        req.resource_types = vec![32];
+        let r: ListConfigResourcesResponse = call(&b, ApiKey::ListConfigResources, 1, &req).await;
+        assert_eq!(r.error_code, NONE);
+        r.config_resources
+            .iter()
+            .map(|c| (c.resource_name.to_string(), c.resource_type))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(groups(b.clone()).await, vec![]);
+    let configs = [("share.auto.offset.reset".to_string(), "earliest".to_string())]
+        .into_iter()
+        .collect();
+    b.set_group_configs("gc1", configs, false)
+        .await
+        .expect("group configs");
+    assert_eq!(groups(b.clone()).await, vec![("gc1".to_string(), 32)]);
+    b.set_group_configs("gc1", Default::default(), false)
+        .await
+        .expect("configs removed");
+    assert_eq!(groups(b.clone()).await, vec![]);
+}
