@@ -43,10 +43,22 @@ pub fn assign_share(
     members: &[AssignMember<'_>],
     topics: &BTreeMap<String, (Uuid, i32)>,
 ) -> BTreeMap<String, Assignment> {
+    assign_share_assignable(members, topics, &|_, _| true)
+}
+
+/// [`assign_share`] over only the partitions `assignable` accepts: Kafka's
+/// `GroupSpec.isPartitionAssignable`, a share group's share-partitions that
+/// have been initialised (docs/share-groups-design.md §2.7). The others are
+/// left out of the pools, as if the topic did not have them.
+pub fn assign_share_assignable(
+    members: &[AssignMember<'_>],
+    topics: &BTreeMap<String, (Uuid, i32)>,
+    assignable: &dyn Fn(Uuid, i32) -> bool,
+) -> BTreeMap<String, Assignment> {
     let mut members: Vec<&AssignMember<'_>> = members.iter().collect();
     members.sort_by(|a, b| a.member_id.cmp(b.member_id));
     let mut out: Vec<Assignment> = vec![Assignment::new(); members.len()];
-    for pool in pools(&members, topics) {
+    for pool in pools(&members, topics, assignable) {
         pool.assign(&members, &mut out);
     }
     members
@@ -65,7 +77,11 @@ struct Pool {
 
 /// The pools of the group: one when every member subscribes to the same
 /// existing topics, else one per topic.
-fn pools<'a>(members: &[&AssignMember<'a>], topics: &BTreeMap<String, (Uuid, i32)>) -> Vec<Pool> {
+fn pools<'a>(
+    members: &[&AssignMember<'a>],
+    topics: &BTreeMap<String, (Uuid, i32)>,
+    assignable: &dyn Fn(Uuid, i32) -> bool,
+) -> Vec<Pool> {
     let subscribed = |m: &AssignMember<'a>| -> BTreeSet<&'a str> {
         m.subscribed
             .iter()
@@ -77,7 +93,11 @@ fn pools<'a>(members: &[&AssignMember<'a>], topics: &BTreeMap<String, (Uuid, i32
         let mut v = Vec::new();
         for name in names {
             if let Some(&(id, count)) = topics.get(name) {
-                v.extend((0..count.max(0)).map(|p| (id, p)));
+                v.extend(
+                    (0..count.max(0))
+                        .filter(|&p| assignable(id, p))
+                        .map(|p| (id, p)),
+                );
             }
         }
         v

@@ -1,7 +1,7 @@
 //! The coordinator's share-group requests (KIP-932): ShareGroupHeartbeat
-//! (creating the group at a member's first heartbeat, recording every
-//! share-partition it assigns in the group's document) and
-//! ShareGroupDescribe.
+//! (creating the group at a member's first heartbeat; the group's document
+//! holds its initialised share-partitions, which the heartbeat may assign,
+//! and records those the heartbeat initialises) and ShareGroupDescribe.
 
 use std::sync::Arc;
 
@@ -67,13 +67,30 @@ impl Coordinator {
         let Kind::Share(c) = &mut g.kind else {
             return ShareHeartbeatResponse::error(GroupError::UnknownServerError);
         };
+        // The document's share-partitions are the initialised ones, the
+        // only ones a target assigns (design §3.8): those earlier heartbeats
+        // initialised and AlterShareGroupOffsets added, less those
+        // DeleteShareGroupOffsets removed.
+        let mut initialized = share::Initialized::new();
+        for (id, ps) in g.share_partitions.values() {
+            initialized
+                .entry(*id)
+                .or_default()
+                .extend(ps.iter().copied());
+        }
+        c.set_initialized(initialized);
         let r = c.heartbeat(now, &req, &all);
-        // Every share-partition the group hands out is recorded (design
-        // §3.8): what DescribeShareGroupOffsets without topics and
+        // The share-partitions the heartbeat initialised are recorded: what
+        // DescribeShareGroupOffsets without topics and
         // DeleteShareGroupOffsets read. Written without waiting, as the
         // group's type is: a member may fetch before the document lands.
         let mut recorded = false;
-        for (topic_id, p) in c.assigned_partitions() {
+        let new: Vec<(uuid::Uuid, i32)> = c
+            .initialized()
+            .iter()
+            .flat_map(|(t, ps)| ps.iter().map(move |p| (*t, *p)))
+            .collect();
+        for (topic_id, p) in new {
             let Some(name) = topics.name_of(topic_id) else {
                 continue;
             };

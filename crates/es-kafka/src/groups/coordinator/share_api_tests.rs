@@ -2,8 +2,9 @@
 //! system and a manual clock: created by a first heartbeat, listed and
 //! described as share groups, refused by every other protocol's requests
 //! as Kafka refuses them, deleted only when empty, kept (Empty, with the
-//! share-partitions they assigned) across a crash, members fenced when
-//! their session ends, and the group's own `share.*` configs applied.
+//! share-partitions they initialised) across a crash, members fenced when
+//! their session ends, the group's own `share.*` configs applied, and only
+//! initialised share-partitions assigned (Kafka 4.4's rule).
 
 use crate::groups::coordinator::*;
 use std::path::Path;
@@ -109,6 +110,15 @@ async fn a_first_heartbeat_creates_a_share_group_listed_and_described_as_one() {
     assert_eq!(r.member_id.as_deref(), Some(M1));
     assert_eq!(r.member_epoch, 2, "the join bumped the group epoch to 2");
     assert_eq!(r.heartbeat_interval_ms, 5_000);
+    // Kafka 4.4: no share-partition is initialised before this heartbeat,
+    // so its target assigns none; the heartbeat initialises t's.
+    assert_eq!(r.assignment, Some(vec![]));
+    let recorded = c.share_partitions("g").expect("share group");
+    assert_eq!(recorded.get("t"), Some(&(T, BTreeSet::from([0, 1]))));
+    // A heartbeat once the assignment interval (1 s) has passed gets them.
+    clock.advance(std::time::Duration::from_millis(1_000));
+    let r = c.share_heartbeat(hb("g", M1, 2, None), &view);
+    assert_eq!((r.error, r.member_epoch), (None, 3));
     assert_eq!(r.assignment, Some(vec![(T, vec![0, 1])]));
 
     let listed = c.list(&[], &[]);
@@ -131,25 +141,20 @@ async fn a_first_heartbeat_creates_a_share_group_listed_and_described_as_one() {
     assert_eq!(d.members.len(), 1);
     assert_eq!(d.members[0].assignment, vec![(T, "t".into(), vec![0, 1])]);
     assert_eq!(d.members[0].client_host, "/127.0.0.1");
-    // The assigned share-partitions are recorded for the offsets admin.
-    let recorded = c.share_partitions("g").expect("share group");
-    assert_eq!(recorded.get("t"), Some(&(T, BTreeSet::from([0, 1]))));
     assert_eq!(c.share_partitions("nope"), None);
 
     // A second member shares both partitions (one partition per member
-    // at most twice: ceil(2 members / 2 partitions) = 1 member each).
+    // at most twice: ceil(2 members / 2 partitions) = 1 member each), from
+    // the first target computed an interval after the last.
     let r2 = c.share_heartbeat(hb("g", M2, 0, Some(&["t"])), &view);
-    assert_eq!(r2.error, None);
+    assert_eq!((r2.error, r2.assignment), (None, Some(vec![])));
+    clock.advance(std::time::Duration::from_millis(1_000));
     let r1 = c.share_heartbeat(hb("g", M1, r.member_epoch, None), &view);
-    assert_eq!(r1.error, None);
-    let a1 = r1
-        .assignment
-        .clone()
-        .unwrap_or_else(|| vec![(T, vec![0, 1])]);
-    let a2 = r2
-        .assignment
-        .clone()
-        .expect("a joining member gets its assignment");
+    assert_eq!((r1.error, r1.member_epoch), (None, 4));
+    let r2 = c.share_heartbeat(hb("g", M2, r2.member_epoch, None), &view);
+    assert_eq!((r2.error, r2.member_epoch), (None, 4));
+    let a1 = r1.assignment.clone().expect("m1 gives one partition up");
+    let a2 = r2.assignment.clone().expect("m2 gets one");
     let mut all: Vec<i32> = a1
         .iter()
         .chain(&a2)
@@ -331,6 +336,27 @@ async fn a_share_group_and_its_share_partitions_survive_a_crash() {
     assert_eq!(again.error, None);
     let recorded = c2.share_partitions("g").expect("a share group");
     assert_eq!(recorded.get("t"), Some(&(t2, BTreeSet::from([0]))));
+}
+
+/// Share-partitions that AlterShareGroupOffsets initialised are assignable
+/// at the first join (Kafka 4.4 initialises them in the share coordinator
+/// there too); a topic nobody initialised waits for a later heartbeat.
+#[tokio::test]
+async fn share_partitions_initialised_by_the_offsets_admin_are_assigned_at_the_join() {
+    let clock = ManualClock::new(1_000);
+    let c = open(&SimFs::new(), &clock);
+    let view = View::new(&[("t", T, 2), ("u", U, 1)]);
+    c.share_offsets_alterable("g")
+        .expect("an empty share group");
+    assert!(c.share_partitions_record("g", "t", T, &[0, 1]).is_some());
+    let r = c.share_heartbeat(hb("g", M1, 0, Some(&["t", "u"])), &view);
+    assert_eq!(r.error, None);
+    assert_eq!(r.assignment, Some(vec![(T, vec![0, 1])]), "u's waits");
+    let recorded = c.share_partitions("g").expect("share group");
+    assert_eq!(recorded.get("u"), Some(&(U, BTreeSet::from([0]))));
+    clock.advance(std::time::Duration::from_millis(1_000));
+    let r = c.share_heartbeat(hb("g", M1, r.member_epoch, None), &view);
+    assert_eq!(r.assignment, Some(vec![(T, vec![0, 1]), (U, vec![0])]));
 }
 
 #[tokio::test]

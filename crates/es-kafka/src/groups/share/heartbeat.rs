@@ -2,9 +2,13 @@
 //! check and the coordinator's `throwIfShareGroupHeartbeatRequestIsInvalid`),
 //! the group size and member epoch checks, joining, updating the member's
 //! subscription, bumping the group epoch, computing the target with the
-//! `simple` assignor, and moving the member straight to its target.
+//! `simple` assignor over the initialised share-partitions, moving the
+//! member straight to its target, and initialising the share-partitions of
+//! the subscribed topics.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
+
+use uuid::Uuid;
 
 use super::{
     millis, to_list, Member, ShareGroup, ShareHeartbeatRequest, ShareHeartbeatResponse, Topics,
@@ -12,7 +16,7 @@ use super::{
 };
 use crate::groups::assignor::{AssignMember, Assignment};
 use crate::groups::error::GroupError;
-use crate::groups::share_assignor::assign_share;
+use crate::groups::share_assignor::assign_share_assignable;
 use crate::groups::Millis;
 
 /// The request layer's member id check (Kafka's `KafkaApis`, after the
@@ -154,6 +158,16 @@ impl ShareGroup {
         }
         let member_id = m.member_id.clone();
         self.members.insert(member_id.clone(), m);
+        // Kafka's `initializedAssignmentPending`: with no target pending,
+        // initialised partitions of subscribed topics that the target does
+        // not cover bump the group epoch, so that they get assigned.
+        if !bump
+            && self.assignment_epoch >= self.group_epoch
+            && self.initialized_assignment_pending()
+        {
+            bump = true;
+            tracing::debug!(group = %self.group_id, "initialised share-partitions wait for an assignment");
+        }
 
         let metadata = self.compute_subscription_metadata(topics);
         if metadata != self.subscription_metadata {
@@ -181,13 +195,18 @@ impl ShareGroup {
         m.session_deadline = now.saturating_add(millis(self.config.session_timeout_ms));
         let send_assignment =
             epoch == 0 || req.subscribed_topic_names.is_some() || m.assigned != old.assigned;
-        ShareHeartbeatResponse {
+        let response = ShareHeartbeatResponse {
             error: None,
             member_id: Some(member_id),
             member_epoch: m.member_epoch,
             heartbeat_interval_ms: self.config.heartbeat_interval_ms,
             assignment: send_assignment.then(|| to_list(&m.assigned)),
-        }
+        };
+        // Kafka's `maybeCreateInitializeShareGroupStateRequest`, after the
+        // target: the subscribed topics' partitions not initialised yet are
+        // initialised now, to be assigned by a later heartbeat.
+        self.initialize_subscribed();
+        response
     }
 
     /// The subscribed topics that exist: each topic some member subscribes
@@ -202,6 +221,38 @@ impl ShareGroup {
             }
         }
         out
+    }
+
+    /// Kafka's `initializedAssignmentPending`: some existing subscribed
+    /// topic has initialised partitions and the target (over all members)
+    /// does not hold exactly those. False for an empty group.
+    fn initialized_assignment_pending(&self) -> bool {
+        if self.members.is_empty() {
+            return false;
+        }
+        let mut held: BTreeMap<Uuid, BTreeSet<i32>> = BTreeMap::new();
+        for a in self.targets.values() {
+            for (t, ps) in a {
+                held.entry(*t).or_default().extend(ps.iter().copied());
+            }
+        }
+        // Partitions past the topic's count are left out: Kafka's topics
+        // never shrink, so it has none; here they would wait forever.
+        self.subscription_metadata.values().any(|(id, count)| {
+            let Some(ps) = self.initialized.get(id) else {
+                return false;
+            };
+            let ps: BTreeSet<i32> = ps.range(..*count).copied().collect();
+            !ps.is_empty() && held.get(id) != Some(&ps)
+        })
+    }
+
+    /// Initialises every partition of the subscribed topics that exist.
+    fn initialize_subscribed(&mut self) {
+        for (id, count) in self.subscription_metadata.values() {
+            let ps = self.initialized.entry(*id).or_default();
+            ps.extend(0..(*count).max(0));
+        }
     }
 
     /// Kafka's `canComputeNextTargetAssignment`: no target yet, no
@@ -227,7 +278,9 @@ impl ShareGroup {
                 current: self.targets.get(&m.member_id).unwrap_or(&empty),
             })
             .collect();
-        let targets = assign_share(&members, &self.subscription_metadata);
+        let initialized = &self.initialized;
+        let assignable = |t: Uuid, p: i32| initialized.get(&t).is_some_and(|ps| ps.contains(&p));
+        let targets = assign_share_assignable(&members, &self.subscription_metadata, &assignable);
         self.targets = targets;
         self.assignment_epoch = self.group_epoch;
         self.assignment_timestamp = Some(now);

@@ -12,9 +12,20 @@
 //!   subscribed topics' metadata (ids, partition counts) changes;
 //! - a heartbeat that finds the group epoch past the assignment epoch
 //!   recomputes the target with the `simple` assignor
-//!   ([`super::share_assignor::assign_share`]), at most once per
+//!   ([`super::share_assignor::assign_share_assignable`]), at most once per
 //!   `share.assignment.interval.ms`; until then members move to the last
-//!   target;
+//!   target. No timer recomputes it: only a heartbeat does;
+//! - only *initialised* share-partitions are assignable (Kafka's
+//!   `isPartitionAssignable`). A heartbeat initialises, after its target
+//!   step, every partition of the subscribed topics not yet initialised
+//!   (Kafka sends InitializeShareGroupState then; here it takes effect at
+//!   once), so the heartbeat that first sees a topic leaves it out of the
+//!   target, and a later one that finds the target missing initialised
+//!   partitions (Kafka's `initializedAssignmentPending`) bumps the group
+//!   epoch to assign them. A new group's members therefore get their
+//!   partitions at the first heartbeat at least an assignment interval
+//!   after the first join, as on Kafka 4.4 (compat-tests/java/FINDINGS.md
+//!   S2);
 //! - there is no revocation step: share-partitions may be held by several
 //!   members, so a member moves straight to the target epoch and its target
 //!   partitions at its next heartbeat;
@@ -271,7 +282,15 @@ pub struct ShareGroup {
     /// Subscribed topics that exist: name -> (id, partition count), as
     /// last seen by a heartbeat.
     subscription_metadata: Topics,
+    /// The share-partitions initialised for this group, by topic id: the
+    /// only ones a target may assign. The coordinator sets it from the
+    /// group's document before each heartbeat ([`ShareGroup::set_initialized`])
+    /// and records what the heartbeat added.
+    initialized: Initialized,
 }
+
+/// Share-partitions by topic id.
+pub type Initialized = BTreeMap<Uuid, BTreeSet<i32>>;
 
 fn to_list(a: &Assignment) -> Vec<(Uuid, Vec<i32>)> {
     a.iter()
@@ -296,7 +315,21 @@ impl ShareGroup {
             members: BTreeMap::new(),
             targets: BTreeMap::new(),
             subscription_metadata: Topics::new(),
+            initialized: Initialized::new(),
         }
+    }
+
+    /// The share-partitions initialised for this group (what a target may
+    /// assign); a heartbeat adds the partitions of the topics it subscribes.
+    pub fn initialized(&self) -> &Initialized {
+        &self.initialized
+    }
+
+    /// Sets the initialised share-partitions: the group's document, which
+    /// AlterShareGroupOffsets adds to and DeleteShareGroupOffsets removes
+    /// from.
+    pub fn set_initialized(&mut self, initialized: Initialized) {
+        self.initialized = initialized;
     }
 
     /// Runs with `config` from now on (a group config changed): session

@@ -82,6 +82,16 @@ fn config() -> ShareGroupConfig {
     ShareGroupConfig::default()
 }
 
+/// A group whose share-partitions of `t` are all initialised already (by
+/// earlier members, or AlterShareGroupOffsets): the steady state most
+/// assignment rules are about. A new group's first heartbeats are in
+/// "---- initialisation".
+fn ready(c: ShareGroupConfig, t: &Topics) -> ShareGroup {
+    let mut g = ShareGroup::new(G, c);
+    g.set_initialized(t.values().map(|(id, n)| (*id, (0..*n).collect())).collect());
+    g
+}
+
 /// No assignment interval: a target at every bump.
 fn at_once() -> ShareGroupConfig {
     ShareGroupConfig {
@@ -209,7 +219,7 @@ fn group_lookup_as_kafka() {
 #[test]
 fn join_creates_the_member_bumps_the_epoch_and_assigns() {
     let t = topics(&[("a", 3)]);
-    let mut g = ShareGroup::new(G, config());
+    let mut g = ready(config(), &t);
     assert_eq!(g.state(), ShareGroupState::Empty);
     assert_eq!(g.group_epoch(), 1);
     let r = join(&mut g, 0, "m1", &["a"], &t);
@@ -343,7 +353,7 @@ fn epoch_behind_is_fenced_unless_it_is_the_previous_one() {
 #[test]
 fn a_known_member_joining_again_starts_over() {
     let t = topics(&[("a", 2)]);
-    let mut g = ShareGroup::new(G, at_once());
+    let mut g = ready(at_once(), &t);
     join(&mut g, 0, "m1", &["a"], &t);
     let before = g.group_epoch();
     let r = join(&mut g, 5, "m1", &["a"], &t);
@@ -359,7 +369,7 @@ fn a_known_member_joining_again_starts_over() {
 #[test]
 fn assignment_is_sent_on_join_on_subscription_and_on_change_only() {
     let t = topics(&[("a", 2)]);
-    let mut g = ShareGroup::new(G, at_once());
+    let mut g = ready(at_once(), &t);
     let r = join(&mut g, 0, "m1", &["a"], &t);
     assert!(r.assignment.is_some(), "epoch 0");
     let r = beat(&mut g, 1, "m1", &t);
@@ -382,7 +392,7 @@ fn assignment_is_sent_on_join_on_subscription_and_on_change_only() {
 #[test]
 fn no_revocation_step_members_move_straight_to_the_target() {
     let t = topics(&[("a", 3)]);
-    let mut g = ShareGroup::new(G, at_once());
+    let mut g = ready(at_once(), &t);
     join(&mut g, 0, "m1", &["a"], &t);
     let r = join(&mut g, 0, "m2", &["a"], &t);
     // m2 gets its partitions at once although m1 still holds all three.
@@ -610,7 +620,7 @@ fn no_interval_computes_at_every_bump() {
 #[test]
 fn a_subscription_change_bumps_the_epoch_and_reassigns() {
     let t = topics(&[("a", 1), ("b", 2)]);
-    let mut g = ShareGroup::new(G, at_once());
+    let mut g = ready(at_once(), &t);
     join(&mut g, 0, "m1", &["a"], &t);
     let e = g.member_epoch("m1").unwrap();
     // Same topics in another order and twice: no change.
@@ -632,30 +642,39 @@ fn a_subscription_change_bumps_the_epoch_and_reassigns() {
 #[test]
 fn topic_metadata_changes_bump_the_epoch() {
     let mut t = topics(&[("a", 1)]);
-    let mut g = ShareGroup::new(G, at_once());
+    let mut g = ready(at_once(), &t);
     join(&mut g, 0, "m1", &["a", "later"], &t);
     assert_eq!(g.group_epoch(), 2);
-    // Partitions added.
+    // Partitions added: a bump, but the new partitions are initialised
+    // only after that heartbeat's target; the next heartbeat finds them
+    // unassigned, bumps again and assigns them.
     t.insert("a".into(), (topic_id(0), 3));
     let r = beat(&mut g, 1, "m1", &t);
-    assert_eq!((g.group_epoch(), r.member_epoch), (3, 3));
-    assert_eq!(parts(r.assignment.as_deref().unwrap()), all_of(&t, &["a"]));
-    // A subscribed topic is created.
-    t.insert("later".into(), (topic_id(9), 1));
+    assert_eq!(
+        (g.group_epoch(), r.member_epoch, r.assignment),
+        (3, 3, None)
+    );
     let r = beat(&mut g, 2, "m1", &t);
-    assert_eq!(g.group_epoch(), 4);
+    assert_eq!((g.group_epoch(), r.member_epoch), (4, 4));
+    assert_eq!(parts(r.assignment.as_deref().unwrap()), all_of(&t, &["a"]));
+    // A subscribed topic is created: the same two steps.
+    t.insert("later".into(), (topic_id(9), 1));
+    let r = beat(&mut g, 3, "m1", &t);
+    assert_eq!((g.group_epoch(), r.assignment), (5, None));
+    let r = beat(&mut g, 4, "m1", &t);
+    assert_eq!(g.group_epoch(), 6);
     assert_eq!(
         parts(r.assignment.as_deref().unwrap()),
         all_of(&t, &["a", "later"])
     );
     // An unrelated topic changes nothing.
     t.insert("other".into(), (topic_id(10), 4));
-    let r = beat(&mut g, 3, "m1", &t);
-    assert_eq!((g.group_epoch(), r.assignment), (4, None));
+    let r = beat(&mut g, 5, "m1", &t);
+    assert_eq!((g.group_epoch(), r.assignment), (6, None));
     // A topic deleted: bump, and its partitions go.
     t.remove("a");
-    let r = beat(&mut g, 4, "m1", &t);
-    assert_eq!(g.group_epoch(), 5);
+    let r = beat(&mut g, 6, "m1", &t);
+    assert_eq!(g.group_epoch(), 7);
     assert_eq!(
         parts(r.assignment.as_deref().unwrap()),
         all_of(&t, &["later"])
@@ -667,7 +686,7 @@ fn topic_metadata_changes_bump_the_epoch() {
 #[test]
 fn a_stale_target_never_hands_out_unsubscribed_or_deleted_topics() {
     let mut t = topics(&[("a", 1), ("b", 1)]);
-    let mut g = ShareGroup::new(G, config());
+    let mut g = ready(config(), &t);
     join(&mut g, 0, "m1", &["a", "b"], &t);
     let r = g.heartbeat(10, &req("m1", 2, Some(&["b"])), &t);
     assert_eq!(
@@ -679,6 +698,81 @@ fn a_stale_target_never_hands_out_unsubscribed_or_deleted_topics() {
     t.remove("b");
     let r = beat(&mut g, 20, "m1", &t);
     assert_eq!(r.assignment, Some(vec![]));
+}
+
+// ---- initialisation (Kafka 4.4; compat-tests/java/FINDINGS.md S2) ---------
+
+/// One member in a new group, as Kafka 4.4 answers raw heartbeats: the
+/// join's target has no partition (none initialised yet); the join
+/// initialises the topic's; a heartbeat within the assignment interval
+/// finds them unassigned and bumps the group epoch, but only the first
+/// heartbeat an interval after the join computes the target with them.
+#[test]
+fn a_new_groups_first_target_has_no_partitions() {
+    let t = topics(&[("a", 1)]);
+    let mut g = ShareGroup::new(G, config());
+    let r = join(&mut g, 0, "m1", &["a"], &t);
+    assert_eq!((r.member_epoch, r.assignment), (2, Some(vec![])));
+    assert_eq!(r.heartbeat_interval_ms, 5_000, "no shorter heartbeat");
+    assert_eq!(
+        g.initialized().get(&topic_id(0)),
+        Some(&BTreeSet::from([0]))
+    );
+    let r = beat(&mut g, 300, "m1", &t);
+    assert_eq!((r.member_epoch, r.assignment), (2, None));
+    assert_eq!((g.group_epoch(), g.assignment_epoch()), (3, 2));
+    let r = beat(&mut g, 999, "m1", &t);
+    assert_eq!((r.member_epoch, r.assignment), (2, None));
+    assert_eq!(g.group_epoch(), 3, "bumped once");
+    let r = beat(&mut g, 1_000, "m1", &t);
+    assert_eq!(r.member_epoch, 3);
+    assert_eq!(parts(r.assignment.as_deref().unwrap()), all_of(&t, &["a"]));
+    assert_eq!((g.group_epoch(), g.assignment_epoch()), (3, 3));
+}
+
+/// The Java test's three members (ShareConsumerTest.
+/// threeConsumersShareOnePartitionEachRecordOnce), joined 60 ms apart as
+/// the live Kafka 4.4 run of FINDINGS S2 did: all at epoch 2 with no
+/// partition, and all get the one partition from the same target (epoch
+/// 4), at their first heartbeat an interval after the first join; with a
+/// client's 5 s heartbeats, at their second heartbeat. Before es followed
+/// Kafka's initialisation rule the first member got the partition at its
+/// join and the others 5 s later.
+#[test]
+fn members_joining_together_get_their_partitions_from_the_same_target() {
+    let t = topics(&[("a", 1)]);
+    for (first_beat, step) in [(1_008, 60), (5_000, 60)] {
+        let mut g = ShareGroup::new(G, config());
+        for (i, m) in ["m1", "m2", "m3"].into_iter().enumerate() {
+            let r = join(&mut g, 60 * i as u64, m, &["a"], &t);
+            assert_eq!((r.member_epoch, r.assignment), (2, Some(vec![])), "{m}");
+        }
+        assert_eq!((g.group_epoch(), g.assignment_epoch()), (4, 2));
+        for (i, m) in ["m1", "m2", "m3"].into_iter().enumerate() {
+            let r = beat(&mut g, first_beat + step * i as u64, m, &t);
+            assert_eq!(r.member_epoch, 4, "{m}");
+            assert_eq!(
+                parts(r.assignment.as_deref().unwrap()),
+                all_of(&t, &["a"]),
+                "{m}"
+            );
+        }
+    }
+}
+
+/// Share-partitions initialised before (by earlier members, or
+/// AlterShareGroupOffsets) are assignable at once: a member joining a
+/// group whose members all left gets them in its join response.
+#[test]
+fn initialised_partitions_are_assigned_at_the_join() {
+    let t = topics(&[("a", 2)]);
+    let mut g = ShareGroup::new(G, config());
+    join(&mut g, 0, "m1", &["a"], &t);
+    assert_eq!(beat(&mut g, 1_000, "m1", &t).member_epoch, 3);
+    g.heartbeat(1_500, &req("m1", -1, None), &t);
+    assert!(g.is_empty());
+    let r = join(&mut g, 5_000, "m2", &["a"], &t);
+    assert_eq!(parts(r.assignment.as_deref().unwrap()), all_of(&t, &["a"]));
 }
 
 // ---- states, describe ------------------------------------------------------
@@ -703,7 +797,7 @@ fn states_empty_stable_dead() {
 #[test]
 fn describe_shows_epochs_assignor_and_members() {
     let t = topics(&[("a", 2), ("b", 1)]);
-    let mut g = ShareGroup::new(G, at_once());
+    let mut g = ready(at_once(), &t);
     let mut r1 = req("m1", 0, Some(&["b", "a"]));
     r1.rack_id = Some("r1".into());
     g.heartbeat(0, &r1, &t);
@@ -971,10 +1065,14 @@ proptest! {
             }
         }
 
-        // Settle: the interval passes, every member heartbeats twice.
-        now += u64::try_from(interval).unwrap_or(0);
+        // Settle: the interval passes and every member heartbeats (the
+        // first heartbeat initialises what the topics gained), twice more
+        // (a target over everything initialised), then once more.
         let ids: Vec<String> = g.member_ids().map(String::from).collect();
-        for _ in 0..2 {
+        for round in 0..3 {
+            if round < 2 {
+                now += u64::try_from(interval).unwrap_or(0);
+            }
             for m in &ids {
                 let r = beat(&mut g, now, m, &t);
                 prop_assert_eq!(&r.error, &None);

@@ -67,27 +67,36 @@ async fn the_share_group_protocol_through_the_wire() {
     assert_eq!(r.member_id.as_deref(), Some(M1));
     assert_eq!(r.member_epoch, 2, "Kafka 4.4: a new group is at epoch 1");
     assert_eq!(r.heartbeat_interval_ms, 5_000);
+    // Kafka 4.4: the join's target has no share-partition yet (none was
+    // initialised), so the assignment is empty.
     let a = r
         .assignment
         .expect("the first heartbeat carries the assignment");
-    assert_eq!(a.topic_partitions.len(), 1);
-    assert_eq!(a.topic_partitions[0].topic_id, tid);
-    assert_eq!(a.topic_partitions[0].partitions, vec![0, 1, 2]);
-    // A heartbeat with nothing new carries no assignment.
+    assert!(a.topic_partitions.is_empty(), "{a:?}");
+    // Within the assignment interval (1 s) nothing new: no assignment.
     let again = share_heartbeat(&b, &heartbeat("sg", M1, 2, None)).await;
     assert_eq!((again.error_code, again.member_epoch), (NONE, 2));
     assert!(again.assignment.is_none());
+    // After it, the next heartbeat gets the initialised partitions at a new
+    // epoch.
+    tokio::time::sleep(std::time::Duration::from_millis(1_100)).await;
+    let r = share_heartbeat(&b, &heartbeat("sg", M1, 2, None)).await;
+    assert_eq!((r.error_code, r.member_epoch), (NONE, 3));
+    let a = r.assignment.expect("the partitions, at last");
+    assert_eq!(a.topic_partitions.len(), 1);
+    assert_eq!(a.topic_partitions[0].topic_id, tid);
+    assert_eq!(a.topic_partitions[0].partitions, vec![0, 1, 2]);
 
     let d = share_describe(&b, &["sg", "nope", ""]).await;
     let g = &d.groups[0];
     assert_eq!(g.error_code, NONE);
     assert_eq!(g.group_state.as_str(), "Stable");
-    assert_eq!((g.group_epoch, g.assignment_epoch), (2, 2));
+    assert_eq!((g.group_epoch, g.assignment_epoch), (3, 3));
     assert_eq!(g.assignor_name.as_str(), "simple");
     assert_eq!(g.authorized_operations, GROUP_OPERATIONS_ALL);
     let m = &g.members[0];
     assert_eq!(m.member_id.as_str(), M1);
-    assert_eq!(m.member_epoch, 2);
+    assert_eq!(m.member_epoch, 3);
     assert_eq!(m.client_id.as_str(), CLIENT_ID);
     assert_eq!(m.client_host.as_str(), "/127.0.0.1");
     assert_eq!(m.subscribed_topic_names, vec![TopicName(s("t"))]);
