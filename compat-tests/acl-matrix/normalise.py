@@ -169,13 +169,6 @@ NORMALISE = [
      "CONTROLLER listener: compat-tests/diff's ALLOWED rows); error codes and leader ids compared"),
     ("ConsumerGroupDescribe|DescribeGroups|ShareGroupDescribe", r"answer\.groups\[\]\.members\[\]\.client_host",
      "mask", "the client's address as each broker saw it (source port, slash)"),
-    ("ShareGroupHeartbeat|ShareGroupDescribe", r"answer\.(assignment|groups\[\]\.members\[\]\.assignment)",
-     "drop",
-     "a share group's assignment: Kafka hands a share-partition out only after its share coordinator "
-     "initialised the partition's state, a round trip after the first heartbeat, so its first "
-     "answers assign nothing; es initialises on first use and assigns at once "
-     "(docs/share-groups-design.md §3.8); membership, epochs, error codes and authorized operations "
-     "are compared"),
     ("CreateTopics", r"answer\.topics\[\]\.configs", "flush_configs",
      "flush.messages and flush.ms: es fsyncs before it acknowledges, so its defaults come from "
      "--flush-every-records and --flush-interval, Kafka's are Long.MAX_VALUE; and preallocate's "

@@ -106,10 +106,6 @@ ALLOWED = [
      "es has no feature versioning (KIP-584) and finalizes no feature level: a level would "
      "promise what it gates (transaction.version 2 is EndTxn v5, which es does not serve)"),
     # -- share groups --
-    (r"^seq\.share\.join$", r"^\.body\.assignment\.topic_partitions(\.length|\[)",
-     "es assigns a share group's partitions at the member's first heartbeat; Kafka 4.4 one "
-     "heartbeat later, once its share coordinator has initialised the share-partitions (a round "
-     "trip es does not need: docs/share-groups-design.md §3.8)"),
     (r"^seq\.share\.fetch_again$", r"^\.body\.responses\[\d+\]\.partitions\[\d+\]\.records",
      "a redelivery inside a producer's batch: es sends only the records the member acquired "
      "(re-encoded), Kafka 4.4 the whole stored batch, whose other records the client drops as "
