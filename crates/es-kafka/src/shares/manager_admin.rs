@@ -129,24 +129,7 @@ impl ShareManager {
                 first.get_or_insert(e);
             }
         }
-        let others: Vec<Arc<Slot>> = self
-            .slots
-            .lock()
-            .iter()
-            .filter(|(k, _)| &*k.group == group)
-            .map(|(_, s)| s.clone())
-            .collect();
-        for slot in others {
-            let mut st = slot.state.lock();
-            if let SlotState::Live(live) = &*st {
-                if let Err(e) = live.store.remove_files() {
-                    first.get_or_insert(e);
-                }
-            }
-            if !matches!(*st, SlotState::Gone) {
-                self.forget(&slot, &mut st);
-            }
-        }
+        self.remove_loaded(|k| &*k.group == group, &mut first);
         let dir = ShareFiles::new(&self.data_dir, group, "", 0).dir;
         if self.fs.exists(&dir) {
             let r = self
@@ -171,24 +154,7 @@ impl ShareManager {
         partitions: i32,
     ) -> Result<(), StorageError> {
         let mut first = None;
-        let loaded: Vec<Arc<Slot>> = self
-            .slots
-            .lock()
-            .iter()
-            .filter(|(k, _)| k.topic_id == topic_id)
-            .map(|(_, s)| s.clone())
-            .collect();
-        for slot in loaded {
-            let mut st = slot.state.lock();
-            if let SlotState::Live(live) = &*st {
-                if let Err(e) = live.store.remove_files() {
-                    first.get_or_insert(e);
-                }
-            }
-            if !matches!(*st, SlotState::Gone) {
-                self.forget(&slot, &mut st);
-            }
-        }
+        self.remove_loaded(|k| k.topic_id == topic_id, &mut first);
         let root = self.data_dir.join(SHARES_DIR);
         let groups = match self.fs.list(&root) {
             Ok(g) => g,
@@ -207,6 +173,29 @@ impl ShareManager {
             }
         }
         first.map_or(Ok(()), Err)
+    }
+
+    /// Removes the files of every share-partition in memory that `pick`
+    /// names and forgets it; the first failure goes to `first`.
+    fn remove_loaded(&self, pick: impl Fn(&ShareKey) -> bool, first: &mut Option<StorageError>) {
+        let slots: Vec<Arc<Slot>> = self
+            .slots
+            .lock()
+            .iter()
+            .filter(|(k, _)| pick(k))
+            .map(|(_, s)| s.clone())
+            .collect();
+        for slot in slots {
+            let mut st = slot.state.lock();
+            if let SlotState::Live(live) = &*st {
+                if let Err(e) = live.store.remove_files() {
+                    first.get_or_insert(e);
+                }
+            }
+            if !matches!(*st, SlotState::Gone) {
+                self.forget(&slot, &mut st);
+            }
+        }
     }
 
     /// Drops a slot whose files are gone: whoever holds it looks again and

@@ -535,9 +535,12 @@ async fn list_config_resources_lists_groups_with_configs() {
             .collect::<Vec<_>>()
     };
     assert_eq!(groups(b.clone()).await, vec![]);
-    let configs = [("share.auto.offset.reset".to_string(), "earliest".to_string())]
-        .into_iter()
-        .collect();
+    let configs = [(
+        "share.auto.offset.reset".to_string(),
+        "earliest".to_string(),
+    )]
+    .into_iter()
+    .collect();
     b.set_group_configs("gc1", configs, false)
         .await
         .expect("group configs");
