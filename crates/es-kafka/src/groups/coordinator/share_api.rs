@@ -159,6 +159,21 @@ impl Coordinator {
         self.share_group_empty(&st, group_id)
     }
 
+    /// AlterShareGroupOffsets' checks when it names no known topic: an
+    /// existing group of another type or with members refuses as
+    /// [`Coordinator::share_offsets_alterable`] does, a missing one is
+    /// neither refused nor created (as Kafka 4.4 answers).
+    pub fn share_offsets_checkable(&self, group_id: &str) -> Result<(), GroupError> {
+        let st = self.state.lock();
+        if st.shut_down {
+            return Err(GroupError::CoordinatorNotAvailable);
+        }
+        if !st.groups.contains_key(group_id) {
+            return Ok(());
+        }
+        self.share_group_empty(&st, group_id)
+    }
+
     /// DeleteShareGroupOffsets' checks: the group's share-partitions, or
     /// GROUP_ID_NOT_FOUND ("Group <g> not found." / "... is not a share
     /// group.") or NON_EMPTY_GROUP.

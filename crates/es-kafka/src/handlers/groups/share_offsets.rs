@@ -352,7 +352,8 @@ async fn wait_tickets(
 /// AlterShareGroupOffsets: READ on the group (top level), an empty group
 /// id refused, READ on each topic and the topic's existence (refused topics
 /// come first in the answer, as Kafka lists them; a topic named twice is
-/// answered once; without a known topic nothing else is done, as in Kafka;
+/// answered once; without a known topic an existing group is only checked,
+/// none created, as in Kafka;
 /// a negative partition refuses the whole request, as Kafka's share
 /// coordinator does), then the coordinator's
 /// checks (the group created if missing; another type or members refuse
@@ -421,17 +422,23 @@ pub async fn alter_share_group_offsets(
             refused.push(rt);
         }
     }
-    if known.is_empty() {
-        // Nothing for the coordinator: Kafka answers the refused topics
-        // and neither checks nor creates the group.
-        r.responses = refused;
-        return ctx.respond(&r);
-    }
     if let Err(n) = ctx.broker.owns_group(&gid) {
         refuse(&mut r, n.code(), Some(n.message().to_string()));
         return ctx.respond(&r);
     }
     let coord = ctx.broker.groups();
+    if known.is_empty() {
+        // Nothing to initialise: Kafka refuses an existing group of another
+        // type or with members, and otherwise answers the refused topics
+        // without creating the group.
+        if let Err(e) = coord.share_offsets_checkable(&gid) {
+            let (c, m) = top_level(&e);
+            refuse(&mut r, c, m);
+        } else {
+            r.responses = refused;
+        }
+        return ctx.respond(&r);
+    }
     if let Err(e) = coord.share_offsets_alterable(&gid) {
         let (c, m) = top_level(&e);
         refuse(&mut r, c, m);

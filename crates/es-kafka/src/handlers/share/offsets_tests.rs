@@ -394,3 +394,47 @@ async fn delete_records_moves_the_start() {
     assert_eq!(acquired(&r), vec![(6, 9, 1)]);
     assert_eq!(records(&r).first().map(|x| x.0), Some(6));
 }
+
+/// AlterShareGroupOffsets naming no known topic still refuses an existing
+/// group of another type (GROUP_ID_NOT_FOUND) or with members
+/// (NON_EMPTY_GROUP), and creates no group, as Kafka 4.4 answers.
+#[tokio::test]
+async fn an_alter_without_known_topics_checks_but_creates_no_group() {
+    use kafka_protocol::messages::offset_commit_request::{
+        OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (b, _tid) = setup(dir.path(), 2).await;
+    let alter_none = |group: &'static str| {
+        let b = b.clone();
+        async move {
+            let mut req = AlterShareGroupOffsetsRequest::default();
+            req.group_id = GroupId(s(group));
+            let r: AlterShareGroupOffsetsResponse =
+                call(&b, ApiKey::AlterShareGroupOffsets, 0, &req).await;
+            r.error_code
+        }
+    };
+    // A missing group: answered, not created.
+    assert_eq!(alter_none("nobody").await, NONE);
+    assert!(b.groups().share_partitions("nobody").is_none());
+    // A classic group (committed offsets).
+    let mut p = OffsetCommitRequestPartition::default();
+    p.partition_index = 0;
+    p.committed_offset = 1;
+    let mut t = OffsetCommitRequestTopic::default();
+    t.name = TopicName(s("t"));
+    t.partitions = vec![p];
+    let mut req = OffsetCommitRequest::default();
+    req.group_id = GroupId(s("classic"));
+    req.generation_id_or_member_epoch = -1;
+    req.topics = vec![t];
+    let _: OffsetCommitResponse = call(&b, ApiKey::OffsetCommit, 8, &req).await;
+    assert_eq!(
+        alter_none("classic").await,
+        code(ResponseError::GroupIdNotFound)
+    );
+    // A share group with a member.
+    join(&b, M1).await;
+    assert_eq!(alter_none(GROUP).await, code(ResponseError::NonEmptyGroup));
+}
