@@ -49,6 +49,10 @@
 //!   it is dropped from memory by the periodic sweep; its files stay.
 //!   [`ShareManager::close`] folds every loaded share-partition at shutdown.
 //!
+//! Layout: `manager_durable.rs` holds the durability tickets and the fsync
+//! task, `manager_admin.rs` the offsets admin and deletions,
+//! `manager_stats.rs` the /metrics counters.
+//!
 //! Lock order: sessions → slot map → a slot's state → its store (journal)
 //! → the lock index; a slot's sync queue is a leaf. Under the map's lock a
 //! slot's state is only ever `try_lock`ed, so forgetting a deleted slot
@@ -58,14 +62,14 @@
 
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use es_storage::journal::Ticket;
 use es_storage::{Fs, SharedClock, StorageError};
 use parking_lot::Mutex;
-use tokio::sync::{oneshot, Notify};
+use tokio::sync::Notify;
 
 use super::locks::{LockIndex, ShareKey};
 use super::partition::{
@@ -79,6 +83,9 @@ pub use super::target::{
     RECORD_LOCK_DURATION_MS_DEFAULT,
 };
 pub use admin::ShareOffsets;
+pub use durable::DurableTicket;
+use durable::SyncQueue;
+pub use stats::ShareStats;
 
 /// How often the timer task unloads idle share-partitions.
 pub const UNLOAD_INTERVAL: Duration = Duration::from_secs(30);
@@ -144,46 +151,6 @@ impl Drop for FetchGuard {
     }
 }
 
-/// A journal write some answer must wait for ([`ShareManager::wait_durable`]).
-/// While it exists its share-partition is not unloaded.
-#[must_use = "an answer waits for its durability ticket"]
-pub struct DurableTicket {
-    slot: Arc<Slot>,
-    store: Arc<ShareStore>,
-    ticket: Ticket,
-}
-
-impl DurableTicket {
-    fn new(slot: &Arc<Slot>, store: &Arc<ShareStore>, ticket: Ticket) -> DurableTicket {
-        slot.pending.fetch_add(1, Ordering::AcqRel);
-        DurableTicket {
-            slot: slot.clone(),
-            store: store.clone(),
-            ticket,
-        }
-    }
-
-    /// The share-partition it belongs to.
-    pub fn key(&self) -> &ShareKey {
-        &self.slot.key
-    }
-}
-
-impl std::fmt::Debug for DurableTicket {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("DurableTicket")
-            .field("key", &self.slot.key)
-            .field("ticket", &self.ticket)
-            .finish()
-    }
-}
-
-impl Drop for DurableTicket {
-    fn drop(&mut self) {
-        self.slot.pending.fetch_sub(1, Ordering::AcqRel);
-    }
-}
-
 /// A loaded share-partition.
 struct Live {
     core: SharePartition,
@@ -204,15 +171,6 @@ enum SlotState {
     Fenced(String),
     /// Unloaded from the map: whoever still holds it looks again.
     Gone,
-}
-
-type SyncResult = Result<(), String>;
-
-#[derive(Default)]
-struct SyncQueue {
-    waiters: Vec<(Ticket, oneshot::Sender<SyncResult>)>,
-    /// A blocking task is running the fsyncs.
-    running: bool,
 }
 
 struct Slot {
@@ -257,48 +215,6 @@ pub struct ShareManager {
     /// (tests).
     fold_bytes: Mutex<Option<u64>>,
     stats: Arc<ShareStats>,
-}
-
-/// What the share-partitions did since the broker started, for /metrics
-/// (docs/metrics.md `es_share_*`): counted where it happens, read at
-/// scrape time.
-#[derive(Debug, Default)]
-pub struct ShareStats {
-    /// Records handed out by ShareFetch (each delivery counts).
-    pub acquired_records: AtomicU64,
-    /// Records acknowledged, by AcknowledgeType: 0 Gap, 1 Accept, 2
-    /// Release, 3 Reject, 4 Renew.
-    pub acknowledged_records: [AtomicU64; 5],
-    /// Records whose acquisition lock expired.
-    pub lock_expirations: AtomicU64,
-    /// fsyncs of share journals (one covers every change waiting).
-    pub journal_fsyncs: AtomicU64,
-}
-
-impl ShareStats {
-    /// The label of AcknowledgeType `t` (0-4) in `es_share_acknowledged_records_total`.
-    pub const ACK_TYPES: [&'static str; 5] = ["gap", "accept", "release", "reject", "renew"];
-
-    fn count_acks(&self, batches: &[AckBatch]) {
-        for b in batches {
-            if let [t] = b.types[..] {
-                self.add_ack(t, b.last - b.first + 1);
-            } else {
-                for &t in &b.types {
-                    self.add_ack(t, 1);
-                }
-            }
-        }
-    }
-
-    fn add_ack(&self, t: i8, n: i64) {
-        if let Some(c) = usize::try_from(t)
-            .ok()
-            .and_then(|i| self.acknowledged_records.get(i))
-        {
-            c.fetch_add(u64::try_from(n).unwrap_or(0), Ordering::Relaxed);
-        }
-    }
 }
 
 impl std::fmt::Debug for ShareManager {
@@ -621,32 +537,6 @@ impl ShareManager {
     /// connections have none, and so never need that thread).
     pub fn take_connection_sessions(&self, connection: ConnectionId) -> Vec<Released> {
         self.sessions.lock().connection_closed(connection)
-    }
-
-    /// Resolves once an fsync covers the ticket's journal write; a failed
-    /// fsync fences the share-partition and answers its storage error.
-    pub async fn wait_durable(&self, t: DurableTicket) -> Result<(), ShareFailure> {
-        let rx = {
-            let (tx, rx) = oneshot::channel();
-            let mut q = t.slot.sync.lock();
-            q.waiters.push((t.ticket, tx));
-            if !q.running {
-                q.running = true;
-                let (slot, store, stats) = (t.slot.clone(), t.store.clone(), self.stats.clone());
-                tokio::task::spawn_blocking(move || run_syncs(&slot, &store, &stats));
-            }
-            rx
-        };
-        let r = rx
-            .await
-            .unwrap_or_else(|_| Err("the fsync task ended without an answer".into()));
-        match r {
-            Ok(()) => Ok(()),
-            Err(why) => {
-                fence(Some(&self.locks), &t.slot, &why);
-                Err(fenced_error(&t.slot.key, &why))
-            }
-        }
     }
 
     /// Expires the locks of the share-partitions the index found due,
@@ -1078,91 +968,14 @@ fn without(acquired: Vec<AcquiredRecords>, cut: &[(i64, i64)]) -> Vec<AcquiredRe
     out
 }
 
-#[cfg(test)]
-impl ShareManager {
-    /// Waits until no fsync task runs (their folds are done): a condition
-    /// the tests wait for, with a bound that only a hang reaches.
-    fn wait_syncs_idle(&self) {
-        let limit = std::time::Instant::now() + Duration::from_secs(60);
-        loop {
-            let slots: Vec<Arc<Slot>> = self.slots.lock().values().cloned().collect();
-            if !slots.iter().any(|s| s.sync.lock().running) {
-                return;
-            }
-            assert!(std::time::Instant::now() < limit, "fsync tasks never ended");
-            std::thread::yield_now();
-        }
-    }
-}
-
-/// Fences a slot after a failed fsync or fold (see the module comment).
-/// Without the index (the fsync task), its entry, if any, fires once more
-/// and finds the slot fenced.
-fn fence(locks: Option<&LockIndex>, slot: &Slot, why: &str) {
-    let mut st = slot.state.lock();
-    if matches!(*st, SlotState::Gone) {
-        return;
-    }
-    if !matches!(*st, SlotState::Fenced(_)) {
-        tracing::error!(group = %slot.key.group, topic_id = %slot.key.topic_id, partition = slot.key.partition, error = why, "share-partition fenced until restart");
-        *st = SlotState::Fenced(why.to_string());
-    }
-    drop(st);
-    if let Some(locks) = locks {
-        locks.set(&slot.key, None);
-    }
-    slot.available.notify_waiters();
-}
-
-/// The fsync task of one share-partition (see the module comment): one
-/// `sync` covering every waiter queued, results sent, again until nobody
-/// waits; then a fold if the journal is due, before it says it is done
-/// (so an unload never races a fold).
-fn run_syncs(slot: &Slot, store: &ShareStore, stats: &ShareStats) {
-    let mut folded = false;
-    loop {
-        let batch = {
-            let mut q = slot.sync.lock();
-            if q.waiters.is_empty() {
-                if folded {
-                    q.running = false;
-                    return;
-                }
-                None
-            } else {
-                Some(std::mem::take(&mut q.waiters))
-            }
-        };
-        let Some(batch) = batch else {
-            folded = true;
-            // A fenced (or superseded) share-partition never writes its
-            // files again.
-            let live = matches!(*slot.state.lock(), SlotState::Live(_));
-            if !live {
-                continue;
-            }
-            if let Err(e) = store.fold_if_due() {
-                // The store fenced itself; so does the slot.
-                fence(None, slot, &format!("fold failed: {e}"));
-            }
-            continue;
-        };
-        folded = false;
-        let covered = batch.iter().map(|(t, _)| *t).max().unwrap_or(0);
-        let before = store.fsyncs();
-        let r: SyncResult = store.sync(covered).map_err(|e| e.to_string());
-        stats
-            .journal_fsyncs
-            .fetch_add(store.fsyncs().saturating_sub(before), Ordering::Relaxed);
-        for (_, tx) in batch {
-            // A receiver that is gone belongs to a request that was dropped.
-            let _ = tx.send(r.clone());
-        }
-    }
-}
-
 #[path = "manager_admin.rs"]
 mod admin;
+
+#[path = "manager_durable.rs"]
+mod durable;
+
+#[path = "manager_stats.rs"]
+mod stats;
 
 #[cfg(test)]
 #[path = "manager_tests.rs"]
