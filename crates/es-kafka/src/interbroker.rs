@@ -1,5 +1,7 @@
-//! The inter-broker Kafka client: requests one broker sends another (today
-//! WriteTxnMarkers, from a transaction coordinator to partition leaders).
+//! The inter-broker Kafka client: requests one broker sends another
+//! (WriteTxnMarkers, from a transaction coordinator to partition leaders),
+//! and es's own JSON requests between brokers ([`InterBrokerClient::send_json`]:
+//! the share-group state a follower copies from a partition's leader).
 //!
 //! One pooled connection per peer broker, used by one request at a time
 //! (requests to one peer queue behind its connection's lock). Every step
@@ -77,14 +79,38 @@ impl InterBrokerClient {
         }
         out
     }
+
+    /// Sends one of es's own requests: api key `api_key` (es's private
+    /// range, see `handlers::api_keys`), version 0, a JSON body; the
+    /// response is the correlation id and a JSON body. `timeout` bounds the
+    /// whole exchange (a long-polling request waits on the peer).
+    pub async fn send_json<Q: serde::Serialize, A: serde::de::DeserializeOwned>(
+        &self,
+        broker: i32,
+        addr: &str,
+        api_key: i16,
+        req: &Q,
+        timeout: Duration,
+    ) -> Result<A, ClientError> {
+        let body = serde_json::to_vec(req).map_err(|e| ClientError::Encode(e.to_string()))?;
+        let slot = self.conns.lock().entry(broker).or_default().clone();
+        let mut conn = slot.lock().await;
+        let out = tokio::time::timeout(timeout, exchange_raw(&mut conn, addr, api_key, &body))
+            .await
+            .unwrap_or(Err(ClientError::Timeout));
+        if out.is_err() {
+            *conn = None;
+        }
+        let json = out?;
+        serde_json::from_slice(&json).map_err(|e| ClientError::Response(e.to_string()))
+    }
 }
 
-async fn exchange<R: Request>(
-    conn: &mut Option<Conn>,
+/// Opens the connection when there is none (or it is to another address).
+async fn connected<'a>(
+    conn: &'a mut Option<Conn>,
     addr: &str,
-    version: i16,
-    req: &R,
-) -> Result<R::Response, ClientError> {
+) -> Result<&'a mut Conn, ClientError> {
     if conn.as_ref().is_some_and(|c| c.addr != addr) {
         *conn = None;
     }
@@ -104,13 +130,12 @@ async fn exchange<R: Request>(
             next_correlation_id: 1,
         });
     }
-    let Some(c) = conn.as_mut() else {
-        return Err(ClientError::Timeout);
-    };
-    let correlation_id = c.next_correlation_id;
-    c.next_correlation_id = c.next_correlation_id.wrapping_add(1).max(1);
-    let frame = encode(req, version, correlation_id)?;
-    c.stream.write_all(&frame).await?;
+    conn.as_mut().ok_or(ClientError::Timeout)
+}
+
+/// Reads one response frame's body (after its size), refusing a size past
+/// [`RESPONSE_BYTES_MAX`] before allocating.
+async fn read_frame(c: &mut Conn) -> Result<Vec<u8>, ClientError> {
     let size = c.stream.read_i32().await?;
     let size = usize::try_from(size)
         .ok()
@@ -118,6 +143,55 @@ async fn exchange<R: Request>(
         .ok_or_else(|| ClientError::Response(format!("a frame of {size} bytes")))?;
     let mut body = vec![0u8; size];
     c.stream.read_exact(&mut body).await?;
+    Ok(body)
+}
+
+/// One JSON request of es's own: api key, version 0, correlation id, the
+/// JSON body (`handlers::api_keys::json_body`); the answer's JSON after its
+/// correlation id.
+async fn exchange_raw(
+    conn: &mut Option<Conn>,
+    addr: &str,
+    api_key: i16,
+    body: &[u8],
+) -> Result<Vec<u8>, ClientError> {
+    let c = connected(conn, addr).await?;
+    let correlation_id = c.next_correlation_id;
+    c.next_correlation_id = c.next_correlation_id.wrapping_add(1).max(1);
+    let mut frame = BytesMut::with_capacity(12 + body.len());
+    frame.put_i32(0);
+    frame.put_i16(api_key);
+    frame.put_i16(0);
+    frame.put_i32(correlation_id);
+    frame.put_slice(body);
+    let size =
+        i32::try_from(frame.len() - 4).map_err(|_| ClientError::Encode("too large".into()))?;
+    frame[..4].copy_from_slice(&size.to_be_bytes());
+    c.stream.write_all(&frame).await?;
+    let mut answer = read_frame(c).await?;
+    let got = answer
+        .get(..4)
+        .map(|b| i32::from_be_bytes([b[0], b[1], b[2], b[3]]));
+    if got != Some(correlation_id) {
+        return Err(ClientError::Response(format!(
+            "correlation id {got:?} for request {correlation_id}"
+        )));
+    }
+    Ok(answer.split_off(4))
+}
+
+async fn exchange<R: Request>(
+    conn: &mut Option<Conn>,
+    addr: &str,
+    version: i16,
+    req: &R,
+) -> Result<R::Response, ClientError> {
+    let c = connected(conn, addr).await?;
+    let correlation_id = c.next_correlation_id;
+    c.next_correlation_id = c.next_correlation_id.wrapping_add(1).max(1);
+    let frame = encode(req, version, correlation_id)?;
+    c.stream.write_all(&frame).await?;
+    let body = read_frame(c).await?;
     decode::<R>(&body, version, correlation_id)
 }
 
