@@ -61,6 +61,8 @@ mod replicas;
 mod routing;
 #[path = "broker_security.rs"]
 mod security_state;
+#[path = "broker_share_replicas.rs"]
+mod share_replicas;
 pub use coordinators::NotHere;
 #[path = "broker_txn.rs"]
 pub mod txn_cluster;
@@ -376,6 +378,11 @@ impl Broker {
             extensions: Extensions::default(),
             config,
         });
+        broker
+            .shares
+            .set_replication(Arc::new(share_replicas::BrokerShares(Arc::downgrade(
+                &broker,
+            ))));
         // Finish transactions a crash left decided.
         start_coordinators(&broker);
         let timers = Timers {

@@ -56,12 +56,12 @@ const OFFSET_OUT_OF_RANGE: i16 = 1;
 /// Pause after a failed round (leader unreachable, an error).
 const RETRY_BACKOFF: Duration = Duration::from_millis(200);
 
-/// One partition a fetch loop replicates.
+/// One partition a fetch loop (and its share-state copy loop) replicates.
 #[derive(Clone, Debug)]
-struct Following {
-    topic: Arc<Topic>,
-    slot: Arc<PartitionSlot>,
-    leader_epoch: i32,
+pub(super) struct Following {
+    pub(super) topic: Arc<Topic>,
+    pub(super) slot: Arc<PartitionSlot>,
+    pub(super) leader_epoch: i32,
     /// Truncate by OffsetForLeaderEpoch before the next fetch.
     truncate: bool,
     /// After the leader refused this partition's truncation: not asked
@@ -72,11 +72,13 @@ struct Following {
     refusals: u32,
 }
 
-/// The fetch loop of one leader.
+/// The fetch loop of one leader, and its share-state copy loop
+/// (`broker_share_replicas.rs`), over the same partitions.
 #[derive(Debug, Default)]
-struct Loop {
-    parts: Mutex<BTreeMap<(String, i32), Following>>,
+pub(super) struct Loop {
+    pub(super) parts: Mutex<BTreeMap<(String, i32), Following>>,
     wake: Notify,
+    pub(super) share_wake: Notify,
 }
 
 /// The fetch loops, by leader.
@@ -112,12 +114,18 @@ impl Fetchers {
                 };
                 let l = Arc::new(Loop::default());
                 rt.spawn(fetch_loop(Arc::downgrade(b), leader, l.clone()));
+                rt.spawn(super::share_replicas::share_loop(
+                    Arc::downgrade(b),
+                    leader,
+                    l.clone(),
+                ));
                 loops.insert(leader, l.clone());
                 l
             }
         };
         l.parts.lock().insert(key, f);
         l.wake.notify_one();
+        l.share_wake.notify_one();
     }
 }
 
@@ -160,7 +168,39 @@ impl Broker {
         follower: i32,
     ) {
         if let Some(isr) = slot.log.replica().expand_due(follower) {
+            // The share-group state too (§3.10 of docs/share-groups-design.md):
+            // a replica that may be elected holds every acknowledgement answered.
+            if !self.shares_caught_up(topic.id, slot.index, follower) {
+                return;
+            }
             self.alter_partition(topic, slot, isr, "ISR expand");
+        }
+    }
+
+    /// Proposes the ISR without `followers` (in-sync followers that did not
+    /// copy a share-state change within `replica.lag.time.max.ms`), unless
+    /// a change is in flight or this broker does not lead the partition.
+    pub(crate) fn isr_remove(
+        self: &Arc<Self>,
+        topic: &Topic,
+        slot: &Arc<PartitionSlot>,
+        followers: &[i32],
+    ) {
+        let r = slot.log.replica();
+        if r.role() != Role::Leader || r.proposing() || followers.is_empty() {
+            return;
+        }
+        let Some(a) = r.assignment() else {
+            return;
+        };
+        let isr: Vec<i32> = a
+            .isr
+            .iter()
+            .copied()
+            .filter(|i| !followers.contains(i))
+            .collect();
+        if isr.len() < a.isr.len() && !isr.is_empty() {
+            self.alter_partition(topic, slot, isr, "ISR shrink");
         }
     }
 
@@ -343,6 +383,9 @@ impl Broker {
                         tracing::info!(topic = %topic.name, partition = slot.index, epoch = a.leader_epoch, "leading");
                     }
                     self.set_replicated(&slot);
+                    // The ISR may have changed: share answers waiting for
+                    // followers look again.
+                    self.shares().replicas_changed(topic.id, slot.index);
                     if !p.leader_recovery.is_recovered() {
                         // Elected from outside the ISR (unclean.leader.election.enable):
                         // this log is now the partition's, whatever the old ISR had
@@ -358,6 +401,7 @@ impl Broker {
                 Role::Follower { leader } => {
                     storage.set_replicated(true);
                     if t.changed {
+                        self.shares().demote(topic.id, slot.index);
                         tracing::info!(topic = %topic.name, partition = slot.index, leader, epoch = a.leader_epoch, "following");
                         self.fetchers().follow(
                             self,
@@ -376,6 +420,9 @@ impl Broker {
                 Role::Offline => {
                     self.fetchers().stop_following(&topic.name, slot.index);
                     storage.set_replicated(true);
+                    if t.changed {
+                        self.shares().demote(topic.id, slot.index);
+                    }
                 }
             }
             slot.waiters.wake_all();

@@ -137,6 +137,12 @@ impl ShareFailure {
         match self {
             ShareFailure::Share(e) => e.code(),
             ShareFailure::Storage(e) => storage_error_code(e),
+            ShareFailure::NotReplicated { leader: true, .. } => {
+                code(ResponseError::NotLeaderOrFollower)
+            }
+            ShareFailure::NotReplicated { leader: false, .. } => {
+                code(ResponseError::RequestTimedOut)
+            }
         }
     }
 }

@@ -305,6 +305,7 @@ pub fn api_name(key: i16) -> &'static str {
     match key {
         32_000 => return "EsApiKeys",
         32_001 => return "EsMirror",
+        32_002 => return "EsShareState",
         _ => {}
     }
     NAMES

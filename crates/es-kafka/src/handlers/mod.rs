@@ -30,6 +30,7 @@ pub mod route;
 pub mod sasl;
 pub mod scram;
 pub mod share;
+pub mod share_state;
 pub mod throttle;
 pub mod txn;
 pub mod txn_verify;
@@ -319,6 +320,13 @@ async fn dispatch(
         turn.wait().await;
         return Ok(Some(
             api_keys::handle(&broker, &client, &frame).await.into(),
+        ));
+    }
+    if prefix.api_key == share_state::ES_SHARE_STATE {
+        let mut turn = turn;
+        turn.wait().await;
+        return Ok(Some(
+            share_state::handle(&broker, &client, &frame).await.into(),
         ));
     }
     if prefix.api_key == mirror_admin::ES_MIRROR {

@@ -85,6 +85,8 @@ pub use super::target::{
 pub use admin::ShareOffsets;
 pub use durable::DurableTicket;
 use durable::SyncQueue;
+pub use replica::{CopiedShare, ShareReplication};
+use replica::{ReplicaAcks, Replication};
 pub use stats::ShareStats;
 
 /// How often the timer task unloads idle share-partitions.
@@ -169,6 +171,10 @@ enum SlotState {
     Live(Box<Live>),
     /// A write, fsync or fold failed: KAFKA_STORAGE_ERROR until restart.
     Fenced(String),
+    /// A follower's copy of the leader's state (§3.10, `manager_replica.rs`):
+    /// its files are written only by the copy; becoming leader loads them
+    /// as a restart would.
+    Mirror(Arc<ShareStore>),
     /// Unloaded from the map: whoever still holds it looks again.
     Gone,
 }
@@ -182,6 +188,9 @@ struct Slot {
     /// Durability tickets not yet dropped.
     pending: AtomicUsize,
     sync: Mutex<SyncQueue>,
+    /// What the partition's followers hold of it, and the answers waiting
+    /// for them (§3.10).
+    replicas: Mutex<ReplicaAcks>,
 }
 
 impl Slot {
@@ -192,6 +201,7 @@ impl Slot {
             available: Arc::new(Notify::new()),
             pending: AtomicUsize::new(0),
             sync: Mutex::new(SyncQueue::default()),
+            replicas: Mutex::new(ReplicaAcks::default()),
         }
     }
 }
@@ -215,6 +225,9 @@ pub struct ShareManager {
     /// (tests).
     fold_bytes: Mutex<Option<u64>>,
     stats: Arc<ShareStats>,
+    /// The followers' side (§3.10): the broker's view of each partition's
+    /// in-sync replicas, the changes they wait for, what this process is.
+    replication: Replication,
 }
 
 impl std::fmt::Debug for ShareManager {
@@ -244,6 +257,7 @@ impl ShareManager {
             sessions: Mutex::new(ShareSessions::new(max_sessions)),
             fold_bytes: Mutex::new(None),
             stats: Arc::new(ShareStats::default()),
+            replication: Replication::default(),
         }
     }
 
@@ -622,10 +636,13 @@ impl ShareManager {
                         && live.core.next_lock_deadline().is_none()
                         && !slot.sync.lock().running
                 }
-                SlotState::Unloaded => true,
+                SlotState::Unloaded | SlotState::Mirror(_) => !slot.sync.lock().running,
                 SlotState::Fenced(_) | SlotState::Gone => false,
             };
             if idle {
+                if let SlotState::Live(live) = &*st {
+                    self.replication.unloaded(key, live.store.last_seq());
+                }
                 *st = SlotState::Gone;
                 self.locks.set(key, None);
                 unloaded += 1;
@@ -690,6 +707,10 @@ impl ShareManager {
         for _ in 0..16 {
             let slot = self.slot_for(t.key);
             let mut st = slot.state.lock();
+            if matches!(*st, SlotState::Mirror(_)) {
+                // Leading now: the copy's files load as after a restart.
+                *st = SlotState::Unloaded;
+            }
             if matches!(*st, SlotState::Unloaded) {
                 // Not under this slot's mutex: it locks the others.
                 drop(st);
@@ -712,7 +733,7 @@ impl ShareManager {
                     init_ticket = ticket;
                     *st = SlotState::Live(Box::new(live));
                 }
-                SlotState::Live(_) | SlotState::Fenced(_) => {}
+                SlotState::Live(_) | SlotState::Fenced(_) | SlotState::Mirror(_) => {}
             }
             let log_start = t.log.log_start_offset();
             return self
@@ -794,7 +815,7 @@ impl ShareManager {
         let live = match st {
             SlotState::Live(live) => live,
             SlotState::Fenced(why) => return Err(fenced_error(&slot.key, why)),
-            SlotState::Unloaded | SlotState::Gone => {
+            SlotState::Unloaded | SlotState::Gone | SlotState::Mirror(_) => {
                 return Err(ShareFailure::Share(ShareError::Internal(
                     "share-partition not loaded".into(),
                 )))
@@ -827,6 +848,7 @@ impl ShareManager {
         let ticket = match &o.update {
             Some(u) => {
                 let t = live.store.write_update(live.leader_epoch, u)?;
+                self.replication.changed();
                 Some(DurableTicket::new(slot, &live.store, t))
             }
             None => None,
@@ -896,6 +918,7 @@ impl ShareManager {
                 core
             }
         };
+        self.replication.changed();
         tracing::debug!(group = %t.key.group, topic = t.topic, partition = t.key.partition,
             start = core.start_offset(), next = core.next_offset(), "share-partition loaded");
         Ok(Some((
@@ -977,6 +1000,9 @@ mod durable;
 #[path = "manager_stats.rs"]
 mod stats;
 
+#[path = "manager_replica.rs"]
+mod replica;
+
 #[cfg(test)]
 #[path = "manager_tests.rs"]
 mod tests;
@@ -988,3 +1014,7 @@ mod prop_tests;
 #[cfg(test)]
 #[path = "manager_broker_tests.rs"]
 mod broker_tests;
+
+#[cfg(test)]
+#[path = "manager_replica_tests.rs"]
+mod replica_tests;

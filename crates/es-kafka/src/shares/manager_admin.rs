@@ -71,7 +71,7 @@ impl ShareManager {
             return Ok(None);
         }
         let start = start_offset.min(OFFSET_MAX);
-        self.with_live_init(t, Init::At(start), |_, slot, live, init| {
+        self.with_live_init(t, Init::At(start), |me, slot, live, init| {
             if let Some(ticket) = init {
                 // Loaded without state: its Init entry is the reset.
                 return Ok(DurableTicket::new(slot, &live.store, ticket));
@@ -82,6 +82,7 @@ impl ShareManager {
                 .map_or(INITIAL_STATE_EPOCH, |s| s.state_epoch)
                 .saturating_add(1);
             let ticket = live.store.write_reset(epoch, start)?;
+            me.replication.changed();
             live.core = SharePartition::new(start, live.core.limits());
             // Parked fetches look at the new start.
             slot.available.notify_waiters();
@@ -100,6 +101,7 @@ impl ShareManager {
                 // Unloaded by the sweep after the lookup: look again.
                 SlotState::Gone => continue,
                 SlotState::Live(live) => live.store.remove_files(),
+                SlotState::Mirror(store) => store.remove_files(),
                 SlotState::Unloaded | SlotState::Fenced(_) => {
                     ShareFiles::new(&self.data_dir, &key.group, topic, key.partition)
                         .remove(self.fs.as_ref())
@@ -187,10 +189,13 @@ impl ShareManager {
             .collect();
         for slot in slots {
             let mut st = slot.state.lock();
-            if let SlotState::Live(live) = &*st {
-                if let Err(e) = live.store.remove_files() {
-                    first.get_or_insert(e);
-                }
+            let store = match &*st {
+                SlotState::Live(live) => Some(&live.store),
+                SlotState::Mirror(store) => Some(store),
+                _ => None,
+            };
+            if let Some(Err(e)) = store.map(|s| s.remove_files()) {
+                first.get_or_insert(e);
             }
             if !matches!(*st, SlotState::Gone) {
                 self.forget(&slot, &mut st);
@@ -204,6 +209,7 @@ impl ShareManager {
     /// `try_lock`).
     fn forget(&self, slot: &Arc<Slot>, st: &mut SlotState) {
         *st = SlotState::Gone;
+        self.replication.forget(&slot.key);
         self.locks.set(&slot.key, None);
         slot.available.notify_waiters();
         let mut map = self.slots.lock();

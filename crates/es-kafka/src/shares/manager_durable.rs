@@ -22,6 +22,8 @@ pub struct DurableTicket {
     slot: Arc<Slot>,
     store: Arc<ShareStore>,
     ticket: Ticket,
+    /// The journal sequence of the write: what followers must hold.
+    seq: u64,
 }
 
 impl DurableTicket {
@@ -31,6 +33,8 @@ impl DurableTicket {
             slot: slot.clone(),
             store: store.clone(),
             ticket,
+            // Called in the critical section of the write: its sequence.
+            seq: store.last_seq().unwrap_or(0),
         }
     }
 
@@ -65,9 +69,16 @@ pub(super) struct SyncQueue {
 }
 
 impl ShareManager {
-    /// Resolves once an fsync covers the ticket's journal write; a failed
-    /// fsync fences the share-partition and answers its storage error.
+    /// Resolves once an fsync covers the ticket's journal write and, in a
+    /// cluster, every in-sync follower holds it (§3.10); a failed fsync
+    /// fences the share-partition and answers its storage error.
     pub async fn wait_durable(&self, t: DurableTicket) -> Result<(), ShareFailure> {
+        self.wait_local(&t).await?;
+        self.wait_replicated(&t.slot, t.seq).await
+    }
+
+    /// The local half of [`ShareManager::wait_durable`].
+    async fn wait_local(&self, t: &DurableTicket) -> Result<(), ShareFailure> {
         let rx = {
             let (tx, rx) = oneshot::channel();
             let mut q = t.slot.sync.lock();
@@ -132,13 +143,18 @@ fn run_syncs(slot: &Slot, store: &ShareStore, stats: &ShareStats) {
         };
         let Some(batch) = batch else {
             folded = true;
-            // A fenced (or superseded) share-partition never writes its
-            // files again.
-            let live = matches!(*slot.state.lock(), SlotState::Live(_));
-            if !live {
+            // A fenced, superseded or demoted share-partition never writes
+            // its files again: the fold runs under the slot's mutex, so a
+            // copy taking over the files (a follower now) never races it.
+            let st = slot.state.lock();
+            let ours =
+                matches!(&*st, SlotState::Live(l) if std::ptr::eq(Arc::as_ptr(&l.store), store));
+            if !ours {
                 continue;
             }
-            if let Err(e) = store.fold_if_due() {
+            let r = store.fold_if_due();
+            drop(st);
+            if let Err(e) = r {
                 // The store fenced itself; so does the slot.
                 fence(None, slot, &format!("fold failed: {e}"));
             }

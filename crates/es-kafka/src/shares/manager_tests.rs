@@ -27,7 +27,7 @@ fn data_dir() -> PathBuf {
     PathBuf::from("/data")
 }
 
-fn topic_id() -> Uuid {
+pub(super) fn topic_id() -> Uuid {
     Uuid::from_bytes([9; 16])
 }
 
@@ -211,7 +211,7 @@ impl Env {
         self.mgr.finish_fetch(g, &t, &req, &read)
     }
 
-    async fn fetch(&self, k: &ShareKey, member: &str, max: i32) -> Vec<AcquiredRecords> {
+    pub(super) async fn fetch(&self, k: &ShareKey, member: &str, max: i32) -> Vec<AcquiredRecords> {
         let got = self.fetch_ticket(k, member, max).expect("fetch");
         if let Some(t) = got.ticket {
             self.mgr.wait_durable(t).await.expect("durable");
@@ -219,7 +219,7 @@ impl Env {
         got.records
     }
 
-    async fn ack(&self, k: &ShareKey, member: &str, first: i64, last: i64, t: i8) {
+    pub(super) async fn ack(&self, k: &ShareKey, member: &str, first: i64, last: i64, t: i8) {
         let b = AckBatch {
             first,
             last,

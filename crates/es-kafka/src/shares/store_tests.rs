@@ -675,3 +675,108 @@ fn crash_at_every_sync_point_keeps_every_answered_change() {
     }
     assert_eq!(checked, total * 3);
 }
+
+#[test]
+fn a_copied_write_must_be_one_whole_change_of_this_topic() {
+    let fs = SimFs::new();
+    let (s, _) = open(&fs, tid(1)).expect("open");
+    let init = |id: Uuid| {
+        encode_entry(&Entry::Init {
+            topic_id: id,
+            state_epoch: 0,
+            leader_epoch: 2,
+            start_offset: 5,
+        })
+        .expect("init")
+    };
+    let parts = encode_update(2, &update(5, vec![sb(5, 9, DurableState::Available, 1)]), 1);
+    // Refused: an Update before any state, an Init of another topic id,
+    // garbage, an empty write, a split Update without its last part, and
+    // two changes in one write.
+    assert!(s.write_copied(&parts).is_err(), "an update before any init");
+    assert!(s.write_copied(&[init(tid(2))]).is_err(), "another topic id");
+    assert!(s.write_copied(&[vec![1, 2, 3]]).is_err(), "garbage");
+    assert!(s.write_copied(&[]).is_err(), "empty");
+    assert!(s.state().is_none(), "nothing applied");
+    s.write_copied(&[init(tid(1))]).expect("init");
+    let mut split = encode_update(
+        2,
+        &update(
+            5,
+            vec![
+                sb(5, 6, DurableState::Acknowledged, 1),
+                sb(7, 9, DurableState::Available, 1),
+            ],
+        ),
+        1,
+    );
+    assert_eq!(split.len(), 2, "split in two entries");
+    let last = split.pop().expect("last");
+    assert!(s.write_copied(&split).is_err(), "a part without its last");
+    let two = vec![init(tid(1)), init(tid(1))];
+    assert!(s.write_copied(&two).is_err(), "two changes");
+    split.push(last);
+    let t = s.write_copied(&split).expect("a whole split update");
+    s.sync(t).expect("sync");
+    let (_, loaded) = open(&fs, tid(1)).expect("reopen");
+    let st = state_of(&loaded).expect("state");
+    assert_eq!(st, s.state().expect("state"));
+    assert_eq!(st.view.start_offset(), 5);
+}
+
+/// A follower's store with some state of its own, then the leader's state
+/// installed over it.
+fn install_run(fs: &SimFs, leader: &ShareState, install: bool) -> Result<(), StorageError> {
+    let (s, _) = open(fs, tid(1))?;
+    s.sync(s.write_init(0, 1, 0)?)?;
+    s.sync(s.write_update(1, &update(0, vec![sb(0, 4, DurableState::Acknowledged, 1)]))?)?;
+    if install {
+        s.install(leader)?;
+    }
+    Ok(())
+}
+
+#[test]
+fn an_installed_state_replaces_the_journal_and_survives_a_crash_at_every_step() {
+    let leader =
+        ShareState::from_parts(tid(1), 3, 7, 10, &[(12, 14, 4, 2), (15, 19, 0, 3)]).expect("state");
+    let setup = SimFs::new();
+    install_run(&setup, &leader, false).expect("setup");
+    let before = state_of(
+        &open(&setup.crash_image(Tear::None), tid(1))
+            .expect("open")
+            .1,
+    );
+    let clean = SimFs::new();
+    install_run(&clean, &leader, true).expect("install");
+    let (first, total) = (setup.sync_count() + 1, clean.sync_count());
+    assert!(total >= first + 2, "the install syncs");
+    // Whatever a crash during the install keeps is the old state or the new.
+    for k in first..=total {
+        for tear in [Tear::None, Tear::Prefix(k * 11)] {
+            let fs = SimFs::new();
+            fs.crash_at_sync(k);
+            let _ = install_run(&fs, &leader, true);
+            let (_, l) = open(&fs.crash_image(tear), tid(1)).expect("recover");
+            let got = state_of(&l);
+            assert!(
+                got == before || got.as_ref() == Some(&leader),
+                "crash at sync {k} {tear:?}: {got:?}"
+            );
+        }
+    }
+    let (s, l) = open(&clean, tid(1)).expect("reopen");
+    assert_eq!(state_of(&l), Some(leader.clone()));
+    let other = ShareState::from_parts(tid(2), 0, 7, 10, &[]).expect("state");
+    assert!(s.install(&other).is_err(), "another topic id");
+    // A write copied after it continues from the installed state.
+    let w = encode_update(
+        7,
+        &update(10, vec![sb(10, 11, DurableState::Acknowledged, 1)]),
+        100,
+    );
+    s.sync(s.write_copied(&w).expect("copied")).expect("sync");
+    let (_, l) = open(&clean, tid(1)).expect("reopen");
+    assert_eq!(state_of(&l), s.state());
+    assert_eq!(state_of(&l).expect("state").view.start_offset(), 10);
+}

@@ -134,6 +134,11 @@ pub enum ShareFailure {
     Share(#[from] ShareError),
     #[error("share-partition storage: {0}")]
     Storage(#[from] StorageError),
+    /// In a cluster: the change is durable here, but the in-sync followers
+    /// do not hold it (`leader`: this broker no longer leads the partition;
+    /// otherwise they did not copy it in time).
+    #[error("{what}")]
+    NotReplicated { leader: bool, what: String },
 }
 
 /// What ShareFetch asks to acquire, besides the member's fetch lock.
