@@ -289,8 +289,8 @@ pub fn register(registry: &mut Registry) {
     );
 }
 
-/// Kafka's name of an API key (`Produce`, `Fetch`, ...), `EsApiKeys` and
-/// `EsMirror` for es's own admin APIs, `Unknown` otherwise.
+/// Kafka's name of an API key (`Produce`, `Fetch`, ...), `EsApiKeys`,
+/// `EsMirror` and `EsShareAdmin` for es's own APIs, `Unknown` otherwise.
 pub fn api_name(key: i16) -> &'static str {
     static NAMES: LazyLock<Vec<(i16, &'static str)>> = LazyLock::new(|| {
         ApiKey::iter()
@@ -306,6 +306,7 @@ pub fn api_name(key: i16) -> &'static str {
         32_000 => return "EsApiKeys",
         32_001 => return "EsMirror",
         32_002 => return "EsShareState",
+        32_003 => return "EsShareAdmin",
         _ => {}
     }
     NAMES

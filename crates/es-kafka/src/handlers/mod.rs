@@ -30,6 +30,7 @@ pub mod route;
 pub mod sasl;
 pub mod scram;
 pub mod share;
+pub mod share_admin;
 pub mod share_state;
 pub mod throttle;
 pub mod txn;
@@ -334,6 +335,13 @@ async fn dispatch(
         turn.wait().await;
         return Ok(Some(
             mirror_admin::handle(&broker, &client, &frame).await.into(),
+        ));
+    }
+    if prefix.api_key == share_admin::ES_SHARE_ADMIN {
+        let mut turn = turn;
+        turn.wait().await;
+        return Ok(Some(
+            share_admin::handle(&broker, &client, &frame).await.into(),
         ));
     }
     match versions::classify(prefix.api_key, prefix.api_version) {

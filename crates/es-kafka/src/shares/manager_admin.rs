@@ -4,7 +4,8 @@
 //! reset (a Reset entry, or an Init for a share-partition without state,
 //! answered after its fsync), and the deletions of DeleteShareGroupOffsets
 //! and DeleteGroups (files removed durably, the share-partition forgotten
-//! so that its next use starts from `share.auto.offset.reset`), and topic
+//! so that its next use starts from `share.auto.offset.reset`; in a cluster
+//! each leader removes those it leads, `handlers::share_admin`), and topic
 //! deletion's (every group's share-partitions of the topic).
 
 use std::sync::Arc;
@@ -143,6 +144,25 @@ impl ShareManager {
             }
         }
         first.map_or(Ok(()), Err)
+    }
+
+    /// DeleteGroups in a cluster, on a leader, once it has deleted the
+    /// group's share-partitions it leads: the group's directory is removed
+    /// when nothing is left in it (copies of share-partitions this node
+    /// follows stay with the replication, which owns them). Blocking.
+    pub fn remove_group_dir_if_empty(&self, group: &str) -> Result<(), StorageError> {
+        let dir = ShareFiles::new(&self.data_dir, group, "", 0).dir;
+        let left = match self.fs.list(&dir) {
+            Ok(names) => names.len(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(e.into()),
+        };
+        if left > 0 {
+            return Ok(());
+        }
+        self.fs.remove_dir_all(&dir)?;
+        self.fs.sync_dir(&self.data_dir.join(SHARES_DIR))?;
+        Ok(())
     }
 
     /// Topic deletion: every share-partition of the topic, in every group,

@@ -26,7 +26,8 @@
 //! `leave_group`, `group_admin` for DescribeGroups / ListGroups /
 //! DeleteGroups, `offsets` for OffsetCommit / OffsetFetch / OffsetDelete,
 //! `consumer_group` for the KIP-848 APIs, `share_group` for the KIP-932
-//! membership ones, `share_offsets` for their offsets admin); this file holds the small helpers
+//! membership ones, `share_offsets` for their offsets admin, `share_leaders`
+//! for how it reaches the share-partitions' leaders); this file holds the small helpers
 //! they share and re-exports the handlers for the API dispatch.
 
 use kafka_protocol::messages::GroupId;
@@ -98,6 +99,7 @@ mod join_group;
 mod leave_group;
 mod offsets;
 mod share_group;
+mod share_leaders;
 mod share_offsets;
 mod sync_group;
 

@@ -3,15 +3,24 @@
 //! (v0) and DeleteShareGroupOffsets (v0), and the share-partition half of
 //! DeleteGroups for share groups. The coordinator ([`crate::groups`]) owns
 //! which share-partitions a group has recorded; the share-partitions' state
-//! is [`crate::shares::manager::ShareManager`]'s, reached here on this
-//! broker (the partition's leader on one node; in a cluster a partition led
-//! elsewhere answers as having no state, design §3.10).
+//! is [`crate::shares::manager::ShareManager`]'s on each partition's leader,
+//! reached through [`super::share_leaders`] (a function call for those led
+//! here, an inter-broker request for the others, design §3.10).
 //!
 //! Answers follow what Kafka 4.4 answers (checked with raw requests against
 //! it): unknown topics and partitions in Describe read StartOffset -1 with
 //! no error; Alter accepts any start offset and lists refused topics
 //! first; Delete lists the deleted topics first, then the unknown ones,
 //! then those without state ("There is no offset information to delete.").
+//!
+//! A leader that cannot be reached (none, or none answering within
+//! [`super::share_leaders::RETRY_WINDOW_MS`]) is answered as Kafka 4.4
+//! answers when its persister cannot reach the share state's keeper
+//! (`GroupCoordinatorService`, `PersisterStateManager`): Describe reads
+//! StartOffset -1, LeaderEpoch 0, Lag -1 without an error ("treated as
+//! absence of data"); Alter answers the partition, Delete the topic,
+//! DeleteGroups the group with COORDINATOR_NOT_AVAILABLE, which clients
+//! retry (Kafka's code when its share coordinator cannot be found).
 
 use std::collections::{BTreeSet, HashSet};
 use std::sync::Arc;
@@ -33,15 +42,14 @@ use kafka_protocol::messages::{
 };
 use uuid::Uuid;
 
+use super::share_leaders::{in_cluster, reach, Reached};
 use super::{group_id, s};
 use crate::broker::Broker;
 use crate::codec::share_wire::DescribeShareGroupOffsetsResponseV1;
-use crate::errors::{code, ResponseError, NONE};
+use crate::errors::{code, ResponseError};
 use crate::groups::error::GroupError;
-use crate::handlers::share::share_config;
+use crate::handlers::share_admin::{AdminAnswer, AdminPartition, ShareAdminOp};
 use crate::handlers::{blocking, Ctx, RequestError};
-use crate::shares::locks::ShareKey;
-use crate::shares::manager::{DurableTicket, ShareConfig, ShareTarget};
 use crate::topics::Topic;
 
 /// Kafka's message for a partition or topic it does not know.
@@ -73,22 +81,35 @@ fn current(b: &Broker, name: &str, id: Uuid) -> bool {
     b.topic(name).is_some_and(|t| t.id == id)
 }
 
-/// The partition of `topic` served here, if it is.
-fn local_partition(
-    b: &Broker,
-    image: Option<&es_meta::MetaImage>,
-    topic: &Arc<Topic>,
-    partition: i32,
-) -> Option<Arc<crate::topics::PartitionSlot>> {
-    crate::handlers::route::route(
-        b,
-        image,
-        Some(topic),
-        partition,
-        crate::handlers::route::NO_EPOCH,
-    )
-    .ok()
-    .map(|r| r.slot)
+/// Kafka's message of an error code (its `Errors.message()`).
+fn default_message(c: i16) -> String {
+    ResponseError::try_from_code(c).map_or_else(String::new, |e| e.to_string())
+}
+
+/// What a leader that could not be reached is answered with (Kafka's code
+/// when its share coordinator cannot be found).
+fn unreachable() -> (i16, String) {
+    let e = ResponseError::CoordinatorNotAvailable;
+    (code(e), e.to_string())
+}
+
+/// A leader's refusal: its code and message (Kafka's own when it gave none).
+fn refusal(a: &AdminAnswer) -> (i16, String) {
+    let m = a
+        .error_message
+        .clone()
+        .unwrap_or_else(|| default_message(a.error_code));
+    (a.error_code, m)
+}
+
+/// The request's entry for partition `p` of `topic`.
+fn admin_partition(topic: &Topic, p: i32, start_offset: Option<i64>) -> AdminPartition {
+    AdminPartition {
+        topic: topic.name.clone(),
+        topic_id: topic.id,
+        partition: p,
+        start_offset,
+    }
 }
 
 /// One partition as DescribeShareGroupOffsets answers it: StartOffset,
@@ -115,45 +136,28 @@ impl Described {
     }
 }
 
-/// Reads one share-partition's offsets (blocking: it may load it).
-fn describe_one(
-    b: &Broker,
-    image: Option<&es_meta::MetaImage>,
-    group: &str,
-    topic: &Arc<Topic>,
-    partition: i32,
-    config: &ShareConfig,
-) -> Described {
-    let Some(slot) = local_partition(b, image, topic, partition) else {
-        return Described::absent(partition);
+/// A share-partition as its leader described it. Not led where asked
+/// after the retries, or no leader reached: no state, as Kafka answers when
+/// its persister fails for a partition.
+fn described(partition: i32, r: Reached) -> Described {
+    let a = match r {
+        Reached::Unreachable => return Described::absent(partition),
+        Reached::Answer(a) => a,
     };
-    let key = ShareKey::new(group, topic.id, partition);
-    let t = ShareTarget {
-        key: &key,
-        topic: &topic.name,
-        log: &slot.log,
-        config,
-    };
-    match b.shares().describe_offsets(&t) {
-        Ok(None) => Described::absent(partition),
-        Ok(Some(o)) => {
-            let hw = i64::try_from(slot.log.high_watermark()).unwrap_or(i64::MAX);
-            // Kafka's KIP-1226 lag: latest offset - start - records
-            // already delivered past the start (negative when the start is
-            // past the end, as Kafka answers).
-            let lag = hw
-                .saturating_sub(o.summary.start_offset)
-                .saturating_sub(o.summary.delivery_complete_count);
-            Described {
-                partition,
-                start_offset: o.summary.start_offset,
-                leader_epoch: o.leader_epoch,
-                lag,
-                error: None,
-            }
-        }
-        Err(e) => Described {
-            error: Some((e.code(), e.to_string())),
+    let moved = a.error_code == code(ResponseError::NotLeaderOrFollower)
+        || a.error_code == code(ResponseError::UnknownTopicOrPartition);
+    match (a.error_code, a.state) {
+        (0, None) => Described::absent(partition),
+        (0, Some(st)) => Described {
+            partition,
+            start_offset: st.start_offset,
+            leader_epoch: st.leader_epoch,
+            lag: st.lag(),
+            error: None,
+        },
+        _ if moved => Described::absent(partition),
+        (c, _) => Described {
+            error: Some((c, a.error_message.unwrap_or_default())),
             ..Described::absent(partition)
         },
     }
@@ -262,37 +266,39 @@ pub async fn describe_share_group_offsets(
                     .collect()
             }
         };
-        let broker = ctx.broker.clone();
-        let config = share_config(&broker.group_configs(&gid), &broker.config().share);
-        let group = gid.clone();
-        a.topics = blocking(move || {
-            let image = broker.image();
-            wanted
-                .into_iter()
-                .map(|(name, parts, allowed)| {
-                    let topic = broker.topic(&name);
-                    let id = topic.as_ref().map_or(Uuid::nil(), |t| t.id);
-                    let described = parts
-                        .into_iter()
-                        .map(|p| match (&topic, allowed) {
-                            (_, false) => Described {
-                                error: Some((
-                                    code(ResponseError::TopicAuthorizationFailed),
-                                    String::new(),
-                                )),
-                                ..Described::absent(p)
-                            },
-                            (None, true) => Described::absent(p),
-                            (Some(t), true) => {
-                                describe_one(&broker, image.as_deref(), &group, t, p, &config)
-                            }
-                        })
-                        .collect();
-                    (name, if allowed { id } else { Uuid::nil() }, described)
-                })
-                .collect()
-        })
-        .await?;
+        // Named partitions of known topics are asked of their leaders; the
+        // others are answered here.
+        let mut asks = Vec::new();
+        let mut at = Vec::new();
+        let mut topics = Vec::with_capacity(wanted.len());
+        for (name, parts, allowed) in wanted {
+            let topic = ctx.broker.topic(&name);
+            let id = topic.as_ref().map_or(Uuid::nil(), |t| t.id);
+            let mut described = Vec::with_capacity(parts.len());
+            for p in parts {
+                let d = match (&topic, allowed) {
+                    (_, false) => Described {
+                        error: Some((code(ResponseError::TopicAuthorizationFailed), String::new())),
+                        ..Described::absent(p)
+                    },
+                    (Some(t), true) if t.has_partition(p) => {
+                        asks.push(admin_partition(t, p, None));
+                        at.push((topics.len(), described.len()));
+                        Described::absent(p)
+                    }
+                    (_, true) => Described::absent(p),
+                };
+                described.push(d);
+            }
+            topics.push((name, if allowed { id } else { Uuid::nil() }, described));
+        }
+        let reached = reach(&ctx.broker, ShareAdminOp::Describe, &gid, asks).await;
+        for ((t, i), r) in at.into_iter().zip(reached) {
+            if let Some(d) = topics.get_mut(t).and_then(|t| t.2.get_mut(i)) {
+                *d = described(d.partition, r);
+            }
+        }
+        a.topics = topics;
         answers.push(a);
     }
     respond_describe(ctx, answers)
@@ -333,20 +339,6 @@ fn respond_describe(ctx: &Ctx, answers: Vec<GroupAnswer>) -> Result<Option<Bytes
     } else {
         ctx.respond(&r)
     }
-}
-
-/// Waits for every share-partition ticket; the failures by index.
-async fn wait_tickets(
-    b: &Arc<Broker>,
-    tickets: Vec<(usize, DurableTicket)>,
-) -> Vec<(usize, (i16, String))> {
-    let mut failed = Vec::new();
-    for (i, t) in tickets {
-        if let Err(e) = b.shares().wait_durable(t).await {
-            failed.push((i, (e.code(), e.to_string())));
-        }
-    }
-    failed
 }
 
 /// AlterShareGroupOffsets: READ on the group (top level), an empty group
@@ -473,66 +465,42 @@ pub async fn alter_share_group_offsets(
             doc_waits.extend(coord.share_partitions_record(&gid, &topic.name, topic.id, &ps));
         }
     }
-    let broker = ctx.broker.clone();
-    let config = share_config(&broker.group_configs(&gid), &broker.config().share);
-    let group = gid.clone();
-    let work = known;
-    let (mut topics, tickets) = blocking(move || {
-        let image = broker.image();
-        let mut tickets = Vec::new();
-        let mut topics = Vec::with_capacity(work.len());
-        let mut index = 0usize;
-        for (topic, parts) in work {
-            let mut rt = AlterShareGroupOffsetsResponseTopic::default();
-            rt.topic_name = TopicName(s(topic.name.clone()));
-            rt.topic_id = topic.id;
-            for (p, start) in parts {
-                let answer = if !topic.has_partition(p) {
-                    let c = code(ResponseError::UnknownTopicOrPartition);
-                    alter_partition(p, c, Some(NOT_HOSTED.into()))
-                } else {
-                    match local_partition(&broker, image.as_deref(), &topic, p) {
-                        None => alter_partition(p, code(ResponseError::NotLeaderOrFollower), None),
-                        Some(slot) => {
-                            let key = ShareKey::new(&group, topic.id, p);
-                            let t = ShareTarget {
-                                key: &key,
-                                topic: &topic.name,
-                                log: &slot.log,
-                                config: &config,
-                            };
-                            match broker.shares().reset_offsets(&t, start) {
-                                Ok(ticket) => {
-                                    if let Some(ticket) = ticket {
-                                        tickets.push((index, ticket));
-                                    }
-                                    alter_partition(p, NONE, None)
-                                }
-                                Err(e) => alter_partition(p, e.code(), Some(e.to_string())),
-                            }
-                        }
-                    }
-                };
-                rt.partitions.push(answer);
-                index += 1;
-            }
-            topics.push(rt);
-        }
-        (topics, tickets)
-    })
-    .await?;
-    let failed = wait_tickets(&ctx.broker, tickets).await;
-    if !failed.is_empty() {
-        let mut flat: Vec<&mut AlterShareGroupOffsetsResponsePartition> = topics
-            .iter_mut()
-            .flat_map(|t| t.partitions.iter_mut())
-            .collect();
-        for (i, (c, m)) in failed {
-            if let Some(p) = flat.get_mut(i) {
-                p.error_code = c;
-                p.error_message = Some(s(m));
+    // Each partition of a known topic is reset by its leader, answered after
+    // its fsync there.
+    let mut asks = Vec::new();
+    let mut at = Vec::new();
+    let mut topics = Vec::with_capacity(known.len());
+    for (topic, parts) in known {
+        let mut rt = AlterShareGroupOffsetsResponseTopic::default();
+        rt.topic_name = TopicName(s(topic.name.clone()));
+        rt.topic_id = topic.id;
+        for (p, start) in parts {
+            if topic.has_partition(p) {
+                asks.push(admin_partition(&topic, p, Some(start)));
+                at.push((topics.len(), rt.partitions.len()));
+                rt.partitions.push(alter_partition(p, 0, None));
+            } else {
+                let c = code(ResponseError::UnknownTopicOrPartition);
+                rt.partitions
+                    .push(alter_partition(p, c, Some(NOT_HOSTED.into())));
             }
         }
+        topics.push(rt);
+    }
+    let reached = reach(&ctx.broker, ShareAdminOp::Reset, &gid, asks).await;
+    for ((t, i), r) in at.into_iter().zip(reached) {
+        let Some(x) = topics.get_mut(t).and_then(|t| t.partitions.get_mut(i)) else {
+            continue;
+        };
+        let (c, m) = match r {
+            Reached::Answer(a) => (a.error_code, a.error_message),
+            Reached::Unreachable => {
+                let (c, m) = unreachable();
+                (c, Some(m))
+            }
+        };
+        x.error_code = c;
+        x.error_message = m.map(s);
     }
     for w in doc_waits {
         if let Err(e) = w.wait().await {
@@ -628,25 +596,36 @@ pub async fn delete_share_group_offsets(
             }
         }
     }
-    let broker = ctx.broker.clone();
-    let group = gid.clone();
-    let deleted = blocking(move || {
-        work.into_iter()
-            .map(|(name, id, ps)| {
-                let mut failure = None;
-                for p in ps {
-                    if let Err(e) = broker
-                        .shares()
-                        .delete_offsets(&ShareKey::new(&group, id, p), &name)
-                    {
-                        failure.get_or_insert(e);
-                    }
-                }
-                (name, id, failure)
-            })
-            .collect::<Vec<_>>()
-    })
-    .await?;
+    // Every recorded partition of each topic is deleted by its leader; a
+    // topic is forgotten only when all of its are gone.
+    let mut asks = Vec::new();
+    let mut owner = Vec::new();
+    for (t, (name, id, ps)) in work.iter().enumerate() {
+        for p in ps {
+            asks.push(AdminPartition {
+                topic: name.clone(),
+                topic_id: *id,
+                partition: *p,
+                start_offset: None,
+            });
+            owner.push(t);
+        }
+    }
+    let reached = reach(&ctx.broker, ShareAdminOp::Delete, &gid, asks).await;
+    let mut failures: Vec<Option<(i16, String)>> = vec![None; work.len()];
+    for (t, r) in owner.into_iter().zip(reached) {
+        let failure = match r {
+            Reached::Unreachable => Some(unreachable()),
+            Reached::Answer(a) => deletion_failure(&a),
+        };
+        if let (Some(f), Some(slot)) = (failure, failures.get_mut(t)) {
+            slot.get_or_insert(f);
+        }
+    }
+    let deleted = work
+        .into_iter()
+        .zip(failures)
+        .map(|((name, id, _), f)| (name, id, f));
     let mut done = Vec::new();
     let mut waits = Vec::new();
     for (name, id, failure) in deleted {
@@ -655,9 +634,9 @@ pub async fn delete_share_group_offsets(
         x.topic_id = id;
         match failure {
             None => waits.extend(coord.share_partitions_forget(&gid, &name)),
-            Some(e) => {
-                x.error_code = code(ResponseError::KafkaStorageError);
-                x.error_message = Some(s(e.to_string()));
+            Some((c, m)) => {
+                x.error_code = c;
+                x.error_message = Some(s(m));
             }
         }
         done.push(x);
@@ -695,11 +674,53 @@ pub async fn delete_share_state(ctx: &Ctx, gid: &str) -> Result<Result<(), i16>,
         .filter(|(name, (id, _))| current(&ctx.broker, name, *id))
         .flat_map(|(name, (id, ps))| ps.into_iter().map(move |p| (name.clone(), id, p)))
         .collect();
-    let broker = ctx.broker.clone();
-    let group = gid.to_string();
-    let r = blocking(move || broker.shares().delete_group(&group, &list)).await?;
-    Ok(r.map_err(|e| {
-        tracing::error!(group = gid, error = %e, "deleting a share group's share-partitions failed");
-        GroupError::StorageFailed.code()
-    }))
+    let image = ctx.broker.image();
+    if !in_cluster(image.as_deref()) {
+        // One node: every share-partition is here; the group's directory
+        // goes with whatever else it holds.
+        let broker = ctx.broker.clone();
+        let group = gid.to_string();
+        let r = blocking(move || broker.shares().delete_group(&group, &list)).await?;
+        return Ok(r.map_err(|e| {
+            tracing::error!(group = gid, error = %e, "deleting a share group's share-partitions failed");
+            GroupError::StorageFailed.code()
+        }));
+    }
+    // A cluster: each leader deletes those it leads (followers' copies are
+    // the replication's).
+    let asks = list
+        .into_iter()
+        .map(|(topic, topic_id, partition)| AdminPartition {
+            topic,
+            topic_id,
+            partition,
+            start_offset: None,
+        })
+        .collect();
+    let reached = reach(&ctx.broker, ShareAdminOp::DeleteGroup, gid, asks).await;
+    let failure = reached.into_iter().find_map(|r| match r {
+        Reached::Unreachable => Some(unreachable()),
+        Reached::Answer(a) => deletion_failure(&a),
+    });
+    Ok(match failure {
+        None => Ok(()),
+        Some((c, m)) => {
+            tracing::error!(group = gid, error = c, message = %m, "deleting a share group's share-partitions failed");
+            // A storage failure is the group's as on one node; anything else
+            // (the leader kept moving) is one clients retry.
+            Err(if c == code(ResponseError::KafkaStorageError) {
+                GroupError::StorageFailed.code()
+            } else {
+                unreachable().0
+            })
+        }
+    })
+}
+
+/// A leader's answer to a deletion, as a failure: none when deleted, or
+/// when the leader does not know the topic under that id (its share state
+/// went with the topic).
+fn deletion_failure(a: &AdminAnswer) -> Option<(i16, String)> {
+    let gone = a.error_code == 0 || a.error_code == code(ResponseError::UnknownTopicOrPartition);
+    (!gone).then(|| refusal(a))
 }
