@@ -224,7 +224,10 @@ class Faults:
             cont = next((tc for tc, kc in evs[i + 1:] if kc == "worker-cont"), None)
             if cont is None or d.t <= cont + CONT_SLACK_NS:
                 d.t_min = min(d.t_min, t - FETCH_WAIT_NS)
-        d.epoch = sum(1 for t in self.broker_kills if t < d.t - EPOCH_SLACK_NS)
+        # The broker lifetime that acquired it: a fetch decoded after SIGCONT may have been
+        # answered by a broker killed while the worker was stopped, so its lifetime is counted
+        # from the earliest it can have been acquired (t_min; t for every other delivery).
+        d.epoch = sum(1 for t in self.broker_kills if t < d.t_min - EPOCH_SLACK_NS)
 
     def fault_before(self, t1, t0=None):
         return any((t0 is None or t >= t0) and t <= t1 for t in self.any_fault)

@@ -134,6 +134,23 @@ class Redeliveries(unittest.TestCase):
         self.assertEqual(violations(v), {})
 
 
+    def test_a_fetch_decoded_after_sigcont_belongs_to_the_lifetime_that_answered_it(self):
+        # w1's fetch was answered (count 1) before its stop; the broker was killed, w2 got the
+        # record with count 2 (counts survive the crash), the broker was killed again, and only
+        # then did w1, continued, decode its old answer: not a count going back.
+        w1 = Log().recv(0, 1, 16, at=16.1).sent(0, 16.2).err(0, 16.3, "INVALID_SHARE_SESSION_EPOCH")
+        w2 = Log().done(0, 2, 13).done(1, 1, 13)
+        events = [ev("worker-stop", 10.5, "w1"), ev("broker-kill", 12), ev("broker-ready", 12.3),
+                  ev("broker-kill", 14), ev("broker-ready", 14.3), ev("worker-cont", 15.9, "w1")]
+        v = judge({"w1": w1, "w2": w2}, events, counts_survive_crash=True)
+        self.assertEqual(violations(v), {})
+        # Fetched well after the SIGCONT, it would be a count going back, and a delivery after
+        # the record's ack-ok.
+        w1 = Log().recv(0, 1, 17, at=17.1).sent(0, 17.2).err(0, 17.3, "INVALID_SHARE_SESSION_EPOCH")
+        v = judge({"w1": w1, "w2": w2}, events, counts_survive_crash=True)
+        self.assertEqual(violations(v), {"count_not_increasing": 1, "delivered_after_ack_ok": 1})
+
+
 class Endings(unittest.TestCase):
     def test_missing(self):
         v = judge({"w1": Log().done(0, 1, 10)})
