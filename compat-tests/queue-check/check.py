@@ -80,6 +80,10 @@ Not violations, counted and shown:
   count_kept_by_crash     a delivery count not above the previous delivery's across a broker kill,
                           allowed unless counts must survive a crash (Kafka does not write
                           acquisitions, so it hands out the last written count again, or 1)
+  count_order_unknown     a delivery count below the previous delivery's where one of the two was
+                          decoded after its worker's SIGCONT and broker kills fall between when it
+                          can have been acquired and when it was decoded: which broker lifetime
+                          answered it is not known, so neither is the order of the two
 """
 import collections
 import json
@@ -107,15 +111,16 @@ CAUSES = ("worker_kill", "worker_exit", "worker_stop", "broker_kill", "lock_expi
 
 
 class Delivery:
-    __slots__ = ("worker", "key", "count", "t", "t_min", "epoch", "recv_t", "deadline", "value", "ack_sent",
-                 "outcome", "outcome_t", "error")
+    __slots__ = ("worker", "key", "count", "t", "t_min", "epoch", "epoch_max", "recv_t", "deadline", "value",
+                 "ack_sent", "outcome", "outcome_t", "error")
 
     def __init__(self, worker, key, count, recv_t, deadline, lock_ns, value):
         self.worker, self.key, self.count, self.value = worker, key, count, value
         self.recv_t, self.deadline = recv_t, deadline
         self.t = deadline - lock_ns   # when franz-go decoded the fetch that carried it
         self.t_min = self.t           # the earliest the broker can have acquired it (Faults.place)
-        self.epoch = 0
+        self.epoch = 0         # the earliest broker lifetime that can have acquired it
+        self.epoch_max = 0     # the latest (the one it was decoded in)
         self.ack_sent = None   # time of ack-sent
         self.outcome = None    # "ok" | "err" | "unknown" | None (no answer logged)
         self.outcome_t = None
@@ -225,9 +230,11 @@ class Faults:
             if cont is None or d.t <= cont + CONT_SLACK_NS:
                 d.t_min = min(d.t_min, t - FETCH_WAIT_NS)
         # The broker lifetime that acquired it: a fetch decoded after SIGCONT may have been
-        # answered by a broker killed while the worker was stopped, so its lifetime is counted
-        # from the earliest it can have been acquired (t_min; t for every other delivery).
+        # answered by a broker killed while the worker was stopped, or by a later one, so it is
+        # known only to lie between the lifetime of t_min and that of t (the same one for every
+        # other delivery). Deliveries are ordered by the earliest.
         d.epoch = sum(1 for t in self.broker_kills if t < d.t_min - EPOCH_SLACK_NS)
+        d.epoch_max = sum(1 for t in self.broker_kills if t < d.t - EPOCH_SLACK_NS)
 
     def fault_before(self, t1, t0=None):
         return any((t0 is None or t >= t0) and t <= t1 for t in self.any_fault)
@@ -251,6 +258,7 @@ def check(produced, workers, events, delivery_limit, lock_ms, counts_survive_cra
 
     late_ok = 0
     count_kept = 0
+    count_order_unknown = 0
     ack_errors = collections.Counter()
     lines_total = 0
     for name, lines in workers.items():
@@ -320,8 +328,12 @@ def check(produced, workers, events, delivery_limit, lock_ms, counts_survive_cra
                 bad("unexplained_redelivery", f"{key}: {prev.describe()} (lock deadline {prev.deadline}); "
                                               f"then {cur.describe()}")
             crash = faults.broker_kill(t0 - EPOCH_SLACK_NS, t1)
+            unsure = (prev.epoch != prev.epoch_max or cur.epoch != cur.epoch_max) \
+                and prev.epoch <= cur.epoch_max and cur.epoch <= prev.epoch_max
             if cur.count <= prev.count and crash and not counts_survive_crash:
                 count_kept += 1
+            elif cur.count < prev.count and unsure:
+                count_order_unknown += 1
             elif cur.count <= prev.count:
                 bad("count_not_increasing", f"{key}: count {prev.count} then {cur.count}"
                                             f"{' across a broker kill' if crash else ''}: "
@@ -376,6 +388,7 @@ def check(produced, workers, events, delivery_limit, lock_ms, counts_survive_cra
         "archived_at_limit": archived,
         "late_ack_ok": late_ok,
         "count_kept_by_crash": count_kept,
+        "count_order_unknown": count_order_unknown,
         "ack_errors": dict(ack_errors.most_common()),
         "max_delivery_count": max_count,
         "violations": v,

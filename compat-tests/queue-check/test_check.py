@@ -144,6 +144,16 @@ class Redeliveries(unittest.TestCase):
                   ev("broker-kill", 14), ev("broker-ready", 14.3), ev("worker-cont", 15.9, "w1")]
         v = judge({"w1": w1, "w2": w2}, events, counts_survive_crash=True)
         self.assertEqual(violations(v), {})
+        # Or later: w2 got the record (count 1) and was killed, the broker was killed, and w1,
+        # continued, fetched it anew (count 2) and decoded that at once. Its fetch could also
+        # have been one sent before the stop: the order is not known, nothing is failed.
+        w1b = Log().done(0, 2, 16)
+        w2b = Log().recv(0, 1, 13.5).sent(0, 13.6).done(1, 1, 13.5)
+        events_b = [ev("worker-stop", 10.5, "w1"), ev("broker-kill", 12), ev("broker-ready", 12.3),
+                    ev("broker-kill", 14), ev("broker-ready", 14.3), ev("worker-cont", 15.9, "w1")]
+        v = judge({"w1": w1b, "w2": w2b}, events_b, counts_survive_crash=True)
+        self.assertEqual(violations(v), {})
+        self.assertEqual(v["count_order_unknown"], 1)
         # Fetched well after the SIGCONT, it would be a count going back, and a delivery after
         # the record's ack-ok.
         w1 = Log().recv(0, 1, 17, at=17.1).sent(0, 17.2).err(0, 17.3, "INVALID_SHARE_SESSION_EPOCH")
