@@ -77,6 +77,17 @@ impl ShareManager {
         self.wait_replicated(&t.slot, t.seq).await
     }
 
+    /// Resolves once an fsync covers the ticket's journal write, without
+    /// waiting for the followers: what an acquisition waits for. Its copy
+    /// reaches the followers within a round trip, but a fetch answer held
+    /// for them would hold records whose locks are already running (with a
+    /// dead in-sync follower, until the ISR shrinks), and a fail-over that
+    /// loses an acquisition only hands its records out again with the
+    /// count before (docs/replication.md).
+    pub async fn wait_acquired(&self, t: DurableTicket) -> Result<(), ShareFailure> {
+        self.wait_local(&t).await
+    }
+
     /// The local half of [`ShareManager::wait_durable`].
     async fn wait_local(&self, t: &DurableTicket) -> Result<(), ShareFailure> {
         let rx = {

@@ -170,6 +170,13 @@ async fn an_answer_waits_until_every_in_sync_follower_holds_its_write() {
             .is_err(),
         "answered before node 3 held the write"
     );
+    // An acquisition's answer waits for the local fsync only.
+    let other = leader.fetch_ticket(&key(1), "m1", 10).expect("fetch");
+    leader
+        .mgr
+        .wait_acquired(other.ticket.expect("journaled"))
+        .await
+        .expect("durable here");
     // Node 3 leaves the ISR: node 2 is enough.
     *hook.followers.lock() = Some(vec![2]);
     leader.mgr.replicas_changed(topic_id(), 0);

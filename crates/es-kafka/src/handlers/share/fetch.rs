@@ -603,7 +603,7 @@ async fn fetch_parts(
             Err(a) => out[i].1.answer = a,
             Ok((bytes, acquired, ticket)) => {
                 if let Some(t) = ticket {
-                    if let Err(e) = ctx.broker.shares().wait_durable(t).await {
+                    if let Err(e) = ctx.broker.shares().wait_acquired(t).await {
                         out[i].1.answer = failure_answer(&e);
                         continue;
                     }
