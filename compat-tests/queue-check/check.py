@@ -25,8 +25,11 @@ broker's life Kafka's delivery count rises by one at every acquisition, so the c
 acquisitions where times cannot (a response decoded late after SIGCONT). Across a broker kill
 Kafka may hand out a count again (it does not write acquisitions, design doc section 2.5), so
 the epoch comes first. Windows below run from the earlier delivery's t_min to the later one's t.
-One case stays out of reach: a response that reached a stopped worker before a broker kill and
-was decoded after SIGCONT and the restart gets the later epoch; it has not been seen.
+A response that reached a stopped worker before a broker kill and was decoded after SIGCONT
+and the restart belongs to one of the lifetimes between t_min's and t's: it is ordered by the
+earliest, and a count going back where that leaves the order open is counted
+(count_order_unknown), not failed (seen against one es broker with 60 kills, seeds 703 and
+704, and against three nodes, --cluster 3 --long --broker-kills 6 --seed 61).
 
 Violations (any one fails the run):
   missing                 a record never delivered (and the group said it had consumed all)

@@ -9,8 +9,10 @@
 //
 //	probe     ApiVersions: prints {"apis": {key: max version}, "features": {name: level}}
 //	          as JSON, so that the harness can say what a broker does not serve.
-//	setup     CreateTopics (-partitions, replication factor 1), waits until every
-//	          partition has a leader, then sets the share group's configs
+//	setup     CreateTopics (-partitions, -replication-factor, default 1, and with
+//	          -min-insync the topic config min.insync.replicas), waits until every
+//	          partition has a leader (and, replicated, every replica in its ISR), then sets
+//	          the share group's configs
 //	          (IncrementalAlterConfigs on the GROUP resource: share.auto.offset.reset=earliest,
 //	          -lock-ms, -delivery-limit) and waits until DescribeConfigs shows them.
 //	produce   -records numbered records (the value is the decimal number), record n on
@@ -21,7 +23,13 @@
 //	          mode), and a producer held up by a broker restart sends its backlog in batches
 //	          large enough to outlive a short acquisition lock in one worker's hands.
 //	offsets   DescribeShareGroupOffsets of the group (the share-partition start offset,
-//	          SPSO) and ListOffsets latest (the log end) per partition, as one JSON line.
+//	          SPSO) and ListOffsets latest (the log end) per partition, with the group's
+//	          coordinator (FindCoordinator) and each partition's leader (Metadata), as one
+//	          JSON line: in a cluster the harness needs to know which node answered for what.
+//	leaders   Metadata of the topic, as one JSON line {"partitions": [{"p", "leader",
+//	          "epoch", "replicas", "isr"}], "coordinator": node id or -1}: which node leads
+//	          each partition and which replicas are in sync, as the broker asked says
+//	          (the harness's cluster mode asks the nodes it has not killed).
 //	work      one share-group worker: explicit acknowledgement, one log file (-log).
 //
 // A worker's log, one line per event, each batch of lines fsynced before the worker goes on
@@ -120,10 +128,10 @@ func (c *common) client(extra ...kgo.Opt) *kgo.Client {
 
 func main() {
 	if len(os.Args) < 2 {
-		die("usage: qc probe|setup|produce|offsets|work [flags]")
+		die("usage: qc probe|setup|produce|offsets|leaders|work [flags]")
 	}
 	cmds := map[string]func([]string){
-		"probe": probe, "setup": setup, "produce": produce, "offsets": offsets, "work": work,
+		"probe": probe, "setup": setup, "produce": produce, "offsets": offsets, "leaders": leaders, "work": work,
 	}
 	f, ok := cmds[os.Args[1]]
 	if !ok {
@@ -167,6 +175,8 @@ func setup(args []string) {
 	c := newCommon("setup")
 	lockMs := c.fs.Int("lock-ms", 0, "share.record.lock.duration.ms for the group (0: leave the broker's)")
 	limit := c.fs.Int("delivery-limit", 0, "share.delivery.count.limit for the group (0: leave the broker's)")
+	rf := c.fs.Int("replication-factor", 1, "the topic's replication factor")
+	minISR := c.fs.Int("min-insync", 0, "the topic's min.insync.replicas (0: leave the broker's)")
 	c.fs.Parse(args)
 	cl := c.client()
 	defer cl.Close()
@@ -178,7 +188,13 @@ func setup(args []string) {
 	t := kmsg.NewCreateTopicsRequestTopic()
 	t.Topic = c.topic
 	t.NumPartitions = int32(c.partitions)
-	t.ReplicationFactor = 1
+	t.ReplicationFactor = int16(*rf)
+	if *minISR > 0 {
+		tc := kmsg.NewCreateTopicsRequestTopicConfig()
+		tc.Name = "min.insync.replicas"
+		tc.Value = kmsg.StringPtr(strconv.Itoa(*minISR))
+		t.Configs = append(t.Configs, tc)
+	}
 	req.Topics = append(req.Topics, t)
 	resp, err := req.RequestWith(ctx, cl)
 	if err != nil {
@@ -196,11 +212,12 @@ func setup(args []string) {
 		mreq.Topics = append(mreq.Topics, mt)
 		mresp, err := mreq.RequestWith(ctx, cl)
 		if err == nil && len(mresp.Topics) == 1 && mresp.Topics[0].ErrorCode == 0 &&
-			len(mresp.Topics[0].Partitions) == c.partitions && allLed(mresp.Topics[0].Partitions) {
+			len(mresp.Topics[0].Partitions) == c.partitions && allLed(mresp.Topics[0].Partitions, *rf) {
 			break
 		}
 		if ctx.Err() != nil {
-			die("setup: topic %s has no leader for every partition within %v", c.topic, c.timeout)
+			die("setup: topic %s has no leader and %d replicas in sync for every partition within %v",
+				c.topic, *rf, c.timeout)
 		}
 		time.Sleep(configWaitInterval)
 	}
@@ -262,9 +279,14 @@ func setup(args []string) {
 	fmt.Printf("topic %s (%d partitions), group %s configs %v\n", c.topic, c.partitions, c.group, want)
 }
 
-func allLed(ps []kmsg.MetadataResponseTopicPartition) bool {
+// allLed: every partition has a leader and, when the topic is replicated (rf > 1), rf
+// replicas, all in its ISR (so that the first leader kill finds followers in sync).
+func allLed(ps []kmsg.MetadataResponseTopicPartition, rf int) bool {
 	for _, p := range ps {
 		if p.ErrorCode != 0 || p.Leader < 0 {
+			return false
+		}
+		if rf > 1 && (len(p.Replicas) != rf || len(p.ISR) != rf) {
 			return false
 		}
 	}
@@ -393,7 +415,82 @@ type partOffsets struct {
 	Start     int64  `json:"start"` // the share-partition start offset (SPSO), -1 when not initialised
 	End       int64  `json:"end"`   // the log end offset (high watermark)
 	Lag       int64  `json:"lag"`
+	Leader    int32  `json:"leader"` // the partition's leader as Metadata said just before, -1 unknown
 	Error     string `json:"error,omitempty"`
+}
+
+// partLeaders is one partition of the topic as Metadata answers it.
+type partLeaders struct {
+	Partition int32   `json:"p"`
+	Leader    int32   `json:"leader"`
+	Epoch     int32   `json:"epoch"`
+	Replicas  []int32 `json:"replicas"`
+	ISR       []int32 `json:"isr"`
+	Error     string  `json:"error,omitempty"`
+}
+
+// topicLeaders asks Metadata for the topic: each partition's leader, replicas and ISR.
+func topicLeaders(ctx context.Context, cl *kgo.Client, topic string) ([]partLeaders, error) {
+	mreq := kmsg.NewPtrMetadataRequest()
+	mt := kmsg.NewMetadataRequestTopic()
+	mt.Topic = kmsg.StringPtr(topic)
+	mreq.Topics = append(mreq.Topics, mt)
+	mresp, err := mreq.RequestWith(ctx, cl)
+	if err != nil {
+		return nil, err
+	}
+	if len(mresp.Topics) != 1 {
+		return nil, fmt.Errorf("Metadata answered %d topics for one", len(mresp.Topics))
+	}
+	if err := kerr.ErrorForCode(mresp.Topics[0].ErrorCode); err != nil {
+		return nil, err
+	}
+	out := []partLeaders{}
+	for _, p := range mresp.Topics[0].Partitions {
+		pl := partLeaders{Partition: p.Partition, Leader: p.Leader, Epoch: p.LeaderEpoch,
+			Replicas: append([]int32{}, p.Replicas...), ISR: append([]int32{}, p.ISR...)}
+		if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+			pl.Error = err.Error()
+		}
+		out = append(out, pl)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Partition < out[j].Partition })
+	return out, nil
+}
+
+// groupCoordinator asks FindCoordinator for the group: its coordinator's node id, or -1.
+func groupCoordinator(ctx context.Context, cl *kgo.Client, group string) int32 {
+	req := kmsg.NewPtrFindCoordinatorRequest()
+	req.CoordinatorKey = group
+	req.CoordinatorType = 0 // a group (share groups too)
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return -1
+	}
+	for _, c := range resp.Coordinators { // v4+
+		if c.Key == group && c.ErrorCode == 0 {
+			return c.NodeID
+		}
+	}
+	if len(resp.Coordinators) == 0 && resp.ErrorCode == 0 {
+		return resp.NodeID
+	}
+	return -1
+}
+
+func leaders(args []string) {
+	c := newCommon("leaders")
+	c.fs.Parse(args)
+	cl := c.client()
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+	defer cancel()
+	parts, err := topicLeaders(ctx, cl, c.topic)
+	if err != nil {
+		die("leaders: Metadata %s: %v", c.topic, err)
+	}
+	json.NewEncoder(os.Stdout).Encode(map[string]any{"partitions": parts,
+		"coordinator": groupCoordinator(ctx, cl, c.group)})
 }
 
 func offsets(args []string) {
@@ -407,7 +504,18 @@ func offsets(args []string) {
 	res := make([]partOffsets, c.partitions)
 	for i := range parts {
 		parts[i] = int32(i)
-		res[i] = partOffsets{Partition: int32(i), Start: -1, End: -1, Lag: -1}
+		res[i] = partOffsets{Partition: int32(i), Start: -1, End: -1, Lag: -1, Leader: -1}
+	}
+	// Who answers for what: the coordinator answers DescribeShareGroupOffsets, and a
+	// coordinator of es that does not lead a partition answers it with StartOffset -1
+	// (docs/replication.md, "What fails over with a partition").
+	coordinator := groupCoordinator(ctx, cl, c.group)
+	if ls, err := topicLeaders(ctx, cl, c.topic); err == nil {
+		for _, l := range ls {
+			if l.Partition >= 0 && int(l.Partition) < c.partitions {
+				res[l.Partition].Leader = l.Leader
+			}
+		}
 	}
 
 	dreq := kmsg.NewPtrDescribeShareGroupOffsetsRequest()
@@ -466,7 +574,7 @@ func offsets(args []string) {
 			res[rp.Partition].End = rp.Offset
 		}
 	}
-	json.NewEncoder(os.Stdout).Encode(map[string]any{"partitions": res})
+	json.NewEncoder(os.Stdout).Encode(map[string]any{"partitions": res, "coordinator": coordinator})
 }
 
 // ---------------------------------------------------------------- work
