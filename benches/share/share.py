@@ -128,6 +128,36 @@ def java_argv(*args):
             "-cp", cp, "es.bench.ShareBench", *map(str, args)]
 
 
+def killpg(p):
+    try:
+        os.killpg(p.pid, signal.SIGKILL)
+    except OSError:
+        pass
+
+
+def run_cmd(argv, timeout):
+    """A tool in its own process group: (rc, stdout, stderr, wall seconds); rc None after a
+    timeout, when the whole group is killed. As bench.run_cmd, but a stop of the harness
+    (SIGTERM, Ctrl-C) while the tool runs kills its group too, rather than leaving it to run."""
+    t = time.monotonic()
+    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         start_new_session=True, cwd=ROOT)
+    bench.RUNNING.add(p)
+    try:
+        out, err = p.communicate(timeout=timeout)
+        rc = p.returncode
+    except subprocess.TimeoutExpired:
+        killpg(p)
+        out, err = p.communicate()
+        rc = None
+    except BaseException:
+        killpg(p)
+        raise
+    finally:
+        bench.RUNNING.discard(p)
+    return rc, out, err, time.monotonic() - t
+
+
 def es_metrics(b):
     """es's share counters (and its fsyncs of everything) from /metrics; None for Kafka or
     when the scrape fails."""
@@ -239,7 +269,7 @@ class ShareBench(bench.Bench):
         b = self.broker(t)
         n = self.p["records"]
         cfg = [a for kv in (FILL_TOPIC_NOFSYNC if t == "kafka-fsync" else []) for a in ("--config", kv)]
-        rc, out, err, _, _ = bench.run_cmd(java_argv("create-topic", "--bootstrap", b.bootstrap,
+        rc, out, err, _ = run_cmd(java_argv("create-topic", "--bootstrap", b.bootstrap,
                                                      "--topic", TOPIC, *cfg), timeout=180)
         if rc != 0:
             raise RuntimeError(f"creating {TOPIC} on {t}: {(err or out)[-800:]}")
@@ -249,7 +279,7 @@ class ShareBench(bench.Bench):
                 "--command-property", "acks=all", f"linger.ms={bench.LINGER_MS}",
                 f"batch.size={bench.BATCH_BYTES}"]
         with self.alone(b):
-            rc, out, err, wall, _ = bench.run_cmd(argv, timeout=FILL_TIMEOUT_S)
+            rc, out, err, wall = run_cmd(argv, timeout=FILL_TIMEOUT_S)
         if rc != 0:
             raise RuntimeError(f"filling {TOPIC} on {t}: {(err or out)[-800:]}")
         import socket
@@ -272,7 +302,7 @@ class ShareBench(bench.Bench):
         to the last record received; the broker's CPU is over the tool's whole run."""
         b = self.broker(t)
         n_rec = self.p["records"]
-        rc, out, err, _, _ = bench.run_cmd(java_argv("group-config", "--bootstrap", b.bootstrap,
+        rc, out, err, _ = run_cmd(java_argv("group-config", "--bootstrap", b.bootstrap,
                                                      "--group", group), timeout=180)
         if rc != 0:
             return {"ok": False, "target": t, "errors": [f"group-config: {(err or out)[-500:]}"]}
@@ -283,9 +313,9 @@ class ShareBench(bench.Bench):
         os.sync()
         m0 = es_metrics(b)
         with self.alone(b), bench.Sampler(b.pid) as s:
-            rc, out, err, wall, _ = bench.run_cmd(argv, timeout=RUN_TIMEOUT_S)
+            rc, out, err, wall = run_cmd(argv, timeout=RUN_TIMEOUT_S)
         m1 = es_metrics(b)
-        bench.run_cmd(java_argv("delete-group", "--bootstrap", b.bootstrap, "--group", group), timeout=120)
+        run_cmd(java_argv("delete-group", "--bootstrap", b.bootstrap, "--group", group), timeout=120)
         # start.time, end.time, data.consumed.in.MB, MB.sec, nMsg.sec, data.consumed.in.nMsg, fetch.time.ms
         rows = [l.split(", ") for l in out.splitlines() if re.match(r"\d{4}-\d\d-\d\d ", l)]
         r = {"ok": False, "target": t, "rc": rc, "loadavg": la, "wall_s": round(wall, 2),
@@ -326,7 +356,7 @@ class ShareBench(bench.Bench):
             errs = []
             th = threading.Thread(target=lambda: errs.append(p.stderr.read()), daemon=True)
             th.start()
-            killer = threading.Timer(RUN_TIMEOUT_S, lambda: os.killpg(p.pid, signal.SIGKILL))
+            killer = threading.Timer(RUN_TIMEOUT_S, killpg, (p,))
             killer.start()
             try:
                 for line in p.stdout:
@@ -337,6 +367,11 @@ class ShareBench(bench.Bench):
                     else:
                         lines.append(line)
                 rc = p.wait()
+            except BaseException:
+                # Stopped (SIGTERM, Ctrl-C) mid-run: bench.cleanup no longer sees it once it
+                # leaves RUNNING below, so its group goes here.
+                killpg(p)
+                raise
             finally:
                 killer.cancel()
                 bench.RUNNING.discard(p)
@@ -375,7 +410,36 @@ class ShareBench(bench.Bench):
 
     # ------------------------------------------------------------ the whole
 
+    def stop_leftover_kafkas(self):
+        """At exit, after bench.cleanup: a Kafka whose start was interrupted has a pid file
+        (scripts/kafka-ref writes it at once) but no bench.Broker pid; stop it as kafka-ref
+        stop would (continued, SIGTERM, a bounded wait, SIGKILL)."""
+        for b in (self.kafka, self.kafka_fsync):
+            f = os.path.join(ROOT, "target", "kafka-ref", str(b.port), "pid")
+            try:
+                with open(f) as fh:
+                    pid = int(fh.read().strip())
+            except (OSError, ValueError):
+                continue
+            if bench.proc_alive(pid):
+                try:
+                    os.kill(pid, signal.SIGCONT)
+                    os.kill(pid, signal.SIGTERM)
+                    end = time.monotonic() + bench.STOP_WAIT_S
+                    while bench.proc_alive(pid) and time.monotonic() < end:
+                        time.sleep(0.1)
+                    if bench.proc_alive(pid):
+                        os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+            try:
+                os.unlink(f)
+            except OSError:
+                pass
+
     def run(self):
+        import atexit
+        atexit.register(self.stop_leftover_kafkas)  # runs after bench.cleanup (LIFO)
         bench.atexit_register()
         os.makedirs(OUT, exist_ok=True)
         self.results["meta"] = self.meta()
@@ -407,11 +471,7 @@ class ShareBench(bench.Bench):
                 self.save()
         for t in self.targets:
             self.broker(t).stop()
-            if t != "es":
-                try:
-                    os.unlink(os.path.join(ROOT, "target", "kafka-ref", str(self.broker(t).port), "pid"))
-                except OSError:
-                    pass
+        self.stop_leftover_kafkas()
         shutil.rmtree(os.path.join(OUT, "data"), ignore_errors=True)
         self.results["meta"]["loadavg_end"] = loadavg()
         self.results["meta"]["elapsed_s"] = round(time.monotonic() - T0, 1)
@@ -543,7 +603,7 @@ def table(res):
                med_rng(cell, "kafka", "records_per_s"), rat(cell, "records_per_s es/kafka")]
         if "kafka-fsync" in targets:
             row += [med_rng(cell, "kafka-fsync", "records_per_s"), rat(cell, "records_per_s es/kafka-fsync")]
-        row += [med_rng(cell, "es", "share_fsyncs_per_acked", 3), med_rng(cell, "es", "cpu_s_per_100k", 2),
+        row += [med_rng(cell, "es", "share_fsyncs_per_acked", 4), med_rng(cell, "es", "cpu_s_per_100k", 2),
                 med_rng(cell, "kafka", "cpu_s_per_100k", 2)]
         if "kafka-fsync" in targets:
             row += [med_rng(cell, "kafka-fsync", "cpu_s_per_100k", 2)]
