@@ -121,6 +121,28 @@ def loadavg():
         return [float(x) for x in f.read().split()[:3]]
 
 
+def busy(seconds=2.0, top=5):
+    """What else uses the machine: the processes that used the most CPU over `seconds`, as
+    "name share-of-one-core", busiest first (from /proc/<pid>/stat)."""
+    def snap():
+        out = {}
+        for d in os.listdir("/proc"):
+            if d.isdigit():
+                try:
+                    with open(f"/proc/{d}/stat") as f:
+                        st = f.read()
+                except OSError:
+                    continue
+                fields = st.rsplit(")", 1)[1].split()
+                out[int(d)] = (st[st.index("(") + 1:st.rindex(")")], int(fields[11]) + int(fields[12]))
+        return out
+    a = snap()
+    time.sleep(seconds)
+    b = snap()
+    use = sorted(((t - a.get(pid, (n, t))[1], n) for pid, (n, t) in b.items()), reverse=True)
+    return [f"{n} {d / bench.CLK_TCK / seconds:.2f}" for d, n in use[:top] if d > 0]
+
+
 def java_argv(*args):
     cp = os.path.join(JAVA_DIR, "classes") + ":" + os.path.join(JAVA_DIR, "lib", "*")
     return ["java", JAVA_HEAP, "-Djava.awt.headless=true", f"-Dlog4j2.configurationFile={LOG4J}",
@@ -474,6 +496,7 @@ class ShareBench(bench.Bench):
         self.stop_leftover_kafkas()
         shutil.rmtree(os.path.join(OUT, "data"), ignore_errors=True)
         self.results["meta"]["loadavg_end"] = loadavg()
+        self.results["meta"]["machine"]["busy_end"] = busy()
         self.results["meta"]["elapsed_s"] = round(time.monotonic() - T0, 1)
         self.save()
         md = table(self.results)
@@ -500,7 +523,7 @@ class ShareBench(bench.Bench):
                         "cpu": sh("grep -m1 'model name' /proc/cpuinfo | cut -d: -f2").strip(),
                         "disk": sh(f"findmnt -n -o SOURCE,FSTYPE,OPTIONS -T {ROOT}/target"),
                         "loadavg_start": loadavg(),
-                        "busy": sh("ps -eo pcpu,comm --sort=-pcpu | sed -n '2,6p'").splitlines()},
+                        "busy_start": busy()},
             "versions": {"es_git": sh("git rev-parse --short HEAD"),
                          "es_tree_dirty": sh("git status --porcelain --untracked-files=no -- crates "
                                              "Cargo.toml Cargo.lock").splitlines(),
@@ -570,6 +593,8 @@ def table(res):
         xs = [x for x in cell["ratio_rounds"].get(k, []) if x is not None]
         if not xs:
             return "n/a"
+        if len(xs) == 1:
+            return f"{xs[0]:.2f}"
         return f"{bench.median(xs):.2f} ({min(xs):.2f}-{max(xs):.2f})"
 
     out = [f"## Share groups: es against Apache Kafka {meta['versions']['kafka']} "
@@ -613,6 +638,10 @@ def table(res):
     out.append("")
     if failed:
         out.append(f"Failed runs (left out of the medians): {json.dumps(failed)}.")
+    m = meta["machine"]
+    out.append("Other processes busiest over 2 s (share of one core) at the start: "
+               + (", ".join(m.get("busy_start") or []) or "none") + "; at the end: "
+               + (", ".join(m.get("busy_end") or []) or "none") + ".")
     out.append(f"Command: `{meta['command']}`; elapsed {meta.get('elapsed_s', '?')} s; "
                f"figures per run in {os.path.relpath(REPORT_JSON, ROOT)}.")
     return "\n".join(out) + "\n"
