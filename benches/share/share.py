@@ -12,7 +12,9 @@ Targets:
 
   es           es-broker as benches/run starts it: release build, defaults (a produce is
                fsynced before it is acknowledged; share state, acquisitions and
-               acknowledgements, is fsynced before the answer whatever the flags say)
+               acknowledgements, is fsynced before the answer whatever the flags say), its
+               schema registry's listener off (--schema-registry-listen none: its default
+               port, 8081, would collide with another es on the machine)
   kafka        one single-node KRaft Kafka 4.4 from scripts/kafka-ref, its defaults (share
                state goes to the __share_group_state topic; nothing fsynced before the answer)
   kafka-fsync  (full profile, or --kafka-fsync) a second Kafka, the same but with
@@ -226,6 +228,25 @@ def spread(xs):
     return (min(xs), max(xs)) if xs else (None, None)
 
 
+class EsBroker(bench.Broker):
+    """es-broker as bench.Broker starts it (release binary, defaults, its Kafka listener and its
+    admin listener two ports above), but without its schema registry's HTTP listener, which
+    would otherwise take its default port 8081 and collide with any other es on the machine."""
+
+    def start_fresh(self, extra_sets=(), long_session=True):
+        shutil.rmtree(self.data_dir, ignore_errors=True)
+        os.makedirs(self.data_dir, exist_ok=True)
+        self.cmdline = [bench.ES_BIN, "--data-dir", self.data_dir, "--listen", self.bootstrap,
+                        "--admin-listen", self.admin, "--schema-registry-listen", "none"]
+        self.logf = open(os.path.join(OUT, "es.log"), "ab")
+        t = time.monotonic()
+        self.proc = subprocess.Popen(self.cmdline, stdout=self.logf, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL, start_new_session=True, cwd=ROOT)
+        self.pid = self.proc.pid
+        self.wait_listening(t)
+        log(f"es serving on {self.bootstrap} (pid {self.pid}; /metrics on {self.admin})")
+
+
 class ShareBench(bench.Bench):
     """bench.Bench's brokers and helpers with a share-group case of its own."""
 
@@ -249,7 +270,7 @@ class ShareBench(bench.Bench):
             raise SystemExit(f"no free ports in {args.port_base}-{args.port_base + 103}; "
                              "set ES_BENCH_SHARE_PORT_BASE")
         data = os.path.join(OUT, "data")
-        self.es = bench.Broker("es", base, os.path.join(data, "es"))
+        self.es = EsBroker("es", base, os.path.join(data, "es"))
         self.kafka = bench.Broker("kafka", base + 1, os.path.join(data, "kafka"))
         self.kafka_fsync = bench.Broker("kafka-fsync", base + 3, os.path.join(data, "kafka-fsync"))
         self.results = {"meta": {}, "fill": {}, "warmup": {}, "cells": []}
@@ -517,6 +538,8 @@ class ShareBench(bench.Bench):
         return {
             "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
             "profile": "quick" if self.args.quick else "full",
+            "overridden": [k for k in ("rounds", "records", "consumers", "modes", "kafka_fsync", "property")
+                           if getattr(self.args, k) not in (None, [])],
             "rounds": self.p["rounds"], "records": self.p["records"], "record_bytes": RECORD_BYTES,
             "targets": self.targets, "consumers": self.counts, "modes": self.modes,
             "machine": {"nproc": os.cpu_count(), "kernel": platform.release(),
@@ -542,7 +565,8 @@ class ShareBench(bench.Bench):
                 "consumer_properties": self.args.property,
                 "producer": f"ProducerPerformance, acks=all linger.ms={bench.LINGER_MS} "
                             f"batch.size={bench.BATCH_BYTES}, {RECORD_BYTES} B records",
-                "es_flags": "defaults (fsync before every acknowledgement)",
+                "es_flags": "defaults (fsync before every acknowledgement); "
+                            "--schema-registry-listen none",
                 "kafka_fsync_sets": FSYNC_SETS,
                 "other_brokers": "paused (SIGSTOP) during each measured run",
             },
@@ -598,7 +622,8 @@ def table(res):
         return f"{bench.median(xs):.2f} ({min(xs):.2f}-{max(xs):.2f})"
 
     out = [f"## Share groups: es against Apache Kafka {meta['versions']['kafka']} "
-           f"({meta['date']}, {meta['profile']} profile)", ""]
+           f"({meta['date']}, {meta['profile']} profile"
+           + (f", {', '.join(meta['overridden'])} set" if meta.get("overridden") else "") + ")", ""]
     out.append(f"One partition of {meta['records']:,} records of {meta['record_bytes']} B, filled "
                f"beforehand; N KafkaShareConsumers (kafka-clients {meta['versions']['kafka_clients'].split()[0]}) of one "
                f"share group in one JVM; {meta['rounds']} rounds, medians with the range over the "
