@@ -519,7 +519,7 @@ async fn fetch_parts(
                 &s,
                 guard.fetch_offset,
                 offset_limit,
-                bytes_left.max(1),
+                bytes_left.min(share_read_bytes(guard.max_records)).max(1),
                 !any,
                 None,
                 cfg.read_committed,
@@ -627,6 +627,27 @@ struct Read {
     /// read_committed: the offsets read that belong to aborted
     /// transactions, as ascending inclusive ranges.
     aborted: Vec<(i64, i64)>,
+}
+
+/// Bytes read per record a share-partition may acquire: a ShareFetch hands out
+/// at most its MaxRecords (500 by the Java client's default), however large
+/// its MaxBytes (50 MiB by default), so the read is sized by the records, not
+/// the bytes: reading, checking and copying the whole byte budget to hand out
+/// a few hundred records cost es a hundred times the bytes it sent
+/// (docs/benchmarks.md, "Share groups"). Larger records come fewer per fetch;
+/// a produced batch larger than the read is still read whole.
+const SHARE_READ_BYTES_PER_RECORD: usize = 4 * 1024;
+/// The bounds of one share-partition's read.
+const SHARE_READ_BYTES_MIN: usize = 64 * 1024;
+const SHARE_READ_BYTES_MAX: usize = 8 * 1024 * 1024;
+
+/// The most bytes one share-partition's read takes when it may acquire
+/// `max_records` records.
+fn share_read_bytes(max_records: i64) -> usize {
+    usize::try_from(max_records.max(0))
+        .unwrap_or(usize::MAX)
+        .saturating_mul(SHARE_READ_BYTES_PER_RECORD)
+        .clamp(SHARE_READ_BYTES_MIN, SHARE_READ_BYTES_MAX)
 }
 
 /// Reads the partition from `from` (or from the start of the produced batch
