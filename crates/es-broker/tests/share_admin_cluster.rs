@@ -27,6 +27,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use common::cluster::{signal, topics, Cluster};
 use common::replicas::{name, produce_to};
+use common::share::{ack_request, acquired, fetch_request, Acquired};
 use es_kafka::codec::share_wire::DescribeShareGroupOffsetsResponseV1;
 use es_kafka::shares::store::ShareFiles;
 use es_test_support::wait::eventually;
@@ -39,10 +40,6 @@ use kafka_protocol::messages::delete_share_group_offsets_request::DeleteShareGro
 use kafka_protocol::messages::describe_share_group_offsets_request::{
     DescribeShareGroupOffsetsRequestGroup, DescribeShareGroupOffsetsRequestTopic,
 };
-use kafka_protocol::messages::share_acknowledge_request::{
-    AcknowledgePartition, AcknowledgeTopic, AcknowledgementBatch,
-};
-use kafka_protocol::messages::share_fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::{Decodable, StrBytes};
 use uuid::Uuid;
@@ -210,35 +207,16 @@ fn offsets(partition: i32, start_offset: i64, lag: i64) -> Offsets {
 
 /// ShareFetch v1 of partition `p` as `member` (session epoch `epoch`):
 /// (first, last, delivery count) of each AcquiredRecords.
-fn share_fetch(
-    c: &mut KafkaClient,
-    tid: Uuid,
-    p: i32,
-    member: &str,
-    epoch: i32,
-) -> Vec<(i64, i64, i16)> {
-    let mut fp = FetchPartition::default();
-    fp.partition_index = p;
-    let mut t = FetchTopic::default();
-    t.topic_id = tid;
-    t.partitions = vec![fp];
-    let mut req = ShareFetchRequest::default();
-    req.group_id = Some(GroupId(s(GROUP)));
-    req.member_id = Some(s(member));
-    req.share_session_epoch = epoch;
-    req.max_wait_ms = 0;
-    req.max_bytes = 1 << 20;
-    req.max_records = 100;
-    req.batch_size = 100;
-    req.topics = vec![t];
-    let r: ShareFetchResponse = c.call(ApiKey::ShareFetch, 1, &req);
+fn share_fetch(c: &mut KafkaClient, tid: Uuid, p: i32, member: &str, epoch: i32) -> Vec<Acquired> {
+    let r: ShareFetchResponse = c.call(
+        ApiKey::ShareFetch,
+        1,
+        &fetch_request(GROUP, tid, p, member, epoch),
+    );
     assert_eq!(r.error_code, 0, "{:?}", r.error_message);
-    let part = &r.responses[0].partitions[0];
-    assert_eq!(part.error_code, 0, "{:?}", part.error_message);
-    part.acquired_records
-        .iter()
-        .map(|a| (a.first_offset, a.last_offset, a.delivery_count))
-        .collect()
+    let (code, got) = acquired(&r);
+    assert_eq!(code, 0);
+    got
 }
 
 /// ShareAcknowledge v1 of `[first, last]` of partition `p`, accepted: the
@@ -252,21 +230,7 @@ fn accept(
     first: i64,
     last: i64,
 ) -> i16 {
-    let mut b = AcknowledgementBatch::default();
-    b.first_offset = first;
-    b.last_offset = last;
-    b.acknowledge_types = vec![1];
-    let mut ap = AcknowledgePartition::default();
-    ap.partition_index = p;
-    ap.acknowledgement_batches = vec![b];
-    let mut t = AcknowledgeTopic::default();
-    t.topic_id = tid;
-    t.partitions = vec![ap];
-    let mut req = ShareAcknowledgeRequest::default();
-    req.group_id = Some(GroupId(s(GROUP)));
-    req.member_id = Some(s(member));
-    req.share_session_epoch = epoch;
-    req.topics = vec![t];
+    let req = ack_request(GROUP, tid, p, member, epoch, first, last, 1);
     let r: ShareAcknowledgeResponse = c.call(ApiKey::ShareAcknowledge, 1, &req);
     assert_eq!(r.error_code, 0, "{:?}", r.error_message);
     r.responses[0].partitions[0].error_code

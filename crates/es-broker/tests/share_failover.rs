@@ -12,22 +12,14 @@ use std::time::Duration;
 
 use common::cluster::{topics, Cluster};
 use common::replicas::{create, name, produce, shown};
-use es_kafka::kafka_protocol::messages::share_acknowledge_request::{
-    AcknowledgePartition, AcknowledgeTopic, AcknowledgementBatch as AckBatch,
-};
-use es_kafka::kafka_protocol::messages::share_fetch_request::{FetchPartition, FetchTopic};
+use common::share::{ack_request, acquired, fetch_request, Acquired};
 use es_kafka::kafka_protocol::messages::*;
-use es_kafka::kafka_protocol::protocol::StrBytes;
 use es_test_support::wait::eventually;
 use es_test_support::wire::KafkaClient;
 use uuid::Uuid;
 
 const GROUP: &str = "queue";
 const TOPIC: &str = "jobs";
-
-fn s(v: &str) -> StrBytes {
-    StrBytes::from_string(v.to_string())
-}
 
 fn client(addr: &str) -> KafkaClient {
     KafkaClient::connect_with_timeout(addr, "share-failover", Duration::from_secs(40))
@@ -36,34 +28,13 @@ fn client(addr: &str) -> KafkaClient {
 /// One ShareFetch v1 of partition 0 in a new session: the partition's error
 /// and (first, last, delivery count) of each AcquiredRecords.
 fn fetch(addr: &str, tid: Uuid, member: &str) -> (i16, Vec<Acquired>) {
-    let mut p = FetchPartition::default();
-    p.partition_index = 0;
-    let mut t = FetchTopic::default();
-    t.topic_id = tid;
-    t.partitions = vec![p];
-    let mut req = ShareFetchRequest::default();
-    req.group_id = Some(GroupId(s(GROUP)));
-    req.member_id = Some(s(member));
-    req.share_session_epoch = 0;
-    req.max_bytes = 1 << 20;
-    req.max_records = 100;
-    req.batch_size = 100;
-    req.topics = vec![t];
+    let req = fetch_request(GROUP, tid, 0, member, 0);
     let r: ShareFetchResponse = client(addr).call(ApiKey::ShareFetch, 1, &req);
     if r.error_code != 0 {
         return (r.error_code, Vec::new());
     }
-    let p = &r.responses[0].partitions[0];
-    let got = p
-        .acquired_records
-        .iter()
-        .map(|a| (a.first_offset, a.last_offset, a.delivery_count))
-        .collect();
-    (p.error_code, got)
+    acquired(&r)
 }
-
-/// (first, last, delivery count) of one AcquiredRecords.
-type Acquired = (i64, i64, i16);
 
 const ACCEPT: i8 = 1;
 const RELEASE: i8 = 2;
@@ -80,44 +51,16 @@ fn fetch_and_ack(
     kind: i8,
 ) -> Option<(Vec<Acquired>, i16)> {
     let mut c = client(addr);
-    let mut p = FetchPartition::default();
-    p.partition_index = 0;
-    let mut t = FetchTopic::default();
-    t.topic_id = tid;
-    t.partitions = vec![p];
-    let mut req = ShareFetchRequest::default();
-    req.group_id = Some(GroupId(s(GROUP)));
-    req.member_id = Some(s(member));
-    req.share_session_epoch = 0;
-    req.max_bytes = 1 << 20;
-    req.max_records = 100;
-    req.batch_size = 100;
-    req.topics = vec![t];
-    let r: ShareFetchResponse = c.call(ApiKey::ShareFetch, 1, &req);
-    let fp = r.responses.first()?.partitions.first()?;
-    if r.error_code != 0 || fp.error_code != 0 {
+    let r: ShareFetchResponse = c.call(
+        ApiKey::ShareFetch,
+        1,
+        &fetch_request(GROUP, tid, 0, member, 0),
+    );
+    let (code, got) = acquired(&r);
+    if r.error_code != 0 || code != 0 {
         return None;
     }
-    let got = fp
-        .acquired_records
-        .iter()
-        .map(|a| (a.first_offset, a.last_offset, a.delivery_count))
-        .collect();
-    let mut b = AckBatch::default();
-    b.first_offset = first;
-    b.last_offset = last;
-    b.acknowledge_types = vec![kind];
-    let mut ap = AcknowledgePartition::default();
-    ap.partition_index = 0;
-    ap.acknowledgement_batches = vec![b];
-    let mut at = AcknowledgeTopic::default();
-    at.topic_id = tid;
-    at.partitions = vec![ap];
-    let mut ack = ShareAcknowledgeRequest::default();
-    ack.group_id = Some(GroupId(s(GROUP)));
-    ack.member_id = Some(s(member));
-    ack.share_session_epoch = 1;
-    ack.topics = vec![at];
+    let ack = ack_request(GROUP, tid, 0, member, 1, first, last, kind);
     let r: ShareAcknowledgeResponse = c.call(ApiKey::ShareAcknowledge, 1, &ack);
     assert_eq!(r.error_code, 0, "{:?}", r.error_message);
     Some((got, r.responses[0].partitions[0].error_code))

@@ -12,16 +12,13 @@ use std::time::Duration;
 
 use common::cluster::topics;
 use common::replicas::{create, name, produce};
+use common::share::{ack_request, acquired, fetch_request, Acquired};
 use es_kafka::kafka_protocol::messages::alter_share_group_offsets_request::{
     AlterShareGroupOffsetsRequestPartition, AlterShareGroupOffsetsRequestTopic,
 };
 use es_kafka::kafka_protocol::messages::describe_share_group_offsets_request::{
     DescribeShareGroupOffsetsRequestGroup, DescribeShareGroupOffsetsRequestTopic,
 };
-use es_kafka::kafka_protocol::messages::share_acknowledge_request::{
-    AcknowledgePartition, AcknowledgeTopic, AcknowledgementBatch as AckBatch,
-};
-use es_kafka::kafka_protocol::messages::share_fetch_request::{FetchPartition, FetchTopic};
 use es_kafka::kafka_protocol::messages::*;
 use es_kafka::kafka_protocol::protocol::StrBytes;
 use es_test_support::wire::KafkaClient;
@@ -40,28 +37,16 @@ fn client(addr: &str) -> KafkaClient {
 
 /// One ShareFetch v1 of partition 0: (first, last, delivery count) of each
 /// AcquiredRecords.
-fn fetch(c: &mut KafkaClient, tid: Uuid, member: &str, epoch: i32) -> Vec<(i64, i64, i16)> {
-    let mut p = FetchPartition::default();
-    p.partition_index = 0;
-    let mut t = FetchTopic::default();
-    t.topic_id = tid;
-    t.partitions = vec![p];
-    let mut req = ShareFetchRequest::default();
-    req.group_id = Some(GroupId(s(GROUP)));
-    req.member_id = Some(s(member));
-    req.share_session_epoch = epoch;
-    req.max_bytes = 1 << 20;
-    req.max_records = 100;
-    req.batch_size = 100;
-    req.topics = vec![t];
-    let r: ShareFetchResponse = c.call(ApiKey::ShareFetch, 1, &req);
+fn fetch(c: &mut KafkaClient, tid: Uuid, member: &str, epoch: i32) -> Vec<Acquired> {
+    let r: ShareFetchResponse = c.call(
+        ApiKey::ShareFetch,
+        1,
+        &fetch_request(GROUP, tid, 0, member, epoch),
+    );
     assert_eq!(r.error_code, 0, "{:?}", r.error_message);
-    let p = &r.responses[0].partitions[0];
-    assert_eq!(p.error_code, 0, "{:?}", p.error_message);
-    p.acquired_records
-        .iter()
-        .map(|a| (a.first_offset, a.last_offset, a.delivery_count))
-        .collect()
+    let (code, got) = acquired(&r);
+    assert_eq!(code, 0);
+    got
 }
 
 /// ShareAcknowledge v1 of `[first, last]` with one type: the partition's code.
@@ -74,21 +59,7 @@ fn acknowledge(
     last: i64,
     kind: i8,
 ) -> i16 {
-    let mut b = AckBatch::default();
-    b.first_offset = first;
-    b.last_offset = last;
-    b.acknowledge_types = vec![kind];
-    let mut p = AcknowledgePartition::default();
-    p.partition_index = 0;
-    p.acknowledgement_batches = vec![b];
-    let mut t = AcknowledgeTopic::default();
-    t.topic_id = tid;
-    t.partitions = vec![p];
-    let mut req = ShareAcknowledgeRequest::default();
-    req.group_id = Some(GroupId(s(GROUP)));
-    req.member_id = Some(s(member));
-    req.share_session_epoch = epoch;
-    req.topics = vec![t];
+    let req = ack_request(GROUP, tid, 0, member, epoch, first, last, kind);
     let r: ShareAcknowledgeResponse = c.call(ApiKey::ShareAcknowledge, 1, &req);
     assert_eq!(r.error_code, 0, "{:?}", r.error_message);
     r.responses[0].partitions[0].error_code

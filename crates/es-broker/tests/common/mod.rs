@@ -58,4 +58,5 @@ pub fn now_ms() -> i64 {
 
 pub mod cluster;
 pub mod replicas;
+pub mod share;
 pub mod txn;
