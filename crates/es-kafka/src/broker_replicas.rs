@@ -489,6 +489,14 @@ fn topic_name(name: &str) -> TopicName {
     TopicName(StrBytes::from_string(name.to_string()))
 }
 
+/// The `host:port` a follower reaches `leader` at, from the applied metadata.
+pub(super) fn leader_addr(broker: &Broker, leader: i32) -> Option<String> {
+    let image = broker.image();
+    broker
+        .endpoint_of(image.as_deref(), leader)
+        .map(|e| format!("{}:{}", e.host, e.port))
+}
+
 /// One leader's fetch loop; ends when the broker is gone or no partition is
 /// left to follow from this leader.
 async fn fetch_loop(b: Weak<Broker>, leader: i32, l: Arc<Loop>) {
@@ -504,11 +512,7 @@ async fn fetch_loop(b: Weak<Broker>, leader: i32, l: Arc<Loop>) {
             l.wake.notified().await;
             continue;
         }
-        let image = broker.image();
-        let Some(addr) = broker
-            .endpoint_of(image.as_deref(), leader)
-            .map(|e| format!("{}:{}", e.host, e.port))
-        else {
+        let Some(addr) = leader_addr(&broker, leader) else {
             drop(broker);
             tokio::time::sleep(RETRY_BACKOFF).await;
             continue;

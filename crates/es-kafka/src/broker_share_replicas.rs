@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use uuid::Uuid;
 
-use super::replicas::{Following, Loop};
+use super::replicas::{leader_addr, Following, Loop};
 use super::Broker;
 use crate::handlers::share_state::{
     Held, ShareStatePartition, ShareStateRequest, ShareStateResponse, ES_SHARE_STATE,
@@ -104,11 +104,7 @@ pub(super) async fn share_loop(b: Weak<Broker>, leader: i32, l: Arc<Loop>) {
             l.share_wake.notified().await;
             continue;
         }
-        let image = broker.image();
-        let Some(addr) = broker
-            .endpoint_of(image.as_deref(), leader)
-            .map(|e| format!("{}:{}", e.host, e.port))
-        else {
+        let Some(addr) = leader_addr(&broker, leader) else {
             drop(broker);
             tokio::time::sleep(RETRY_BACKOFF).await;
             continue;
