@@ -51,7 +51,8 @@
 //!
 //! Layout: `manager_durable.rs` holds the durability tickets and the fsync
 //! task, `manager_admin.rs` the offsets admin and deletions,
-//! `manager_stats.rs` the /metrics counters.
+//! `manager_stats.rs` the /metrics counters, `manager_load.rs` loading a
+//! share-partition from its files, `manager_replica.rs` the cluster side.
 //!
 //! Lock order: sessions → slot map → a slot's state → its store (journal)
 //! → the lock index; a slot's sync queue is a leaf. Under the map's lock a
@@ -74,10 +75,10 @@ use tokio::sync::Notify;
 use super::locks::{LockIndex, ShareKey};
 use super::partition::{
     AckBatch, AckParams, AcquireParams, AcquiredRecords, LogView, Outcome, ShareError,
-    SharePartition, OFFSET_MAX,
+    SharePartition,
 };
 use super::sessions::{ConnectionId, Released, ShareSessions, TopicPartition};
-use super::store::{Loaded, ShareStore};
+use super::store::ShareStore;
 pub use super::target::{
     AcquireRequest, AutoOffsetReset, ReadView, ShareConfig, ShareFailure, ShareLog, ShareTarget,
     RECORD_LOCK_DURATION_MS_DEFAULT,
@@ -858,96 +859,6 @@ impl ShareManager {
         }
         Ok(ticket)
     }
-
-    /// Loads a share-partition (§3.4). The error's flag says whether
-    /// something was written before it failed (then the slot is fenced;
-    /// otherwise the next use tries again).
-    fn load(
-        &self,
-        t: &ShareTarget<'_>,
-        init: Init,
-    ) -> Result<Option<LoadedLive>, (ShareFailure, bool)> {
-        let (mut store, loaded) = ShareStore::open(
-            self.fs.clone(),
-            &self.data_dir,
-            &t.key.group,
-            t.topic,
-            t.key.partition,
-            t.key.topic_id,
-            self.clock.clone(),
-        )
-        .map_err(|e| (ShareFailure::Storage(e), false))?;
-        if let Some(b) = *self.fold_bytes.lock() {
-            store.set_fold_bytes(b);
-        }
-        let store = Arc::new(store);
-        let leader_epoch = t.log.leader_epoch();
-        let log_start = t.log.log_start_offset().max(0);
-        let limits = t.config.limits;
-        let mut init_ticket = None;
-        let core = match loaded {
-            Loaded::Fresh | Loaded::Stale { .. } => {
-                let start = match init {
-                    Init::Absent => return Ok(None),
-                    Init::At(start) => start.clamp(0, OFFSET_MAX),
-                    Init::AutoReset => self
-                        .reset_offset(t)
-                        .map_err(|e| (ShareFailure::Storage(e), false))?,
-                };
-                // Not waited for by a fetch: the first acquisition's fsync
-                // covers it (journal order), and before that a crash loses
-                // nothing.
-                init_ticket = Some(
-                    store
-                        .write_init(INITIAL_STATE_EPOCH, leader_epoch, start)
-                        .map_err(|e| (ShareFailure::Storage(e), true))?,
-                );
-                SharePartition::new(start, limits)
-            }
-            Loaded::State(s) => {
-                let (core, outcome) = s
-                    .restore(log_start, limits)
-                    .map_err(|e| (ShareFailure::Share(e), false))?;
-                if let Some(u) = &outcome.update {
-                    // The archives at the limit and a moved start; a crash
-                    // before their fsync makes the next load do them again.
-                    store
-                        .write_update(leader_epoch, u)
-                        .map_err(|e| (ShareFailure::Storage(e), true))?;
-                }
-                core
-            }
-        };
-        self.replication.changed();
-        tracing::debug!(group = %t.key.group, topic = t.topic, partition = t.key.partition,
-            start = core.start_offset(), next = core.next_offset(), "share-partition loaded");
-        Ok(Some((
-            Live {
-                core,
-                store,
-                topic: Arc::from(t.topic),
-                leader_epoch,
-                fetching: false,
-            },
-            init_ticket,
-        )))
-    }
-
-    /// Where a share-partition without stored state starts (§2.2).
-    fn reset_offset(&self, t: &ShareTarget<'_>) -> Result<i64, StorageError> {
-        let log_start = t.log.log_start_offset().max(0);
-        let hw = t.log.high_watermark().max(log_start);
-        Ok(match t.config.auto_offset_reset {
-            AutoOffsetReset::Latest => hw,
-            AutoOffsetReset::Earliest => log_start,
-            AutoOffsetReset::ByDuration { ms } => {
-                let ts = self.clock.now_ms().saturating_sub(ms.max(0));
-                t.log
-                    .offset_for_timestamp(ts)?
-                    .map_or(hw, |o| o.clamp(log_start, hw))
-            }
-        })
-    }
 }
 
 /// AcknowledgeType Reject: the record is archived.
@@ -1002,6 +913,9 @@ mod stats;
 
 #[path = "manager_replica.rs"]
 mod replica;
+
+#[path = "manager_load.rs"]
+mod load;
 
 #[cfg(test)]
 #[path = "manager_tests.rs"]

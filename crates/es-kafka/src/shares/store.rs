@@ -11,7 +11,9 @@
 //!
 //! This module owns the entry format ([`Entry`], [`encode_update`],
 //! [`decode_entry`]), replay ([`ShareState`], Kafka's combiner as
-//! [`DurableView`] implements it), the fold, stale topic ids and deletion.
+//! [`DurableView`] implements it), the fold, stale topic ids and deletion;
+//! `store_files.rs` the files' names and their durable removal,
+//! `store_replica.rs` what a follower copies of them.
 //! It knows nothing of locks, sessions or requests: the shell
 //! (`ShareManager`, a later commit) calls it with the changes the
 //! [`super::partition::SharePartition`] core emits, in the core's critical
@@ -36,7 +38,7 @@
 //!   allocated, bad input is an error and never a panic; an entry that passed
 //!   its CRC but does not decode stops the load (it is not a torn tail).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use es_storage::journal::{Journal, Ticket};
@@ -510,135 +512,6 @@ struct Snapshot {
     batches: Vec<(i64, i64, u8, u16)>,
 }
 
-/// Which share-partition, and where its files are.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ShareFiles {
-    pub group: String,
-    pub topic: String,
-    pub partition: i32,
-    pub dir: PathBuf,
-    pub journal: PathBuf,
-    pub snapshot: PathBuf,
-}
-
-impl ShareFiles {
-    /// `data_dir/shares/<group stem>/<topic>-<partition>.{journal,snapshot.json}`;
-    /// the stem is the group file's (`groups::store::file_name`).
-    pub fn new(data_dir: &Path, group: &str, topic: &str, partition: i32) -> ShareFiles {
-        let name = crate::groups::store::file_name(group);
-        let stem = name
-            .strip_suffix(crate::groups::store::FILE_SUFFIX)
-            .unwrap_or(&name);
-        let dir = data_dir.join(SHARES_DIR).join(stem);
-        let base = format!("{topic}-{partition}");
-        ShareFiles {
-            group: group.to_string(),
-            topic: topic.to_string(),
-            partition,
-            journal: dir.join(format!("{base}{JOURNAL_SUFFIX}")),
-            snapshot: dir.join(format!("{base}{SNAPSHOT_SUFFIX}")),
-            dir,
-        }
-    }
-
-    /// The files of `(topic, partition)` in a group's directory `dir`, for
-    /// removing them when the group's name is not at hand (topic deletion
-    /// walks every group's directory). Not for loading: the snapshot's
-    /// group check would fail.
-    pub fn in_group_dir(dir: &Path, topic: &str, partition: i32) -> ShareFiles {
-        let base = format!("{topic}-{partition}");
-        ShareFiles {
-            group: String::new(),
-            topic: topic.to_string(),
-            partition,
-            journal: dir.join(format!("{base}{JOURNAL_SUFFIX}")),
-            snapshot: dir.join(format!("{base}{SNAPSHOT_SUFFIX}")),
-            dir: dir.to_path_buf(),
-        }
-    }
-
-    /// Whether the share-partition has files (state, or the remains of a
-    /// deletion a crash interrupted, which the next open finishes).
-    pub fn exist(&self, fs: &dyn Fs) -> bool {
-        fs.exists(&self.journal) || fs.exists(&self.snapshot) || self.deletion_started(fs)
-    }
-
-    fn deleted(p: &Path) -> PathBuf {
-        let mut s = p.as_os_str().to_owned();
-        s.push(DELETED_SUFFIX);
-        PathBuf::from(s)
-    }
-
-    /// Whether a deletion was started (a `.deleted` file is left).
-    fn deletion_started(&self, fs: &dyn Fs) -> bool {
-        fs.exists(&Self::deleted(&self.journal)) || fs.exists(&Self::deleted(&self.snapshot))
-    }
-
-    /// Removes both files durably: rename to `.deleted`, dir fsync, unlink,
-    /// dir fsync. A crash part way leaves a `.deleted` file, and the next
-    /// load finishes the deletion, so a deletion is all or nothing.
-    pub fn remove(&self, fs: &dyn Fs) -> Result<(), StorageError> {
-        if !fs.exists(&self.dir) {
-            return Ok(());
-        }
-        let mut renamed = false;
-        for p in [&self.journal, &self.snapshot] {
-            if fs.exists(p) {
-                fs.rename(p, &Self::deleted(p))?;
-                renamed = true;
-            }
-        }
-        if renamed {
-            fs.sync_dir(&self.dir)?;
-        }
-        self.finish_removal(fs)
-    }
-
-    /// Unlinks whatever is left of a deletion: the live names first (a
-    /// rename that did not survive a crash), the `.deleted` names last, so a
-    /// crash in between still shows a deletion in progress.
-    fn finish_removal(&self, fs: &dyn Fs) -> Result<(), StorageError> {
-        let mut removed = false;
-        for p in [&self.journal, &self.snapshot] {
-            if fs.exists(p) {
-                fs.remove_file(p)?;
-                removed = true;
-            }
-        }
-        if removed {
-            fs.sync_dir(&self.dir)?;
-        }
-        removed = false;
-        for p in [&self.journal, &self.snapshot] {
-            let d = Self::deleted(p);
-            if fs.exists(&d) {
-                fs.remove_file(&d)?;
-                removed = true;
-            }
-        }
-        if removed {
-            fs.sync_dir(&self.dir)?;
-        }
-        Ok(())
-    }
-
-    /// Removes temporary files a crash left mid-replace of this snapshot
-    /// (only this share-partition's: others in the directory may be being
-    /// written now).
-    fn remove_temp_files(&self, fs: &dyn Fs) -> Result<(), StorageError> {
-        let Some(name) = self.snapshot.file_name() else {
-            return Ok(());
-        };
-        let prefix = format!(".{}.", name.to_string_lossy());
-        for n in fs.list(&self.dir)? {
-            if n.starts_with(&prefix) && n.ends_with(meta::TEMP_SUFFIX) {
-                fs.remove_file(&self.dir.join(&n))?;
-            }
-        }
-        Ok(())
-    }
-}
-
 /// What [`ShareStore::open`] found.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Loaded {
@@ -656,77 +529,6 @@ struct Inner {
     fenced: Option<String>,
     /// The latest writes, for the followers' copies (§3.10).
     recent: Recent,
-}
-
-/// Writes this store made lately, as followers copy them: each write's
-/// entries (one change, so a follower writes them together too) with the
-/// sequence of its last entry. Bounded by [`RECENT_WRITES_MAX`] and
-/// [`RECENT_BYTES_MAX`]; a follower further behind takes the whole state.
-#[derive(Default)]
-struct Recent {
-    writes: std::collections::VecDeque<(u64, Arc<Vec<Vec<u8>>>)>,
-    bytes: usize,
-}
-
-/// The most writes [`Recent`] keeps (a follower is a round trip behind).
-pub const RECENT_WRITES_MAX: usize = 256;
-/// The most entry bytes [`Recent`] keeps.
-pub const RECENT_BYTES_MAX: usize = 256 * 1024;
-
-impl Recent {
-    fn push(&mut self, last_seq: u64, payloads: &[Vec<u8>]) {
-        let n: usize = payloads.iter().map(Vec::len).sum();
-        self.writes
-            .push_back((last_seq, Arc::new(payloads.to_vec())));
-        self.bytes += n;
-        while self.writes.len() > RECENT_WRITES_MAX
-            || (self.bytes > RECENT_BYTES_MAX && self.writes.len() > 1)
-        {
-            if let Some((_, w)) = self.writes.pop_front() {
-                self.bytes -= w.iter().map(Vec::len).sum::<usize>();
-            }
-        }
-    }
-
-    /// The writes after sequence `after`, if every one of them is still
-    /// here and `after` ends a write (writes are contiguous in sequence).
-    fn after(&self, after: u64) -> Option<Vec<Arc<Vec<Vec<u8>>>>> {
-        let oldest = self.oldest_first_seq()?;
-        let aligned = after.checked_add(1) == Some(oldest)
-            || self.writes.iter().any(|(last, _)| *last == after);
-        if !aligned {
-            return None;
-        }
-        Some(
-            self.writes
-                .iter()
-                .filter(|(last, _)| *last > after)
-                .map(|(_, w)| w.clone())
-                .collect(),
-        )
-    }
-
-    /// The sequence of the first entry of the oldest write kept.
-    fn oldest_first_seq(&self) -> Option<u64> {
-        self.writes
-            .front()
-            .map(|(last, w)| last + 1 - w.len() as u64)
-    }
-}
-
-/// What a follower needs of this store to hold what the leader holds
-/// ([`ShareStore::replica_view`]).
-#[derive(Clone, Debug)]
-pub enum ReplicaView {
-    /// The follower's copy is current.
-    Current { seq: u64 },
-    /// The writes after the follower's sequence, in order, up to `seq`.
-    Writes {
-        seq: u64,
-        writes: Vec<Arc<Vec<Vec<u8>>>>,
-    },
-    /// The whole state, at `seq`.
-    Full { seq: u64, state: ShareState },
 }
 
 /// One share-partition's journal and snapshot.
@@ -944,126 +746,6 @@ impl ShareStore {
         self.journal.last_seq()
     }
 
-    /// What a follower holding this store's state up to sequence `after`
-    /// (`None`: nothing) needs to hold all of it (§3.10): nothing, the
-    /// writes since, or the whole state when those are no longer kept here
-    /// or `after` is not a point of this store's history. `None` when the
-    /// store has no state (the follower removes its copy).
-    pub fn replica_view(&self, after: Option<u64>) -> Option<ReplicaView> {
-        let g = self.inner.lock();
-        if g.fenced.is_some() {
-            return None;
-        }
-        let state = g.state.as_ref()?;
-        let seq = self.journal.last_seq().unwrap_or(0);
-        let full = || ReplicaView::Full {
-            seq,
-            state: state.clone(),
-        };
-        Some(match after {
-            Some(a) if a == seq => ReplicaView::Current { seq },
-            Some(a) if a < seq => match g.recent.after(a) {
-                Some(writes) => ReplicaView::Writes { seq, writes },
-                None => full(),
-            },
-            _ => full(),
-        })
-    }
-
-    /// A follower's copy takes the leader's whole state (§3.10): a snapshot
-    /// of `state` replaces the files at once (the snapshot's sequence is
-    /// past every entry of the journal, so a crash before the journal is
-    /// emptied replays none of them), then the journal is emptied. Durable
-    /// when this returns. Blocking.
-    pub fn install(&self, state: &ShareState) -> Result<(), StorageError> {
-        if state.topic_id != self.topic_id {
-            return Err(StorageError::Invalid(format!(
-                "a share state of topic id {} for topic id {}",
-                state.topic_id, self.topic_id
-            )));
-        }
-        check_offset("start offset", state.view.start_offset())
-            .map_err(|e| StorageError::Invalid(e.to_string()))?;
-        for b in state.view.batches() {
-            check_batch(&b).map_err(|e| StorageError::Invalid(e.to_string()))?;
-        }
-        let mut g = self.inner.lock();
-        if let Some(why) = &g.fenced {
-            return Err(StorageError::Fenced(format!(
-                "{}: {why}",
-                self.files.journal.display()
-            )));
-        }
-        let seq = self.journal.last_seq().map_or(0, |s| s + 1);
-        self.journal.ensure_next_seq(seq + 1);
-        let res = self.replace_snapshot(state, seq);
-        match &res {
-            Ok(()) => {
-                g.state = Some(state.clone());
-                g.recent = Recent::default();
-            }
-            Err(e) => {
-                tracing::error!(journal = %self.files.journal.display(), error = %e, "installing a leader's share state failed; fenced until restart");
-                g.fenced = Some(format!("install failed: {e}"));
-            }
-        }
-        res
-    }
-
-    /// A follower's copy takes one write of the leader (§3.10): `payloads`
-    /// are one change's entries as the leader wrote them, untrusted: each
-    /// must decode, a split Update must be whole, an Init must name this
-    /// store's topic id, and the change must apply (an Update needs state).
-    /// Written as one write, so a torn tail never leaves half of it. Not
-    /// durable until [`ShareStore::sync`].
-    pub fn write_copied(&self, payloads: &[Vec<u8>]) -> Result<Ticket, StorageError> {
-        if payloads.is_empty() {
-            return Err(StorageError::Invalid("an empty copied write".into()));
-        }
-        let mut entries = Vec::with_capacity(payloads.len());
-        for p in payloads {
-            let e = decode_entry(p).map_err(|e| StorageError::Invalid(e.to_string()))?;
-            if let Entry::Init { topic_id, .. } = &e {
-                if *topic_id != self.topic_id {
-                    return Err(StorageError::Invalid(format!(
-                        "an init of topic id {topic_id} for topic id {}",
-                        self.topic_id
-                    )));
-                }
-            }
-            entries.push(e);
-        }
-        let last = entries.len() - 1;
-        for (i, e) in entries.iter().enumerate() {
-            let part = matches!(e, Entry::Update { last: false, .. });
-            let closes = matches!(e, Entry::Update { last: true, .. });
-            if (i < last && !part) || (i == last && part) || (i > 0 && i == last && !closes) {
-                return Err(StorageError::Invalid(
-                    "a copied write is not one whole change".into(),
-                ));
-            }
-        }
-        let mut g = self.inner.lock();
-        if let Some(why) = &g.fenced {
-            return Err(StorageError::Fenced(format!(
-                "{}: {why}",
-                self.files.journal.display()
-            )));
-        }
-        let mut replay = Replay {
-            state: g.state.clone(),
-            parts: Vec::new(),
-        };
-        for e in entries {
-            replay.push(e).map_err(StorageError::Invalid)?;
-        }
-        let refs: Vec<&[u8]> = payloads.iter().map(Vec::as_slice).collect();
-        let (ticket, last_seq) = self.journal.write(&refs, self.clock.now_ms())?;
-        g.state = replay.state;
-        g.recent.push(last_seq, payloads);
-        Ok(ticket)
-    }
-
     /// Writes an Init entry with the topic's current id: a share-partition
     /// starting at `start_offset` with nothing in flight (first load, or
     /// replacing whatever was).
@@ -1212,6 +894,15 @@ impl ShareStore {
         self.files.remove(self.fs.as_ref())
     }
 }
+
+#[path = "store_files.rs"]
+mod files;
+pub use files::ShareFiles;
+
+#[path = "store_replica.rs"]
+mod replica;
+use replica::Recent;
+pub use replica::{ReplicaView, RECENT_BYTES_MAX, RECENT_WRITES_MAX};
 
 #[cfg(test)]
 #[path = "store_tests.rs"]
