@@ -515,6 +515,23 @@ def security_properties():
     return props
 
 
+JAVA_TYPES = {"String": "java.lang.String", "Path": "java.nio.file.Path", "int": "int", "long": "long",
+              "boolean": "boolean"}
+
+
+def method_selector(name):
+    """Class.method as JUnit's method selector, Class#method(parameter types): a parameterized
+    test is found only with its parameter types (read from the source), and then runs with each
+    of its parameters."""
+    cls, method = name.split(".", 1)
+    src = open(os.path.join(HERE, "src", "test", "java", "es", "compat", cls + ".java")).read()
+    m = re.search(r"\bvoid\s+" + re.escape(method) + r"\s*\(([^)]*)\)", src)
+    if not m or not m.group(1).strip():
+        return f"{cls}#{method}"
+    types = [JAVA_TYPES[p.split()[-2]] for p in m.group(1).split(",")]
+    return f"{cls}#{method}({','.join(types)})"
+
+
 def junit():
     """Our JUnit scenarios, one result each (ClassName.method[parameters])."""
     lib = sorted(glob.glob(os.path.join(BUILD, "lib", "*.jar")))
@@ -528,14 +545,20 @@ def junit():
     args = ["java", "-Xmx1G", f"-Dcompat.bootstrap={B}", f"-Dcompat.nodes={suite.nodes}", f"-Dlog4j2.configurationFile={LOG4J}",
             "-Dkafka.ref.log.level=WARN", *security_properties(), "-cp", ":".join([classes, *lib]),
             "org.junit.platform.console.ConsoleLauncher", "execute", "--disable-banner",
-            "--details=tree", f"--reports-dir={reports}"]
+            "--details=tree", f"--reports-dir={reports}",
+            # Classes one after another; a class marked @Execution(CONCURRENT) (ShareConsumerTest,
+            # whose tests mostly wait out lock durations) runs its tests side by side, six at a time.
+            "--config=junit.jupiter.execution.parallel.enabled=true",
+            "--config=junit.jupiter.execution.parallel.config.strategy=fixed",
+            "--config=junit.jupiter.execution.parallel.config.fixed.parallelism=6"]
     # SaslTest runs in the SASL modes only, TlsTest with --security ssl only (Env.java, the tests).
     skip = [c for c, wanted in (("SaslTest", SEC.sasl), ("TlsTest", SEC.mode == "ssl")) if not wanted]
     if suite.only:  # --only ProducerTest.method,...: those JUnit methods (none: JUnit is not run)
-        picked = sorted({o.split("[")[0] for o in suite.only if "." in o and o[:1].isupper()})
+        picked = sorted({o.split("[")[0] for o in suite.only if "." in o and o[:1].isupper()
+                         and o.split(".")[0] not in skip})
         if not picked:
             return
-        args += [f"--select-method=es.compat.{o.replace('.', '#')}" for o in picked]
+        args += [f"--select-method=es.compat.{method_selector(o)}" for o in picked]
     else:
         args += [f"--scan-classpath={classes}", *(f"--exclude-classname=^es\\.compat\\.{c}$" for c in skip)]
     log = os.path.join(suite.work, "junit.log")

@@ -56,6 +56,8 @@ import org.apache.kafka.common.errors.GroupNotEmptyException;
 import org.apache.kafka.common.serialization.StringDeserializer;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.parallel.Execution;
+import org.junit.jupiter.api.parallel.ExecutionMode;
 
 /**
  * Share groups (KIP-932) through Apache Kafka 4.4's KafkaShareConsumer and Admin, run unchanged
@@ -76,6 +78,7 @@ import org.junit.jupiter.api.Timeout;
  * smallest lock duration Kafka accepts (group.share.min.record.lock.duration.ms, 15000) once each.
  */
 @Timeout(value = 240, unit = TimeUnit.SECONDS)
+@Execution(ExecutionMode.CONCURRENT) // each test its own topic and group; most of their time is lock waits
 class ShareConsumerTest {
     private static final Duration POLL = Duration.ofMillis(200);
     private static final Duration COMMIT = Duration.ofSeconds(30);
@@ -108,8 +111,10 @@ class ShareConsumerTest {
     }
 
     /**
-     * Explicit acknowledgement, record_limit acquisition (no prefetch: a member that stops polling
-     * holds exactly what poll returned), at most maxRecords per poll.
+     * Explicit acknowledgement, record_limit acquisition (each ShareFetch acquires at most
+     * maxRecords), at most maxRecords per poll. The client may still have sent one more ShareFetch
+     * after the poll that returned records, so a member that stops polling can hold more than poll
+     * returned (takeOverFrom allows for it).
      */
     static Map<String, Object> explicitRecordLimit(int maxRecords) {
         return Map.of(ConsumerConfig.SHARE_ACKNOWLEDGEMENT_MODE_CONFIG, "explicit",
@@ -437,9 +442,16 @@ class ShareConsumerTest {
                 }
             }
         }
+        // A held record comes back with count 2. Another may too: the first member's client can
+        // have fetched it ahead, unseen by the application, and its release at the close keeps the
+        // count (Kafka 4.4 counts a session release as a delivery, KAFKA-19972); never above 2.
         for (Map.Entry<Long, Integer> e : counts.entrySet()) {
-            assertEquals(held.contains(e.getKey()) ? 2 : 1, e.getValue(),
-                "delivery count of offset " + e.getKey() + " (held by the first member: " + held + ")");
+            String what = "delivery count of offset " + e.getKey() + " (held by the first member: " + held + ")";
+            if (held.contains(e.getKey())) {
+                assertEquals(2, e.getValue(), what);
+            } else {
+                assertTrue(e.getValue() == 1 || e.getValue() == 2, what + ": " + e.getValue());
+            }
         }
         return counts;
     }
