@@ -70,7 +70,7 @@ pub mod txn_cluster;
 pub mod txn_failover;
 pub use quorum::{new_cluster_id, BrokerFiles};
 pub use rebalance::LeaderRebalance;
-pub use routing::{key_partition, CoordinatorPlace, Leadership, NodeEndpoint};
+pub use routing::{inter_broker_addr, key_partition, CoordinatorPlace, Leadership, NodeEndpoint};
 
 /// Kafka's `socket.request.max.bytes` default: the largest frame we read.
 pub const FRAME_BYTES_MAX_DEFAULT: usize = 100 * 1024 * 1024;

@@ -492,9 +492,7 @@ fn topic_name(name: &str) -> TopicName {
 /// The `host:port` a follower reaches `leader` at, from the applied metadata.
 pub(super) fn leader_addr(broker: &Broker, leader: i32) -> Option<String> {
     let image = broker.image();
-    broker
-        .endpoint_of(image.as_deref(), leader)
-        .map(|e| format!("{}:{}", e.host, e.port))
+    broker.inter_broker_addr(image.as_deref(), leader)
 }
 
 /// One leader's fetch loop; ends when the broker is gone or no partition is

@@ -136,6 +136,29 @@ impl Broker {
         })
     }
 
+    /// `host:port` of broker `id`'s inter-broker listener, whatever listener
+    /// the request being handled came on: how one broker reaches another
+    /// (replica fetches, share-state copies, transaction markers and
+    /// verification, the share-group offsets admin). Without an image, this
+    /// broker's own first listener for `id` == this broker.
+    pub fn inter_broker_addr(&self, image: Option<&MetaImage>, id: i32) -> Option<String> {
+        match image {
+            Some(image) => inter_broker_addr(image, id),
+            None => (id == self.node_id()).then(|| {
+                let spec = self.listener_specs().into_iter().next();
+                spec.map_or_else(
+                    || {
+                        format!(
+                            "{}:{}",
+                            self.config.advertised_host, self.config.advertised_port
+                        )
+                    },
+                    |s| format!("{}:{}", s.advertised_host, s.advertised_port),
+                )
+            }),
+        }
+    }
+
     /// The brokers clients may use: every registered, unfenced broker, by
     /// id (Kafka's Metadata lists no fenced broker). This broker is listed
     /// even while fenced, so a client that reached it can go on.
@@ -292,9 +315,54 @@ impl Broker {
     }
 }
 
+/// `host:port` of broker `id`'s first registered endpoint: its inter-broker
+/// listener (es-broker registers the listener `inter.broker.listener.name`
+/// names first, and in a cluster it must be PLAINTEXT, which is what the
+/// inter-broker client speaks). The endpoint of the listener a client's
+/// request came on ([`Broker::endpoint_of`]) is for answering clients only:
+/// a SASL or TLS listener there would refuse the inter-broker client.
+pub fn inter_broker_addr(image: &MetaImage, id: i32) -> Option<String> {
+    let e = image.brokers.get(&id)?.endpoints.first()?;
+    Some(format!("{}:{}", e.host, e.port))
+}
+
 #[cfg(test)]
 mod tests {
-    use super::key_partition;
+    use super::{inter_broker_addr, key_partition};
+    use es_meta::image::BrokerInfo;
+    use es_meta::records::Endpoint;
+    use es_meta::MetaImage;
+
+    #[test]
+    fn brokers_reach_each_other_on_the_first_listener() {
+        let ep = |name: &str, port: u16, protocol: &str| Endpoint {
+            name: name.into(),
+            host: "10.0.0.2".into(),
+            port,
+            security_protocol: protocol.into(),
+        };
+        let mut image = MetaImage::default();
+        image.brokers.insert(
+            2,
+            BrokerInfo {
+                id: 2,
+                incarnation_id: "x".into(),
+                epoch: 1,
+                endpoints: vec![
+                    ep("INTERNAL", 9093, "PLAINTEXT"),
+                    ep("CLIENT", 9092, "SASL_SSL"),
+                ],
+                rack: None,
+                fenced: false,
+                shutdown_index: None,
+            },
+        );
+        assert_eq!(
+            inter_broker_addr(&image, 2).as_deref(),
+            Some("10.0.0.2:9093")
+        );
+        assert_eq!(inter_broker_addr(&image, 3), None);
+    }
 
     #[test]
     fn keys_are_placed_as_kafka_places_them() {

@@ -148,10 +148,9 @@ impl Broker {
     ) -> Result<Vec<TopicPartition>, String> {
         let rt = Handle::try_current().map_err(|_| "no runtime to send markers on".to_string())?;
         let image = self.image();
-        let e = self
-            .endpoint_of(image.as_deref(), broker)
+        let addr = self
+            .inter_broker_addr(image.as_deref(), broker)
             .ok_or_else(|| format!("broker {broker} has no endpoint"))?;
-        let addr = format!("{}:{}", e.host, e.port);
         let req = write_txn_markers_request(batch);
         let client = self.extension(InterBrokerClient::default);
         let sent = run_on(

@@ -7,6 +7,7 @@
 //! beside a running broker.
 
 mod admin_auth;
+mod cluster_txn;
 #[path = "../common/mod.rs"]
 mod common;
 mod keys_remote;

@@ -77,7 +77,12 @@ pub async fn verify_remote(
     let mut req = AddPartitionsToTxnRequest::default();
     req.transactions = vec![txn];
     let client = broker.extension(InterBrokerClient::default);
-    let addr = format!("{}:{}", coord.host, coord.port);
+    // The coordinator's inter-broker listener, not `coord`'s (the listener
+    // this produce request came on, which may speak SASL or TLS).
+    let image = broker.image();
+    let addr = broker
+        .inter_broker_addr(image.as_deref(), coord.id)
+        .unwrap_or_else(|| format!("{}:{}", coord.host, coord.port));
     // The client bounds the connect and the exchange with its timeouts.
     let sent = client.send(coord.id, &addr, VERIFY_VERSION, &req).await;
     // (topic, partition) -> the coordinator's code.

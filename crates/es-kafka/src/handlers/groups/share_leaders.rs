@@ -76,14 +76,6 @@ fn leader_of(b: &Broker, image: Option<&MetaImage>, p: &AdminPartition) -> Optio
         .filter(|l| *l >= 0)
 }
 
-/// The address of broker `id`'s inter-broker listener (its first endpoint:
-/// the listener `inter.broker.listener.name` names, es-broker puts it
-/// first), whatever listener the admin request came on.
-fn inter_broker_addr(image: Option<&MetaImage>, id: i32) -> Option<String> {
-    let e = image?.brokers.get(&id)?.endpoints.first()?;
-    Some(format!("{}:{}", e.host, e.port))
-}
-
 /// Runs `op` on `parts` (share-partitions of `group`) on their leaders: one
 /// [`Reached`] per share-partition, in order.
 pub async fn reach(
@@ -119,7 +111,9 @@ pub async fn reach(
                     group: group.to_string(),
                     partitions: chunk.iter().map(|&i| parts[i].clone()).collect(),
                 };
-                let addr = inter_broker_addr(image.as_deref(), leader);
+                let addr = image
+                    .as_deref()
+                    .and_then(|i| crate::broker::inter_broker_addr(i, leader));
                 let b = broker.clone();
                 let h = calls.spawn(async move { ask(&b, leader, addr, req).await });
                 sent.insert(h.id(), chunk.to_vec());
