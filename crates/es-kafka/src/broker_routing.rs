@@ -139,23 +139,16 @@ impl Broker {
     /// `host:port` of broker `id`'s inter-broker listener, whatever listener
     /// the request being handled came on: how one broker reaches another
     /// (replica fetches, share-state copies, transaction markers and
-    /// verification, the share-group offsets admin). Without an image, this
-    /// broker's own first listener for `id` == this broker.
+    /// verification). Before any metadata is applied only this broker is
+    /// known: its own first listener.
     pub fn inter_broker_addr(&self, image: Option<&MetaImage>, id: i32) -> Option<String> {
         match image {
             Some(image) => inter_broker_addr(image, id),
-            None => (id == self.node_id()).then(|| {
-                let spec = self.listener_specs().into_iter().next();
-                spec.map_or_else(
-                    || {
-                        format!(
-                            "{}:{}",
-                            self.config.advertised_host, self.config.advertised_port
-                        )
-                    },
-                    |s| format!("{}:{}", s.advertised_host, s.advertised_port),
-                )
-            }),
+            None if id == self.node_id() => self
+                .listener_specs()
+                .first()
+                .map(|s| format!("{}:{}", s.advertised_host, s.advertised_port)),
+            None => None,
         }
     }
 

@@ -313,7 +313,7 @@ pub async fn handle(
     let mut items = items;
     let remote_coordinator = transactional_id.as_deref().and_then(|id| {
         match b.coordinator_place(TRANSACTION_STATE_TOPIC, id) {
-            Some(CoordinatorPlace::Elsewhere(coord)) => Some((id, coord)),
+            Some(CoordinatorPlace::Elsewhere(coord)) => Some((id, coord.id)),
             _ => None,
         }
     });

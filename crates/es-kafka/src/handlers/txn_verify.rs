@@ -23,7 +23,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
-use crate::broker::{Broker, NodeEndpoint};
+use crate::broker::Broker;
 use crate::errors::{code, txn_error_for_version, ResponseError, NONE};
 use crate::interbroker::InterBrokerClient;
 use es_storage::ProducerAppend;
@@ -34,12 +34,13 @@ pub const VERIFY_VERSION: i16 = 4;
 /// For each item (`(topic, partition, producer fields)` of a decoded
 /// batch, None for the others): None when it may be appended, else the
 /// produce error and message. Only transactional batches are asked about,
-/// of transaction `id`, which broker `coord` coordinates.
+/// of transaction `id`, which broker `coord` coordinates (asked on its
+/// inter-broker listener, whichever listener this produce request came on).
 pub async fn verify_remote(
     broker: &Arc<Broker>,
     produce_version: i16,
     id: &str,
-    coord: NodeEndpoint,
+    coord: i32,
     items: Vec<Option<(String, i32, ProducerAppend)>>,
 ) -> Vec<Option<(i16, String)>> {
     let mut out = vec![None; items.len()];
@@ -77,14 +78,15 @@ pub async fn verify_remote(
     let mut req = AddPartitionsToTxnRequest::default();
     req.transactions = vec![txn];
     let client = broker.extension(InterBrokerClient::default);
-    // The coordinator's inter-broker listener, not `coord`'s (the listener
-    // this produce request came on, which may speak SASL or TLS).
     let image = broker.image();
-    let addr = broker
-        .inter_broker_addr(image.as_deref(), coord.id)
-        .unwrap_or_else(|| format!("{}:{}", coord.host, coord.port));
     // The client bounds the connect and the exchange with its timeouts.
-    let sent = client.send(coord.id, &addr, VERIFY_VERSION, &req).await;
+    let sent = match broker.inter_broker_addr(image.as_deref(), coord) {
+        Some(addr) => client
+            .send(coord, &addr, VERIFY_VERSION, &req)
+            .await
+            .map_err(|e| e.to_string()),
+        None => Err("no endpoint in the metadata".to_string()),
+    };
     // (topic, partition) -> the coordinator's code.
     let mut codes: BTreeMap<(String, i32), i16> = BTreeMap::new();
     let unreachable = match sent {
@@ -103,7 +105,7 @@ pub async fn verify_remote(
             }
             None
         }
-        Err(e) => Some(e.to_string()),
+        Err(e) => Some(e),
     };
     for (i, t, p, a) in asked {
         let got = match &unreachable {
@@ -121,7 +123,7 @@ pub async fn verify_remote(
         out[i] = refused.map(|c| {
             let why = unreachable
                 .as_deref()
-                .map_or(String::new(), |w| format!(": coordinator {} unreachable ({w})", coord.id));
+                .map_or(String::new(), |w| format!(": coordinator {coord} unreachable ({w})"));
             (
                 c,
                 format!(

@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 use es_meta::MetaImage;
 use tokio::task::JoinSet;
 
-use crate::broker::Broker;
+use crate::broker::{inter_broker_addr, Broker};
 use crate::errors::{code, ResponseError};
 use crate::handlers::share_admin::{
     self, AdminAnswer, AdminPartition, ShareAdminOp, ShareAdminRequest, ShareAdminResponse,
@@ -111,9 +111,7 @@ pub async fn reach(
                     group: group.to_string(),
                     partitions: chunk.iter().map(|&i| parts[i].clone()).collect(),
                 };
-                let addr = image
-                    .as_deref()
-                    .and_then(|i| crate::broker::inter_broker_addr(i, leader));
+                let addr = image.as_deref().and_then(|i| inter_broker_addr(i, leader));
                 let b = broker.clone();
                 let h = calls.spawn(async move { ask(&b, leader, addr, req).await });
                 sent.insert(h.id(), chunk.to_vec());
